@@ -1,0 +1,120 @@
+"""The bundle on disk: atomic, deterministic writes, and --check.
+
+The whole bundle is rendered in memory first ({relative path: bytes}); only then is it written:
+into a staging directory beside the target, which is swapped in with one rename (an atomic
+exchange where Linux offers it). An interrupted run leaves the previous bundle whole. A
+directory orchgen did not write (no marker file) is never overwritten without --force.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .errors import OrchgenError
+
+MARKER = ".orchgen-bundle"
+MARKER_TEXT = b"This directory is written by `orchgen plan`; edits here are replaced on the next run.\n"
+
+Files = dict[str, bytes]
+
+
+def check_paths(files: Files) -> None:
+    """Bundle paths come partly from user data: they must stay inside the bundle."""
+    for path in files:
+        pure = PurePosixPath(path)
+        if pure.is_absolute() or ".." in pure.parts or "\\" in path or str(pure) != path or not path:
+            raise OrchgenError(f"refusing unsafe bundle path {path!r}")
+
+
+def _is_bundle(target: Path) -> bool:
+    return (target / MARKER).is_file()
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directories (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+def write(files: Files, target: Path, force: bool = False) -> None:
+    check_paths(files)
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise OrchgenError("exists and is not a directory", str(target))
+    if target.is_dir() and any(target.iterdir()) and not _is_bundle(target) and not force:
+        raise OrchgenError(f"is not empty and was not written by orchgen (no {MARKER}); "
+                           "pass --force to replace it", str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{target.name}.orchgen-new-*"):
+        shutil.rmtree(stale, ignore_errors=True)  # left by a run that was killed mid-write
+    stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-new-", dir=target.parent))
+    try:
+        for rel, data in sorted({**files, MARKER: MARKER_TEXT}.items()):
+            dest = stage / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+            if rel.endswith((".sh", ".sbatch")):
+                dest.chmod(0o755)
+        _fsync_tree(stage)
+        if not target.exists():
+            os.rename(stage, target)
+            return
+        if _exchange(stage, target):
+            shutil.rmtree(stage)  # now holds the previous bundle
+            return
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-old-", dir=target.parent))
+        os.rename(target, old / "b")
+        os.rename(stage, target)
+        shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+@dataclass(frozen=True)
+class Diff:
+    changed: tuple[str, ...]
+    missing: tuple[str, ...]  # would be written, not on disk
+    extra: tuple[str, ...]  # on disk, would not be written
+
+    def __bool__(self) -> bool:
+        return bool(self.changed or self.missing or self.extra)
+
+    def lines(self) -> list[str]:
+        return ([f"changed: {p}" for p in self.changed] + [f"missing: {p}" for p in self.missing]
+                + [f"extra:   {p}" for p in self.extra])
+
+
+def diff(files: Files, target: Path) -> Diff:
+    target = Path(target)
+    on_disk: set[str] = set()
+    if target.is_dir():
+        for path in target.rglob("*"):
+            if path.is_file() or path.is_symlink():
+                on_disk.add(path.relative_to(target).as_posix())
+    on_disk.discard(MARKER)
+    changed = sorted(p for p in files if p in on_disk and (target / p).read_bytes() != files[p])
+    return Diff(tuple(changed), tuple(sorted(set(files) - on_disk)), tuple(sorted(on_disk - set(files))))

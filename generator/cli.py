@@ -1,0 +1,131 @@
+"""The orchgen command line: commands and exit codes only, no logic.
+
+Exit codes: 0 ok; 1 differences (`plan --check`) or findings (`validate`); 2 bad input or a
+refused operation, always as one line on stderr naming file, line and field.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import Exit, OrchgenError
+
+
+def _load_plan(path: str, gitops: str | None = None):
+    from . import spec
+    from .planner import make_plan
+
+    fleet = spec.load(path)
+    if gitops:
+        fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update={"gitops": gitops})})
+    return fleet, make_plan(fleet, path)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="orchgen")
+def cli() -> None:
+    """Pick the control plane for a GPU fleet and write the bundle real tools consume."""
+
+
+@cli.command()
+@click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def recommend(workload: str, fmt: str) -> None:
+    """Show the plane, add-ons and reasons per workload and for the fleet."""
+    _, plan = _load_plan(workload)
+    if fmt == "json":
+        fleet = plan.to_json()
+        out = {
+            "fleet": {k: fleet[k] for k in ("name", "hybrid", "gang_scheduler", "reasons")}
+            | {"planes": {n: {k: p[k] for k in ("host", "operator", "node_count", "gpus", "addons")}
+                          for n, p in fleet["planes"].items()}},
+            "workloads": [w.recommendation() for w in plan.workloads],
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{plan.name}: per workload", show_lines=True)
+    for col in ("workload", "primary", "plane", "gang", "add-ons", "why"):
+        table.add_column(col)
+    for w in plan.workloads:
+        primary = w.primary + (f" on {w.ray_host}" if w.ray_host else "") + (" (hybrid)" if w.hybrid else "")
+        table.add_row(w.name, primary, w.plane, "REQUIRED" if w.gang_scheduler_required else "-",
+                      ", ".join(w.addons), "\n".join(w.reasons))
+    console = Console(width=max(120, Console().width))
+    console.print(table)
+    console.print(f"[bold]{plan.name}: fleet[/bold]")
+    for name, p in plan.planes.items():
+        host = f" on Kubernetes ({p.operator})" if p.operator else ""
+        console.print(f"  {name}{host}: {len(p.nodes)} nodes; add-ons: {', '.join(p.addons) or '-'}")
+    for line in plan.reasons:
+        console.print(f"  - {line}", highlight=False)
+
+
+@cli.command()
+@click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("out"), show_default=True,
+              help="bundle directory")
+@click.option("--check", is_flag=True, help="write nothing; exit 1 if the directory differs")
+@click.option("--force", is_flag=True, help="replace a directory orchgen did not write")
+@click.option("--gitops", type=click.Choice(["none", "kustomize", "argocd", "flux"]), default=None,
+              help="override options.gitops")
+def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | None) -> None:
+    """Decide and write the bundle (atomically, byte-identical for the same input)."""
+    from . import bundle
+    from .render import render
+
+    _, the_plan = _load_plan(workload, gitops)
+    files = render(the_plan)
+    if check:
+        diff = bundle.diff(files, output)
+        if diff:
+            click.echo(f"{output}: differs from what `orchgen plan {workload}` writes:")
+            for line in diff.lines():
+                click.echo(f"  {line}")
+            sys.exit(Exit.DIFF)
+        click.echo(f"{output}: up to date ({len(files)} files)")
+        return
+    bundle.write(files, output, force=force)
+    planes = ", ".join(f"{n} ({len(p.nodes)} nodes)" for n, p in the_plan.planes.items())
+    click.echo(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/")
+    for path, data in files.items():
+        click.echo(f"  {path}  ({len(data)} bytes)")
+
+
+@cli.command()
+def schema() -> None:
+    """Print the JSON Schema of workload.yaml (for editors)."""
+    from .spec import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2, sort_keys=True))
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except OrchgenError as exc:
+        click.echo(f"orchgen: {exc}", err=True)
+        sys.exit(Exit.ERROR)
+    except click.exceptions.Abort:
+        click.echo("orchgen: aborted", err=True)
+        sys.exit(Exit.ERROR)
+    except click.ClickException as exc:
+        click.echo(f"orchgen: {exc.format_message()}", err=True)
+        sys.exit(Exit.ERROR)
+    except SystemExit:
+        raise
+    except RecursionError:
+        click.echo("orchgen: input nested too deeply", err=True)
+        sys.exit(Exit.ERROR)
+    except Exception as exc:  # a bug: still one line, never a traceback on a user's terminal
+        click.echo(f"orchgen: internal error: {type(exc).__name__}: {exc} (please report)", err=True)
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

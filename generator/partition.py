@@ -1,0 +1,63 @@
+"""Split the fleet's nodes between the Slurm and the Kubernetes plane, whole leaves at a time.
+
+Sizing rule (also in the bundle README): a workload's demand is max(nodes, ceil(gpus / GPUs per
+node)) nodes on its pool (its `pool`, else the fleet's first GPU pool). A pool that only one
+plane wants goes to that plane whole; a pool nobody names goes to the Kubernetes plane (elastic:
+services and batch absorb spare nodes). A pool both planes want is split at leaf boundaries in
+proportion to the two demands, rounded, each plane keeping at least one leaf; Slurm takes the
+lowest-numbered leaves. A leaf is never split: a pool of one leaf that both planes want is an
+error naming the fix.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import OrchgenError
+from .fabric import FabricModel
+
+
+@dataclass(frozen=True)
+class Split:
+    plane_leaves: dict[str, dict[str, list[str]]]  # plane -> pool -> leaf names
+    reasons: tuple[str, ...]
+
+
+def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int]],
+          slurm: str | None, kube: str | None, file: str) -> Split:
+    """demand: plane -> pool -> nodes. `slurm`/`kube`: the plane names present (or None)."""
+    leaves_of: dict[str, list[str]] = {p: [] for p in pools}
+    for leaf in fabric.leaves:
+        leaves_of[leaf.pool].append(leaf.name)
+    out: dict[str, dict[str, list[str]]] = {p: {} for p in (slurm, kube) if p}
+    reasons: list[str] = []
+    for pool in pools:
+        wanted = [p for p in (slurm, kube) if p and demand.get(p, {}).get(pool, 0) > 0]
+        leaves = leaves_of[pool]
+        if not wanted:
+            owner = kube or slurm
+            assert owner is not None
+            out[owner][pool] = leaves
+            if slurm and kube:
+                reasons.append(f"pool {pool}: no workload asks for it; all {len(leaves)} leaves to "
+                               f"{owner} (elastic capacity)")
+            continue
+        if len(wanted) == 1:
+            out[wanted[0]][pool] = leaves
+            continue
+        assert slurm and kube
+        ds, dk = demand[slurm][pool], demand[kube][pool]
+        if len(leaves) < 2:
+            raise OrchgenError(
+                f"pool {pool!r} is a single leaf switch and both the Slurm ({ds} nodes) and the "
+                f"{kube} ({dk} nodes) workloads need it; orchgen never splits a leaf: give one "
+                "plane's workloads another pool, or lower fabric.nodes_per_leaf",
+                file, None, "fleet.fabric.nodes_per_leaf")
+        s = min(len(leaves) - 1, max(1, round(len(leaves) * ds / (ds + dk))))
+        out[slurm][pool], out[kube][pool] = leaves[:s], leaves[s:]
+        reasons.append(f"pool {pool}: demand Slurm {ds} / {kube} {dk} nodes over {len(leaves)} leaves "
+                       f"-> Slurm {s} leaves ({', '.join(leaves[:s][:1])}..), {kube} {len(leaves) - s}")
+    for plane, pools_of in out.items():
+        if not any(pools_of.values()):
+            raise OrchgenError(f"the {plane} plane gets no nodes: every pool went to the other plane; "
+                               "pin one of its workloads to a pool with `pool:`", file, None, "workloads")
+    return Split(out, tuple(reasons))

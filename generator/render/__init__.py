@@ -1,0 +1,61 @@
+"""Renderers: one pure function per artifact family, Plan -> {relative path: bytes}.
+
+A renderer does no I/O and keeps no state. It returns {} when the plan has nothing for it (a
+Slurm renderer for a Kubernetes-only plan). Later artifact families plug in by adding a
+function to RENDERERS; the pipeline does not change.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+
+import jinja2
+
+from ..errors import OrchgenError
+from ..plan import Plan
+
+Renderer = Callable[[Plan], dict[str, bytes]]
+
+
+@cache
+def templates() -> jinja2.Environment:
+    root = resources.files("generator.templates")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,  # a missing fact is a bug, not an empty string
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    return env
+
+
+def render_template(name: str, **context: object) -> bytes:
+    return templates().get_template(name).render(**context).encode()
+
+
+def renderers() -> list[Renderer]:
+    from . import report
+
+    found: list[Renderer] = [report.render]
+    for module in ("slurm", "kubernetes", "pulumi", "gitops"):
+        try:
+            mod = __import__(f"{__name__}.{module}", fromlist=["render"])
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{module}":
+                raise
+            continue
+        found.append(mod.render)
+    return found
+
+
+def render(plan: Plan) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for fn in renderers():
+        for path, data in fn(plan).items():
+            if path in files:
+                raise OrchgenError(f"two renderers write {path}")
+            files[path] = data
+    return dict(sorted(files.items()))

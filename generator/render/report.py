@@ -1,0 +1,36 @@
+"""plan.json (the decision, machine-readable) and README.md (the same, for the operator)."""
+from __future__ import annotations
+
+from ..plan import Plan
+from ..yamlio import dump_json
+from . import render_template
+
+PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
+
+
+def mermaid(plan: Plan) -> str:
+    """What runs on what: workloads -> planes -> pool slices (ids are generated, names are labels)."""
+    lines = ["flowchart LR"]
+    for plane in plan.planes.values():
+        title = PLANE_TITLES[plane.name]
+        if plane.operator:
+            title += f" on Kubernetes ({plane.operator})"
+        lines.append(f'  P_{plane.name}["{title}"]')
+        for i, s in enumerate(plane.slices):
+            gpu = f"{s.gpus_per_node}x {s.gpu_type}" if s.gpu_type else "CPU"
+            lines.append(f'  P_{plane.name} --> S_{plane.name}_{i}["{s.pool}: {len(s.nodes)} nodes, '
+                         f'{gpu}<br/>{len(s.leaves)} leaves"]')
+    for i, w in enumerate(plan.workloads):
+        label = w.name + (" (gang)" if w.gang_scheduler_required else "")
+        lines.append(f'  W_{i}(["{label}"]) --> P_{w.plane}')
+        if w.hybrid and plan.kube_plane and plan.kube_plane.name != w.plane:
+            lines.append(f"  W_{i} -. services .-> P_{plan.kube_plane.name}")
+    return "\n".join(lines)
+
+
+def render(plan: Plan) -> dict[str, bytes]:
+    return {
+        "plan.json": dump_json(plan.to_json()),
+        "README.md": render_template("README.md.j2", plan=plan, mermaid=mermaid(plan),
+                                     titles=PLANE_TITLES),
+    }

@@ -1,0 +1,44 @@
+"""Where the real consumers and the upstream reference data are, and what to do when one is missing.
+
+A test whose consumer (slurmctld, kubectl, pulumi, kubernetes-validate ...) or reference data is
+missing skips with the reason. `.ci/run` sets ORCHGEN_STRICT=1, which turns every such skip into a
+failure, so CI proves that every consumer really ran.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def strict() -> bool:
+    return os.environ.get("ORCHGEN_STRICT") == "1"
+
+
+def require(ok: object, reason: str) -> None:
+    """Skip (or, under ORCHGEN_STRICT=1, fail) the calling test unless `ok` is truthy."""
+    if ok:
+        return
+    if strict():
+        pytest.fail(f"consumer missing under ORCHGEN_STRICT=1: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def reference_dir() -> Path:
+    """Upstream chart defaults and CRDs (../shared/reference unless ORCHGEN_REFERENCE says else)."""
+    path = Path(os.environ.get("ORCHGEN_REFERENCE", REPO.parent / "shared" / "reference"))
+    require(path.is_dir(), f"reference data not found at {path} (set ORCHGEN_REFERENCE)")
+    return path
+
+
+def tool(name: str) -> str:
+    """Path of an executable on PATH (or next to the running Python), or skip."""
+    import sys
+
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    require(found, f"{name} not installed")
+    return found  # type: ignore[return-value]
