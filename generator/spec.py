@@ -262,7 +262,7 @@ def _message(err: dict[str, Any], data: Any) -> str:
     if kind in ("greater_than_equal", "less_than_equal", "too_short", "too_long"):
         msg += f" (got {_short(value)})" if not isinstance(value, (list, dict)) else ""
     if kind == "string_type" and isinstance(value, float) and loc and str(loc[-1]).endswith("version"):
-        msg += f"; quote it, e.g. \"{value}\" (YAML read {value!r} as a number)"
+        msg += f"; write the version in quotes, e.g. \"25.11\" (YAML read it as the number {value!r})"
     elif kind.endswith("_type") and not isinstance(value, (dict, list)):
         msg += f" (got {type(value).__name__} {_short(value)})"
     return msg

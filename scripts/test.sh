@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up everything the tests need on a fresh Debian 12 machine, then run them.
+#   ./scripts/test.sh [pytest args...]
+# Installs (when run as root and missing): Debian's Slurm 22.05 + munge (the real controller the
+# Slurm tests boot on loopback), debootstrap (newer Slurm in cached chroots) and shellcheck; then a
+# virtualenv in .venv with orchgen and its test consumers (pulumi, kubectl, kubernetes-validate ...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=(slurmctld slurmd slurm-client munge debootstrap shellcheck)
+missing=()
+for pkg in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "note: not root, so not installing ${missing[*]}: the tests that need them will skip" >&2
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -c "import generator, pulumi, pulumi_kubernetes, kubernetes_validate, jsonschema" 
+
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,140 @@
+"""The bundle writer: deterministic bytes, atomic replacement, --check, and the overwrite guard."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from generator import bundle, spec
+from generator.planner import make_plan
+from generator.render import render
+
+from .conftest import all_examples
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("path", all_examples(), ids=lambda p: p.stem)
+def test_render_twice_is_identical(path):
+    first = render(make_plan(spec.load(path), path))
+    second = render(make_plan(spec.load(path), path))
+    assert first == second
+    assert "plan.json" in first and "README.md" in first
+
+
+@pytest.mark.parametrize("path", all_examples(), ids=lambda p: p.stem)
+def test_bytes_identical_across_processes_and_hash_seeds(tmp_path, path):
+    trees = []
+    for seed in ("0", "1"):
+        out = tmp_path / f"out{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(path), "-o", str(out)],
+                       check=True, capture_output=True, env=env)
+        trees.append(tree(out))
+    assert trees[0] == trees[1]
+    # nothing that changes from run to run or machine to machine
+    blob = b"".join(trees[0].values())
+    assert str(tmp_path).encode() not in blob
+    assert os.uname().nodename.encode() not in blob or os.uname().nodename in ("localhost",)
+    assert not __import__("re").search(rb"20\d\d-\d\d-\d\dT\d\d:\d\d", blob)
+
+
+def test_check_fresh_and_tampered(tmp_path, orchgen, example):
+    src, out = example("research-lab"), tmp_path / "out"
+    assert orchgen("plan", src, "-o", out).returncode == 0
+    ok = orchgen("plan", src, "-o", out, "--check")
+    assert ok.returncode == 0 and "up to date" in ok.stdout
+    (out / "README.md").write_text("edited by hand\n")
+    (out / "stray.txt").write_text("x")
+    (out / "plan.json").unlink()
+    bad = orchgen("plan", src, "-o", out, "--check")
+    assert bad.returncode == 1
+    assert "changed: README.md" in bad.stdout
+    assert "missing: plan.json" in bad.stdout
+    assert "extra:   stray.txt" in bad.stdout
+    assert (out / "README.md").read_text() == "edited by hand\n", "--check must not write"
+
+
+def test_check_on_missing_dir(tmp_path, orchgen, example):
+    proc = orchgen("plan", example("dev-ci"), "-o", tmp_path / "none", "--check")
+    assert proc.returncode == 1 and "missing: plan.json" in proc.stdout
+
+
+def test_refuses_foreign_directory_without_force(tmp_path, orchgen, example):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    proc = orchgen("plan", example("dev-ci"), "-o", out)
+    assert proc.returncode == 2 and "--force" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert tree(out) == {"precious.txt": b"keep me"}
+    assert orchgen("plan", example("dev-ci"), "-o", out, "--force").returncode == 0
+    assert not (out / "precious.txt").exists() and (out / "plan.json").is_file()
+
+
+def test_rewrite_replaces_stale_files(tmp_path, orchgen, example):
+    out = tmp_path / "out"
+    orchgen("plan", example("research-lab"), "-o", out, check=True)
+    orchgen("plan", example("dev-ci"), "-o", out, check=True)
+    assert orchgen("plan", example("dev-ci"), "-o", out, "--check").returncode == 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")], "staging left behind"
+
+
+def test_unsafe_paths_refused():
+    for bad in ("../x", "/etc/passwd", "a/../../b", "a\\b", ""):
+        with pytest.raises(Exception):
+            bundle.check_paths({bad: b""})
+
+
+@pytest.mark.parametrize("fail_at", ["write", "exchange"])
+def test_interrupted_write_keeps_previous_bundle(tmp_path, monkeypatch, example, fail_at):
+    old_src, new_src = example("dev-ci"), example("research-lab")
+    out = tmp_path / "out"
+    bundle.write(render(make_plan(spec.load(old_src), old_src)), out)
+    before = tree(out)
+    new_files = render(make_plan(spec.load(new_src), new_src))
+    if fail_at == "write":
+        real, calls = Path.write_bytes, []
+
+        def flaky(self, data):
+            calls.append(self)
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # as if the user pressed Ctrl-C mid-write
+            return real(self, data)
+
+        monkeypatch.setattr(Path, "write_bytes", flaky)
+    else:
+        monkeypatch.setattr(bundle, "_exchange", lambda a, b: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        bundle.write(new_files, out)
+    assert tree(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"], "staging directory left behind"
+
+
+def test_killed_at_any_moment_leaves_a_whole_bundle(tmp_path, example):
+    """SIGKILL `orchgen plan` at spread-out moments: the target is always one whole bundle."""
+    old_src, new_src = example("dev-ci"), example("research-lab")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(old_src), "-o", str(out)], check=True,
+                   capture_output=True)
+    old = tree(out)
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(new_src), "-o", str(tmp_path / "ref")],
+                   check=True, capture_output=True)
+    duration = time.monotonic() - start
+    new = tree(tmp_path / "ref")
+    for i in range(12):
+        proc = subprocess.Popen([sys.executable, "-m", "generator.cli", "plan",
+                                 str(new_src if i % 2 == 0 else old_src), "-o", str(out)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(duration * (0.5 + i / 12))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert tree(out) in (old, new)
