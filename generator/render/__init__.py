@@ -16,6 +16,9 @@ from ..errors import OrchgenError
 from ..plan import Plan
 
 Renderer = Callable[[Plan], dict[str, bytes]]
+# A bundle renderer works over what the plan renderers wrote (GitOps wraps the manifests and
+# values in Argo CD / Flux objects); it may not change those files, only add its own.
+BundleRenderer = Callable[[Plan, dict[str, bytes]], dict[str, bytes]]
 
 
 @cache
@@ -43,11 +46,22 @@ def renderers() -> list[Renderer]:
     return [report.render]
 
 
+def bundle_renderers() -> list[BundleRenderer]:
+    """Renderers that run after the plan renderers, in a fixed order."""
+    return []
+
+
+def _merge(files: dict[str, bytes], more: dict[str, bytes]) -> None:
+    for path, data in more.items():
+        if path in files:
+            raise OrchgenError(f"two renderers write {path}")
+        files[path] = data
+
+
 def render(plan: Plan) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for fn in renderers():
-        for path, data in fn(plan).items():
-            if path in files:
-                raise OrchgenError(f"two renderers write {path}")
-            files[path] = data
+        _merge(files, fn(plan))
+    for post in bundle_renderers():
+        _merge(files, post(plan, dict(files)))
     return dict(sorted(files.items()))
