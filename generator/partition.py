@@ -5,8 +5,8 @@ node)) nodes on its pool (its `pool`, else the fleet's first GPU pool). A pool t
 plane wants goes to that plane whole; a pool nobody names goes to the Kubernetes plane (elastic:
 services and batch absorb spare nodes). A pool both planes want is split at leaf boundaries in
 proportion to the two demands, rounded, each plane keeping at least one leaf; Slurm takes the
-lowest-numbered leaves. A leaf is never split: a pool of one leaf that both planes want is an
-error naming the fix.
+lowest-numbered leaves. A leaf is never split: a pool of one leaf that both planes want goes to the
+larger demand (Slurm on a tie); a plane left with no node at all is an error naming the fix.
 """
 from __future__ import annotations
 
@@ -47,17 +47,20 @@ def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int
         assert slurm and kube
         ds, dk = demand[slurm][pool], demand[kube][pool]
         if len(leaves) < 2:
-            raise OrchgenError(
-                f"pool {pool!r} is a single leaf switch and both the Slurm ({ds} nodes) and the "
-                f"{kube} ({dk} nodes) workloads need it; orchgen never splits a leaf: give one "
-                "plane's workloads another pool, or lower fabric.nodes_per_leaf",
-                file, None, "fleet.fabric.nodes_per_leaf")
+            # a leaf is never split: the larger demand takes it, the other plane uses its other pools
+            owner = slurm if ds >= dk else kube
+            out[owner][pool] = leaves
+            reasons.append(f"pool {pool}: one leaf wanted by Slurm ({ds} nodes) and {kube} ({dk} nodes); "
+                           f"a leaf is never split, so {owner} (the larger demand) takes it")
+            continue
         s = min(len(leaves) - 1, max(1, round(len(leaves) * ds / (ds + dk))))
         out[slurm][pool], out[kube][pool] = leaves[:s], leaves[s:]
         reasons.append(f"pool {pool}: demand Slurm {ds} / {kube} {dk} nodes over {len(leaves)} leaves "
                        f"-> Slurm {s} leaves ({', '.join(leaves[:s][:1])}..), {kube} {len(leaves) - s}")
     for plane, pools_of in out.items():
         if not any(pools_of.values()):
-            raise OrchgenError(f"the {plane} plane gets no nodes: every pool went to the other plane; "
-                               "pin one of its workloads to a pool with `pool:`", file, None, "workloads")
+            raise OrchgenError(
+                f"the {plane} plane gets no nodes: its workloads only want pools of a single leaf switch "
+                "that the other plane needs more, and orchgen never splits a leaf; give its workloads a "
+                "pool of their own (`pool:`) or lower fabric.nodes_per_leaf", file, None, "workloads")
     return Split(out, tuple(reasons))
