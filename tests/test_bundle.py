@@ -42,7 +42,9 @@ def test_bytes_identical_across_processes_and_hash_seeds(tmp_path, path):
     # nothing that changes from run to run or machine to machine
     blob = b"".join(trees[0].values())
     assert str(tmp_path).encode() not in blob
-    assert os.uname().nodename.encode() not in blob or os.uname().nodename in ("localhost",)
+    host = os.uname().nodename
+    if len(host) >= 6:  # a short name like "vm" occurs in ordinary words
+        assert host.encode() not in blob
     assert not __import__("re").search(rb"20\d\d-\d\d-\d\dT\d\d:\d\d", blob)
 
 
