@@ -1,0 +1,195 @@
+"""The gang invariant, end to end: every workload the decision marks gang-required is submitted so
+that ALL its pods go under the gang scheduler at once; a single-node workload has no gang forced.
+
+Per scheduler, "under the gang" means:
+- Kueue: the top object (Job / RayCluster) names an existing LocalQueue, Kueue admits it whole, and
+  the kueue release's configuration has waitForPodsReady (all-or-nothing start) when the Helm
+  values are in the bundle;
+- Volcano: a Volcano Job with schedulerName volcano and minAvailable = its pod count (every task's
+  minAvailable = its replicas); a RayCluster with KubeRay's volcano labels and fixed replicas, and
+  KubeRay's batchScheduler.name = volcano in its values when present;
+- KAI: a PodGroup with minMember = the pod count and exactly that many owner-less pods naming it,
+  each with schedulerName kai-scheduler; a RayCluster with the KAI queue label, and KubeRay's
+  batchScheduler.name = kai-scheduler when present.
+The expected pod count is worked out here from the decision, not taken from the renderer.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from generator.render import kubernetes as k8s
+from tests.test_k8s_manifests import PLANS, _pod_templates
+
+QUEUE_LABEL = {"kueue": "kueue.x-k8s.io/queue-name", "kai": "kai.scheduler/queue"}
+
+
+def expected_pods(w) -> int:
+    per_node = w.gpus_per_node
+    if per_node and w.gpus:
+        return max(w.facts.nodes, -(-w.gpus // per_node))
+    return w.facts.nodes
+
+
+def _bundle(plan) -> dict[str, bytes]:
+    """The whole bundle: with the Helm values when the helm renderer is registered."""
+    from generator import render
+
+    return render.render(plan)
+
+
+def _release_values(files: dict[str, bytes], chart: str) -> dict[str, Any] | None:
+    releases = files.get("kubernetes/helm/releases.yaml")
+    if releases is None:
+        return None
+    for rel in yaml.safe_load(releases)["releases"]:
+        if rel["chart"] == chart:
+            return yaml.safe_load(files[f"kubernetes/helm/{rel['values']}"]) or {}
+    return None
+
+
+def _main_objects(files: dict[str, bytes], w) -> list[dict[str, Any]]:
+    return [o for o in yaml.safe_load_all(files[f"kubernetes/workloads/{w.name}.yaml"]) if o["kind"] != "Service"]
+
+
+def _raycluster(files: dict[str, bytes], w) -> dict[str, Any]:
+    """The workload's RayCluster: the one its starter RayJob submits to."""
+    (job,) = _main_objects(files, w)
+    name = job["spec"]["clusterSelector"]["ray.io/cluster"]
+    return next(o for o in yaml.safe_load_all(files["kubernetes/manifests/40-ray.yaml"])
+                if o["metadata"]["name"] == name and o["metadata"]["namespace"] == w.tenant)
+
+
+def check_raycluster(plan, files, w, gang: bool) -> None:
+    rc = _raycluster(files, w)
+    labels = rc["metadata"]["labels"]
+    groups = rc["spec"]["workerGroupSpecs"]
+    assert not rc["spec"].get("enableInTreeAutoscaling")
+    assert sum(g["replicas"] for g in groups) == expected_pods(w)
+    for g in groups:  # the operators size the gang from these: all equal, so no worker is outside it
+        assert g["minReplicas"] == g["replicas"] == g["maxReplicas"]
+    sched = plan.gang_scheduler
+    if sched in QUEUE_LABEL:
+        assert labels.get(QUEUE_LABEL[sched]) == w.tenant
+    if sched == "volcano":
+        assert labels.get("ray.io/scheduler-name") == "volcano"
+        assert labels.get("volcano.sh/queue-name") == w.tenant
+    if sched in ("volcano", "kai"):
+        values = _release_values(files, "kuberay-operator")
+        if values is not None:
+            assert values["batchScheduler"]["name"] == ("volcano" if sched == "volcano" else "kai-scheduler")
+            assert not values["batchScheduler"].get("enabled")
+    if gang:
+        assert sched is not None
+    # the starter submits to this cluster, adding no pods of its own to the gang
+    (job,) = _main_objects(files, w)
+    assert job["kind"] == "RayJob" and job["spec"]["clusterSelector"]["ray.io/cluster"] == rc["metadata"]["name"]
+
+
+def check_kueue(files, w, gang: bool) -> None:
+    (job,) = _main_objects(files, w)
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == w.tenant
+    if job["kind"] == "Job":
+        pods = expected_pods(w)
+        assert job["spec"]["completionMode"] == "Indexed"
+        assert job["spec"]["parallelism"] == job["spec"]["completions"] == pods
+    if gang:
+        values = _release_values(files, "kueue")
+        if values is not None:
+            config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+            wfpr = config.get("waitForPodsReady")
+            assert wfpr is not None and wfpr.get("enable", True) is not False
+
+
+def check_volcano(files, w, gang: bool) -> None:
+    (obj,) = _main_objects(files, w)
+    if obj["kind"] == "Deployment":
+        assert not gang
+        tmpl = obj["spec"]["template"]
+        assert tmpl["spec"]["schedulerName"] == "volcano"
+        assert tmpl["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == w.tenant
+        return
+    assert obj["apiVersion"] == "batch.volcano.sh/v1alpha1" and obj["spec"]["schedulerName"] == "volcano"
+    tasks = obj["spec"]["tasks"]
+    pods = sum(t["replicas"] for t in tasks)
+    assert pods == expected_pods(w)
+    assert all(t["template"]["spec"].get("schedulerName", "volcano") == "volcano" for t in tasks)
+    if gang:
+        assert obj["spec"]["minAvailable"] == pods
+        assert all(t.get("minAvailable", t["replicas"]) == t["replicas"] for t in tasks)
+    else:
+        assert obj["spec"]["minAvailable"] <= 1
+
+
+def check_kai(files, w, gang: bool) -> None:
+    objs = _main_objects(files, w)
+    groups = [o for o in objs if o["kind"] == "PodGroup"]
+    if not gang:
+        assert not groups, "a non-gang workload must not get a forced PodGroup"
+        for o in objs:
+            for tmpl in _pod_templates(o):
+                assert tmpl["spec"]["schedulerName"] == "kai-scheduler"
+                assert tmpl["metadata"]["labels"]["kai.scheduler/queue"] == w.tenant
+        return
+    (pg,) = groups
+    pods = [o for o in objs if o["kind"] == "Pod"]
+    assert pg["spec"]["minMember"] == len(pods) == expected_pods(w)
+    assert pg["spec"]["queue"] == w.tenant
+    assert len(objs) == 1 + len(pods), "every pod of the workload is in the PodGroup"
+    for p in pods:
+        assert p["metadata"]["annotations"]["pod-group-name"] == pg["metadata"]["name"]
+        assert "ownerReferences" not in p["metadata"]  # KAI's pod grouper leaves owner-less pods to it
+        assert p["spec"]["schedulerName"] == "kai-scheduler"
+        assert p["metadata"]["labels"]["kai.scheduler/queue"] == w.tenant
+
+
+GANG_PLANS = sorted(pid for pid, p in PLANS.items() if any(w.gang_scheduler_required for w in p.workloads))
+
+
+def test_the_plans_cover_every_scheduler_and_class_with_a_gang():
+    seen = {(PLANS[pid].gang_scheduler, w.workload_class) for pid in GANG_PLANS
+            for w in PLANS[pid].workloads if w.gang_scheduler_required}
+    for sched in ("kueue", "volcano", "kai"):
+        assert {(sched, "training"), (sched, "ray")} <= seen
+
+
+@pytest.mark.parametrize("pid", sorted(PLANS))
+def test_gang_invariant(pid):
+    plan = PLANS[pid]
+    files = _bundle(plan)
+    for w in plan.workloads:
+        if w.plane != plan.kube_plane.name:
+            continue
+        gang = w.gang_scheduler_required
+        if gang:
+            assert plan.gang_scheduler, f"{w.name} needs a gang but the plan has no gang scheduler"
+            assert expected_pods(w) > 1
+        if w.workload_class == "ray":
+            check_raycluster(plan, files, w, gang)
+        elif plan.gang_scheduler == "kueue":
+            check_kueue(files, w, gang)
+        elif plan.gang_scheduler == "volcano":
+            check_volcano(files, w, gang)
+        elif plan.gang_scheduler == "kai":
+            check_kai(files, w, gang)
+
+
+@pytest.mark.parametrize("pid", sorted(PLANS))
+def test_single_node_workloads_have_no_gang_forced(pid):
+    plan = PLANS[pid]
+    files = k8s.render(plan)
+    for w in plan.workloads:
+        if w.plane != plan.kube_plane.name or w.facts.nodes > 1:
+            continue
+        assert not w.gang_scheduler_required
+        for o in _main_objects(files, w):
+            assert o["kind"] != "PodGroup"
+            if o["apiVersion"] == "batch.volcano.sh/v1alpha1":
+                assert o["spec"]["minAvailable"] <= 1
+                assert all(t.get("minAvailable", 1) <= 1 for t in o["spec"]["tasks"])
+            for tmpl in _pod_templates(o):
+                assert "pod-group-name" not in tmpl.get("metadata", {}).get("annotations", {})
+                assert "kueue.x-k8s.io/podset-preferred-topology" not in tmpl.get("metadata", {}).get(
+                    "annotations", {}) or expected_pods(w) > 1

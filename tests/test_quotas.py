@@ -1,0 +1,162 @@
+"""Quotas as rendered add up: per pool, the tenants' nominal quotas in the Kueue ClusterQueues sum
+to the pool's capacity exactly (GPUs, CPUs, memory); Volcano and KAI queues (not per pool) sum to
+the plane's capacity, each tenant's being its per-pool quotas summed. A property over random fleets.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from generator.planner import make_plan
+from generator.render import kubernetes as k8s
+from generator.spec import Fleet
+
+
+@st.composite
+def kube_fleets(draw) -> dict[str, Any]:
+    pools = []
+    for i in range(draw(st.integers(1, 4))):
+        pool = {"name": f"p{i}", "nodes": draw(st.integers(1, 40)), "cpus": draw(st.integers(1, 256)),
+                "memory_gib": draw(st.integers(4, 4096))}
+        if i == 0 or draw(st.booleans()):
+            pool["gpu"] = {"type": "h100", "count": draw(st.sampled_from([1, 2, 4, 8]))}
+        pools.append(pool)
+    tenants = [{"name": f"t{k}", "share": draw(st.one_of(st.integers(1, 12), st.integers(1, 1_000_000)))}
+               for k in range(draw(st.integers(0, 6)))]
+    workloads = []
+    for j in range(draw(st.integers(1, 3))):
+        w: dict[str, Any] = {"name": f"w{j}", "long_lived_services": True, "multi_tenant": True,
+                             "pool": draw(st.sampled_from(pools))["name"]}
+        if tenants:
+            w["tenant"] = draw(st.sampled_from(tenants))["name"]
+        workloads.append(w)
+    return {
+        "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "prop"},
+        "fleet": {"fabric": {"nodes_per_leaf": draw(st.integers(1, 16)),
+                             "leaves_per_spine": draw(st.one_of(st.none(), st.integers(1, 4)))},
+                  "pools": pools},
+        "tenants": tenants, "workloads": workloads,
+        "options": {"gang_scheduler": draw(st.sampled_from(["kueue", "volcano", "kai"]))},
+    }
+
+
+def _gib(q: str | int) -> int:
+    m = re.fullmatch(r"(\d+)Gi", str(q))
+    assert m, q
+    return int(m[1])
+
+
+def _objects(files: dict[str, bytes], name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(files[f"kubernetes/manifests/{name}"]) if d]
+
+
+def check_kueue(plan, files) -> None:
+    flavors: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for cq in (o for o in _objects(files, "20-kueue.yaml") if o["kind"] == "ClusterQueue"):
+        tenant = next(t for t in plan.tenants if t.name == cq["metadata"]["name"])
+        for rg in cq["spec"]["resourceGroups"]:
+            for fl in rg["flavors"]:
+                q = {r["name"]: r["nominalQuota"] for r in fl["resources"]}
+                got = (int(q["nvidia.com/gpu"]), int(q["cpu"]), _gib(q["memory"]))
+                want = tenant.quotas[fl["name"]]
+                assert got == (want.gpus, want.cpus, want.memory_gib)
+                for i, v in enumerate(got):
+                    flavors[fl["name"]][i] += v
+    for s in plan.kube_plane.slices:
+        n = len(s.nodes)
+        assert flavors[s.pool] == [s.gpus, s.cpus * n, s.memory_gib * n], s.pool
+
+
+def _plane(plan) -> tuple[int, int, int]:
+    ss = plan.kube_plane.slices
+    return (sum(s.gpus for s in ss), sum(s.cpus * len(s.nodes) for s in ss),
+            sum(s.memory_gib * len(s.nodes) for s in ss))
+
+
+def _tenant_sum(tenant) -> tuple[int, int, int]:
+    qs = tenant.quotas.values()
+    return sum(q.gpus for q in qs), sum(q.cpus for q in qs), sum(q.memory_gib for q in qs)
+
+
+def check_volcano(plan, files) -> None:
+    total = [0, 0, 0]
+    queues = _objects(files, "20-volcano.yaml")
+    assert {q["metadata"]["name"] for q in queues} == {t.name for t in plan.tenants}
+    for q in queues:
+        tenant = next(t for t in plan.tenants if t.name == q["metadata"]["name"])
+        d, cap = q["spec"]["deserved"], q["spec"]["capability"]
+        got = (int(d["nvidia.com/gpu"]), int(d["cpu"]), _gib(d["memory"]))
+        assert got == _tenant_sum(tenant)
+        assert (int(cap["nvidia.com/gpu"]), int(cap["cpu"]), _gib(cap["memory"])) == _plane(plan)
+        assert 1 <= q["spec"]["weight"] <= 65535
+        for i, v in enumerate(got):
+            total[i] += v
+    assert tuple(total) == _plane(plan)
+    # weights keep the shares' order (proportion plugin divides by weight)
+    w = {q["metadata"]["name"]: q["spec"]["weight"] for q in queues}
+    for a in plan.tenants:
+        for b in plan.tenants:
+            if a.share <= b.share:
+                assert w[a.name] <= w[b.name]
+
+
+MB_PER_GIB = 2**30 / 10**6
+
+
+def check_kai(plan, files) -> None:
+    total = [0, 0, 0]
+    queues = _objects(files, "20-kai.yaml")
+    parent = queues[0]
+    assert "parentQueue" not in parent["spec"]
+    children = queues[1:]
+    assert {q["metadata"]["name"] for q in children} == {t.name for t in plan.tenants}
+    for q in children:
+        tenant = next(t for t in plan.tenants if t.name == q["metadata"]["name"])
+        r = q["spec"]["resources"]
+        assert q["spec"]["parentQueue"] == parent["metadata"]["name"]
+        assert r["cpu"]["quota"] % 1000 == 0
+        got = (r["gpu"]["quota"], r["cpu"]["quota"] // 1000, round(r["memory"]["quota"] / MB_PER_GIB))
+        assert got == _tenant_sum(tenant)
+        assert r["memory"]["quota"] == got[2] * 2**30 // 10**6  # whole megabytes, rounded down
+        assert r["gpu"]["overQuotaWeight"] == tenant.share
+        for i, v in enumerate(got):
+            total[i] += v
+    assert tuple(total) == _plane(plan)
+    p = parent["spec"]["resources"]
+    assert (p["gpu"]["quota"], p["cpu"]["quota"] // 1000, round(p["memory"]["quota"] / MB_PER_GIB)) == _plane(plan)
+    # KAI: children's quotas within the parent's
+    for res in ("gpu", "cpu", "memory"):
+        assert sum(q["spec"]["resources"][res]["quota"] for q in children) <= p[res]["quota"]
+
+
+CHECKS = {"kueue": check_kueue, "volcano": check_volcano, "kai": check_kai}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kube_fleets())
+def test_rendered_nominal_quotas_add_up_to_capacity(data):
+    plan = make_plan(Fleet.model_validate(data), "prop.yaml")
+    assert plan.kube_plane is not None and plan.gang_scheduler == data["options"]["gang_scheduler"]
+    files = k8s.render(plan)
+    # per pool, the plan's quotas add up (the renderers only ever copy or sum them)
+    for s in plan.kube_plane.slices:
+        n = len(s.nodes)
+        assert sum(t.quotas[s.pool].gpus for t in plan.tenants) == s.gpus
+        assert sum(t.quotas[s.pool].cpus for t in plan.tenants) == s.cpus * n
+        assert sum(t.quotas[s.pool].memory_gib for t in plan.tenants) == s.memory_gib * n
+    CHECKS[plan.gang_scheduler](plan, files)
+    for rq in _objects(files, "10-quotas.yaml"):  # borrowing is on: the namespace cap is the plane
+        assert rq["spec"]["hard"]["requests.nvidia.com/gpu"] == str(_plane(plan)[0])
+
+
+@pytest.mark.parametrize("gang", ["kueue", "volcano", "kai"])
+def test_example_multi_tenant_platform(gang):
+    from tests.test_k8s_manifests import example_plan
+
+    plan = example_plan("inference-platform", gang_scheduler=gang)
+    CHECKS[gang](plan, k8s.render(plan))
