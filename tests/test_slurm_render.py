@@ -1,0 +1,535 @@
+"""The Slurm plane's files, read back the way Slurm reads them (no real Slurm here: see
+test_slurm_real.py for that): GRES agrees everywhere, the topology places every Slurm node exactly
+once and has the fabric's shape, the version decides the topology format, tenants decide accounting,
+the output is deterministic and fast for 10,000+ nodes, and fleets Slurm would reject are refused."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator import hostlist, spec
+from generator.errors import OrchgenError
+from generator.planner import make_plan
+from generator.render import render
+from generator.render.slurm import headroom_gib, model, slurm_config
+from generator.render.slurm import render as render_slurm
+from tests._consumers import require
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+ORCHGEN = [sys.executable, "-m", "generator.cli"]
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def fleet(name: str = "lab", *, pools: list[dict], workloads: list[dict], tenants: list[dict] | None = None,
+          fabric: dict | None = None, version: str = "22.05", bare_metal: bool = True, **options) -> dict:
+    doc = {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": name},
+           "fleet": {"bare_metal": bare_metal, "fabric": fabric or {"kind": "infiniband", "nodes_per_leaf": 4},
+                     "pools": pools},
+           "workloads": workloads, "options": {"slurm_version": version, **options}}
+    if tenants:
+        doc["tenants"] = tenants
+    return doc
+
+
+def plan_of(tmp_path: Path, doc: dict, name: str = "fleet.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return make_plan(spec.load(path), path)
+
+
+def example(name: str):
+    path = EXAMPLES / f"{name}.yaml"
+    return make_plan(spec.load(path), path)
+
+
+def records(text: str) -> list[dict[str, str]]:
+    """slurm.conf-style lines as {key: value}, comments dropped (keys as written)."""
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            out.append(dict(tok.split("=", 1) for tok in line.split()))
+    return out
+
+
+def nodes_gres_slurm_conf(conf: str) -> dict[str, str | None]:
+    return {n: r.get("Gres") for r in records(conf) if "NodeName" in r for n in hostlist.expand(r["NodeName"])}
+
+
+def nodes_gres_gres_conf(text: str) -> dict[str, str]:
+    out = {}
+    for r in records(text):
+        assert r["Name"] == "gpu"
+        count = len(hostlist.expand(r["File"]))
+        for n in hostlist.expand(r["NodeName"]):
+            assert n not in out, f"{n} twice in gres.conf"
+            out[n] = f"gpu:{r['Type']}:{count}"
+    return out
+
+
+def tree_of(files: dict[str, str]) -> dict[str, dict]:
+    """switch -> {"nodes": [...], "switches": [...]} from topology.conf or topology.yaml's tree."""
+    if "topology.yaml" in files:
+        doc = yaml.safe_load(files["topology.yaml"])
+        tree = next(t for t in doc if t.get("cluster_default"))["tree"]["switches"]
+        return {s["switch"]: {"nodes": hostlist.expand(s["nodes"]) if "nodes" in s else [],
+                              "switches": hostlist.expand(s["children"]) if "children" in s else []}
+                for s in tree}
+    return {r["SwitchName"]: {"nodes": hostlist.expand(r.get("Nodes", "")) if "Nodes" in r else [],
+                              "switches": hostlist.expand(r["Switches"]) if "Switches" in r else []}
+            for r in records(files["topology.conf"]) if "SwitchName" in r}
+
+
+def blocks_of(files: dict[str, str]) -> dict[str, dict]:
+    """block topology name ("conf" for topology.conf) -> {"sizes": [...], "blocks": {name: nodes}}."""
+    if "topology.yaml" in files:
+        return {t["topology"]: {"sizes": t["block"]["block_sizes"],
+                                "blocks": {b["block"]: hostlist.expand(b["nodes"]) for b in t["block"]["blocks"]}}
+                for t in yaml.safe_load(files["topology.yaml"]) if "block" in t}
+    recs = records(files["topology.conf"])
+    blocks = {r["BlockName"]: hostlist.expand(r["Nodes"]) for r in recs if "BlockName" in r}
+    sizes = [int(x) for r in recs if "BlockSizes" in r for x in r["BlockSizes"].split(",")]
+    return {"conf": {"sizes": sizes, "blocks": blocks}} if blocks else {}
+
+
+def partitions_of(conf: str) -> dict[str, dict[str, str]]:
+    return {r["PartitionName"]: r for r in records(conf) if "PartitionName" in r}
+
+
+def slurm_nodes(plan) -> list[str]:
+    return list(plan.slurm_plane.nodes)
+
+
+# ------------------------------------------------------------------ fleets used below
+
+
+MULTI = dict(
+    pools=[{"name": "a100", "nodes": 8, "gpu": {"type": "a100", "count": 4}, "cpus": 64, "memory_gib": 512},
+           {"name": "l40s", "nodes": 4, "gpu": {"type": "l40s", "count": 2}, "cpus": 32, "memory_gib": 256},
+           {"name": "cpu", "nodes": 4, "cpus": 128, "memory_gib": 1024}],
+    workloads=[{"name": "train", "nodes": 4, "tightly_coupled": True, "pool": "a100", "tenant": "nlp"},
+               {"name": "pipeline", "nodes": 2, "tightly_coupled": True, "python_native_pipeline": True,
+                "pool": "l40s", "tenant": "vision"}],
+    tenants=[{"name": "nlp", "share": 3}, {"name": "vision", "share": 1}],
+)
+
+
+def nvl_fleet(version: str, pools: list[dict] | None = None, **kw) -> dict:
+    pools = pools or [{"name": "gb200", "nodes": 72, "gpu": {"type": "gb200", "count": 4}, "cpus": 144,
+                       "memory_gib": 880, "nvlink_domain_nodes": 18}]
+    return fleet("nvl", pools=pools, workloads=[{"name": "pt", "nodes": 2, "tightly_coupled": True}],
+                 fabric={"kind": "infiniband", "nodes_per_leaf": 18, "leaves_per_spine": 2}, version=version, **kw)
+
+
+H100_8 = {"name": "h100", "nodes": 16, "gpu": {"type": "h100", "count": 8}, "cpus": 224, "memory_gib": 2048}
+GB200 = {"name": "gb200", "nodes": 36, "gpu": {"type": "gb200", "count": 4}, "cpus": 144, "memory_gib": 880,
+         "nvlink_domain_nodes": 18}
+GB300_8 = {"name": "nvl8", "nodes": 16, "gpu": {"type": "b200", "count": 8}, "cpus": 224, "memory_gib": 2048,
+           "nvlink_domain_nodes": 8}
+
+SLURM_EXAMPLES = ["fsdp-pretraining", "research-lab", "nvl72-blocks", "topology-yaml"]
+
+
+def all_cases(tmp_path: Path):
+    yield from ((name, example(name)) for name in SLURM_EXAMPLES + ["cloud-training"])
+    yield "multi", plan_of(tmp_path, fleet(**MULTI), "multi.yaml")
+    for v in ("22.05", "23.11", "24.05", "25.05"):
+        yield f"nvl-{v}", plan_of(tmp_path, nvl_fleet(v), f"nvl-{v}.yaml")
+    yield "mixed-24.11", plan_of(tmp_path, nvl_fleet("24.11", [GB200, H100_8]), "mixed.yaml")
+    yield "two-sizes-25.11", plan_of(tmp_path, nvl_fleet("25.11", [GB200, GB300_8]), "two.yaml")
+
+
+# ------------------------------------------------------------------ which plans get files
+
+
+def test_no_slurm_plane_writes_nothing():
+    plan = example("inference-platform")
+    assert plan.slurm_plane is None
+    assert render_slurm(plan) == {}
+    assert not any(p.startswith("slurm/") for p in render(plan))
+    with pytest.raises(OrchgenError):
+        slurm_config(plan)
+
+
+def test_slurm_on_kubernetes_has_config_but_no_slurm_dir():
+    plan = example("cloud-training")
+    assert plan.slurm_plane.host == "kubernetes"
+    assert render_slurm(plan) == {}
+    files = slurm_config(plan)  # what the Slinky renderer reuses
+    assert {"slurm.conf", "gres.conf", "cgroup.conf", "accounts.sh"} <= set(files)
+    assert set(nodes_gres_slurm_conf(files["slurm.conf"])) == set(slurm_nodes(plan))
+
+
+@pytest.mark.parametrize("name", SLURM_EXAMPLES)
+def test_bare_metal_examples_write_slurm_dir(name):
+    plan = example(name)
+    files = render(plan)
+    slurm = {p for p in files if p.startswith("slurm/")}
+    assert slurm == {f"slurm/{f}" for f in slurm_config(plan)}
+    assert {"slurm/slurm.conf", "slurm/gres.conf", "slurm/cgroup.conf"} <= slurm
+    assert b"## Slurm" in files["README.md"]
+
+
+# ------------------------------------------------------------------ GRES, nodes, memory
+
+
+def test_gres_identical_in_slurm_conf_and_gres_conf(tmp_path):
+    for name, plan in all_cases(tmp_path):
+        files = slurm_config(plan)
+        in_conf = nodes_gres_slurm_conf(files["slurm.conf"])
+        in_gres = nodes_gres_gres_conf(files["gres.conf"])
+        assert list(in_conf) == slurm_nodes(plan), name
+        assert in_gres == {n: g for n, g in in_conf.items() if g}, name
+        for s in plan.slurm_plane.slices:
+            want = f"gpu:{s.gpu_type}:{s.gpus_per_node}" if s.gpu_type else None
+            assert {in_conf[n] for n in s.nodes} == {want}, (name, s.pool)
+
+
+def test_only_the_slurm_planes_nodes(tmp_path):
+    plan = example("research-lab")
+    files = slurm_config(plan)
+    text = "\n".join(files.values())
+    assert "l40s" not in text  # the Kubernetes pool
+    assert set(nodes_gres_slurm_conf(files["slurm.conf"])) == set(hostlist.expand("gpu-h100-[001-064]"))
+
+
+def test_node_lines_are_one_per_pool_with_compressed_hostlists(tmp_path):
+    plan = plan_of(tmp_path, fleet(**MULTI))
+    recs = [r for r in records(slurm_config(plan)["slurm.conf"]) if "NodeName" in r]
+    assert [r["NodeName"] for r in recs] == ["a100-[001-008]", "l40s-[001-004]", "cpu-[001-004]"]
+    assert recs[0]["Features"] == "a100" and recs[2]["Features"] == "cpu"
+    assert "Gres" not in recs[2]  # a CPU pool has no Gres and no gres.conf line
+    assert recs[0]["CPUs"] == "64" and recs[0]["RealMemory"] == str((512 - 26) * 1024)
+
+
+@pytest.mark.parametrize("gib,kept", [(4, 2), (8, 4), (16, 4), (64, 4), (80, 4), (100, 5), (512, 26),
+                                      (2048, 103)])
+def test_memory_headroom(gib, kept):
+    assert headroom_gib(gib) == kept
+    assert 0 < gib - kept
+
+
+def test_headroom_rule_is_what_the_comments_say():
+    from generator.render import slurm
+
+    assert (slurm.HEADROOM_MIN_GIB, slurm.HEADROOM_FRACTION) == (4, 0.05)
+    conf = slurm_config(example("fsdp-pretraining"))["slurm.conf"]
+    assert "minus max(4 GiB, 5%)" in conf
+
+
+# ------------------------------------------------------------------ topology
+
+
+def test_topology_places_every_slurm_node_exactly_once(tmp_path):
+    for name, plan in all_cases(tmp_path):
+        files = slurm_config(plan)
+        nodes = Counter(slurm_nodes(plan))
+        blocks = blocks_of(files)
+        if "topology.conf" in files and blocks:  # topology/block instead of the tree
+            placed = Counter(n for b in blocks["conf"]["blocks"].values() for n in b)
+        else:
+            placed = Counter(n for s in tree_of(files).values() for n in s["nodes"])
+        assert placed == nodes, name
+        for topo in blocks.values():  # blocks are whole NVLink domains of Slurm nodes
+            assert Counter(n for b in topo["blocks"].values() for n in b) <= nodes, name
+
+
+def test_tree_shape_from_nodes_per_leaf_and_leaves_per_spine(tmp_path):
+    tree = tree_of(slurm_config(example("fsdp-pretraining")))  # 16 nodes, 4 per leaf, one spine
+    assert tree == {**{f"leaf00{i}": {"nodes": hostlist.expand(f"gpu[{4 * i - 3:03d}-{4 * i:03d}]"),
+                                      "switches": []} for i in range(1, 5)},
+                    "spine": {"nodes": [], "switches": ["leaf001", "leaf002", "leaf003", "leaf004"]}}
+    doc = fleet(pools=[{"name": "h100", "nodes": 20, "gpu": {"type": "h100", "count": 8}}],
+                workloads=[{"name": "t", "nodes": 8, "tightly_coupled": True}],
+                fabric={"kind": "infiniband", "nodes_per_leaf": 4, "leaves_per_spine": 2})
+    tree = tree_of(slurm_config(plan_of(tmp_path, doc)))
+    assert [len(tree[f"leaf00{i}"]["nodes"]) for i in range(1, 6)] == [4] * 5
+    assert tree["spine01"]["switches"] == ["leaf001", "leaf002"]
+    assert tree["spine03"]["switches"] == ["leaf005"]
+    assert tree["core"]["switches"] == ["spine01", "spine02", "spine03"]
+
+
+def test_hybrid_keeps_only_the_slurm_leaves_and_their_spines():
+    plan = example("research-lab")  # Kubernetes owns leaf005 under spine02
+    tree = tree_of(slurm_config(plan))
+    assert set(tree) == {"leaf001", "leaf002", "leaf003", "leaf004", "spine01"}  # no spine02, no core
+    assert plan.fabric.core == "core"  # the whole fabric has one; one Slurm spine needs none
+
+
+def test_one_leaf_fleet_is_one_switch(tmp_path):
+    doc = fleet(pools=[{"name": "h100", "nodes": 4, "gpu": {"type": "h100", "count": 8}}],
+                workloads=[{"name": "t", "nodes": 2, "tightly_coupled": True}],
+                fabric={"kind": "infiniband", "nodes_per_leaf": 8})
+    assert tree_of(slurm_config(plan_of(tmp_path, doc))) == {
+        "leaf001": {"nodes": hostlist.expand("h100-[001-004]"), "switches": []}}
+
+
+def _conf_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+
+
+def test_version_2205_falls_back_to_the_tree_and_says_why(tmp_path):
+    plan = plan_of(tmp_path, nvl_fleet("22.05"))
+    files = slurm_config(plan)
+    assert "topology.yaml" not in files
+    assert "TopologyPlugin=topology/tree" in files["slurm.conf"]
+    head = files["topology.conf"].splitlines()[:4]
+    assert any(ln.startswith("# NOTE:") and "needs Slurm 23.11 and this is 22.05;" in ln for ln in head)
+    assert not any(ln.startswith("Block") for ln in _conf_lines(files["topology.conf"]))
+    readme = render(plan)["README.md"].decode()
+    assert "topology/block needs Slurm 23.11" in readme
+
+
+def test_version_2311_blocks_without_block_sizes(tmp_path):
+    files = slurm_config(plan_of(tmp_path, nvl_fleet("23.11")))
+    assert "TopologyPlugin=topology/block" in files["slurm.conf"]
+    lines = _conf_lines(files["topology.conf"])
+    assert lines == [f"BlockName=nvl00{i} Nodes=gb200-[{18 * i - 17:03d}-{18 * i:03d}]" for i in range(1, 5)]
+    assert "BlockSizes needs" not in lines and "24.05" in files["topology.conf"]
+
+
+def test_version_2405_blocks_with_block_sizes(tmp_path):
+    files = slurm_config(plan_of(tmp_path, nvl_fleet("24.05")))
+    assert "TopologyPlugin=topology/block" in files["slurm.conf"]
+    assert blocks_of(files)["conf"]["sizes"] == [18, 36, 72]
+    assert len(blocks_of(files)["conf"]["blocks"]) == 4
+
+
+@pytest.mark.parametrize("domains,sizes", [(1, [18]), (2, [18, 36]), (3, [18, 36]), (4, [18, 36, 72]),
+                                           (5, [18, 36, 72])])
+def test_block_sizes_double_while_they_fit(tmp_path, domains, sizes):
+    pool = dict(GB200, nodes=18 * domains)
+    files = slurm_config(plan_of(tmp_path, nvl_fleet("24.11", [pool])))
+    assert blocks_of(files)["conf"]["sizes"] == sizes
+
+
+@pytest.mark.parametrize("version", ["25.05", "25.11", "26.05"])
+def test_version_2505_topology_yaml_tree_and_blocks(tmp_path, version):
+    files = slurm_config(plan_of(tmp_path, nvl_fleet(version, [GB200, H100_8])))
+    assert "topology.conf" not in files
+    assert not any(ln.startswith("TopologyPlugin") for ln in files["slurm.conf"].splitlines())
+    doc = yaml.safe_load(files["topology.yaml"])
+    assert [t["topology"] for t in doc] == ["fabric", "nvlink18"]
+    assert [t["cluster_default"] for t in doc] == [True, False]
+    parts = partitions_of(files["slurm.conf"])
+    assert parts["gb200"]["Topology"] == "nvlink18"
+    assert "Topology" not in parts["h100"] and "Topology" not in parts["all"]
+    assert "Blocks lack access" in files["topology.yaml"]  # the expected warning is explained
+
+
+def test_mixed_pools_before_2505_use_the_tree(tmp_path):
+    files = slurm_config(plan_of(tmp_path, nvl_fleet("24.11", [GB200, H100_8])))
+    assert "TopologyPlugin=topology/tree" in files["slurm.conf"]
+    assert "# NOTE: NVLink domains not described: pool(s) h100 have none" in files["topology.conf"]
+
+
+def test_two_domain_sizes(tmp_path):
+    files = slurm_config(plan_of(tmp_path, nvl_fleet("24.11", [GB200, GB300_8])))
+    assert "TopologyPlugin=topology/tree" in files["slurm.conf"]
+    assert "sizes 8, 18" in files["topology.conf"]
+    files = slurm_config(plan_of(tmp_path, nvl_fleet("25.11", [GB200, GB300_8])))
+    topos = blocks_of(files)
+    assert {n: t["sizes"] for n, t in topos.items()} == {"nvlink18": [18, 36], "nvlink8": [8, 16]}
+    parts = partitions_of(files["slurm.conf"])
+    assert (parts["gb200"]["Topology"], parts["nvl8"]["Topology"]) == ("nvlink18", "nvlink8")
+
+
+def test_nvlink_domain_split_between_planes_is_refused(tmp_path):
+    doc = fleet(pools=[dict(GB200)],
+                workloads=[{"name": "pt", "nodes": 8, "tightly_coupled": True, "pool": "gb200"},
+                           {"name": "svc", "long_lived_services": True, "bare_metal": False, "pool": "gb200",
+                            "gpus": 80}],
+                fabric={"kind": "infiniband", "nodes_per_leaf": 8}, version="25.11")
+    with pytest.raises(OrchgenError, match="split between the Slurm plane") as err:
+        slurm_config(plan_of(tmp_path, doc))
+    assert err.value.field == "fleet.fabric.nodes_per_leaf"
+
+
+# ------------------------------------------------------------------ partitions, tenants, Ray
+
+
+def test_partitions(tmp_path):
+    parts = partitions_of(slurm_config(example("fsdp-pretraining"))["slurm.conf"])
+    assert list(parts) == ["all", "h100"]  # one class: no class partition
+    assert parts["all"]["Nodes"] == "ALL" and parts["all"]["Default"] == "YES"
+    assert "Default" not in parts["h100"] and parts["h100"]["Nodes"] == "gpu[001-016]"
+    parts = partitions_of(slurm_config(plan_of(tmp_path, fleet(**MULTI)))["slurm.conf"])
+    assert list(parts) == ["all", "a100", "l40s", "cpu", "training", "ray"]
+    assert parts["training"]["Nodes"] == "a100-[001-008]" and parts["ray"]["Nodes"] == "l40s-[001-004]"
+    assert parts["all"]["DefMemPerCPU"] == str(min((512 - 26) * 1024 // 64, 252 * 1024 // 32,
+                                                  (1024 - 52) * 1024 // 128))
+
+
+def test_tenants_give_fair_share_accounting_and_accounts_sh(tmp_path):
+    files = slurm_config(plan_of(tmp_path, fleet(**MULTI)))
+    conf = {k: v for r in records(files["slurm.conf"]) for k, v in r.items() if len(r) == 1}
+    assert conf["PriorityType"] == "priority/multifactor"
+    assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert conf["AccountingStorageTRES"] == "gres/gpu"
+    script = files["accounts.sh"]
+    assert _conf_lines(script)[-2:] == ["tenant nlp 3", "tenant vision 1"]
+    assert "sacctmgr -i add account" in script and "fairshare=" in script
+
+
+def test_no_tenants_no_slurmdbd(tmp_path):
+    files = slurm_config(example("fsdp-pretraining"))
+    assert "accounts.sh" not in files
+    keys = {k for r in records(files["slurm.conf"]) for k in r}
+    assert not {k for k in keys if k.startswith("AccountingStorage") or k.startswith("Priority")}
+
+
+def test_no_secret_is_ever_written(tmp_path):
+    secret_keys = {"storagepass", "accountingstoragepass", "jwtkey", "authinfo"}
+    for name, plan in all_cases(tmp_path):
+        for fname, text in slurm_config(plan).items():
+            keys = {k.lower() for r in records(text) for k in r} if fname.endswith(".conf") else set()
+            assert not keys & secret_keys, (name, fname)
+            assert not re.search(r"BEGIN .*PRIVATE KEY|password\s*=", text, re.I), (name, fname)
+
+
+def test_ray_launcher(tmp_path):
+    plan = plan_of(tmp_path, fleet(**MULTI))
+    files = slurm_config(plan)
+    script = files["ray-pipeline.sbatch"]
+    directives = [ln for ln in script.splitlines() if ln.startswith("#SBATCH")]
+    assert "#SBATCH --partition=ray" in directives and "#SBATCH --nodes=2" in directives
+    assert "#SBATCH --gres=gpu:2" in directives and "#SBATCH --account=vision" in directives
+    assert "ray status" in script and "RAY_START_TIMEOUT" in script and "RAY_ENTRYPOINT" in script
+    assert "ray-train.sbatch" not in files  # a training workload gets none
+
+
+def test_shell_scripts_parse_and_pass_shellcheck(tmp_path):
+    scripts = {n: t for n, t in slurm_config(plan_of(tmp_path, fleet(**MULTI))).items()
+               if n.endswith((".sh", ".sbatch"))}
+    assert set(scripts) == {"accounts.sh", "ray-pipeline.sbatch"}
+    for name, text in scripts.items():
+        (tmp_path / name).write_text(text)
+        shell = "bash" if text.startswith("#!/bin/bash") else "sh"
+        subprocess.run([shell, "-n", str(tmp_path / name)], check=True)
+    checker = shutil.which("shellcheck")
+    require(checker, "shellcheck not installed (apt-get install shellcheck)")
+    result = subprocess.run([checker, *(str(tmp_path / n) for n in scripts)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+# ------------------------------------------------------------------ scale and determinism
+
+
+BIG = fleet("big", pools=[{"name": "h100", "nodes": 8192, "gpu": {"type": "h100", "count": 8}},
+                          {"name": "gb200", "nodes": 4032, "gpu": {"type": "gb200", "count": 4},
+                           "nvlink_domain_nodes": 18}],
+            workloads=[{"name": "t", "nodes": 1024, "tightly_coupled": True, "pool": "h100"},
+                       {"name": "g", "nodes": 72, "tightly_coupled": True, "pool": "gb200"}],
+            fabric={"kind": "infiniband", "nodes_per_leaf": 32, "leaves_per_spine": 16})
+
+
+@pytest.mark.parametrize("version", ["22.05", "25.11"])
+def test_ten_thousand_nodes_render_fast_and_compressed(tmp_path, version):
+    plan = plan_of(tmp_path, dict(BIG, options={"slurm_version": version}))
+    start = time.perf_counter()
+    files = slurm_config(plan)
+    assert time.perf_counter() - start < 5
+    assert len(files["slurm.conf"]) < 8_000 and len(files["gres.conf"]) < 2_000
+    assert [r["NodeName"] for r in records(files["slurm.conf"]) if "NodeName" in r] == [
+        "h100-[0001-8192]", "gb200-[0001-4032]"]
+    topo = files.get("topology.conf") or files["topology.yaml"]
+    assert len(topo) < 60_000
+    assert sum(len(s["nodes"]) for s in tree_of(files).values()) == 12_224
+
+
+def test_deterministic(tmp_path):
+    plan = plan_of(tmp_path, fleet(**MULTI))
+    assert slurm_config(plan) == slurm_config(plan_of(tmp_path, fleet(**MULTI)))
+    path = tmp_path / "fleet.yaml"
+    digests = set()
+    for seed in ("0", "1"):
+        out = tmp_path / f"out{seed}"
+        subprocess.run(ORCHGEN + ["plan", str(path), "-o", str(out)], check=True, capture_output=True,
+                       cwd=REPO, env={**os.environ, "PYTHONHASHSEED": seed})
+        digests.add(tuple(sorted((p.name, p.read_bytes()) for p in (out / "slurm").iterdir())))
+    assert len(digests) == 1
+    text = "".join(slurm_config(plan).values())
+    assert not re.search(r"20\d\d-\d\d-\d\d|\d\d:\d\d:\d\d", text)
+
+
+def test_model_is_the_one_source(tmp_path):
+    m = model(plan_of(tmp_path, fleet(**MULTI)))
+    assert [g.gres for g in m.groups] == ["gpu:a100:4", "gpu:l40s:2", None]
+    assert [p.name for p in m.partitions][0] == "all"
+
+
+# ------------------------------------------------------------------ refusals, through the CLI
+
+
+def run_cli(tmp_path: Path, doc: dict) -> tuple[subprocess.CompletedProcess, Path]:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = tmp_path / "bundle"
+    result = subprocess.run(ORCHGEN + ["plan", str(path), "-o", str(out)], capture_output=True, text=True,
+                            cwd=REPO)
+    return result, out
+
+
+def _one(pools=None, **kw) -> dict:
+    return fleet(pools=pools or [{"name": "h100", "nodes": 4, "gpu": {"type": "h100", "count": 8}}],
+                 workloads=kw.pop("workloads", [{"name": "t", "nodes": 2, "tightly_coupled": True}]), **kw)
+
+
+REFUSALS = [
+    ("overlapping hostnames", _one([{"name": "a", "nodes": 2, "hostnames": "gpu[1-2]"},
+                                    {"name": "b", "nodes": 2, "hostnames": "gpu[2-3]"}]),
+     "fleet.pools[1].hostnames", "also in pool 'a'"),
+    ("hostname Slurm cannot take", _one([{"name": "a", "nodes": 2, "hostnames": "GPU_[1-2]"}]),
+     "fleet.pools[0].hostnames", "not a DNS-1123 label"),
+    ("pool named all", _one([{"name": "all", "nodes": 4}]), "fleet.pools[0].name", "Nodes=ALL"),
+    ("pool named default", _one([{"name": "default", "nodes": 4}]), "fleet.pools[0].name", "DEFAULT"),
+    ("hostname default", _one([{"name": "a", "nodes": 2, "hostnames": "gpu1,default"}]),
+     "fleet.pools[0].hostnames", "node name"),
+    ("tenant root", _one(tenants=[{"name": "root"}]), "tenants[0].name", "root account"),
+    ("cluster name too long", dict(_one(), metadata={"name": "a" * 41}), "metadata.name", "at most 40"),
+]
+
+
+@pytest.mark.parametrize("doc,field,text", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
+def test_cli_refuses_what_slurm_rejects(tmp_path, doc, field, text):
+    result, out = run_cli(tmp_path, doc)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert re.match(rf"orchgen: \S*fleet\.yaml:\d+: {re.escape(field)}: ", lines[0]), lines[0]
+    assert text in lines[0]
+    assert not out.exists()
+
+
+def test_cli_refuses_a_class_partition_named_like_a_pool(tmp_path):
+    doc = fleet(**dict(MULTI, pools=[dict(MULTI["pools"][0], name="ray"), *MULTI["pools"][1:]],
+                       workloads=[dict(MULTI["workloads"][0], pool="ray"), MULTI["workloads"][1]]))
+    result, out = run_cli(tmp_path, doc)
+    assert result.returncode == 2
+    assert "fleet.pools[0].name: pool 'ray' would give a Slurm partition the name 'ray'" in result.stderr
+    assert not out.exists()
+
+
+def test_cli_refuses_a_split_nvlink_domain(tmp_path):
+    doc = fleet(pools=[dict(GB200)],
+                workloads=[{"name": "pt", "nodes": 8, "tightly_coupled": True, "pool": "gb200"},
+                           {"name": "svc", "long_lived_services": True, "bare_metal": False, "pool": "gb200",
+                            "gpus": 80}],
+                fabric={"kind": "infiniband", "nodes_per_leaf": 8}, version="24.11")
+    result, out = run_cli(tmp_path, doc)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "fleet.fabric.nodes_per_leaf: NVLink domain nvl001" in result.stderr
+    assert not out.exists()
