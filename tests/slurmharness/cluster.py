@@ -1,0 +1,469 @@
+"""SlurmCluster: a real slurmctld + one slurmd per node on 127.0.0.1, booted from a config dir.
+
+Lifecycle (`with SlurmCluster(dir) as c:`):
+
+1. the root: `/` for bookworm (the host's Slurm 22.05), else a cached chroot (`chroot.py`);
+2. a private mount namespace for every process of this cluster (`procs.py`);
+3. the config dir is copied into `<workdir>/etc` and overlaid for loopback (`overlay.py`);
+4. a private munged with a throw-away key, then `slurmctld -D`, then `slurmd -D -N <node>` each;
+5. wait until every node is IDLE (failing fast, with the log tail, if a daemon dies);
+6. on exit, even after a failed boot: `scontrol shutdown`, then each daemon by PID, then a sweep
+   of whatever is left in the namespace.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from . import chroot, overlay, parse, procs
+
+HOST_SUITE = "bookworm"  # the suite whose Slurm the host itself runs
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# Log lines that are known to be harmless here; keep this list short, and say why for each.
+HARMLESS = [
+    # 22.05 probes the PMIx MPI plugin at startup; Debian's build lacks libpmix. We run MpiDefault=none.
+    re.compile(r"can not load PMIx library|mpi/pmix"),
+    # a fresh, empty StateSaveLocation on every boot: slurmctld looks for backups of state it never had
+    re.compile(r"NOTE: Trying backup state save file|No \w+ state file .* to recover|Could not open \w+ state file"),
+    # a multi-node step whose tasks end at once: a child node's completion message, sent up the
+    # message tree, can reach a slurmd before its own slurmstepd has opened its socket. Seen on
+    # 26.05 with 18 slurmds on 2 CPUs; Slurm retries and the step completes normally.
+    re.compile(r"stepd_connect to StepId=\S+ failed: (No such file or directory|Connection refused)"),
+    # slurmctld tells srun that its job ended, but srun already saw its step end and exited
+    re.compile(r"slurm_bufs_sendto\(msg_type=SRUN_JOB_COMPLETE\) failed"),
+]
+# Harmless only because the overlay removed the slurmdbd the input config uses
+WITHOUT_SLURMDBD = [
+    re.compile(r"can only be used with SlurmDBD"),  # PriorityWeightFairshare & co: ignored without it
+]
+_JOB_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+              "DEADLINE", "OUT_OF_MEMORY"}
+_PROBLEM = re.compile(r"\b(error|fatal|warning)\b", re.I)
+_TIMESTAMP = re.compile(r"^\[[^\]]*\]\s*")
+
+
+class SlurmBootError(RuntimeError):
+    """The cluster did not come up: a daemon died, or nodes never got IDLE. Carries the log tail."""
+
+
+class SlurmCommandError(RuntimeError):
+    """A Slurm client command or job failed. `.result` is the CompletedProcess (if any)."""
+
+    def __init__(self, message: str, result: subprocess.CompletedProcess | None = None):
+        super().__init__(message)
+        self.result = result
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"({path} missing)"
+    return "".join(text.splitlines(True)[-lines:]) or f"({path} empty)"
+
+
+def _port_block_free(first: int, count: int) -> bool:
+    for port in range(first, first + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                return False
+    return True
+
+
+def free_port_block(count: int) -> int:
+    """First port of `count` consecutive free TCP ports, below Linux's ephemeral range."""
+    rng = random.Random()  # random start: parallel test processes rarely pick the same block
+    for _ in range(200):
+        first = rng.randrange(20000, 32000 - count)
+        if _port_block_free(first, count):
+            return first
+    raise RuntimeError(f"no {count} consecutive free TCP ports found in 20000-32000")
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+class SlurmCluster:
+    """A real Slurm on loopback, booted from a directory of production-style configs.
+
+    After `__enter__`: `version` ("22.05.8"), `workdir` (host path: etc/ holds the overlaid
+    configs, log/ the daemons' logs), `nodes_started`, `overlay_result` (what the overlay changed),
+    `timings` (seconds per phase). Queries: run, log, problems, nodes, partitions, topology,
+    switches, blocks; jobs: job (srun), batch_wait (sbatch). Failures raise SlurmBootError or
+    SlurmCommandError with the relevant log tail in the message.
+    """
+
+    def __init__(self, config_dir: Path, *, suite: str = HOST_SUITE, workdir: Path | None = None,
+                 wait_idle_s: float = 90):
+        """`wait_idle_s=0` starts the daemons without waiting for IDLE (to inspect broken nodes)."""
+        self.config_dir = Path(config_dir)
+        self.suite = suite
+        self.wait_idle_s = wait_idle_s
+        self.workdir = Path(workdir) if workdir else None
+        self._own_workdir = workdir is None
+        self.version = ""
+        self.root = Path("/")
+        self.ns: procs.MountNamespace | None = None
+        self.nodes_started: list[str] = []
+        self.overlay_result = overlay.Overlaid()
+        self._daemons: dict[str, subprocess.Popen] = {}  # "munged", "slurmctld", "slurmd:<node>"
+        self._jobs = itertools.count(1)
+        self.timings: dict[str, float] = {}  # seconds per boot phase and teardown, for reports
+        self.swept: list[int] = []  # PIDs the final sweep had to kill (left over after shutdown)
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def in_chroot(self) -> bool:
+        return self.suite != HOST_SUITE
+
+    @property
+    def work(self) -> str:
+        """The work dir as the daemons see it (inside the chroot: its bind mount)."""
+        return chroot.WORK_MOUNT if self.in_chroot else str(self.workdir)
+
+    @property
+    def slurm_conf(self) -> str:
+        return f"{self.work}/etc/slurm.conf"
+
+    # ------------------------------------------------------------------ boot / teardown
+
+    def __enter__(self) -> "SlurmCluster":
+        try:
+            self._boot()
+        except BaseException:
+            self._teardown(keep_workdir=True)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._teardown(keep_workdir=exc_type is not None)
+
+    def _lap(self, name: str, start: float) -> float:
+        now = time.monotonic()
+        self.timings[name] = round(now - start, 3)
+        return now
+
+    def _boot(self) -> None:
+        t = time.monotonic()
+        if self.in_chroot:
+            self.root = chroot.ensure_chroot(self.suite)
+            chroot.refresh(self.root)
+            t = self._lap("chroot", t)
+        self._make_workdir()
+        self.ns = procs.MountNamespace(self._mounts(), self.workdir / "log" / "namespace.log")
+        self.version = self._read_version()
+        self._write_configs()
+        t = self._lap("configs", t)
+        self._start_munged()
+        self._start_slurmctld()
+        t = self._lap("slurmctld", t)
+        self._start_slurmds()
+        if self.wait_idle_s:
+            self._wait_idle()
+        self._lap("nodes", t)
+
+    def _make_workdir(self) -> None:
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"orchgen-slurm-{self.suite}-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if any(self.workdir.iterdir()):
+            raise ValueError(f"workdir {self.workdir} is not empty")
+        for sub in ("state", "spool", "log", "run", "munge", "jobs"):
+            (self.workdir / sub).mkdir()
+        (self.workdir / "munge").chmod(0o700)  # munged refuses a group/world-readable key dir
+
+    def _mounts(self) -> list[list[str]]:
+        """Mounts of the namespace: for a chroot, /proc, a private /tmp and the work dir."""
+        if not self.in_chroot:
+            return []
+        r = self.root
+        return [["-t", "proc", "proc", f"{r}/proc"],
+                ["-t", "tmpfs", "tmpfs", f"{r}/tmp"],  # job files never pollute the cached chroot
+                ["--bind", str(self.workdir), f"{r}{chroot.WORK_MOUNT}"]]
+
+    def _argv(self, argv: list[str]) -> list[str]:
+        assert self.ns is not None
+        return self.ns.enter() + (["chroot", str(self.root)] if self.in_chroot else []) + argv
+
+    def _env(self) -> dict[str, str]:
+        # a clean environment: no SLURM_* of an outer job or shell leaks into ours
+        return {"PATH": _PATH, "SLURM_CONF": self.slurm_conf, "HOME": "/root", "LANG": "C"}
+
+    def _read_version(self) -> str:
+        out = subprocess.run(self._argv(["slurmctld", "-V"]), capture_output=True, text=True,
+                             env=self._env(), timeout=30)
+        m = re.search(r"(\d+\.\d+\.\d+)", out.stdout + out.stderr)
+        if not m:
+            raise SlurmBootError(f"cannot tell the Slurm version from `slurmctld -V`: {out.stdout}{out.stderr}")
+        return m.group(1)
+
+    def _write_configs(self) -> None:
+        node_count = overlay.count_nodes((self.config_dir / "slurm.conf").read_text())
+        base = free_port_block(node_count + 1)
+        layout = overlay.Layout(work=self.work, host=socket.gethostname().split(".")[0],
+                                ctld_port=base, node_port_base=base + 1,
+                                legacy=_version_tuple(self.version) < (23, 2))
+        result = overlay.apply(self.config_dir, self.workdir, layout)
+        self.overlay_result = result
+        self.nodes_started = result.nodes
+        for node in result.nodes:
+            (self.workdir / "spool" / node).mkdir()
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        out = open(self.workdir / "log" / f"{name.replace(':', '.')}.stdout", "wb")
+        proc = subprocess.Popen(self._argv(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=self._env(), start_new_session=True)  # no terminal Ctrl-C races the teardown
+        out.close()
+        self._daemons[name] = proc
+        return proc
+
+    def _start_munged(self) -> None:
+        m = f"{self.work}/munge"
+        key = subprocess.run(self._argv(["mungekey", "-c", "-k", f"{m}/munge.key", "-b", "1024"]),
+                             capture_output=True, text=True, env=self._env(), timeout=30)
+        if key.returncode != 0:
+            raise SlurmBootError(f"mungekey failed: {key.stderr}")
+        # -F: stay in the foreground, so the PID is munged's; -f: let root run it with our paths
+        self._spawn("munged", ["munged", "-F", "-f", f"--key-file={m}/munge.key", f"--socket={m}/munge.sock",
+                               f"--pid-file={m}/munged.pid", f"--seed-file={m}/munged.seed",
+                               f"--log-file={m}/munged.log"])
+        sock = self.workdir / "munge" / "munge.sock"
+        if not self._until(lambda: sock.exists(), 10, "munged"):
+            raise SlurmBootError(f"munged did not create its socket:\n{_tail(self.workdir / 'munge/munged.log')}")
+
+    def _until(self, ready, timeout_s: float, daemon: str) -> bool:
+        """Poll `ready()` until true; raise at once if `daemon` exits meanwhile."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ready():
+                return True
+            self._check_alive(daemon)
+            time.sleep(0.1)
+        return bool(ready())
+
+    def _check_alive(self, name: str) -> None:
+        proc = self._daemons[name]
+        if proc.poll() is None:
+            return
+        path = self._log_of(name)
+        raise SlurmBootError(f"{name} (Slurm {self.version}, suite {self.suite}) exited with code {proc.returncode}; "
+                             f"last lines of {path}:\n{_tail(path)}")
+
+    def _log_of(self, daemon: str) -> Path:
+        """The daemon's log file, or its captured stdout if it died before opening that."""
+        logs = {"slurmctld": "slurmctld.log", "munged": "../munge/munged.log"}
+        if daemon.startswith("slurmd:"):
+            logs[daemon] = f"slurmd.{daemon.split(':', 1)[1]}.log"
+        path = self.workdir / "log" / logs[daemon]
+        if path.exists() and path.stat().st_size:
+            return path
+        return self.workdir / "log" / f"{daemon.replace(':', '.')}.stdout"
+
+    def _start_slurmctld(self) -> None:
+        # -D: foreground, so we own the PID; -i: ignore unreadable state files
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i"])
+        up = self._until(lambda: "is UP" in self.run("scontrol", "ping", check=False, timeout=10).stdout,
+                         max(self.wait_idle_s, 90), "slurmctld")  # a missing topology.conf retries 60 s
+        if not up:
+            raise SlurmBootError(f"slurmctld does not answer `scontrol ping`:\n{_tail(self.workdir / 'log/slurmctld.log')}")
+
+    def _start_slurmds(self) -> None:
+        for node in self.nodes_started:
+            self._spawn(f"slurmd:{node}", ["slurmd", "-D", "-N", node])
+
+    def _wait_idle(self) -> None:
+        deadline = time.monotonic() + self.wait_idle_s
+        states: dict[str, dict] = {}
+        while time.monotonic() < deadline:
+            for name in self._daemons:
+                self._check_alive(name)
+            states = self.nodes()
+            bad = {n: s for n, s in states.items() if "INVAL" in s["state"]}
+            if bad:  # an invalid registration never heals by itself
+                raise SlurmBootError(self._not_idle_report("registered as INVALID", bad))
+            if states and all(s["state"] == "IDLE" for s in states.values()):
+                return
+            time.sleep(0.2)
+        waiting = {n: s for n, s in states.items() if s["state"] != "IDLE"}
+        raise SlurmBootError(self._not_idle_report(f"not IDLE after {self.wait_idle_s}s", waiting))
+
+    def _not_idle_report(self, what: str, nodes: dict[str, dict]) -> str:
+        lines = [f"{len(nodes)} node(s) {what} (Slurm {self.version}, suite {self.suite}):"]
+        lines += [f"  {n}: {s['state']} {s['reason']}".rstrip() for n, s in nodes.items()]
+        lines += ["problems:", *(f"  {p}" for p in self.problems())]
+        lines += [f"last lines of slurmctld.log:\n{_tail(self.workdir / 'log/slurmctld.log', 20)}"]
+        return "\n".join(lines)
+
+    def _teardown(self, keep_workdir: bool) -> None:
+        t = time.monotonic()
+        try:
+            self._stop_daemons()
+        finally:
+            if self.ns is not None:
+                self.swept = self.ns.sweep()
+                self.ns = None
+            self._lap("teardown", t)
+            if self._own_workdir and self.workdir and not keep_workdir and not os.environ.get("ORCHGEN_SLURM_KEEP"):
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _stop_daemons(self) -> None:
+        ctld = self._daemons.get("slurmctld")
+        if ctld is not None and ctld.poll() is None:
+            self._quiet_run("scancel", "--quiet", "--user=root")
+            self._wait_quiet(10)
+            # graceful: the controller tells every registered slurmd to exit, then exits itself
+            self._quiet_run("scontrol", "shutdown")
+        slurmds = [p for n, p in self._daemons.items() if n.startswith("slurmd:")]
+        procs.wait_gone([p.pid for p in slurmds], 10)
+        for name, proc in self._daemons.items():
+            if name != "munged":
+                procs.stop(proc, timeout_s=0 if name.startswith("slurmd:") else 10)
+        if "munged" in self._daemons:
+            procs.stop(self._daemons["munged"], timeout_s=0)
+
+    def _wait_quiet(self, timeout_s: float) -> None:
+        """Wait until no job is left (not even COMPLETING) and no slurmstepd runs.
+
+        After srun returns, the slurmstepds still report the step's end and each slurmd still
+        sends "epilog complete" to slurmctld. Shut the controller down under them and they retry
+        for ~10 s (or for good) while their slurmd waits: seen as 10-25 s teardowns.
+        """
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                jobs = self.run("squeue", "--noheader", check=False, timeout=5).stdout.strip()
+            except subprocess.TimeoutExpired:
+                return
+            if not jobs and not (self.ns and self.ns.members("slurmstepd")):
+                return
+            time.sleep(0.1)
+
+    def _quiet_run(self, *argv: str) -> None:
+        """Run a client command during teardown: its failure must not stop the teardown."""
+        try:
+            self.run(*argv, check=False, timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    # ------------------------------------------------------------------ client commands
+
+    def run(self, *argv: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+        """Run a Slurm client command (inside the chroot for newer suites) with SLURM_CONF set."""
+        result = subprocess.run(self._argv(list(argv)), capture_output=True, text=True, env=self._env(),
+                                timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and result.returncode != 0:
+            raise SlurmCommandError(self._command_report(argv, result), result)
+        return result
+
+    def _command_report(self, argv, result: subprocess.CompletedProcess) -> str:
+        return (f"`{' '.join(argv)}` exited with {result.returncode} (Slurm {self.version}, suite {self.suite})\n"
+                f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}\n"
+                f"last lines of slurmctld.log:\n{_tail(self.workdir / 'log/slurmctld.log', 20)}")
+
+    def log(self) -> str:
+        """The slurmctld log so far."""
+        return (self.workdir / "log" / "slurmctld.log").read_text(errors="replace")
+
+    def problems(self) -> list[str]:
+        """WARNING/error/fatal lines of slurmctld and the slurmds, minus HARMLESS, each once.
+
+        Each entry is "slurmctld: <message>", "slurmd <node>: <message>", or, for a message that
+        several slurmds logged alike, "slurmd on <n> nodes: <message>".
+        """
+        harmless = HARMLESS + (WITHOUT_SLURMDBD if self.overlay_result.dropped_slurmdbd else [])
+        ctld = self._problem_lines(self.workdir / "log" / "slurmctld.log", harmless)
+        by_message: dict[str, list[str]] = {}  # slurmd message -> nodes that logged it, in order
+        for node in self.nodes_started:
+            for message in self._problem_lines(self.workdir / "log" / f"slurmd.{node}.log", harmless):
+                by_message.setdefault(message, []).append(node)
+        found = [f"slurmctld: {m}" for m in ctld]
+        for message, nodes in by_message.items():
+            who = f"slurmd {nodes[0]}" if len(nodes) == 1 else f"slurmd on {len(nodes)} nodes"
+            found.append(f"{who}: {message}")
+        return found
+
+    @staticmethod
+    def _problem_lines(path: Path, harmless: list[re.Pattern]) -> list[str]:
+        """Distinct problem messages of one log file, timestamps stripped, in order."""
+        if not path.exists():
+            return []
+        found: list[str] = []
+        for line in path.read_text(errors="replace").splitlines():
+            message = _TIMESTAMP.sub("", line)
+            if _PROBLEM.search(message) and not any(h.search(message) for h in harmless) and message not in found:
+                found.append(message)
+        return found
+
+    def nodes(self) -> dict[str, dict]:
+        """name -> {"state", "gres", "partitions", "features", "cpus", "real_memory", "reason", "raw"}."""
+        return parse.nodes(self.run("scontrol", "-o", "show", "nodes").stdout)
+
+    def partitions(self) -> dict[str, dict]:
+        """name -> {"nodes", "default", "state", "max_time", "topology", "raw"}."""
+        return parse.partitions(self.run("scontrol", "-o", "show", "partition").stdout)
+
+    def topology(self, *args: str) -> str:
+        """stdout of `scontrol show topology [args]`."""
+        return self.run("scontrol", "show", "topology", *args).stdout
+
+    def switches(self) -> dict[str, dict]:
+        """Tree topology: name -> {"level": int, "nodes": set (expanded), "switches": set}."""
+        return parse.switches(self.topology())
+
+    def blocks(self, *args: str) -> dict[str, dict]:
+        """Block topology: name -> {"nodes": set, "size": int, "aggregated": bool}."""
+        return parse.blocks(self.topology(*args))
+
+    def job(self, *srun_args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """`srun ARGS...`; raises SlurmCommandError (with the log tail) unless it exits 0."""
+        result = self.run("srun", *srun_args, timeout=timeout, check=False)
+        if result.returncode != 0:
+            raise SlurmCommandError(self._command_report(("srun", *srun_args), result), result)
+        return result
+
+    def batch_wait(self, script: str, *sbatch_args: str, timeout: float = 60) -> str:
+        """Submit `script` with `sbatch ARGS`, wait for it to end, return its output file's text.
+
+        Like `sbatch --wait`, but polls every 0.1 s: sbatch's own --wait polls with growing sleeps
+        and costs ~10 s per job. Raises SlurmCommandError unless the job COMPLETED with exit 0.
+        """
+        n = next(self._jobs)
+        if not script.startswith("#!"):
+            script = "#!/bin/sh\n" + script
+        (self.workdir / "jobs" / f"job{n}.sh").write_text(script)
+        jobs = f"{self.work}/jobs"
+        argv = ("sbatch", "--parsable", f"--chdir={jobs}", f"--output={jobs}/job{n}.out", *sbatch_args,
+                f"{jobs}/job{n}.sh")
+        job_id = self.run(*argv).stdout.strip().split(";")[0]
+        record = self._wait_job(job_id, timeout)
+        output = self.workdir / "jobs" / f"job{n}.out"
+        text = output.read_text(errors="replace") if output.exists() else ""
+        if record.get("JobState") != "COMPLETED" or record.get("ExitCode") != "0:0":
+            state = f"{record.get('JobState', 'still running')} ExitCode={record.get('ExitCode')} Reason={record.get('Reason')}"
+            raise SlurmCommandError(f"batch job {job_id} ({' '.join(argv)}) ended {state}\njob output:\n{text}\n"
+                                    f"last lines of slurmctld.log:\n{_tail(self.workdir / 'log/slurmctld.log', 20)}")
+        return text
+
+    def _wait_job(self, job_id: str, timeout: float) -> dict[str, str]:
+        """The job's `scontrol show job` record once it has ended ({} and cancelled on timeout)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = parse.records(self.run("scontrol", "-o", "show", "job", job_id).stdout)
+            if found and found[0].get("JobState") in _JOB_ENDED:
+                return found[0]
+            time.sleep(0.1)
+        self.run("scancel", job_id, check=False)
+        return {}

@@ -1,0 +1,353 @@
+"""The loopback overlay: the only changes made to a production config dir before booting it.
+
+The input dir is copied unchanged (unknown files such as accounts.sh or a README included) and
+then only these files are adapted, in the copy:
+
+slurm.conf
+    Keys that name hosts, ports, users, paths, auth, accounting, mail, or programs to run are
+    dropped and replaced by a header of loopback values under the work dir. Each NodeName line
+    gets `NodeHostname=<hostname -s> NodeAddr=127.0.0.1 Port=[unique range]` (Debian builds
+    with MULTIPLE_SLURMD, so one slurmd per node runs on this one host), and SlurmdParameters
+    gets `config_overrides`, so slurmd reports the configured CPUs/RealMemory/Gres rather than
+    this machine's. Everything else (partitions, GRES, topology, priority, scheduler) is kept.
+    Accounting (`AccountingStorage*`, `JobAcctGather*`, `AcctGather*`, `JobComp*`) is dropped:
+    there is no slurmdbd here, and `AccountingStorageTRES=gres/gpu` without one is fatal. For the
+    same reason, when the input used slurmdbd, `GRES/...` items leave TRESBillingWeights and
+    PriorityWeightTRES (fatal to parse without that TRES); their CPU/Mem weights stay.
+    ProctrackType/TaskPlugin become proctrack/linuxproc (+ task/none on 22.05; later versions
+    have no task/none, so TaskPlugin is left unset): cgroup writes fail in this sandbox.
+gres.conf
+    `File=/dev/...` becomes `<work>/dev/...`, each expanded name a symlink to /dev/null (slurmd
+    insists on a character device). `AutoDetect=nvml|nvidia|rsmi|oneapi|nrt` becomes `off`, and
+    GPUs that detection would have found get File= lines synthesised from slurm.conf's Gres=
+    (or, for `Name=gpu ... Count=N` lines beside AutoDetect, from their Count).
+    Count-only GPU lines without autodetection are left alone on purpose: slurmd drops those
+    GPUs on real nodes too ("Removing file-less GPU"), which is a finding, not noise.
+Include
+    `Include /etc/slurm/x.conf` points at the copy when x.conf is in the config dir; the lines
+    of included files are not overlaid (orchgen emits none).
+cgroup.conf
+    Copied and parsed as is. From 23.x on, slurmd initialises the cgroup plugin even with
+    proctrack/linuxproc and fails without /sys/fs/cgroup, so `CgroupPlugin=disabled` replaces
+    any CgroupPlugin line there (the other keys are still parsed and checked).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .hostlist import expand, split_top
+
+# slurm.conf keys (lower case) whose value only makes sense on the production machines
+_DROP = {
+    # who and where the daemons are
+    "slurmctldhost", "controlmachine", "controladdr", "backupcontroller", "backupaddr",
+    "slurmctldaddr", "slurmctldport", "slurmdport", "slurmuser", "slurmduser",
+    # authentication and credentials: a private munged of our own replaces them
+    "authtype", "authinfo", "authalttypes", "authaltparameters", "credtype",
+    "tlstype", "tlsparameters", "certmgrtype", "certmgrparameters",
+    # paths: state, spool, pid and log files
+    "statesavelocation", "slurmdspooldir", "slurmctldpidfile", "slurmdpidfile",
+    "slurmctldlogfile", "slurmdlogfile", "slurmschedlogfile", "plugindir",
+    # log levels: forced to info so WARNING lines always reach the log we read
+    "slurmctlddebug", "slurmddebug", "slurmctldsyslogdebug", "slurmdsyslogdebug",
+    # programs that run on real machines
+    "mailprog", "maildomain", "prolog", "epilog", "prologslurmctld", "epilogslurmctld",
+    "taskprolog", "taskepilog", "srunprolog", "srunepilog", "resvprolog", "resvepilog",
+    "healthcheckprogram", "resumeprogram", "suspendprogram", "rebootprogram",
+    "unkillablestepprogram", "slurmctldprimaryonprog", "slurmctldprimaryoffprog",
+    # needs root-only kernel features or a library the packages may lack
+    "jobcontainertype", "mpidefault",
+    # merged into our own value below
+    "slurmdparameters",
+}
+_DROP_PREFIXES = ("accountingstorage", "jobacctgather", "acctgather", "jobcomp")
+_CGROUP_KEYS = {"proctracktype", "taskplugin"}
+_TRES_WEIGHT_KEYS = {"tresbillingweights", "priorityweighttres"}
+_AUTODETECT = {"nvml", "nvidia", "rsmi", "oneapi", "nrt"}
+
+
+@dataclass
+class Layout:
+    """Loopback values for one cluster. `work` is the work dir as the daemons see it."""
+
+    work: str
+    host: str
+    ctld_port: int
+    node_port_base: int
+    legacy: bool  # Slurm < 23.02: has task/none, no CgroupPlugin=disabled
+
+    @property
+    def etc(self) -> str:
+        return f"{self.work}/etc"
+
+
+@dataclass
+class NodeLine:
+    """One NodeName line of slurm.conf: its hostlist expression, the names, and their Gres= value."""
+
+    expr: str
+    names: list[str]
+    gres: str
+
+
+@dataclass
+class Overlaid:
+    """What the overlay found: node names (one slurmd each) and fake device names to create."""
+
+    nodes: list[str] = field(default_factory=list)
+    devices: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    dropped_slurmdbd: bool = False  # the input used slurmdbd accounting, which the overlay removed
+
+
+def _key(token: str) -> str:
+    return token.split("=", 1)[0].lower()
+
+
+def _value(token: str) -> str:
+    return token.split("=", 1)[1] if "=" in token else ""
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Lines without comments, blank lines or backslash continuations."""
+    text = text.replace("\\\n", " ")
+    return [s for s in (ln.split("#", 1)[0].strip() for ln in text.splitlines()) if s]
+
+
+def _dropped(key: str) -> bool:
+    return key in _DROP or key.startswith(_DROP_PREFIXES)
+
+
+# ---------------------------------------------------------------- slurm.conf
+
+
+def count_nodes(text: str) -> int:
+    """How many nodes the NodeName lines of a slurm.conf define (one port is reserved for each)."""
+    count = 0
+    for line in _logical_lines(text):
+        key, _, value = line.split()[0].partition("=")
+        if key.lower() == "nodename" and value.lower() != "default":
+            count += len(expand(value))
+    return count
+
+
+def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str, Overlaid, list[NodeLine]]:
+    """Return (new slurm.conf, what was found, the NodeName lines)."""
+    out = Overlaid()
+    node_lines: list[NodeLine] = []
+    default_gres = ""  # from NodeName=DEFAULT lines
+    port = lay.node_port_base
+    extra_slurmd_params: list[str] = []
+    body: list[str] = []
+    lines = _logical_lines(text)
+    out.dropped_slurmdbd = any(_key(ln) == "accountingstoragetype" and "slurmdbd" in _value(ln.split()[0])
+                               for ln in lines)
+    for line in lines:
+        if out.dropped_slurmdbd:
+            line = _drop_gres_weights(line, out)
+        tokens = line.split()
+        key = _key(tokens[0])
+        if key == "slurmdparameters":
+            extra_slurmd_params += [p for p in _value(tokens[0]).split(",") if p and p != "config_overrides"]
+        if key == "include":
+            body.append(_rewrite_include(line, lay, etc_files, out))
+            continue
+        if _dropped(key) or (key in _CGROUP_KEYS):
+            continue
+        if key == "nodename":
+            names_expr = _value(tokens[0])
+            node_gres = next((_value(t) for t in tokens if _key(t) == "gres"), None)
+            if names_expr.lower() == "default":
+                default_gres = node_gres if node_gres is not None else default_gres
+                body.append(line)
+                continue
+            names = expand(names_expr)
+            out.nodes += names
+            node_lines.append(NodeLine(names_expr, names, node_gres if node_gres is not None else default_gres))
+            tokens = [t for t in tokens if _key(t) not in ("nodehostname", "nodeaddr", "port")]
+            last = port + len(names) - 1
+            tokens += [f"NodeHostname={lay.host}", "NodeAddr=127.0.0.1",
+                       f"Port={port}" if last == port else f"Port=[{port}-{last}]"]
+            port = last + 1
+            line = " ".join(tokens)
+        body.append(line)
+    header = _header(lay, extra_slurmd_params)
+    return "\n".join(header + body) + "\n", out, node_lines
+
+
+def _drop_gres_weights(line: str, out: Overlaid) -> str:
+    """Without slurmdbd, GRES weights cannot be parsed: drop them from the TRES weight keys.
+
+    A GRES TRES (gres/gpu) needs AccountingStorageTRES, which needs slurmdbd ("slurmdbd is
+    required to run with TRES gres/gpu"); without it, `TRESBillingWeights=...,GRES/gpu=1.0`
+    or `PriorityWeightTRES=GRES/gpu=...` is fatal ("failed to parse tres weights str").
+    """
+    tokens = line.split()
+    kept = []
+    for token in tokens:
+        if _key(token) in _TRES_WEIGHT_KEYS:
+            items = _value(token).strip('"').split(",")
+            weights = [i for i in items if not i.lower().startswith("gres/")]
+            if weights != items:
+                out.notes.append(f"slurm.conf: no slurmdbd, so GRES weights dropped from {token}")
+            if not weights:
+                continue
+            quote = '"' if _value(token).startswith('"') else ""
+            token = f'{token.split("=", 1)[0]}={quote}{",".join(weights)}{quote}'
+        kept.append(token)
+    return " ".join(kept)
+
+
+def _header(lay: Layout, extra_slurmd_params: list[str]) -> list[str]:
+    w = lay.work
+    lines = [
+        "# --- loopback overlay (tests/slurmharness); the generated config follows ---",
+        f"SlurmctldHost={lay.host}(127.0.0.1)", f"SlurmctldPort={lay.ctld_port}",
+        "SlurmUser=root", "SlurmdUser=root",
+        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={w}/munge/munge.sock",
+        f"StateSaveLocation={w}/state", f"SlurmdSpoolDir={w}/spool/%n",
+        f"SlurmctldPidFile={w}/run/slurmctld.pid", f"SlurmdPidFile={w}/run/slurmd.%n.pid",
+        f"SlurmctldLogFile={w}/log/slurmctld.log", f"SlurmdLogFile={w}/log/slurmd.%n.log",
+        "SlurmctldDebug=info", "SlurmdDebug=info", "MailProg=/bin/true", "MpiDefault=none",
+        "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none",
+        "JobCompType=jobcomp/none",
+        "SlurmdParameters=" + ",".join(["config_overrides", *extra_slurmd_params]),
+        "ProctrackType=proctrack/linuxproc",
+    ]
+    if lay.legacy:
+        lines.append("TaskPlugin=task/none")  # 23.02+ has no task/none: TaskPlugin stays unset
+    return lines + ["# --- end of overlay ---"]
+
+
+def _rewrite_include(line: str, lay: Layout, etc_files: set[str], out: Overlaid) -> str:
+    """`Include /etc/slurm/nodes.conf` -> the copied file in our etc dir, if it was shipped."""
+    path = line.split(None, 1)[1].strip() if " " in line else ""
+    name = os.path.basename(path)
+    if name in etc_files:
+        return f"Include {lay.etc}/{name}"
+    out.notes.append(f"slurm.conf: {line!r} names a file not in the config dir; left as is")
+    return line
+
+
+# ---------------------------------------------------------------- gres.conf
+
+
+def _gpu_spec(gres_value: str) -> tuple[str | None, int] | None:
+    """("h100", 8) from "gpu:h100:8(S:0-1),nic:2"; (None, 4) from "gpu:4"; None without GPUs."""
+    for item in split_top(gres_value):
+        parts = re.sub(r"\(.*\)$", "", item).split(":")
+        if parts[0] != "gpu" or len(parts) < 2 or not parts[-1].isdigit():
+            continue
+        return (parts[1] if len(parts) == 3 else None), int(parts[-1])
+    return None
+
+
+def _fake_file(value: str, lay: Layout, out: Overlaid) -> str:
+    """Point every /dev path of a File= value at `<work>/dev/...`, recording the device names."""
+    parts = []
+    for path in split_top(value):
+        if path.startswith("/dev/"):
+            path = f"{lay.work}/dev/" + path[len("/dev/"):].replace("/", "_")
+            out.devices.update(os.path.basename(p) for p in expand(path))
+        parts.append(path)
+    return ",".join(parts)
+
+
+def _scope(keys: dict[str, str], all_nodes: list[str]) -> list[str]:
+    """The nodes a gres.conf line applies to: its NodeName=, or every node."""
+    return expand(keys["nodename"]) if "nodename" in keys else all_nodes
+
+
+def rewrite_gres_conf(text: str, lay: Layout, node_lines: list[NodeLine], out: Overlaid) -> str:
+    all_nodes = [n for line in node_lines for n in line.names]
+    parsed = [(line.split(), {_key(t): _value(t) for t in line.split()}) for line in _logical_lines(text)]
+    autodetect: set[str] = set()  # nodes whose GPUs a detection library would have found
+    for _, keys in parsed:
+        if keys.get("autodetect", "").lower() in _AUTODETECT:
+            autodetect.update(_scope(keys, all_nodes))
+    explicit: set[str] = set()  # nodes with Name=gpu lines of their own
+    lines = []
+    for tokens, keys in parsed:
+        scope = _scope(keys, all_nodes)
+        new = [_rewrite_gres_token(t, lay, out) for t in tokens]
+        if keys.get("name") == "gpu":
+            explicit.update(scope)
+            count = keys.get("count", "")
+            # `Name=gpu Type=h100 Count=8` beside AutoDetect: detection supplies the files
+            if "file" not in keys and "multiplefiles" not in keys and count.isdigit() and set(scope) <= autodetect:
+                new.append("File=" + _fake_file(_nvidia_files(int(count)), lay, out))
+        lines.append(" ".join(new))
+    lines += _synthesise_gpu_lines(autodetect - explicit, lay, node_lines, out)
+    return "\n".join(lines) + "\n"
+
+
+def _rewrite_gres_token(token: str, lay: Layout, out: Overlaid) -> str:
+    key = _key(token)
+    if key == "autodetect" and _value(token).lower() in _AUTODETECT:
+        return "AutoDetect=off"
+    if key in ("file", "multiplefiles"):
+        return f"{token.split('=', 1)[0]}={_fake_file(_value(token), lay, out)}"
+    return token
+
+
+def _nvidia_files(count: int) -> str:
+    return f"/dev/nvidia[0-{count - 1}]" if count > 1 else "/dev/nvidia0"
+
+
+def _synthesise_gpu_lines(nodes: set[str], lay: Layout, node_lines: list[NodeLine], out: Overlaid) -> list[str]:
+    """gres.conf lines for the GPUs that autodetection would have found on `nodes`.
+
+    One line per slurm.conf NodeName line, keeping its hostlist expression when the whole line is
+    autodetected (the usual case), else naming the nodes one by one.
+    """
+    lines = []
+    for node_line in node_lines:
+        spec = _gpu_spec(node_line.gres)
+        names = [n for n in node_line.names if n in nodes]
+        if not spec or not names:
+            continue
+        gpu_type, count = spec
+        files = _fake_file(_nvidia_files(count), lay, out)
+        expr = node_line.expr if names == node_line.names else ",".join(names)
+        type_part = f" Type={gpu_type}" if gpu_type else ""
+        lines.append(f"NodeName={expr} Name=gpu{type_part} File={files}")
+        out.notes.append(f"gres.conf: AutoDetect replaced by: {lines[-1]}")
+    return lines
+
+
+# ---------------------------------------------------------------- cgroup.conf
+
+
+def rewrite_cgroup_conf(text: str | None, lay: Layout) -> str | None:
+    if lay.legacy:
+        return text
+    kept = [ln for ln in (text or "").splitlines() if _key(ln.split("#", 1)[0].strip()) != "cgroupplugin"]
+    return "\n".join(["CgroupPlugin=disabled", *kept]) + "\n"
+
+
+# ---------------------------------------------------------------- the whole dir
+
+
+def apply(src: Path, host_work: Path, lay: Layout) -> Overlaid:
+    """Copy `src` to `<host_work>/etc`, rewrite it for `lay`, create the fake devices."""
+    if not (src / "slurm.conf").is_file():
+        raise FileNotFoundError(f"{src}/slurm.conf not found")
+    etc = host_work / "etc"
+    shutil.copytree(src, etc, symlinks=True)
+    etc_files = {p.name for p in etc.iterdir()}
+    conf, out, node_lines = rewrite_slurm_conf((etc / "slurm.conf").read_text(), lay, etc_files)
+    (etc / "slurm.conf").write_text(conf)
+    if (etc / "gres.conf").is_file():
+        (etc / "gres.conf").write_text(rewrite_gres_conf((etc / "gres.conf").read_text(), lay, node_lines, out))
+    cg_path = etc / "cgroup.conf"
+    cgroup = rewrite_cgroup_conf(cg_path.read_text() if cg_path.is_file() else None, lay)
+    if cgroup is not None:
+        cg_path.write_text(cgroup)
+    (host_work / "dev").mkdir(exist_ok=True)
+    for name in sorted(out.devices):
+        os.symlink("/dev/null", host_work / "dev" / name)
+    return out

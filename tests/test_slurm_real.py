@@ -1,0 +1,334 @@
+"""The Slurm plane proven by a real Slurm: each bundle is written by the CLI, its slurm/ booted
+unchanged by tests/slurmharness (only the loopback overlay differs), and then checked against
+plan.json, the decision, not against the files themselves:
+
+* no WARNING/error/fatal line in the controller's or any slurmd's log (one documented exception:
+  topology.yaml's block topology names the nodes it leaves out, and they must be exactly the nodes
+  outside the NVLink pools);
+* every Slurm node IDLE, with the GRES of its pool (`sinfo -N -o "%N %G"`);
+* `scontrol show topology` equal to the fabric restricted to the Slurm plane, node for node, and
+  the blocks equal to the NVLink domains;
+* the partitions as planned (names, nodes, default, bound topology);
+* jobs: multi-node `--gres=gpu:N` (each task sees N GPUs), `--switches=1` (and `--segment` for
+  blocks) with one node busy, so that only the topology explains where the job lands, and the Ray
+  launcher end to end with a stand-in `ray` command.
+
+Cases: Slurm 22.05 (the host's, bookworm): a single-pool tree fleet, a multi-pool fleet with tenants
+and Ray, the Slurm side of a hybrid; 24.11 (trixie chroot): NVLink blocks; 26.05 (forky chroot):
+topology.yaml with a tree and a block topology.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.slurmharness import SlurmCluster, expand_hostlist, require_slurm
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+pytestmark = pytest.mark.slurm
+
+MULTI_POOL = {  # 3 pools (one without GPUs), 2 tenants, a training and a Ray workload: 16 nodes
+    "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "multi-pool"},
+    "fleet": {"bare_metal": True, "fabric": {"kind": "infiniband", "nodes_per_leaf": 4, "leaves_per_spine": 2},
+              "pools": [{"name": "a100", "nodes": 8, "gpu": {"type": "a100", "count": 4}, "cpus": 64,
+                         "memory_gib": 512},
+                        {"name": "l40s", "nodes": 4, "gpu": {"type": "l40s", "count": 2}, "cpus": 32,
+                         "memory_gib": 256},
+                        {"name": "cpu", "nodes": 4, "cpus": 128, "memory_gib": 1024}]},
+    "tenants": [{"name": "nlp", "share": 3}, {"name": "vision", "share": 1}],
+    "workloads": [{"name": "train", "nodes": 4, "tightly_coupled": True, "pool": "a100", "tenant": "nlp"},
+                  {"name": "pipeline", "nodes": 3, "tightly_coupled": True, "python_native_pipeline": True,
+                   "pool": "l40s", "tenant": "vision"}],
+    "options": {"slurm_version": "22.05"},
+}
+
+# A stand-in for `ray` on the loopback (no Ray here): `start` records the Slurm node it runs on and
+# blocks like `ray start --block`; `status` prints the "Active:" section `ray status` prints.
+FAKE_RAY = """#!/bin/sh
+dir=%(dir)s
+case "$1" in
+start)
+    case " $* " in *" --head "*) touch "$dir/head" ;; esac
+    touch "$dir/node_$SLURMD_NODENAME"
+    exec sleep 300 ;;
+status)
+    [ -e "$dir/head" ] || { echo "no Ray cluster at $2" >&2; exit 1; }
+    echo "Node status"
+    echo "Active:"
+    for f in "$dir"/node_*; do echo " 1 ${f##*/}"; done
+    echo "Pending:"
+    echo " (no pending nodes)" ;;
+*) exit 1 ;;
+esac
+"""
+
+
+# ------------------------------------------------------------------ the bundle and what plan.json says
+
+
+def bundle(tmp_path: Path, source: Path | dict) -> Path:
+    """`orchgen plan` through the CLI, as a user runs it; returns the bundle directory."""
+    if isinstance(source, dict):
+        path = tmp_path / f"{source['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(source, sort_keys=False))
+        source = path
+    out = tmp_path / "bundle"
+    subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(source), "-o", str(out)],
+                   check=True, capture_output=True, cwd=REPO)
+    return out
+
+
+class Planned:
+    """The Slurm plane as plan.json describes it: what the booted cluster must show."""
+
+    def __init__(self, out: Path):
+        self.plan = json.loads((out / "plan.json").read_text())
+        plane = self.plan["planes"]["slurm"]
+        self.version = tuple(int(x) for x in self.plan["versions"]["slurm"].split("."))
+        self.pools = {p["pool"]: expand_hostlist(p["nodes"]) for p in plane["pools"]}
+        self.gres = {p["pool"]: f"gpu:{p['gpu']['type']}:{p['gpu']['count']}" if p["gpu"] else ""
+                     for p in plane["pools"]}
+        self.nodes = [n for nodes in self.pools.values() for n in nodes]
+        fab = self.plan["fabric"]
+        self.leaf_names = [leaf for p in plane["pools"] for leaf in p["leaves"]]
+        self.leaves = {leaf["name"]: set(expand_hostlist(leaf["nodes"]))
+                       for leaf in fab["leaves"] if leaf["name"] in self.leaf_names}
+        spines = {s["name"]: set(s["leaves"]) & set(self.leaf_names) for s in fab["spines"]}
+        self.spines = {name: leaves for name, leaves in spines.items() if leaves}
+        self.core = {fab["core"]: set(self.spines)} if len(self.spines) > 1 else {}
+        self.domains = {d["name"]: set(expand_hostlist(d["nodes"])) for d in fab["nvlink_domains"]
+                        if d["pool"] in self.pools}
+        self.nvlink_pools = {d["pool"] for d in fab["nvlink_domains"] if d["pool"] in self.pools}
+
+    def pool_of(self, node: str) -> str:
+        return next(p for p, nodes in self.pools.items() if node in nodes)
+
+    def classes(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for w in self.plan["workloads"]:
+            if w["plane"] == "slurm" and w["class"] in ("training", "ray"):
+                out.setdefault(w["class"], [])
+                if w["pool"] not in out[w["class"]]:
+                    out[w["class"]].append(w["pool"])
+        return out if len(out) > 1 else {}
+
+
+# ------------------------------------------------------------------ checks on a booted cluster
+
+
+def check_clean_log(c: SlurmCluster, p: Planned) -> None:
+    outside = [n for n in p.nodes if n not in set().union(*p.domains.values())] if p.domains else []
+    unexpected = []
+    for line in c.problems():
+        m = re.search(r"warning: Blocks lack access to (\d+) nodes: (\S+)$", line)
+        if m and p.version >= (25, 5) and sorted(expand_hostlist(m.group(2))) == sorted(outside):
+            continue  # topology.yaml's block topology leaves the non-NVLink pools out, as planned
+        unexpected.append(line)
+    assert unexpected == []
+
+
+def check_nodes(c: SlurmCluster, p: Planned) -> None:
+    nodes = c.nodes()
+    assert sorted(nodes) == sorted(p.nodes)
+    assert {n: s["state"] for n, s in nodes.items()} == {n: "IDLE" for n in p.nodes}
+    sinfo = c.run("sinfo", "-h", "-N", "-o", "%N %G").stdout.split("\n")
+    per_node = dict(line.split(" ", 1) for line in sinfo if line.strip())
+    want = {n: p.gres[p.pool_of(n)] or "(null)" for n in p.nodes}
+    assert {n: g.strip() for n, g in per_node.items()} == want
+
+
+def check_tree(c: SlurmCluster, p: Planned, *args: str) -> None:
+    from tests.slurmharness import parse
+
+    got = parse.switches(c.topology(*args))
+    want = {leaf: {"level": 0, "nodes": nodes} for leaf, nodes in p.leaves.items()}
+    want |= {s: {"level": 1, "switches": leaves} for s, leaves in p.spines.items()}
+    want |= {s: {"level": 2, "switches": spines} for s, spines in p.core.items()}
+    assert set(got) == set(want)
+    for name, w in want.items():
+        assert got[name]["level"] == w["level"], name
+        if "nodes" in w:
+            assert got[name]["nodes"] == w["nodes"] and not got[name]["switches"], name
+        else:
+            assert got[name]["switches"] == w["switches"], name
+
+
+def check_blocks(c: SlurmCluster, p: Planned, base: int, *args: str) -> None:
+    blocks = c.blocks(*args)
+    assert {n: b["nodes"] for n, b in blocks.items() if not b["aggregated"]} == p.domains
+    assert {b["size"] for b in blocks.values() if not b["aggregated"]} == {base}
+    sizes = sorted({b["size"] for b in blocks.values()})
+    assert sizes == [base * 2 ** k for k in range(len(sizes))]
+
+
+def check_partitions(c: SlurmCluster, p: Planned, block_topology: str | None = None) -> None:
+    want = {"all": (p.nodes, True)} | {pool: (nodes, False) for pool, nodes in p.pools.items()}
+    want |= {cls: ([n for pool in pools for n in p.pools[pool]], False) for cls, pools in p.classes().items()}
+    parts = c.partitions()
+    assert set(parts) == set(want)
+    for name, (nodes, default) in want.items():
+        assert sorted(expand_hostlist(parts[name]["nodes"])) == sorted(nodes), name
+        assert parts[name]["default"] is default, name
+        assert parts[name]["state"] == "UP", name
+        if block_topology:
+            pools = [name] if name in p.pools else p.classes().get(name, list(p.pools))
+            bound = block_topology if set(pools) <= p.nvlink_pools else ""
+            assert parts[name]["topology"] == bound, name
+
+
+def gpu_job(c: SlurmCluster, p: Planned, pool: str, nodes: int = 2) -> None:
+    count = int(p.gres[pool].rsplit(":", 1)[1])
+    out = c.job("-N", str(nodes), "-p", pool, f"--gres=gpu:{count}",
+                "sh", "-c", 'echo "$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES"').stdout.split("\n")
+    seen = dict(line.split(" ", 1) for line in out if line.strip())
+    assert len(seen) == nodes and set(seen) <= set(p.pools[pool])
+    assert set(seen.values()) == {",".join(str(i) for i in range(count))}
+
+
+def busy(c: SlurmCluster, node: str, pool: str) -> str:
+    """Occupy `node` with a sleeping job; returns its id."""
+    job = c.run("sbatch", "--parsable", "-p", pool, "-w", node, "--exclusive", f"--chdir={c.work}/jobs",
+                "--output=/dev/null", "--wrap", "sleep 120").stdout.strip()
+    for _ in range(100):
+        if "RUNNING" in c.run("squeue", "-h", "-j", job, "-o", "%T").stdout:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"the job holding {node} never started")
+
+
+def nodes_of_batch(c: SlurmCluster, *args: str) -> set[str]:
+    out = c.batch_wait('echo "NODES=$SLURM_JOB_NODELIST"', *args)
+    return set(expand_hostlist(re.search(r"NODES=(\S+)", out).group(1)))
+
+
+def switches_job(c: SlurmCluster, p: Planned, pool: str, partition: str | None = None) -> None:
+    """With the pool's first node busy, a leaf-sized --switches=1 job must take another whole leaf."""
+    leaves = [nodes for nodes in p.leaves.values() if nodes <= set(p.pools[pool])]
+    assert len(leaves) > 1, f"pool {pool} has one leaf: --switches=1 would prove nothing"
+    holder = busy(c, p.pools[pool][0], partition or pool)
+    try:
+        got = nodes_of_batch(c, "-p", partition or pool, "-N", str(min(map(len, leaves))),
+                             "--switches=1@00:00:30", "--exclusive")
+    finally:
+        c.run("scancel", holder)
+    assert p.pools[pool][0] not in got
+    assert any(got <= nodes for nodes in p.leaves.values()), got
+
+
+def segment_job(c: SlurmCluster, p: Planned, pool: str, size: int) -> None:
+    """With a node of the first domain busy, an NVLink-domain-sized segment lands in another domain."""
+    holder = busy(c, p.pools[pool][0], pool)
+    try:
+        got = nodes_of_batch(c, "-p", pool, "-N", str(size), f"--segment={size}", "--exclusive")
+    finally:
+        c.run("scancel", holder)
+    assert any(got == nodes for nodes in p.domains.values()), got
+    assert p.pools[pool][0] not in got
+
+
+def ray_job(c: SlurmCluster, out: Path, workload: str, nodes: int) -> None:
+    fake = c.workdir / "jobs" / "bin"
+    fake.mkdir()
+    (c.workdir / "jobs" / "ray-state").mkdir()
+    (fake / "ray").write_text(FAKE_RAY % {"dir": f"{c.work}/jobs/ray-state"})
+    (fake / "ray").chmod(0o755)
+    script = (out / "slurm" / f"ray-{workload}.sbatch").read_text()
+    log = c.batch_wait(script, f"--export=ALL,PATH={c.work}/jobs/bin:/usr/bin:/bin,RAY_POLL_SECONDS=0.2,"
+                               "RAY_ENTRYPOINT=ray status", timeout=90)
+    assert f"{nodes} of {nodes} Ray nodes up" in log
+    assert len(re.findall(r"^ 1 node_", log, re.M)) == nodes  # the entrypoint ran against all of them
+
+
+# ------------------------------------------------------------------ Slurm 22.05 (Debian 12)
+
+
+def test_single_pool_tree_2205(tmp_path):
+    require_slurm("bookworm")
+    out = bundle(tmp_path, EXAMPLES / "fsdp-pretraining.yaml")
+    p = Planned(out)
+    with SlurmCluster(out / "slurm") as c:
+        check_clean_log(c, p)
+        check_nodes(c, p)
+        check_tree(c, p)
+        check_partitions(c, p)
+        gpu_job(c, p, "h100", nodes=4)
+        switches_job(c, p, "h100")
+
+
+def test_multi_pool_with_tenants_and_ray_2205(tmp_path):
+    require_slurm("bookworm")
+    out = bundle(tmp_path, MULTI_POOL)
+    assert (out / "slurm" / "accounts.sh").is_file()
+    p = Planned(out)
+    with SlurmCluster(out / "slurm") as c:
+        assert c.overlay_result.dropped_slurmdbd  # accounting was configured (the harness has no slurmdbd)
+        check_clean_log(c, p)
+        check_nodes(c, p)
+        check_tree(c, p)
+        check_partitions(c, p)
+        gpu_job(c, p, "a100", nodes=3)
+        gpu_job(c, p, "l40s", nodes=2)
+        c.job("-N", "4", "-p", "cpu", "true")
+        switches_job(c, p, "a100")
+        ray_job(c, out, "pipeline", 3)
+
+
+def test_slurm_side_of_a_hybrid_2205(tmp_path):
+    require_slurm("bookworm")
+    out = bundle(tmp_path, EXAMPLES / "research-lab.yaml")
+    p = Planned(out)
+    assert "l40s" not in p.pools and len(p.nodes) == 64  # the Kubernetes pool stays out
+    with SlurmCluster(out / "slurm") as c:
+        check_clean_log(c, p)
+        check_nodes(c, p)
+        check_tree(c, p)
+        check_partitions(c, p)
+        gpu_job(c, p, "h100", nodes=16)
+        switches_job(c, p, "h100")
+
+
+# ------------------------------------------------------------------ newer Slurm in a chroot
+
+
+@pytest.mark.chroot
+def test_nvlink_blocks_2411(tmp_path):
+    require_slurm("trixie")
+    out = bundle(tmp_path, EXAMPLES / "nvl72-blocks.yaml")
+    p = Planned(out)
+    with SlurmCluster(out / "slurm", suite="trixie") as c:
+        assert c.version.startswith("24.11")
+        check_clean_log(c, p)
+        check_nodes(c, p)
+        check_blocks(c, p, 18)
+        check_partitions(c, p)
+        gpu_job(c, p, "gb200", nodes=4)
+        segment_job(c, p, "gb200", 18)
+
+
+@pytest.mark.chroot
+def test_topology_yaml_2605(tmp_path):
+    require_slurm("forky")
+    out = bundle(tmp_path, EXAMPLES / "topology-yaml.yaml")
+    p = Planned(out)
+    assert p.nvlink_pools == {"gb200"}
+    with SlurmCluster(out / "slurm", suite="forky") as c:
+        assert c.version.startswith("26.05")
+        check_clean_log(c, p)
+        check_nodes(c, p)
+        check_tree(c, p)  # the cluster default
+        check_tree(c, p, "fabric")
+        check_blocks(c, p, 18, "nvlink18")
+        check_partitions(c, p, block_topology="nvlink18")
+        gpu_job(c, p, "gb200", nodes=2)
+        gpu_job(c, p, "h100", nodes=4)
+        segment_job(c, p, "gb200", 18)
+        switches_job(c, p, "gb200", partition="all")  # `all` uses the tree, the cluster default
+        ray_job(c, out, "rl-pipeline", 4)
