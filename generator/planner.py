@@ -14,6 +14,11 @@ from .partition import split
 from .plan import Plan, Plane, PoolSlice, Quota, Tenant, WorkloadDecision
 from .spec import Fleet, Pool
 
+# The Slurm release an operator's pinned images run (slurm chart 1.2.1's appVersion; Soperator
+# 4.1.7's images are tagged 4.1.7-slurm25.11.3). With Slurm on Kubernetes the operator, not
+# options.slurm_version, decides which Slurm reads the configuration.
+OPERATOR_SLURM_VERSION = {"slinky": "26.05", "soperator": "25.11"}
+
 
 def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     file = str(source)
@@ -31,6 +36,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     if operator and kube is None:
         kube = "kubernetes"
         reasons.append(f"Slurm runs on Kubernetes ({operator}): a Kubernetes plane hosts it")
+    slurm_version = _slurm_version(fleet, operator, reasons)
     if slurm and not kube:
         reasons.append("Slurm only: every workload is tightly coupled multi-node batch on bare metal")
     elif kube and not slurm:
@@ -86,7 +92,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         tenants=tuple(tenants),
         gang_scheduler=gang,
         gitops=fleet.options.gitops,
-        slurm_version=fleet.options.slurm_version,
+        slurm_version=slurm_version,
         kubernetes_version=fleet.options.kubernetes_version,
         bare_metal=fleet.fleet.bare_metal,
         charts={c: catalog.chart(c, fleet.options.versions) for c in charts},
@@ -124,6 +130,17 @@ def _hybrid_mode(fleet: Fleet, slurm: str | None, kube: str | None,
     reasons.append("hybrid, Slurm on Kubernetes with Slinky (fleet.bare_metal=false): Kubernetes runs "
                    "every node and Slurm's slurmd run as pods on the Slurm leaves")
     return "slurm-on-kubernetes", "slinky"
+
+
+def _slurm_version(fleet: Fleet, operator: str | None, reasons: list[str]) -> str:
+    asked = fleet.options.slurm_version
+    runs = OPERATOR_SLURM_VERSION.get(operator or "")
+    if runs is None:
+        return asked
+    if "slurm_version" in fleet.options.model_fields_set and asked != runs:
+        reasons.append(f"Slurm {runs}, not options.slurm_version={asked}: {operator}'s pinned images run "
+                       f"{runs}, and the configuration is written for the Slurm that reads it")
+    return runs
 
 
 def _default_pools(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str | None,
@@ -236,7 +253,7 @@ def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang
     if not kube:
         return []
     out = ["gpu-operator"]
-    if operator == "slinky":
+    if operator in ("slinky", "soperator"):  # both operators' webhooks take certificates from it
         out[:0] = ["cert-manager"]
     if gang == "kai":
         out.append("kai-scheduler")

@@ -369,7 +369,7 @@ def test_the_seam_refuses_a_half_wired_renderer() -> None:
 
 
 def test_the_renderer_is_registered() -> None:
-    assert helm.render in renderers()
+    assert any(getattr(r, "func", r) is helm.render for r in renderers())
     for case in EXAMPLE_CASES:
         files = render_bundle(plan_of(case))
         assert "kubernetes/helm/releases.yaml" in files

@@ -7,7 +7,7 @@ function to RENDERERS; the pipeline does not change.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 
 import jinja2
@@ -33,6 +33,7 @@ def templates() -> jinja2.Environment:
         autoescape=False,
     )
     env.globals["slurm_summary"] = _slurm_summary  # the README's Slurm section reads the Slurm model
+    env.globals["slurm_operator"] = _slurm_operator  # and its Slurm-on-Kubernetes section the operator's
     return env
 
 
@@ -42,15 +43,31 @@ def _slurm_summary(plan: Plan) -> object:
     return summary(plan)
 
 
+def _slurm_operator(plan: Plan) -> object:
+    from . import slinky, soperator
+
+    return {"slinky": slinky.readme, "soperator": soperator.readme}[plan.slurm_plane.operator](plan)
+
+
 def render_template(name: str, **context: object) -> bytes:
     return templates().get_template(name).render(**context).encode()
 
 
 def renderers() -> list[Renderer]:
     """Every artifact family, in a fixed order. A new family adds its module here."""
-    from . import helm, kubernetes, pulumi, report, slurm
+    from . import helm, kubernetes, pulumi, report, slurm, soperator
 
-    return [report.render, pulumi.render, helm.render, kubernetes.render, slurm.render]
+    return [report.render, pulumi.render, partial(helm.render, extra=slurm_on_kubernetes_values()),
+            kubernetes.render, slurm.render, soperator.render]
+
+
+def slurm_on_kubernetes_values() -> dict[str, Callable[[Plan], dict]]:
+    """Helm values builders of the Slurm-on-Kubernetes releases, by release name: the Helm
+    renderer writes their values files and lists them in releases.yaml (helm.py's seam). A
+    builder runs only for a release the plan installs."""
+    from . import slinky, soperator
+
+    return {**slinky.VALUES, **soperator.VALUES}
 
 
 def bundle_renderers() -> list[BundleRenderer]:
