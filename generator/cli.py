@@ -98,6 +98,28 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
 
 
 @cli.command()
+@click.argument("bundle_dir", metavar="BUNDLE", type=click.Path(path_type=str))
+@click.option("--crds", type=click.Path(path_type=str), default=None,
+              help="directory of CRD YAMLs (searched recursively) to check custom resources against")
+@click.option("--chart-defaults", type=click.Path(path_type=str), default=None,
+              help="directory with <component>/values.yaml of each chart, to check Helm values keys")
+def validate(bundle_dir: str, crds: str | None, chart_defaults: str | None) -> None:
+    """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors."""
+    from .validate.bundle_checks import chart_defaults_dir, load_crds, validate_bundle
+
+    registry = load_crds(crds) if crds else None
+    defaults = chart_defaults_dir(chart_defaults) if chart_defaults else None
+    report = validate_bundle(bundle_dir, registry, defaults)
+    for notice in report.notices:
+        click.echo(f"notice: {notice}")
+    for finding in report.findings:
+        click.echo(str(finding))
+    click.echo(report.summary())
+    if report.errors:
+        sys.exit(Exit.DIFF)
+
+
+@cli.command()
 def schema() -> None:
     """Print the JSON Schema of workload.yaml (for editors)."""
     from .spec import json_schema

@@ -7,9 +7,12 @@ services and batch absorb spare nodes). A pool both planes want is split at leaf
 proportion to the two demands, rounded, each plane keeping at least one leaf; Slurm takes the
 lowest-numbered leaves. A leaf is never split: a pool of one leaf that both planes want goes to the
 larger demand (Slurm on a tie); a plane left with no node at all is an error naming the fix.
+Nor is an NVLink domain (Slurm's topology/block needs whole ones): where domains span leaves, the
+split is made in whole units of lcm(nodes per leaf, nodes per domain) nodes.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .errors import OrchgenError
@@ -28,6 +31,7 @@ def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int
     leaves_of: dict[str, list[str]] = {p: [] for p in pools}
     for leaf in fabric.leaves:
         leaves_of[leaf.pool].append(leaf.name)
+    domain_size = {d.pool: len(d.nodes) for d in fabric.domains}
     out: dict[str, dict[str, list[str]]] = {p: {} for p in (slurm, kube) if p}
     reasons: list[str] = []
     for pool in pools:
@@ -46,21 +50,30 @@ def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int
             continue
         assert slurm and kube
         ds, dk = demand[slurm][pool], demand[kube][pool]
-        if len(leaves) < 2:
+        # leaves per unit that holds whole leaves and whole NVLink domains (1 without domains)
+        unit = math.lcm(fabric.nodes_per_leaf, domain_size.get(pool, 1)) // fabric.nodes_per_leaf
+        units = -(-len(leaves) // unit)
+        if units < 2:
             # a leaf is never split: the larger demand takes it, the other plane uses its other pools
             owner = slurm if ds >= dk else kube
             out[owner][pool] = leaves
-            reasons.append(f"pool {pool}: one leaf wanted by Slurm ({ds} nodes) and {kube} ({dk} nodes); "
-                           f"a leaf is never split, so {owner} (the larger demand) takes it")
+            if len(leaves) < 2:
+                reasons.append(f"pool {pool}: one leaf wanted by Slurm ({ds} nodes) and {kube} ({dk} nodes); "
+                               f"a leaf is never split, so {owner} (the larger demand) takes it")
+            else:
+                reasons.append(f"pool {pool}: wanted by Slurm ({ds} nodes) and {kube} ({dk} nodes), but its NVLink "
+                               f"domains span all {len(leaves)} leaves and a domain is never split, so {owner} "
+                               "(the larger demand) takes it")
             continue
-        s = min(len(leaves) - 1, max(1, round(len(leaves) * ds / (ds + dk))))
+        s = unit * min(units - 1, max(1, round(units * ds / (ds + dk))))
         out[slurm][pool], out[kube][pool] = leaves[:s], leaves[s:]
         reasons.append(f"pool {pool}: demand Slurm {ds} / {kube} {dk} nodes over {len(leaves)} leaves "
                        f"-> Slurm {s} leaves ({', '.join(leaves[:s][:1])}..), {kube} {len(leaves) - s}")
     for plane, pools_of in out.items():
         if not any(pools_of.values()):
             raise OrchgenError(
-                f"the {plane} plane gets no nodes: its workloads only want pools of a single leaf switch "
-                "that the other plane needs more, and orchgen never splits a leaf; give its workloads a "
-                "pool of their own (`pool:`) or lower fabric.nodes_per_leaf", file, None, "workloads")
+                f"the {plane} plane gets no nodes: its workloads only want pools that cannot be split "
+                "(a single leaf switch, or NVLink domains spanning every leaf) and that the other plane "
+                "needs more; orchgen never splits a leaf or an NVLink domain: give its workloads a pool of "
+                "their own (`pool:`)", file, None, "workloads")
     return Split(out, tuple(reasons))

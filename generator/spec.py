@@ -227,6 +227,12 @@ def _read(path: Path) -> tuple[_Source, Any]:
         raise src.error(f"not UTF-8 text (byte {exc.start})") from None
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except RecursionError:  # PyYAML composes recursively: `[[[[...` thousands deep overflows it
+        raise src.error(f"malformed YAML: nested deeper than {MAX_YAML_DEPTH} levels") from None
+    except yaml.reader.ReaderError as exc:  # a control character: it has a position, not a mark
+        line = text.count("\n", 0, exc.position) + 1
+        char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        raise src.error(f"malformed YAML: control character {char} is not allowed", line=line) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "malformed YAML"

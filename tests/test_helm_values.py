@@ -369,11 +369,14 @@ def test_the_seam_refuses_a_half_wired_renderer() -> None:
 
 
 def test_the_renderer_is_registered() -> None:
+    from generator.render import slurm_on_kubernetes_values
+
     assert any(getattr(r, "func", r) is helm.render for r in renderers())
     for case in EXAMPLE_CASES:
         files = render_bundle(plan_of(case))
         assert "kubernetes/helm/releases.yaml" in files
-        assert files["kubernetes/helm/releases.yaml"] == helm_files(plan_of(case))["kubernetes/helm/releases.yaml"]
+        wired = helm.render(plan_of(case), extra=slurm_on_kubernetes_values())
+        assert files["kubernetes/helm/releases.yaml"] == wired["kubernetes/helm/releases.yaml"]
 
 
 # ---------------------------------------------------------------------------------------------

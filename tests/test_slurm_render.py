@@ -346,15 +346,23 @@ def test_two_domain_sizes(tmp_path):
     assert (parts["gb200"]["Topology"], parts["nvl8"]["Topology"]) == ("nvlink18", "nvlink8")
 
 
-def test_nvlink_domain_split_between_planes_is_refused(tmp_path):
-    doc = fleet(pools=[dict(GB200)],
-                workloads=[{"name": "pt", "nodes": 8, "tightly_coupled": True, "pool": "gb200"},
-                           {"name": "svc", "long_lived_services": True, "bare_metal": False, "pool": "gb200",
-                            "gpus": 80}],
-                fabric={"kind": "infiniband", "nodes_per_leaf": 8}, version="25.11")
-    with pytest.raises(OrchgenError, match="split between the Slurm plane") as err:
-        slurm_config(plan_of(tmp_path, doc))
-    assert err.value.field == "fleet.fabric.nodes_per_leaf"
+def test_nvlink_domains_are_never_split_between_planes(tmp_path):
+    workloads = [{"name": "pt", "nodes": 8, "tightly_coupled": True, "pool": "gb200"},
+                 {"name": "svc", "long_lived_services": True, "bare_metal": False, "pool": "gb200", "gpus": 80}]
+    # 8-node leaves under 18-node domains: no leaf boundary is also a domain boundary inside the pool
+    doc = fleet(pools=[dict(GB200)], workloads=workloads, fabric={"kind": "infiniband", "nodes_per_leaf": 8},
+                version="25.11")
+    with pytest.raises(OrchgenError, match="never splits a leaf or an NVLink domain"):
+        plan_of(tmp_path, doc)
+    # 9-node leaves: every second leaf boundary is a domain boundary, so the split lands on one
+    doc = fleet(pools=[dict(GB200)], workloads=workloads, fabric={"kind": "infiniband", "nodes_per_leaf": 9},
+                version="25.11")
+    plan = plan_of(tmp_path, doc)
+    slurm_nodes = set(plan.slurm_plane.nodes)
+    assert slurm_nodes and set(plan.kube_plane.nodes)
+    for domain in plan.fabric.domains:
+        assert set(domain.nodes) <= slurm_nodes or not set(domain.nodes) & slurm_nodes
+    slurm_config(plan)  # renders: every Slurm block is whole
 
 
 # ------------------------------------------------------------------ partitions, tenants, Ray
@@ -531,5 +539,6 @@ def test_cli_refuses_a_split_nvlink_domain(tmp_path):
     result, out = run_cli(tmp_path, doc)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
-    assert "fleet.fabric.nodes_per_leaf: NVLink domain nvl001" in result.stderr
+    assert "workloads: the slurm plane gets no nodes" in result.stderr
+    assert "never splits a leaf or an NVLink domain" in result.stderr
     assert not out.exists()

@@ -1,0 +1,119 @@
+"""`orchgen validate`: every check of a bundle on disk, as one report of `path:line: message` findings.
+
+The bundle may be ours or hand-edited. CRDs and chart defaults come only from directories the user
+names (nothing here needs orchgen's reference data); a check whose input is missing is skipped with
+a notice, which is not an error. Usage problems (no such directory, not a bundle, unreadable CRDs)
+raise `OrchgenError`; everything wrong inside the bundle is a finding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import OrchgenError
+from . import cross_checks, helm_checks, kube_checks, kube_refs, secrets_check, slinky_checks, slurm_checks
+from .bundle_view import Bundle, Finding, error
+
+if TYPE_CHECKING:
+    from .crds import CRDRegistry
+
+BUNDLE_MARKS = ("plan.json", "slurm", "kubernetes", "gitops")
+
+
+@dataclass
+class Report:
+    root: str
+    findings: list[Finding] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    files: int = 0
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    def summary(self) -> str:
+        e, w = len(self.errors), len(self.warnings)
+        verdict = "ok" if not e else f"{e} error{'s' * (e != 1)}"
+        extra = f", {w} warning{'s' * (w != 1)}" if w else ""
+        skipped = f"; {len(self.notices)} check(s) skipped" if self.notices else ""
+        return f"{self.root}: {verdict}{extra} ({self.files} files checked{skipped})"
+
+
+def load_crds(path: str | Path) -> CRDRegistry:
+    """The CRDs under a user's directory (recursively); a bad directory is a usage error."""
+    from .crds import CRDRegistry
+
+    try:
+        registry = CRDRegistry.from_dir(path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OrchgenError(f"cannot load CRDs: {exc}", str(path), field="--crds") from None
+    if not len(registry):
+        raise OrchgenError("holds no CustomResourceDefinition", str(path), field="--crds")
+    return registry
+
+
+def chart_defaults_dir(path: str | Path) -> Path:
+    path = Path(path)
+    if not path.is_dir():
+        raise OrchgenError("is not a directory", str(path), field="--chart-defaults")
+    return path
+
+
+def open_bundle(path: str | Path) -> Bundle:
+    root = Path(path)
+    if not root.is_dir():
+        raise OrchgenError("no such bundle directory" if not root.exists() else "is not a directory", str(root))
+    try:
+        present = [m for m in BUNDLE_MARKS if (root / m).exists()]
+        bundle = Bundle(root)
+    except OSError as exc:
+        raise OrchgenError(f"cannot read the bundle: {exc.strerror}", str(root)) from None
+    if not present:
+        raise OrchgenError("is not an orchgen bundle (no plan.json, slurm/, kubernetes/ or gitops/)", str(root))
+    return bundle
+
+
+def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
+                    chart_defaults: Path | None = None) -> Report:
+    bundle = open_bundle(path)
+    report = Report(str(path), files=len(bundle.files))
+    notices = report.notices
+    if crds is None and bundle.under("kubernetes/") + bundle.under("gitops/"):
+        notices.append("no --crds: custom resources not checked against CRD schemas")
+    found: list[Finding] = []
+    found += slurm_checks.check(bundle, notices)
+    docs = kube_checks.objects(bundle)
+    found += kube_checks.check_shapes(docs)
+    objs = [d for d in docs if isinstance(d.data, dict)]
+    found += kube_checks.check_schemas(objs, kube_checks.kubernetes_version(bundle), crds, notices)
+    found += kube_checks.check_scope(objs, crds)
+    found += kube_checks.check_duplicates(objs)
+    found += helm_checks.check_releases(bundle)
+    found += kube_checks.check_crd_owners(objs, bundle)
+    found += helm_checks.check_values(bundle, chart_defaults, notices)
+    found += helm_checks.check_gitops_values(objs, bundle)
+    found += helm_checks.check_kustomizations(bundle)
+    found += kube_refs.check_queues(objs)
+    if any(d.path.startswith("kubernetes/") for d in objs):
+        found += kube_refs.check_node_labels(bundle, objs)
+    found += slinky_checks.check(bundle)
+    found += cross_checks.check(bundle, objs)
+    found += _secrets(bundle)
+    _ = bundle.plan  # a broken plan.json is a finding even if no check needed it
+    report.findings = sorted(set(found + bundle.problems), key=lambda f: (f.path, f.line, f.message))
+    return report
+
+
+def _secrets(bundle: Bundle) -> list[Finding]:
+    out = []
+    for path in bundle.files:
+        text = bundle.text(path)
+        for line, what in secrets_check.scan(text or ""):
+            out.append(error(path, line, f"looks like {what}: reference secrets (a Secret name, a README "
+                                         "step), never write them into the bundle"))
+    return out

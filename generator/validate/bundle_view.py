@@ -1,0 +1,265 @@
+"""A bundle on disk as the checks see it: files, YAML documents with line numbers, plan.json, node labels.
+
+`orchgen validate` reads bundles an operator may have edited by hand, so nothing here trusts the
+layout: a missing file is None, a file that does not parse becomes a `Finding` (kept in
+`Bundle.problems`) and the checks that need it see nothing. Line numbers are 1-based; 0 means "the
+file as a whole".
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..bundle import MARKER
+from ..fabric import LABEL_PLANE
+from ..plan import KUBE_PLANES
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    path: str  # relative to the bundle, posix
+    line: int
+    message: str
+    severity: str = "error"  # error | warning
+
+    def __str__(self) -> str:
+        prefix = "warning: " if self.severity == "warning" else ""
+        return f"{self.path}:{self.line}: {prefix}{self.message}"
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())  # `path:line: message` tools read one finding per line
+
+
+def error(path: str, line: int, message: str) -> Finding:
+    return Finding(path, line, _one_line(message), "error")
+
+
+def warning(path: str, line: int, message: str) -> Finding:
+    return Finding(path, line, _one_line(message), "warning")
+
+
+_PATH_TOKEN = re.compile(r'\.?([A-Za-z0-9_$@-]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def split_message(text: str) -> tuple[list[Any], str]:
+    """`spec.a[0]["x/y"]: message` (the validators' format) -> (["spec", "a", 0, "x/y"], "message")."""
+    if text.startswith("(root): "):
+        return [], text[len("(root): "):]
+    parts: list[Any] = []
+    pos = 0
+    while pos < len(text) and not text.startswith(": ", pos):
+        m = _PATH_TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            return [], text
+        name, index, quoted = m.groups()
+        parts.append(name if name is not None else int(index) if index is not None else json.loads(quoted))
+        pos = m.end()
+    return parts, text[pos + 2:]
+
+
+@dataclass
+class Doc:
+    """One YAML document: its data, the line it starts on, and its node tree for finer lines."""
+
+    path: str
+    data: Any
+    node: yaml.Node = field(repr=False)
+
+    @property
+    def line(self) -> int:
+        return self.node.start_mark.line + 1
+
+    def line_of(self, parts: list[Any]) -> int:
+        """The line of the deepest existing key or item along `parts` (the document start if none)."""
+        node, line = self.node, self.line
+        for part in parts:
+            if isinstance(node, yaml.MappingNode) and not isinstance(part, int):
+                hit = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)
+                            and k.value == str(part)), None)
+                if hit is None:
+                    break
+                line, node = hit[0].start_mark.line + 1, hit[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+                node = node.value[part]
+                line = node.start_mark.line + 1
+            else:
+                break
+        return line
+
+    @property
+    def kind(self) -> str:
+        return str(self.data.get("kind", "")) if isinstance(self.data, dict) else ""
+
+    @property
+    def api_version(self) -> str:
+        return str(self.data.get("apiVersion", "")) if isinstance(self.data, dict) else ""
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        meta = self.data.get("metadata") if isinstance(self.data, dict) else None
+        return meta if isinstance(meta, dict) else {}
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str | None:
+        ns = self.metadata.get("namespace")
+        return str(ns) if ns is not None else None
+
+    @property
+    def label(self) -> str:
+        """How messages name the object: `ClusterQueue nlp`."""
+        return f"{self.kind or '(no kind)'} {self.name or '(no name)'}"
+
+
+@dataclass
+class NodeLabels:
+    """What kubernetes/node-labels.sh does: node -> labels, node -> taints, and the line of each."""
+
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    taints: dict[str, list[str]] = field(default_factory=dict)
+    line: dict[str, int] = field(default_factory=dict)  # first line that labels the node
+
+    def plane_nodes(self, kube: bool) -> set[str]:
+        """Nodes the script gives to a Kubernetes plane (kube) or to Slurm; unmarked nodes count as
+        Kubernetes nodes, because nothing keeps Kubernetes pods off them."""
+        out = set()
+        for node, labels in self.labels.items():
+            plane = labels.get(LABEL_PLANE)
+            if kube == (plane is None or plane in KUBE_PLANES):
+                out.add(node)
+        return out
+
+
+def parse_node_labels(text: str) -> NodeLabels:
+    """Read the `label NODE... KEY=VALUE...` / `taint NODE... KEY=VALUE:EFFECT` lines of the script
+    (and plain `kubectl label node ...` lines, for hand-written scripts)."""
+    out = NodeLabels()
+    for number, raw in enumerate(text.splitlines(), 1):
+        words = raw.split("#", 1)[0].split()
+        if not words:
+            continue
+        if words[0] in ("label", "taint"):
+            verb, args = words[0], words[1:]
+        elif len(words) > 2 and words[0].strip('"').endswith(("kubectl", "KUBECTL}", "$KUBECTL")) \
+                and words[1] in ("label", "taint") and words[2] in ("node", "nodes", "no"):
+            verb, args = words[1], words[3:]
+        else:
+            continue
+        args = [a for a in (w.strip("'\"") for w in args) if a and not a.startswith(("-", "$"))]
+        nodes = [a for a in args if "=" not in a and not a.endswith("-")]
+        pairs = [a for a in args if "=" in a]
+        for node in nodes:
+            out.line.setdefault(node, number)
+            if verb == "label":
+                out.labels.setdefault(node, {}).update(p.split("=", 1) for p in pairs)
+            else:
+                out.taints.setdefault(node, []).extend(pairs)
+    return out
+
+
+class Bundle:
+    """Read-only, lazily parsed view of a bundle directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.problems: list[Finding] = []  # files that could not be read or parsed
+        self._docs: dict[str, list[Doc]] = {}
+        self._text: dict[str, str | None] = {}
+        self.memo: dict[str, Any] = {}  # parsed files shared between checks (slurm.conf ...)
+        self.files: list[str] = sorted(
+            p.relative_to(root).as_posix() for p in root.rglob("*")
+            if p.is_file() and p.name != MARKER and ".git" not in p.relative_to(root).parts)
+
+    def has(self, rel: str) -> bool:
+        return (self.root / rel).is_file()
+
+    def under(self, prefix: str, suffixes: tuple[str, ...] = (".yaml", ".yml")) -> list[str]:
+        return [f for f in self.files if f.startswith(prefix) and f.endswith(suffixes)]
+
+    def text(self, rel: str) -> str | None:
+        if rel not in self._text:
+            self._text[rel] = None
+            if self.has(rel):
+                try:
+                    self._text[rel] = (self.root / rel).read_text(encoding="utf-8")
+                except UnicodeDecodeError as exc:
+                    self.problems.append(error(rel, 0, f"not UTF-8 text (byte {exc.start})"))
+                except OSError as exc:
+                    self.problems.append(error(rel, 0, f"cannot read: {exc.strerror}"))
+        return self._text[rel]
+
+    def docs(self, rel: str) -> list[Doc]:
+        """The file's non-empty YAML documents ([] if absent or unparsable; the latter is a problem)."""
+        if rel not in self._docs:
+            self._docs[rel] = self._parse(rel)
+        return self._docs[rel]
+
+    def doc(self, rel: str) -> Doc | None:
+        docs = self.docs(rel)
+        return docs[0] if docs else None
+
+    def _parse(self, rel: str) -> list[Doc]:
+        text = self.text(rel)
+        if text is None:
+            return []
+        loader = _Loader(text)
+        out = []
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                data = loader.construct_document(node)
+                if data is not None:
+                    out.append(Doc(rel, data, node))
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            self.problems.append(error(rel, mark.line + 1 if mark else 0,
+                                       f"not valid YAML: {exc.problem or exc.context}"))
+            return []
+        except yaml.reader.ReaderError as exc:  # a control character: a position, not a mark
+            self.problems.append(error(rel, text.count("\n", 0, exc.position) + 1,
+                                       f"not valid YAML: {exc.reason} (character {exc.character!r})"))
+            return []
+        except (yaml.YAMLError, RecursionError) as exc:
+            self.problems.append(error(rel, 0, f"not valid YAML: {exc}"))
+            return []
+        finally:
+            loader.dispose()
+        return out
+
+    @cached_property
+    def plan(self) -> dict[str, Any]:
+        """plan.json, or {} when absent or broken (broken is a problem)."""
+        text = self.text("plan.json")
+        if text is None:
+            return {}
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            self.problems.append(error("plan.json", getattr(exc, "lineno", 0), f"not valid JSON: {exc}"))
+            return {}
+        if not isinstance(data, dict):
+            self.problems.append(error("plan.json", 1, "expected a JSON object"))
+            return {}
+        return data
+
+    def plan_version(self, key: str) -> str | None:
+        versions = self.plan.get("versions")
+        value = versions.get(key) if isinstance(versions, dict) else None
+        return str(value) if value else None
+
+    @cached_property
+    def node_labels(self) -> NodeLabels | None:
+        text = self.text("kubernetes/node-labels.sh")
+        return parse_node_labels(text) if text is not None else None

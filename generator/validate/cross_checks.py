@@ -1,0 +1,183 @@
+"""Checks across the two planes of a hybrid bundle, and of GPU counts across artifacts.
+
+- no node is in both planes: slurm.conf's nodes (and plan.json's Slurm plane) against the nodes
+  node-labels.sh gives to Kubernetes (and plan.json's Kubernetes plane); nodes that Kubernetes runs
+  for Slurm (Slurm on Kubernetes) must carry a NoSchedule taint so ordinary pods stay off them;
+- GRES for one pool is the same everywhere: slurm.conf's Gres=gpu:<type>:<n> for the pool's nodes,
+  the Kubernetes plane's GPUs per node in plan.json, a Slinky NodeSet's extraConfMap.Gres and its
+  slurmd `nvidia.com/gpu` limit (they disagree -> nodes come up with Gres=(null));
+- no pod asks for more GPUs than a node of the pool it selects has.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from .. import hostlist
+from ..fabric import LABEL_PLANE, LABEL_POOL
+from ..plan import KUBE_PLANES
+from .bundle_view import Bundle, Doc, Finding, error
+from .kube_refs import SCRIPT, pod_templates
+from .slinky_checks import nodeset_gres, slurm_values
+from .slurm_checks import CONF, load_conf
+
+GPU = "nvidia.com/gpu"
+PLAN = "plan.json"
+
+
+def _expand_all(exprs: Any) -> list[str]:
+    out: list[str] = []
+    for expr in exprs if isinstance(exprs, list) else [exprs] if isinstance(exprs, str) else []:
+        try:
+            out += hostlist.expand(expr)
+        except (hostlist.HostlistError, TypeError):
+            continue
+    return out
+
+
+def _planes(bundle: Bundle) -> dict[str, dict[str, Any]]:
+    planes = bundle.plan.get("planes")
+    return {k: v for k, v in planes.items() if isinstance(v, dict)} if isinstance(planes, dict) else {}
+
+
+def _short(nodes: set[str] | list[str]) -> str:
+    text = hostlist.compress(sorted(nodes))
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def check(bundle: Bundle, kube_docs: list[Doc]) -> Iterator[Finding]:
+    yield from _one_plane_per_node(bundle)
+    yield from _gres_per_pool(bundle)
+    yield from _nodeset_gres(bundle)
+    yield from _pods_fit(bundle, kube_docs)
+
+
+def _one_plane_per_node(bundle: Bundle) -> Iterator[Finding]:
+    conf = load_conf(bundle)
+    labels = bundle.node_labels
+    slurm = conf.node_names if conf else set()
+    kube = labels.plane_nodes(kube=True) if labels else set()
+    both = slurm & kube
+    if both:
+        first = min(both, key=lambda n: labels.line[n])  # type: ignore[union-attr]
+        yield error(SCRIPT, labels.line[first],  # type: ignore[union-attr]
+                    f"nodes in both planes: {_short(both)} are Slurm nodes (slurm/slurm.conf:"
+                    f"{conf.node_line[first]}) and this script gives them to Kubernetes")  # type: ignore[union-attr]
+    planes = _planes(bundle)
+    plan_slurm = set(_expand_all(planes.get("slurm", {}).get("nodes")))
+    for name in KUBE_PLANES:
+        overlap = plan_slurm & set(_expand_all(planes.get(name, {}).get("nodes")))
+        if overlap:
+            yield error(PLAN, 0, f"nodes in both planes: {_short(overlap)} are in planes.slurm and planes.{name}")
+    if labels:
+        for node, node_labels in labels.labels.items():
+            if node_labels.get(LABEL_PLANE) == "slurm" and not any(
+                    t.endswith((":NoSchedule", ":NoExecute")) for t in labels.taints.get(node, [])):
+                yield error(SCRIPT, labels.line[node], f"node {node} is labelled {LABEL_PLANE}=slurm but not "
+                                                       "tainted NoSchedule: Kubernetes pods would land on Slurm's node")
+                break
+
+
+def _pool_of(bundle: Bundle) -> dict[str, str]:
+    """node -> pool, from plan.json's fabric (else from the pool labels of node-labels.sh)."""
+    out: dict[str, str] = {}
+    fabric = bundle.plan.get("fabric")
+    for leaf in (fabric.get("leaves") if isinstance(fabric, dict) else None) or []:
+        if isinstance(leaf, dict) and isinstance(leaf.get("pool"), str):
+            for node in _expand_all(leaf.get("nodes")):
+                out[node] = leaf["pool"]
+    if not out and bundle.node_labels:
+        out = {n: lb[LABEL_POOL] for n, lb in bundle.node_labels.labels.items() if LABEL_POOL in lb}
+    return out
+
+
+def _kube_gpus(bundle: Bundle) -> dict[str, tuple[str | None, int]]:
+    """pool -> (GPU type, GPUs per node) on the Kubernetes plane, from plan.json."""
+    out = {}
+    for name in KUBE_PLANES:
+        for pool in _planes(bundle).get(name, {}).get("pools") or []:
+            if isinstance(pool, dict) and isinstance(pool.get("pool"), str):
+                gpu = pool.get("gpu") if isinstance(pool.get("gpu"), dict) else {}
+                out[pool["pool"]] = (gpu.get("type"), int(gpu.get("count") or 0))
+    return out
+
+
+def _gres_per_pool(bundle: Bundle) -> Iterator[Finding]:
+    conf = load_conf(bundle)
+    kube = _kube_gpus(bundle)
+    if conf is None or not kube:
+        return
+    pool_of = _pool_of(bundle)
+    reported: set[str] = set()
+    for node_line in conf.nodes:
+        gpus = {t: c for (n, t), c in node_line.gres.items() if n == "gpu"}
+        for pool in sorted({pool_of[n] for n in node_line.names if n in pool_of} & set(kube) - reported):
+            ktype, kcount = kube[pool]
+            scount = sum(gpus.values())
+            stypes = {t for t in gpus if t}
+            if scount != kcount or (stypes and ktype and stypes != {ktype}):
+                reported.add(pool)
+                slurm = ",".join(f"gpu:{t}:{c}" if t else f"gpu:{c}" for t, c in gpus.items()) or "no GPUs"
+                yield error(CONF, node_line.line, f"pool {pool}: Slurm has Gres={slurm} per node but the "
+                                                  f"Kubernetes plane has {kcount}x {ktype or 'GPU'} per node "
+                                                  "(plan.json): the same pool must have the same GRES")
+
+
+def _nodeset_gres(bundle: Bundle) -> Iterator[Finding]:
+    """Slinky: nodesets.<n>.extraConfMap.Gres and slurmd.resources.limits[nvidia.com/gpu] agree,
+    with each other and with the pool's GPUs on the Kubernetes plane."""
+    doc = slurm_values(bundle)
+    nodesets = doc.data.get("nodesets") if doc is not None else None
+    if not isinstance(nodesets, dict):
+        return
+    kube = _kube_gpus(bundle)
+    for name, ns in nodesets.items():
+        if not isinstance(ns, dict):
+            continue
+        gres_text, all_gres = nodeset_gres(ns)
+        gres = {t: c for (n, t), c in all_gres.items() if n == "gpu"}
+        limits = ((ns.get("slurmd") or {}).get("resources") or {}).get("limits") or {} \
+            if isinstance(ns.get("slurmd"), dict) else {}
+        limit = int(limits.get(GPU, 0) or 0) if str(limits.get(GPU, 0)).isdigit() else None
+        at = doc.line_of(["nodesets", name])  # type: ignore[union-attr]
+        if sum(gres.values()) != (limit or 0):
+            yield error(doc.path, at, f"NodeSet {name}: extraConfMap.Gres={gres_text or 'unset'} but slurmd "  # type: ignore[union-attr]
+                                      f"limits {GPU}={limits.get(GPU, 'unset')}: they must agree or the "
+                                      "nodes come up with Gres=(null)")
+            continue
+        pool = _get_pool(ns)
+        if pool in kube and gres and (sum(gres.values()) != kube[pool][1]
+                                      or {t for t in gres if t} - {kube[pool][0]}):
+            yield error(doc.path, at, f"NodeSet {name}: Gres={gres_text} but pool {pool} has "  # type: ignore[union-attr]
+                                      f"{kube[pool][1]}x {kube[pool][0]} per node (plan.json)")
+
+
+def _get_pool(nodeset: dict[str, Any]) -> str | None:
+    sel = (nodeset.get("podSpec") or {}).get("nodeSelector") if isinstance(nodeset.get("podSpec"), dict) else None
+    return sel.get(LABEL_POOL) if isinstance(sel, dict) else None
+
+
+def _pods_fit(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
+    kube = _kube_gpus(bundle)
+    if not kube:
+        return
+    for doc in docs:
+        if not doc.path.startswith("kubernetes/"):
+            continue
+        for path, tmpl in pod_templates(doc):
+            spec = tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {}
+            sel = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+            pool = sel.get(LABEL_POOL)
+            if pool not in kube:
+                continue
+            per_pod: dict[int, int] = defaultdict(int)
+            for i, c in enumerate(spec.get("containers") or []):
+                res = c.get("resources") if isinstance(c, dict) and isinstance(c.get("resources"), dict) else {}
+                limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+                if str(limits.get(GPU, "")).isdigit():
+                    per_pod[i] = int(limits[GPU])
+            if sum(per_pod.values()) > kube[pool][1]:
+                yield error(doc.path, doc.line_of([*path, "spec", "containers"]),
+                            f"{doc.label}: a pod asks for {sum(per_pod.values())} GPUs but nodes of pool {pool} "
+                            f"have {kube[pool][1]} (it would never schedule)")
