@@ -421,7 +421,7 @@ def test_node_labels_script_is_valid_bash_and_labels_every_node(tmp_path):
         subprocess.run([bash, "-n", str(script)], check=True)
         log = tmp_path / f"{pid}.log"
         fake = tmp_path / "kubectl"
-        fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+        fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\n')  # dash's echo would expand "\\n"
         fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
         env = {**os.environ, "KUBECTL": str(fake)}
         for _ in range(2):
@@ -434,7 +434,27 @@ def test_node_labels_script_is_valid_bash_and_labels_every_node(tmp_path):
         if plan.hybrid and plan.slurm_plane.host == "kubernetes":
             expected |= set(plan.slurm_plane.nodes)
         assert labelled == expected
-        assert all(c.startswith(("label node --overwrite", "taint node --overwrite")) for c in first)
+        slinky = plan.hybrid and plan.slurm_plane.host == "kubernetes"
+        reads = ("get nodes -l orchgen.io/plane=kubernetes",) if slinky else ()
+        assert all(c.startswith(("label node --overwrite", "taint node --overwrite", *reads)) for c in first)
+
+
+def test_node_labels_script_untaints_only_moved_kubernetes_nodes(tmp_path):
+    """A leaf moved from Slurm to Kubernetes (Slinky hybrid) loses the Slurm taint; others are left alone."""
+    script = tmp_path / "s.sh"
+    script.write_bytes(k8s.render(PLANS["cloud-training"])["kubernetes/node-labels.sh"])
+    log = tmp_path / "log"
+    fake = tmp_path / "kubectl"
+    fake.write_text(f"""#!/bin/sh
+printf "%s\\n" "$*" >> {log}
+case "$1 $2" in
+  "get nodes") printf 'h100-025 nvidia.com/gpu orchgen.io/plane\\nl4-001 nvidia.com/gpu\\nh100-026 orchgen.io/plane\\n' ;;
+esac
+""")
+    fake.chmod(0o755)
+    subprocess.run([tool("bash"), str(script)], check=True, env={**os.environ, "KUBECTL": str(fake)})
+    untaints = [c for c in log.read_text().splitlines() if c.startswith("taint node") and c.endswith("-")]
+    assert untaints == ["taint node h100-025 h100-026 orchgen.io/plane:NoSchedule-"]
 
 
 def test_node_labels_script_reports_failures(tmp_path):

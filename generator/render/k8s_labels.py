@@ -34,6 +34,24 @@ label() {{ run "$KUBECTL" label node --overwrite "$@"; }}
 taint() {{ run "$KUBECTL" taint node --overwrite "$@"; }}
 """
 
+# Slurm on Kubernetes: a leaf moved from the Slurm plane to the Kubernetes plane must lose the
+# Slurm taint. Only nodes that carry it are untainted: kubectl stops at the first node of a list
+# that lacks the taint, and asking node by node would take minutes on a large fleet.
+UNTAINT = """
+# A leaf moved from the Slurm plane keeps no Slurm taint on the Kubernetes plane's nodes.
+if [[ "${{DRY_RUN:-0}}" == 1 ]]; then
+  echo "$KUBECTL taint node <Kubernetes-plane nodes that carry {key}> {key}:{effect}-"
+else
+  moved=$("$KUBECTL" get nodes -l {key}=kubernetes \\
+    -o jsonpath='{{range .items[*]}}{{.metadata.name}}{{" "}}{{.spec.taints[*].key}}{{"\\n"}}{{end}}' |
+    awk '{{for (i = 2; i <= NF; i++) if ($i == "{key}") print $1}}') || failed=1
+  if [[ -n "$moved" ]]; then
+    # shellcheck disable=SC2086  # one node name per word
+    run "$KUBECTL" taint node $moved {key}:{effect}-
+  fi
+fi
+"""
+
 FOOTER = """
 if [[ "$failed" != 0 ]]; then
   echo "node-labels.sh: some nodes could not be labelled (see above); fix and re-run" >&2
@@ -71,6 +89,7 @@ def render_script(plan: Plan) -> str:
                          fabric.LABEL_PLANE) if n in used]
     out = [HEADER.format(taint_word=" and taint" if taints else "", name=plan.name, source=plan.source,
                          labels=", ".join(names))]
+    untaint = taints and plan.slurm_plane is not None and plan.slurm_plane.host == "kubernetes"
     for labels, group in groupby(pairs, key=lambda p: tuple(sorted(p[1].items()))):
         nodes = [n for n, _ in group]
         out.append(f"# {len(nodes)} node(s): " + ", ".join(f"{k.split('/')[-1]} {v}" for k, v in labels))
@@ -78,5 +97,7 @@ def render_script(plan: Plan) -> str:
         if dict(labels).get(fabric.LABEL_PLANE) == "slurm":
             t = SLURM_TAINT
             out += _lines("taint", nodes, [f"{t['key']}={t['value']}:{t['effect']}"])
+    if untaint:
+        out.append(UNTAINT.format(key=SLURM_TAINT["key"], effect=SLURM_TAINT["effect"]))
     out.append(FOOTER)
     return "\n".join(out)
