@@ -128,6 +128,8 @@ class Plan:
     bare_metal: bool
     charts: dict[str, Chart]  # component -> pinned chart, version overrides applied
     reasons: tuple[str, ...]  # fleet-level decisions, in the order they were taken
+    # The GitOps repository's clone URL (options.gitops_repo); None: Argo CD gets a placeholder.
+    gitops_repo: str | None = None
 
     @property
     def kube_plane(self) -> Plane | None:
@@ -152,6 +154,7 @@ class Plan:
             "hybrid": self.hybrid,
             "gang_scheduler": self.gang_scheduler,
             "gitops": self.gitops,
+            "gitops_repo": self.gitops_repo,
             "versions": {
                 "slurm": self.slurm_version,
                 "kubernetes": self.kubernetes_version,

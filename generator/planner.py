@@ -92,6 +92,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         tenants=tuple(tenants),
         gang_scheduler=gang,
         gitops=fleet.options.gitops,
+        gitops_repo=fleet.options.gitops_repo,
         slurm_version=slurm_version,
         kubernetes_version=fleet.options.kubernetes_version,
         bare_metal=fleet.fleet.bare_metal,

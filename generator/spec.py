@@ -26,6 +26,19 @@ MAX_FLEET_NODES = 65_536
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GPU_TYPE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+$")
+# A Git clone URL that Argo CD and Flux both accept, in the three forms Git hosts hand out. The
+# characters are a safe subset on purpose: the URL lands in YAML, in a README code block and in a
+# shell command there, so no quotes, backticks, spaces or `$`. No credentials: controllers take
+# them from a Secret, and the bundle is committed. ssh keeps its user (git@), which is no secret;
+# https gets none, since a token is often written as the user name (https://<token>@github.com/...).
+_GIT_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?"
+_GIT_PATH = r"[A-Za-z0-9_.~%+-][A-Za-z0-9_.~%+/-]*"
+_GIT_USER = r"[A-Za-z0-9._-]+"
+GIT_URL_PATTERN = (rf"^(?:https://{_GIT_HOST}(?::[0-9]{{1,5}})?/{_GIT_PATH}"
+                   rf"|ssh://(?:{_GIT_USER}@)?{_GIT_HOST}(?::[0-9]{{1,5}})?/{_GIT_PATH}"
+                   rf"|{_GIT_USER}@{_GIT_HOST}:/?{_GIT_PATH})$")
+_GIT_URL = re.compile(GIT_URL_PATTERN)
+MAX_GIT_URL = 512
 
 
 def _dns_label(value: str) -> str:
@@ -51,9 +64,24 @@ def _version(value: str) -> str:
     return value
 
 
+def _git_url(value: str) -> str:
+    if len(value) > MAX_GIT_URL:
+        raise ValueError(f"longer than {MAX_GIT_URL} characters (got {len(value)})")
+    # Never echoed: it may hold a token, and errors end up in CI logs.
+    if re.match(r"^(https://[^/]*@|ssh://[^/@]*:[^/@]*@|[^/@:]+:[^/@]*@)", value):
+        raise ValueError("must not carry credentials (a user, password or token in the URL): Argo CD "
+                         "and Flux read them from a Secret, and this URL is committed with the bundle")
+    if not _GIT_URL.match(value):
+        why = " (it contains whitespace)" if re.search(r"\s", value) else ""
+        raise ValueError(f"{_short(value)} is not a Git clone URL{why}: write https://host/path, "
+                         "ssh://[user@]host/path or user@host:path")
+    return value
+
+
 Name = Annotated[str, AfterValidator(_dns_label)]
 GpuType = Annotated[str, AfterValidator(_gpu_type)]
 Version = Annotated[str, AfterValidator(_version)]
+GitUrl = Annotated[str, AfterValidator(_git_url)]
 
 
 class _Model(BaseModel):
@@ -126,6 +154,12 @@ class Options(_Model):
     slurm_version: Version = "25.11"
     kubernetes_version: Version = "1.33"
     versions: dict[str, str] = Field(default_factory=dict, description="chart version by component")
+    gitops_repo: GitUrl | None = Field(
+        default=None,
+        description="clone URL of the GitOps repository that Argo CD / Flux read this bundle from "
+        "(the bundle sits at <metadata.name>/ in it); argocd writes it into its Applications",
+        json_schema_extra={"pattern": GIT_URL_PATTERN, "maxLength": MAX_GIT_URL},
+    )
 
 
 class Fleet(_Model):

@@ -61,6 +61,8 @@ CASES = [
     ("slash-in-pool", BASE.replace("- name: h100", "- name: h1/00"), 11, r"fleet\.pools\[0\]\.name: .*DNS-1123"),
     ("bad-enum", BASE + "options:\n  gang_scheduler: volcan\n", 26, r"options\.gang_scheduler: .*did you mean 'volcano'"),
     ("float-version", BASE + "options:\n  slurm_version: 25.10\n", 26, r"options\.slurm_version: .*in quotes.*as the number 25\.1\b"),
+    ("bad-gitops-repo", BASE + "options:\n  gitops_repo: 'not a url'\n", 26,
+     r"options\.gitops_repo: 'not a url' .*Git clone URL"),
     ("overlapping-hosts", BASE.replace("      memory_gib: 2048\n",
                                        "      memory_gib: 2048\n    - {name: b, nodes: 2, hostnames: 'gpu[008-009]'}\n"), 17,
      r"fleet\.pools\[1\]\.hostnames: hostname 'gpu008' is also in pool 'h100'"),

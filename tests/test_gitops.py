@@ -9,14 +9,17 @@ without CRDs that the examples may lack), the bundle written by the real `orchge
 - its Argo CD and Flux objects validate against the upstream CRDs (reference_dir()/argocd, /flux);
 - has no namespace on a cluster-scoped object (scopes from the CRDs and the built-in kinds);
 - carries each release's values inline, equal to its values file as data;
-- orders CRD owners before their users (sync waves, dependsOn, health checks).
-Plus `--check` on a tampered GitOps file, determinism, and that the renderer only adds files.
+- orders CRD owners before their users (sync waves, dependsOn, health checks);
+- for Argo CD: one Application per release plus one for the manifests, and the GitOps
+  repository's URL from `options.gitops_repo` (a placeholder only when it is unset).
+Plus `--check` on a tampered GitOps file, determinism, that the renderer only adds files, and a bad
+`gitops_repo` refused.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -37,6 +40,7 @@ from .conftest import all_examples, run_orchgen
 MODES = ("kustomize", "argocd", "flux")
 SAMPLE = REPO / "tests" / "data" / "gitops-sample"
 SAMPLE_PLAN = REPO / "examples" / "grpo-rl.yaml"  # any plan with a Kubernetes plane will do
+GITOPS_REPO = "ssh://git@git.example.org/platform/fleet-gitops.git"  # not the placeholder's host
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Built-in kinds that are cluster-scoped (kubernetes-validate's schemas do not say scope).
@@ -144,14 +148,23 @@ def key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     return obj["apiVersion"], obj["kind"], meta.get("namespace", ""), meta["name"]
 
 
-def without_argocd_annotations(obj: dict[str, Any]) -> dict[str, Any]:
-    obj = copy.deepcopy(obj)
-    ann = obj["metadata"].get("annotations", {})
-    for k in (gitops_argocd.WAVE, gitops_argocd.SYNC_OPTIONS):
-        ann.pop(k, None)
-    if "annotations" in obj["metadata"] and not ann:
-        del obj["metadata"]["annotations"]
-    return obj
+def release_apps(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Argo CD Applications of Helm releases, by release name."""
+    return {o["spec"]["source"]["helm"]["releaseName"]: o for o in objs
+            if o["kind"] == "Application" and "helm" in o["spec"]["source"]}
+
+
+def bundle_apps(objs: list[dict[str, Any]], plan_name: str) -> list[dict[str, Any]]:
+    """Argo CD Applications that read the bundle itself from the GitOps repository."""
+    return [o for o in objs if o["kind"] == "Application"
+            and o["spec"]["source"].get("path", "").startswith(f"{plan_name}/")]
+
+
+def manifests_app(objs: list[dict[str, Any]], plan_name: str) -> dict[str, Any]:
+    found = [o for o in objs if o["kind"] == "Application"
+             and o["metadata"]["name"] == f"{plan_name}-{gitops_argocd.MANIFESTS}"]
+    assert len(found) == 1, [o["metadata"]["name"] for o in objs]
+    return found[0]
 
 
 CASES = [(p.stem, m) for p in KUBE_EXAMPLES for m in MODES] + [("sample", m) for m in MODES]
@@ -183,10 +196,13 @@ def test_built_stream_holds_exactly_the_expected_objects(bundles, name, mode):
     if mode == "kustomize":
         assert built == manifests
     elif mode == "argocd":
-        apps = [o for o in built if o["kind"] == "Application"]
-        assert [a["metadata"]["name"] for a in apps] == [f"{plan_name}-{r['name']}" for r in rels]
-        rest = [without_argocd_annotations(o) for o in built if o["kind"] != "Application"]
-        assert rest == manifests
+        # Only Applications: one per release, then one for the manifests, which builds them from
+        # kubernetes/ (the previous test proves that build is exactly the manifests).
+        assert all(o["kind"] == "Application" for o in built)
+        assert [a["metadata"]["name"] for a in built] == [f"{plan_name}-{r['name']}" for r in rels] + [
+            f"{plan_name}-manifests"]
+        src = manifests_app(built, plan_name)["spec"]["source"]
+        assert src["path"] == f"{plan_name}/kubernetes" and manifests
     else:
         assert [(o["kind"], o["metadata"]["name"]) for o in built] == [
             ("Kustomization", f"{plan_name}-releases"), ("Kustomization", f"{plan_name}-manifests")]
@@ -308,43 +324,69 @@ def crd_owner_groups(rels: list[dict[str, Any]]) -> dict[str, str]:
 @pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
 def test_argocd_sync_waves_put_crd_owners_before_their_users(bundles, name):
     root = bundles(name, "argocd")
+    plan_name = source_plan(name, "argocd").name
     rels = releases_of(root)
     built = kustomize(root / "gitops")
-    wave = {o["spec"]["source"]["helm"]["releaseName"]: int(o["metadata"]["annotations"][gitops_argocd.WAVE])
-            for o in built if o["kind"] == "Application"}
+    apps = release_apps(built)
+    wave = {rel: int(app["metadata"]["annotations"][gitops_argocd.WAVE]) for rel, app in apps.items()}
     for rel in rels:
         for dep in rel["dependsOn"]:
             assert wave[dep] < wave[rel["name"]], (dep, rel["name"])
-        opts = next(o for o in built if o["kind"] == "Application"
-                    and o["spec"]["source"]["helm"]["releaseName"] == rel["name"])["spec"]["syncPolicy"]
+        opts = apps[rel["name"]]["spec"]["syncPolicy"]
         assert "CreateNamespace=true" in opts["syncOptions"]
         assert ("ServerSideApply=true" in opts["syncOptions"]) == bool(rel["crds"])
+    manifests = manifests_app(built, plan_name)
+    manifests_wave = int(manifests["metadata"]["annotations"][gitops_argocd.WAVE])
+    assert manifests_wave > max(wave.values(), default=-1)  # strictly after every release
+    policy = manifests["spec"]["syncPolicy"]
+    assert {"SkipDryRunOnMissingResource=true", "ServerSideApply=true"} <= set(policy["syncOptions"])
+    assert policy["automated"] == {"prune": True, "selfHeal": True} and policy["retry"]
+    # Every custom resource of the manifests syncs after the release that owns its CRD.
     owners = crd_owner_groups(rels)
     users = 0
-    for obj in (o for o in built if o["kind"] != "Application"):
-        ann = obj["metadata"]["annotations"]
-        assert int(ann[gitops_argocd.WAVE]) > max(wave.values(), default=-1), key(obj)
-        assert ann[gitops_argocd.SYNC_OPTIONS] == "SkipDryRunOnMissingResource=true"
+    for obj in manifest_docs(root):
         owner = owners.get(obj["apiVersion"].rpartition("/")[0])
         if owner:
             users += 1
-            assert wave[owner] < int(ann[gitops_argocd.WAVE])
+            assert wave[owner] < manifests_wave, key(obj)
     if name == "sample":
         assert users and len(set(wave.values())) == 3  # the sample's chain is three waves deep
 
 
 @pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
+def test_argocd_writes_one_application_per_release_and_one_for_the_manifests(bundles, name):
+    root = bundles(name, "argocd")
+    rels = releases_of(root)
+    assert sorted(p.name for p in (root / "gitops/apps").iterdir()) == sorted(
+        [f"{r['name']}.yaml" for r in rels] + ["manifests.yaml"])
+    assert not (root / "gitops/manifests").exists()  # the waves live on the Applications now
+    apps = [load_all(p.read_bytes()) for p in sorted((root / "gitops/apps").iterdir())]
+    assert all(len(docs) == 1 and docs[0]["kind"] == "Application" for docs in apps)
+    objs = [docs[0] for docs in apps]
+    assert sorted(release_apps(objs)) == sorted(r["name"] for r in rels)
+    assert len(objs) == len(rels) + 1
+
+
+@pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
 def test_argocd_root_application_syncs_the_gitops_directory(bundles, name):
     root = bundles(name, "argocd")
-    plan_name = source_plan(name, "argocd").name
+    plan = source_plan(name, "argocd")
     app = yaml.safe_load((root / "gitops/bootstrap/root-app.yaml").read_bytes())
-    # The bundle sits at <plan name>/ in the GitOps repository (README): the path must resolve there.
-    repo_path = Path(app["spec"]["source"]["path"])
-    assert repo_path.parts[0] == plan_name and (root / Path(*repo_path.parts[1:]) / "kustomization.yaml").is_file()
-    assert app["spec"]["source"]["repoURL"] == gitops_argocd.placeholder_repo(source_plan(name, "argocd"))
-    # Nothing that Argo CD syncs from git holds the placeholder: only the hand-applied root does.
-    assert all("git.example.com" not in p.read_text() for p in (root / "gitops").rglob("*.yaml")
-               if p.parent.name != "bootstrap")
+    # The bundle sits at <plan name>/ in the GitOps repository (README): the paths must resolve there.
+    for obj, target in ((app, "gitops"), (manifests_app(kustomize(root / "gitops"), plan.name), "kubernetes")):
+        repo_path = Path(obj["spec"]["source"]["path"])
+        assert repo_path == Path(plan.name, target) and (root / target / "kustomization.yaml").is_file()
+        # No options.gitops_repo in the examples: the placeholder, and the README says what to do.
+        assert obj["spec"]["source"]["repoURL"] == gitops_argocd.placeholder_repo(plan)
+    placeholder = gitops_argocd.placeholder_repo(plan)
+    holders = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
+                     and placeholder in p.read_text())
+    readme = [] if name == "sample" else ["README.md"]  # the sample is rendered without a README
+    assert holders == readme + ["gitops/apps/manifests.yaml", "gitops/bootstrap/root-app.yaml"]
+    if readme:  # ... where the README tells the operator to set the option, not to edit files
+        text = (root / "README.md").read_text()
+        assert "does not set `options.gitops_repo`" in text and "plan again" in text
+        assert f"sed 's#{placeholder}#" in text  # the root alone can still go in meanwhile
 
 
 @pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
@@ -376,6 +418,77 @@ def test_flux_dependencies_put_crd_owners_before_their_users(bundles, name):
         assert spec_["sourceRef"] == {"kind": "GitRepository", "name": "flux-system"}
     boot = yaml.safe_load((root / "gitops/bootstrap/flux-kustomization.yaml").read_bytes())
     assert boot["spec"]["path"] == f"./{plan_name}/gitops"
+
+
+# --- options.gitops_repo ---------------------------------------------------------------------
+
+REPO_EXAMPLE = "cloud-training"  # the argocd example; the test fleet below is it with gitops_repo
+
+
+@pytest.fixture(scope="module")
+def repo_fleet(tmp_path_factory) -> Path:
+    """A test fleet that sets options.gitops_repo (the examples leave it unset: no real URL exists)."""
+    text = (REPO / "examples" / f"{REPO_EXAMPLE}.yaml").read_text()
+    assert "\noptions:\n" in text and "gitops_repo" not in text
+    path = tmp_path_factory.mktemp("repo-fleet") / f"{REPO_EXAMPLE}.yaml"
+    path.write_text(text.replace("\noptions:\n", f"\noptions:\n  gitops_repo: {GITOPS_REPO}\n"))
+    return path
+
+
+def test_gitops_repo_reaches_every_application_that_reads_the_bundle(repo_fleet, registries, tmp_path):
+    out = tmp_path / "b"
+    run_orchgen("plan", repo_fleet, "-o", out, check=True)
+    plan = make_plan(spec.load(repo_fleet), repo_fleet)
+    assert plan.gitops == "argocd" and plan.gitops_repo == GITOPS_REPO
+    assert yaml.safe_load((out / "plan.json").read_bytes())["gitops_repo"] == GITOPS_REPO
+    # No placeholder anywhere: nothing in the bundle needs editing, and the bundle stays fresh.
+    for path in (p for p in out.rglob("*") if p.is_file()):
+        assert "git.example.com" not in path.read_text(), path
+    assert run_orchgen("plan", repo_fleet, "-o", out, "--check").returncode == 0
+    objs = gitops_objects(out, "argocd")
+    readers = bundle_apps(objs, plan.name)
+    assert sorted(a["metadata"]["name"] for a in readers) == [plan.name, f"{plan.name}-manifests"]
+    assert all(a["spec"]["source"]["repoURL"] == GITOPS_REPO for a in readers)
+    # Every other Application reads a chart, from its release's repository (never the GitOps one).
+    charts = {f"{r['repo'].rstrip('/')}/{r['chart']}" if r["repo"].startswith("oci://") else r["repo"]
+              for r in releases_of(out)}
+    assert {a["spec"]["source"]["repoURL"] for a in objs if a not in readers} <= charts
+    for obj in objs:
+        assert registries["argocd"].validate(obj) == [], obj["metadata"]["name"]
+    # The README applies the root Application as written: no sed, no placeholder step.
+    gitops_section = (out / "README.md").read_text().partition("## GitOps")[2].partition("\n## ")[0]
+    assert f"kubectl apply -n argocd -f {plan.name}/gitops/bootstrap/root-app.yaml" in gitops_section
+    assert "sed 's#" not in gitops_section and GITOPS_REPO in gitops_section
+
+
+def test_gitops_repo_changes_no_flux_file(repo_fleet):
+    """Flux reads the flux-system GitRepository of `flux bootstrap` (gitops_flux's docstring)."""
+    with_repo = dataclasses.replace(make_plan(spec.load(repo_fleet), repo_fleet), gitops="flux")
+    without = dataclasses.replace(with_repo, gitops_repo=None)
+    a, b = render(with_repo), render(without)
+    assert a.keys() == b.keys()
+    assert [p for p in a if a[p] != b[p]] == ["README.md", "plan.json"]
+    assert f"flux bootstrap git --url={GITOPS_REPO} " in a["README.md"].decode()
+
+
+@pytest.mark.parametrize("value", [
+    "not a url", "http://git.example.org/x.git", "https://git.example.org", "ftp://git.example.org/x.git",
+    "https://git.example.org/x.git`id`", "https://user:s3cret@git.example.org/x.git",
+    "https://s3cret@github.com/org/x.git", "git:s3cret@git.example.org:org/x.git",
+    "https://git.example.org/" + "x" * 600,
+])
+def test_a_bad_gitops_repo_is_one_line_naming_the_field(tmp_path, value):
+    text = (REPO / "examples" / f"{REPO_EXAMPLE}.yaml").read_text()
+    path = tmp_path / "fleet.yaml"
+    # A JSON string is a YAML scalar that keeps every character as written.
+    path.write_text(text.replace("\noptions:\n", f"\noptions:\n  gitops_repo: {json.dumps(value)}\n"))
+    assert yaml.safe_load(path.read_text())["options"]["gitops_repo"] == value
+    proc = run_orchgen("plan", path, "-o", tmp_path / "out")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert re.match(rf"orchgen: {re.escape(str(path))}:\d+: options\.gitops_repo: ", lines[0]), lines[0]
+    assert "s3cret" not in proc.stderr  # a token in the input is not echoed to CI logs
+    assert not (tmp_path / "out").exists()
 
 
 # --- the CLI: --check, determinism, modes ----------------------------------------------------
@@ -454,3 +567,10 @@ def test_helm_repository_names_are_dns_labels():
         "https://charts.example.com/" + "very-long-path/" * 10)]
     assert names[:2] == ["helm-ngc-nvidia-com-nvidia", "ray-project-github-io-kuberay-helm"]
     assert all(re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", n) for n in names)
+
+
+def test_a_release_named_manifests_would_collide_with_the_manifests_application():
+    rels = gitops.load_releases(sample_files())
+    clash = [dataclasses.replace(rels[0], name=gitops_argocd.MANIFESTS)] + rels[1:]
+    with pytest.raises(OrchgenError, match="collides with the manifests Application"):
+        gitops_argocd.render(plan_of(SAMPLE_PLAN, "argocd"), clash)

@@ -50,6 +50,9 @@ VARIANTS: dict[str, Callable[[], spec.Fleet]] = {
     "research-lab-kai": lambda: _variant("research-lab", gang_scheduler="kai"),
     "grpo-rl-volcano": lambda: _variant("grpo-rl", gang_scheduler="volcano"),
     "research-lab-split": lambda: _variant("research-lab", pool_of={"model-api": "h100"}),
+    # The Argo CD Applications with the GitOps repository's URL instead of the placeholder.
+    "cloud-training-gitops-repo": lambda: _variant(
+        "cloud-training", gitops_repo="https://git.example.org/platform/fleet-gitops.git"),
 }
 
 

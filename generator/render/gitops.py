@@ -17,7 +17,8 @@ kustomize cannot know.
 The GitOps repository layout is a convention, not an input: the bundle is committed as the
 directory `<plan.name>/` at the root of the repository (so one repository can hold several fleets,
 and CI can run `orchgen plan <file> -o <plan.name> --check` beside its own files). Argo CD and Flux
-paths are relative to the repository root, so they carry that prefix (`repo_dir`).
+paths are relative to the repository root, so they carry that prefix (`repo_dir`). The repository's
+URL, by contrast, is an input (`options.gitops_repo`): only Argo CD's Applications hold it.
 """
 from __future__ import annotations
 

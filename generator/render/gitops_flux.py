@@ -19,7 +19,11 @@ Kustomization of their own whose health the manifests wait for.
 
 The Git source is the `flux-system` GitRepository that `flux bootstrap` creates for the GitOps
 repository: nothing generated holds a repository URL, so nothing needs editing (an edited bundle
-fails `orchgen plan --check`).
+fails `orchgen plan --check`). `options.gitops_repo` deliberately changes nothing here (the README
+only shows it in the bootstrap command): `flux bootstrap` must be given the repository anyway, since
+it installs Flux from it and makes the deploy key, and it already creates `flux-system` for it. A
+GitRepository of our own for the same repository would need a credentials Secret of its own (or
+borrow bootstrap's), fetch the repository a second time, and gain nothing.
 """
 from __future__ import annotations
 
