@@ -379,7 +379,7 @@ def damaged_bundles(draw: st.DrawFn) -> dict[str, bytes]:
     return Files(files)
 
 
-@settings(max_examples=40, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(files=damaged_bundles())
 def test_validate_never_crashes_on_a_damaged_bundle(files):
     with tempfile.TemporaryDirectory() as tmp:

@@ -35,6 +35,11 @@ class Finding:
         return f"{self.path}:{self.line}: {prefix}{self.message}"
 
 
+def as_list(value: Any) -> list[Any]:
+    """A list field of a bundle that may have been edited into anything: its items, or none."""
+    return value if isinstance(value, list) else []
+
+
 def _one_line(message: str) -> str:
     return " ".join(message.split())  # `path:line: message` tools read one finding per line
 

@@ -17,7 +17,7 @@ from typing import Any
 from .. import hostlist
 from ..fabric import LABEL_PLANE, LABEL_POOL
 from ..plan import KUBE_PLANES
-from .bundle_view import Bundle, Doc, Finding, error
+from .bundle_view import Bundle, Doc, Finding, error, as_list
 from .kube_refs import SCRIPT, pod_templates
 from .slinky_checks import nodeset_gres, slurm_values
 from .slurm_checks import CONF, load_conf
@@ -155,7 +155,8 @@ def _nodeset_gres(bundle: Bundle) -> Iterator[Finding]:
 
 def _get_pool(nodeset: dict[str, Any]) -> str | None:
     sel = (nodeset.get("podSpec") or {}).get("nodeSelector") if isinstance(nodeset.get("podSpec"), dict) else None
-    return sel.get(LABEL_POOL) if isinstance(sel, dict) else None
+    pool = sel.get(LABEL_POOL) if isinstance(sel, dict) else None
+    return pool if isinstance(pool, str) else None
 
 
 def _pods_fit(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
@@ -169,10 +170,10 @@ def _pods_fit(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
             spec = tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {}
             sel = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
             pool = sel.get(LABEL_POOL)
-            if pool not in kube:
+            if not isinstance(pool, str) or pool not in kube:  # a hand-edited bundle may hold anything
                 continue
             per_pod: dict[int, int] = defaultdict(int)
-            for i, c in enumerate(spec.get("containers") or []):
+            for i, c in enumerate(as_list(spec.get("containers"))):
                 res = c.get("resources") if isinstance(c, dict) and isinstance(c.get("resources"), dict) else {}
                 limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
                 if str(limits.get(GPU, "")).isdigit():

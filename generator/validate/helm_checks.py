@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import catalog
-from .bundle_view import Bundle, Doc, Finding, error, split_message
+from .bundle_view import Bundle, Doc, Finding, error, split_message, as_list
 
 HELM = "kubernetes/helm"
 RELEASES = f"{HELM}/releases.yaml"
@@ -162,7 +162,7 @@ def check_kustomizations(bundle: Bundle) -> Iterator[Finding]:
         if doc is None or not isinstance(doc.data, dict):
             continue
         base = posixpath.dirname(path)
-        for i, res in enumerate(doc.data.get("resources") or []):
+        for i, res in enumerate(as_list(doc.data.get("resources"))):
             if not isinstance(res, str) or "://" in res or res.startswith(("github.com/", "git@")):
                 continue
             target = posixpath.normpath(posixpath.join(base, res))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from .bundle_view import Bundle, Doc, Finding, error, split_message, warning
+from .bundle_view import Bundle, Doc, Finding, error, split_message, warning, as_list
 from .helm_checks import HELM, RELEASES, load_releases
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def check_crd_owners(docs: list[Doc], bundle: Bundle) -> Iterator[Finding]:
     """A custom resource Pulumi applies must wait for the release that installs its CRD."""
     if not bundle.has(RELEASES):
         return
-    owned = {g for r in load_releases(bundle)[0] for g in (r.get("crds") or []) if isinstance(g, str)}
+    owned = {g for r in load_releases(bundle)[0] for g in as_list(r.get("crds")) if isinstance(g, str)}
     for doc in _valid(docs):
         group = group_of(doc.api_version)
         if doc.path.startswith("kubernetes/") and is_custom(doc.api_version) and group not in owned \

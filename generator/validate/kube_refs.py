@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from .bundle_view import Bundle, Doc, Finding, NodeLabels, error
+from .bundle_view import Bundle, Doc, Finding, NodeLabels, error, as_list
 from .kube_checks import group_of
 
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -46,7 +46,7 @@ def pod_templates(doc: Doc) -> list[tuple[list[Any], dict[str, Any]]]:
     elif kind == "CronJob":
         cands = [["spec", "jobTemplate", "spec", "template"]]
     elif kind == "Job":  # Volcano
-        cands = [["spec", "tasks", i, "template"] for i in range(len(_get(data, "spec", "tasks") or []))]
+        cands = [["spec", "tasks", i, "template"] for i in range(len(as_list(_get(data, "spec", "tasks"))))]
     elif kind in ("RayCluster", "RayJob", "RayService"):
         base = {"RayCluster": ["spec"], "RayJob": ["spec", "rayClusterSpec"],
                 "RayService": ["spec", "rayClusterConfig"]}[kind]
@@ -55,7 +55,7 @@ def pod_templates(doc: Doc) -> list[tuple[list[Any], dict[str, Any]]]:
             [*base, "workerGroupSpecs", i, "template"] for i in range(len(workers))]
     elif kind == "JobSet":
         cands = [["spec", "replicatedJobs", i, "template", "spec", "template"]
-                 for i in range(len(_get(data, "spec", "replicatedJobs") or []))]
+                 for i in range(len(as_list(_get(data, "spec", "replicatedJobs"))))]
     return [(p, t) for p in cands if isinstance(t := _get(data, *p), dict)]
 
 
@@ -122,8 +122,8 @@ def _spec_refs(doc: Doc, idx: Index, kai: dict, kai_parents: set) -> Iterator[Fi
         if cq is not None and not idx.has(group, "ClusterQueue", str(cq)):
             yield missing(["clusterQueue"], "ClusterQueue", cq)
     elif group == "kueue.x-k8s.io" and doc.kind == "ClusterQueue":
-        for i, rg in enumerate(spec.get("resourceGroups") or []):
-            for j, fl in enumerate(_get(rg, "flavors") or []):
+        for i, rg in enumerate(as_list(spec.get("resourceGroups"))):
+            for j, fl in enumerate(as_list(_get(rg, "flavors"))):
                 name = _get(fl, "name")
                 if name is not None and not idx.has(group, "ResourceFlavor", str(name)):
                     yield missing(["resourceGroups", i, "flavors", j, "name"], "ResourceFlavor", name)
@@ -174,7 +174,7 @@ def check_node_labels(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
                             f"{doc.label}: no node gets {_pairs(bad)} from {source}: nothing is admitted "
                             "to this flavor's nodes")
         if doc.kind == "Topology":
-            for i, level in enumerate(spec.get("levels") or []):
+            for i, level in enumerate(as_list(spec.get("levels"))):
                 key = _get(level, "nodeLabel")
                 if isinstance(key, str) and not set_elsewhere(key) and key not in every_key:
                     yield error(doc.path, doc.line_of(["spec", "levels", i]),

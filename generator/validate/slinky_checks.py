@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import hostlist
-from .bundle_view import Bundle, Doc, Finding, error
+from .bundle_view import Bundle, Doc, Finding, error, as_list
 from .helm_checks import HELM, component_of, load_releases
 from .kube_refs import set_elsewhere
 from .slurm_conf import format_gres, parse_gres, parse_gres_conf
@@ -105,7 +105,7 @@ def _partitions(doc: Doc, nodesets: dict[str, dict]) -> Iterator[Finding]:
     for part, spec in _map(doc.data, "partitions").items():
         if not isinstance(spec, dict) or spec.get("enabled") is False:
             continue
-        for i, ref in enumerate(spec.get("nodesets") or []):
+        for i, ref in enumerate(as_list(spec.get("nodesets"))):
             if ref != "ALL" and ref not in nodesets:
                 yield error(doc.path, doc.line_of(["partitions", part, "nodesets", i]),
                             f"partition {part} names NodeSet {ref}, which does not exist")
