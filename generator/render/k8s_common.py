@@ -177,6 +177,16 @@ def has_topology(plan: Plan) -> bool:
     return queues_enabled(plan) and bool(plan.fabric.levels) and bool(slices(plan))
 
 
+def level_topology(plan: Plan, api_version: str) -> list[dict[str, Any]]:
+    """A Kueue or KAI Topology: the fabric's levels broadest first, the hostname level last
+    (Kueue allows it only there; both take the same shape)."""
+    if not has_topology(plan):
+        return []
+    levels = [*plan.fabric.levels, fabric.LABEL_HOSTNAME]
+    return [{"apiVersion": api_version, "kind": "Topology", "metadata": meta(topology_name(plan)),
+             "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}]
+
+
 def resources(shape_: PodShape, *, limits_cpu_memory: bool = False) -> dict[str, Any]:
     """Container resources: GPUs in requests and limits (extended resources cannot overcommit),
     CPU and memory requested so that quota managers count them."""

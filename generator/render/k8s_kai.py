@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import fabric
 from ..plan import Plan
-from .k8s_common import has_topology, meta, plane_totals, queue_of, tenant_totals, topology_name, unique
+from .k8s_common import level_topology, meta, plane_totals, queue_of, tenant_totals, unique
 
 UNLIMITED = -1
 
@@ -46,8 +45,4 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
 
 
 def topology(plan: Plan) -> list[dict[str, Any]]:
-    if not has_topology(plan):
-        return []
-    levels = [*plan.fabric.levels, fabric.LABEL_HOSTNAME]
-    return [{"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": meta(topology_name(plan)),
-             "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}]
+    return level_topology(plan, "kai.scheduler/v1alpha1")

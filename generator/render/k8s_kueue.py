@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import fabric
 from ..errors import OrchgenError
 from ..plan import Plan, Tenant
-from .k8s_common import (GPU, has_topology, meta, namespace_of, node_selector, queue_of, slices,
+from .k8s_common import (
+    GPU, has_topology, level_topology, meta, namespace_of, node_selector, queue_of, slices,
                          topology_name, unique)
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -77,9 +77,4 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
 
 
 def topology(plan: Plan) -> list[dict[str, Any]]:
-    """Broadest level first; the hostname level last (Kueue allows it only there)."""
-    if not has_topology(plan):
-        return []
-    levels = [*plan.fabric.levels, fabric.LABEL_HOSTNAME]
-    return [{"apiVersion": API, "kind": "Topology", "metadata": meta(topology_name(plan)),
-             "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}]
+    return level_topology(plan, API)
