@@ -42,3 +42,17 @@ def tool(name: str) -> str:
     found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     require(found, f"{name} not installed")
     return found  # type: ignore[return-value]
+
+
+def offline_kubeconfig(directory: Path) -> Path:
+    """A kubeconfig whose API server is a closed port: real kubectl parses its arguments, then
+    fails only on connecting (no API server can run here)."""
+    import yaml
+
+    config = directory / "kubeconfig"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "x"}}]}))
+    return config

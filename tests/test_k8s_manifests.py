@@ -21,7 +21,7 @@ from generator.fabric import LABEL_HOSTNAME, LABEL_PLANE, LABEL_POOL
 from generator.planner import make_plan
 from generator.render import kubernetes as k8s
 from generator.spec import Fleet
-from tests._consumers import REPO, require, reference_dir, tool
+from tests._consumers import REPO, require, reference_dir, tool, offline_kubeconfig
 
 EXAMPLES = REPO / "examples"
 SCHEDULERS = ("kueue", "volcano", "kai")
@@ -435,8 +435,20 @@ def test_node_labels_script_is_valid_bash_and_labels_every_node(tmp_path):
             expected |= set(plan.slurm_plane.nodes)
         assert labelled == expected
         slinky = plan.hybrid and plan.slurm_plane.host == "kubernetes"
-        reads = ("get nodes -l orchgen.io/plane=kubernetes",) if slinky else ()
+        reads = ("get nodes -l orchgen.io/plane=kubernetes", "annotate node --overwrite -l") if slinky else ()
         assert all(c.startswith(("label node --overwrite", "taint node --overwrite", *reads)) for c in first)
+
+
+def test_node_labels_script_annotates_slinky_nodes_as_the_slinky_renderer_says():
+    from generator.render import slinky
+
+    plan = PLANS["cloud-training"]
+    script = k8s.render(plan)["kubernetes/node-labels.sh"].decode()
+    annotated = ["kubectl " + " ".join(["annotate", "node", "--overwrite", *line.split()[1:]])
+                 for line in script.splitlines() if line.startswith("annotate ")]
+    assert annotated == slinky.annotate_commands(plan) and annotated
+    partitioned = k8s.render(PLANS["research-lab"])["kubernetes/node-labels.sh"].decode()
+    assert not [line for line in partitioned.splitlines() if line.startswith("annotate ")]
 
 
 def test_node_labels_script_untaints_only_moved_kubernetes_nodes(tmp_path):
@@ -597,15 +609,11 @@ def test_real_kubectl_parses_the_scripts_commands(tmp_path):
     """kubectl (no API server here) gets past argument parsing for every kind of line the script
     runs: it fails only on connecting, where a malformed label or taint fails before that."""
     kubectl = tool("kubectl")
-    config = tmp_path / "kubeconfig"
-    config.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "x"}}]}))
+    config = offline_kubeconfig(tmp_path)
     script = k8s.render(PLANS["cloud-training"])["kubernetes/node-labels.sh"].decode()
-    lines = {w.split()[0]: w.split() for w in script.splitlines() if w.startswith(("label ", "taint "))}
-    assert set(lines) == {"label", "taint"}
+    lines = {w.split()[0]: w.split() for w in script.splitlines()
+             if w.startswith(("label ", "taint ", "annotate "))}
+    assert set(lines) == {"label", "taint", "annotate"}  # a Slinky hybrid: Slurm nodes are annotated too
     for verb, words in lines.items():
         proc = subprocess.run([kubectl, verb, "node", "--overwrite", *words[1:]], capture_output=True, text=True,
                               env={**os.environ, "KUBECONFIG": str(config)}, timeout=60)

@@ -31,7 +31,7 @@ from generator.render.k8s_common import SLURM_TAINT
 from generator.render.slurm import model, slurm_config
 from generator.spec import Fleet
 from generator.validate.values import load_defaults, unknown_keys
-from tests._consumers import require, reference_dir, tool
+from tests._consumers import require, reference_dir, tool, offline_kubeconfig
 from tests.test_hybrid import example, labels_script, reachable
 
 RELEASES = ("slurm-operator-crds", "slurm-operator", "slurm")
@@ -419,12 +419,7 @@ def test_annotation_commands_cover_every_slurm_node_once(case):
 
 def test_kubectl_parses_the_annotate_commands(tmp_path):
     kubectl = tool("kubectl")
-    config = tmp_path / "kubeconfig"
-    config.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "x"}}]}))
+    config = offline_kubeconfig(tmp_path)
     env = {**os.environ, "KUBECONFIG": str(config)}
     for cmd in slinky.annotate_commands(lab_plan())[:2]:
         proc = subprocess.run([kubectl, *cmd.split()[1:]], capture_output=True, text=True, env=env, timeout=60)

@@ -32,6 +32,7 @@ run() {{
 }}
 label() {{ run "$KUBECTL" label node --overwrite "$@"; }}
 taint() {{ run "$KUBECTL" taint node --overwrite "$@"; }}
+annotate() {{ run "$KUBECTL" annotate node --overwrite "$@"; }}
 """
 
 # Slurm on Kubernetes: a leaf moved from the Slurm plane to the Kubernetes plane must lose the
@@ -81,6 +82,20 @@ def _lines(verb: str, nodes: list[str], args: list[str]) -> list[str]:
             for i in range(0, len(nodes), BATCH)]
 
 
+def _slinky_annotations(plan: Plan) -> list[str]:
+    """Slinky reads each Slurm node's leaf and NVLink block from a node annotation: set it here,
+    after the labels it selects on, so one script prepares every node."""
+    if not (plan.slurm_plane and plan.slurm_plane.operator == "slinky"):
+        return []
+    from . import slinky  # the Slinky renderer owns the annotation's format
+
+    out = ["", "# Slinky: each Slurm node's place in topology.yaml (the slurm chart's configFiles)"]
+    for selector, value in slinky.annotation_groups(plan):
+        sel = ",".join(f"{k}={v}" for k, v in selector.items())
+        out.append(f"annotate -l {shlex.quote(sel)} {shlex.quote(f'{slinky.TOPOLOGY_ANNOTATION}={value}')}")
+    return out
+
+
 def render_script(plan: Plan) -> str:
     pairs = _labelled_nodes(plan)
     taints = plan.hybrid is not None and any(lb.get(fabric.LABEL_PLANE) == "slurm" for _, lb in pairs)
@@ -97,6 +112,7 @@ def render_script(plan: Plan) -> str:
         if dict(labels).get(fabric.LABEL_PLANE) == "slurm":
             t = SLURM_TAINT
             out += _lines("taint", nodes, [f"{t['key']}={t['value']}:{t['effect']}"])
+    out += _slinky_annotations(plan)
     if untaint:
         out.append(UNTAINT.format(key=SLURM_TAINT["key"], effect=SLURM_TAINT["effect"]))
     out.append(FOOTER)
