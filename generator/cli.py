@@ -14,14 +14,24 @@ import click
 from .errors import Exit, OrchgenError
 
 
-def _load_plan(path: str, gitops: str | None = None):
+def _load_plan(path: str, gitops: str | None = None, render: bool = False):
+    """The plan (and with `render`, the bundle's files) of a workload.yaml. An error the planner or
+    a renderer raises about a field is pointed at that field's line in the file."""
     from . import spec
     from .planner import make_plan
 
-    fleet = spec.load(path)
+    fleet, locate = spec.load_located(path)
     if gitops:
         fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update={"gitops": gitops})})
-    return fleet, make_plan(fleet, path)
+    try:
+        plan = make_plan(fleet, path)
+        if not render:
+            return plan, None
+        from .render import render as render_files
+
+        return plan, render_files(plan)
+    except OrchgenError as err:
+        raise locate(err) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,7 +45,7 @@ def cli() -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def recommend(workload: str, fmt: str) -> None:
     """Show the plane, add-ons and reasons per workload and for the fleet."""
-    _, plan = _load_plan(workload)
+    plan, _ = _load_plan(workload)
     if fmt == "json":
         fleet = plan.to_json()
         out = {
@@ -77,10 +87,8 @@ def recommend(workload: str, fmt: str) -> None:
 def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | None) -> None:
     """Decide and write the bundle (atomically, byte-identical for the same input)."""
     from . import bundle
-    from .render import render
 
-    _, the_plan = _load_plan(workload, gitops)
-    files = render(the_plan)
+    the_plan, files = _load_plan(workload, gitops, render=True)
     if check:
         diff = bundle.diff(files, output)
         if diff:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -337,7 +338,23 @@ def _model_of(annotation: Any) -> Any:
 
 def load(path: str | Path) -> Fleet:
     """Parse and check a workload.yaml; raise OrchgenError naming file, line and field."""
+    return load_located(path)[0]
+
+
+def load_located(path: str | Path) -> tuple[Fleet, Callable[[OrchgenError], OrchgenError]]:
+    """`load`, plus a function that points a later error (the planner's or a renderer's, which
+    name a field but know no file or line) at the file and line of that field."""
     src, data = _read(Path(path))
+    fields = {format_path(key): line for key, line in src.lines.items()}
+
+    def locate(err: OrchgenError) -> OrchgenError:
+        if err.field and err.line is None:
+            field = err.field
+            while field and field not in fields:  # fall back to the nearest enclosing key
+                field = field[: max(field.rfind("."), field.rfind("["), 0)]
+            err.file, err.line = src.file, fields.get(field)
+        return err
+
     try:
         fleet = Fleet.model_validate(data)
     except ValidationError as exc:
@@ -349,7 +366,7 @@ def load(path: str | Path) -> Fleet:
 
     for message, loc in check_fleet(fleet):
         raise src.error(message, loc)
-    return fleet
+    return fleet, locate
 
 
 def _loc(err: dict[str, Any]) -> Path_:

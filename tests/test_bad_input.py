@@ -119,3 +119,26 @@ def test_base_is_valid(tmp_path, orchgen):
     path.write_text(BASE)
     proc = orchgen("plan", path, "-o", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
+
+
+LATE = [  # refused after loading, by the planner or a renderer: still file:line: field
+    ("slurm-partition-clash", BASE.replace("- name: h100", "- name: training").replace("pool: h100", "pool: training")
+     .replace("workloads:\n", "workloads:\n  - {name: rl, nodes: 2, tightly_coupled: true, "
+                              "python_native_pipeline: true, pool: training}\n"),
+     11, r"fleet\.pools\[0\]\.name: pool 'training' would give a Slurm partition the name 'training'"),
+    ("plane-without-nodes", BASE.replace("nodes_per_leaf: 4", "nodes_per_leaf: 8")
+     + "  - {name: api, long_lived_services: true, bare_metal: false, pool: h100}\n", 19,
+     r"workloads: the kubernetes plane gets no nodes"),
+]
+
+
+@pytest.mark.parametrize("name,text,line,pattern", LATE, ids=[c[0] for c in LATE])
+def test_late_refusals_name_the_line(tmp_path, orchgen, name, text, line, pattern):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    proc = orchgen("plan", path, "-o", tmp_path / "out")
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"orchgen: {path}:{line}: "), proc.stderr
+    assert re.search(pattern, proc.stderr), proc.stderr
+    assert not (tmp_path / "out").exists()
