@@ -18,7 +18,7 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False):
     """The plan (and with `render`, the bundle's files) of a workload.yaml. An error the planner or
     a renderer raises about a field is pointed at that field's line in the file."""
     from . import spec
-    from .planner import make_plan
+    from .decide import make_plan
 
     fleet, locate = spec.load_located(path)
     if gitops:

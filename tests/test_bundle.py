@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from generator import bundle, spec
-from generator.planner import make_plan
+from generator.decide import make_plan
 from generator.render import render
 
 from .conftest import all_examples

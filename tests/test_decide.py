@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from generator.decide import decide_workload
-from generator.plan import Facts
+from generator.decide.plan import Facts
 
 FACTS = ("tightly_coupled", "bare_metal", "long_lived_services", "multi_tenant",
          "python_native_pipeline", "edge_or_dev")

@@ -5,8 +5,9 @@ import json
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from generator import hostlist, spec
-from generator.planner import make_plan
+from generator import spec
+from generator.spec import hostlist
+from generator.decide import make_plan
 from generator.spec import Fleet
 
 

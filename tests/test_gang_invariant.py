@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.render import kubernetes as k8s
+from generator.render.kubernetes import manifests as k8s
 from tests.test_k8s_manifests import PLANS, _pod_templates
 
 QUEUE_LABEL = {"kueue": "kueue.x-k8s.io/queue-name", "kai": "kai.scheduler/queue"}

@@ -30,8 +30,9 @@ import yaml
 
 from generator import spec
 from generator.errors import OrchgenError
-from generator.planner import make_plan
-from generator.render import gitops, gitops_argocd, gitops_flux, render
+from generator.decide import make_plan
+from generator.render import render
+from generator.render.gitops import argocd as gitops_argocd, common as gitops, flux as gitops_flux, wrap
 from generator.validate.crds import CRDRegistry
 
 from ._consumers import REPO, reference_dir, tool
@@ -118,7 +119,7 @@ def bundles(tmp_path_factory):
         out = tmp_path_factory.mktemp(f"{name}-{mode}")
         if name == "sample":
             files = sample_files()
-            return write(out, {**files, **gitops.render(plan_of(SAMPLE_PLAN, mode), files)})
+            return write(out, {**files, **wrap.render(plan_of(SAMPLE_PLAN, mode), files)})
         run_orchgen("plan", REPO / "examples" / f"{name}.yaml", "-o", out / "b", "--gitops", mode,
                     check=True)
         return out / "b"

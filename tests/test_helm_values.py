@@ -18,10 +18,12 @@ import yaml
 
 from generator import catalog
 from generator.errors import OrchgenError
-from generator.fabric import LABEL_PLANE
-from generator.plan import Plan
-from generator.planner import make_plan
-from generator.render import helm, helm_values, renderers
+from generator.spec.fabric import LABEL_PLANE
+from generator.decide.plan import Plan
+from generator.decide import make_plan
+from generator.render import renderers
+from generator.render.kubernetes import helm, kueue
+from generator.render.kubernetes import ray as kuberay
 from generator.render import render as render_bundle
 from generator.render.report import render as render_report
 from generator.spec import Fleet, load
@@ -131,7 +133,7 @@ def test_the_cases_cover_the_decisions() -> None:
     assert {p.hybrid for p in plans} >= {None, "partitioned", "slurm-on-kubernetes"}
     assert any(p.bare_metal and p.fabric.kind in ("infiniband", "roce") for p in plans)
     assert any(not p.bare_metal and p.fabric.kind == "infiniband" for p in plans)
-    assert any(helm_values.ray_planned(p) for p in plans) and not all(helm_values.ray_planned(p) for p in plans)
+    assert any(kuberay.ray_planned(p) for p in plans) and not all(kuberay.ray_planned(p) for p in plans)
     assert any(len(p.tenants) > 1 for p in plans) and any(len(p.tenants) == 1 for p in plans)
     assert plan_of("soperator-hybrid").kube_plane.name == "kubernetes"
     assert "soperator" in plan_of("soperator-hybrid").charts
@@ -212,7 +214,7 @@ def test_kueue_configuration_is_all_or_nothing_with_the_planned_integrations(cas
     frameworks = config["integrations"]["frameworks"]
     assert "batch/job" in frameworks
     ray = {"ray.io/rayjob", "ray.io/raycluster"}
-    if helm_values.ray_planned(plan):
+    if kuberay.ray_planned(plan):
         assert ray <= set(frameworks)
     else:
         assert not [f for f in frameworks if f.startswith("ray.io/")]
@@ -234,7 +236,7 @@ def test_kueue_configuration_keeps_every_upstream_default(case: str) -> None:
 
 
 def test_embedded_kueue_default_is_the_upstream_one() -> None:
-    assert yaml.safe_load(helm_values.KUEUE_DEFAULT_CONFIG) == upstream_kueue_config()
+    assert yaml.safe_load(kueue.KUEUE_DEFAULT_CONFIG) == upstream_kueue_config()
 
 
 def test_wait_for_pods_ready_check_knows_both_api_versions() -> None:
@@ -299,7 +301,7 @@ def test_releases_yaml_is_in_install_order(plan: Plan) -> None:
     files = helm_files(plan)
     assert sorted(files) == sorted(["kubernetes/helm/releases.yaml"]
                                    + [f"kubernetes/helm/{r['values']}" for r in rels])
-    assert [r["name"] for r in rels] == [r["name"] for r in helm.releases(plan) if r["name"] in helm_values.VALUES]
+    assert [r["name"] for r in rels] == [r["name"] for r in helm.releases(plan) if r["name"] in helm.VALUES]
 
 
 def test_the_full_release_list_with_the_slurm_charts_is_in_install_order(plan: Plan) -> None:

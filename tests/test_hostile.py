@@ -28,9 +28,9 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from generator import bundle, cli, spec
-from generator.checks import check_fleet
+from generator.spec.checks import check_fleet
 from generator.errors import OrchgenError
-from generator.planner import make_plan
+from generator.decide import make_plan
 from generator.render import render
 from generator.validate.bundle_checks import load_crds, validate_bundle
 from tests._consumers import reference_dir

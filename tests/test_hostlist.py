@@ -15,8 +15,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from generator import hostlist
-from generator.hostlist import MAX_HOSTS, HostlistError, compress, count, expand
+from generator.spec import hostlist
+from generator.spec.hostlist import MAX_HOSTS, HostlistError, compress, count, expand
 from tests._consumers import require, tool
 
 

@@ -22,10 +22,11 @@ import yaml
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from generator import hostlist, spec
+from generator import spec
+from generator.spec import hostlist
 from generator.errors import OrchgenError
-from generator.fabric import LABEL_PLANE
-from generator.planner import make_plan
+from generator.spec.fabric import LABEL_PLANE
+from generator.decide import make_plan
 from generator.render import render
 from generator.spec import Fleet
 

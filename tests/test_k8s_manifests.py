@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from generator import spec
-from generator.fabric import LABEL_HOSTNAME, LABEL_PLANE, LABEL_POOL
-from generator.planner import make_plan
-from generator.render import kubernetes as k8s
+from generator.spec.fabric import LABEL_HOSTNAME, LABEL_PLANE, LABEL_POOL
+from generator.decide import make_plan
+from generator.render.kubernetes import manifests as k8s
 from generator.spec import Fleet
 from tests._consumers import REPO, require, reference_dir, tool, offline_kubeconfig
 
@@ -440,7 +440,7 @@ def test_node_labels_script_is_valid_bash_and_labels_every_node(tmp_path):
 
 
 def test_node_labels_script_annotates_slinky_nodes_as_the_slinky_renderer_says():
-    from generator.render import slinky
+    from generator.render.kubernetes import slinky
 
     plan = PLANS["cloud-training"]
     script = k8s.render(plan)["kubernetes/node-labels.sh"].decode()

@@ -14,7 +14,7 @@ from functools import cache
 import pytest
 import yaml
 
-from generator.planner import make_plan
+from generator.decide import make_plan
 from generator.render import render
 from generator.spec import load
 from tests.conftest import all_examples

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from generator import spec
-from generator.planner import make_plan
+from generator.decide import make_plan
 from generator.render import pulumi as pulumi_render
 from generator.render import render
 from tests._consumers import REPO, reference_dir, require

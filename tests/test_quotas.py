@@ -12,8 +12,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from generator.planner import make_plan
-from generator.render import kubernetes as k8s
+from generator.decide import make_plan
+from generator.render.kubernetes import manifests as k8s
 from generator.spec import Fleet
 
 

@@ -23,12 +23,14 @@ from typing import Any
 import pytest
 import yaml
 
-from generator import hostlist
+from generator.spec import hostlist
 from generator.errors import OrchgenError
-from generator.planner import make_plan
-from generator.render import render, slinky
-from generator.render.k8s_common import SLURM_TAINT
-from generator.render.slurm import model, slurm_config
+from generator.decide import make_plan
+from generator.render import render
+from generator.render.kubernetes import slinky
+from generator.render.kubernetes.common import SLURM_TAINT
+from generator.render.slurm import slurm_config
+from generator.render.slurm.model import model
 from generator.spec import Fleet
 from generator.validate.values import load_defaults, unknown_keys
 from tests._consumers import require, reference_dir, tool, offline_kubeconfig

@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator import hostlist, spec
+from generator import spec
+from generator.spec import hostlist
 from generator.errors import OrchgenError
-from generator.planner import make_plan
+from generator.decide import make_plan
 from generator.render import render
-from generator.render.slurm import headroom_gib, model, slurm_config
+from generator.render.slurm import slurm_config
+from generator.render.slurm.model import headroom_gib, model
 from generator.render.slurm import render as render_slurm
 from tests._consumers import require
 
@@ -222,7 +224,7 @@ def test_memory_headroom(gib, kept):
 
 
 def test_headroom_rule_is_what_the_comments_say():
-    from generator.render import slurm
+    from generator.render.slurm import model as slurm
 
     assert (slurm.HEADROOM_MIN_GIB, slurm.HEADROOM_FRACTION) == (4, 0.05)
     conf = slurm_config(example("fsdp-pretraining"))["slurm.conf"]

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
-from generator import hostlist
-from generator.render import render, soperator
-from generator.render.slurm import model, slurm_config
+from generator.spec import hostlist
+from generator.render import render
+from generator.render.kubernetes import soperator
+from generator.render.slurm import slurm_config
+from generator.render.slurm.model import model
 from generator.validate.crds import convert_schema
 from generator.validate.values import load_defaults, unknown_keys
 from tests._consumers import REPO, require, reference_dir

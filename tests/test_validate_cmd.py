@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from generator import bundle, spec
-from generator.planner import make_plan
+from generator.decide import make_plan
 from generator.render import render
 from generator.validate.bundle_checks import Report, load_crds, validate_bundle
 from tests._consumers import REPO, reference_dir

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-from ..plan import Plan
+from ..decide.plan import Plan
 from ..yamlio import dump_yaml
 
 # The program (stacks/__main__.py) refuses this value; tests check that both spell it the same.

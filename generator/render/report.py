@@ -1,9 +1,11 @@
 """plan.json (the decision, machine-readable) and README.md (the same, for the operator)."""
 from __future__ import annotations
 
-from ..plan import Plan
+from ..decide.plan import Plan
 from ..yamlio import dump_json
-from . import render_template
+from . import slurm
+from .kubernetes import slinky, soperator
+from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
 
@@ -32,5 +34,11 @@ def render(plan: Plan) -> dict[str, bytes]:
     return {
         "plan.json": dump_json(plan.to_json()),
         "README.md": render_template("README.md.j2", plan=plan, mermaid=mermaid(plan),
-                                     titles=PLANE_TITLES),
+                                     titles=PLANE_TITLES, slurm_summary=slurm.summary,
+                                     slurm_operator=operator_readme),
     }
+
+
+def operator_readme(plan: Plan) -> object:
+    """The README's Slurm-on-Kubernetes section reads the operator's own summary."""
+    return {"slinky": slinky.readme, "soperator": soperator.readme}[plan.slurm_plane.operator](plan)

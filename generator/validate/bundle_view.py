@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from ..bundle import MARKER
-from ..fabric import LABEL_PLANE
-from ..plan import KUBE_PLANES
+from ..spec.fabric import LABEL_PLANE
+from ..decide.plan import KUBE_PLANES
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -14,9 +14,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from .. import hostlist
-from ..fabric import LABEL_PLANE, LABEL_POOL
-from ..plan import KUBE_PLANES
+from ..spec import hostlist
+from ..spec.fabric import LABEL_PLANE, LABEL_POOL
+from ..decide.plan import KUBE_PLANES
 from .bundle_view import Bundle, Doc, Finding, error, as_list
 from .kube_refs import SCRIPT, pod_templates
 from .slinky_checks import nodeset_gres, slurm_values

@@ -115,7 +115,7 @@ def _adapt(component: str, defaults: dict[str, Any], values: dict[str, Any]) -> 
     """Charts whose maps of named entries (Slinky's `nodesets.<name>`) are read like a template
     elsewhere in the defaults: the renderer that knows the chart says how (one place for it)."""
     if component == "slurm":
-        from ..render.slinky import chart_defaults
+        from ..render.kubernetes.slinky import chart_defaults
 
         try:
             return chart_defaults(defaults, values)

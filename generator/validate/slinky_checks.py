@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .. import hostlist
+from ..spec import hostlist
 from .bundle_view import Bundle, Doc, Finding, error, as_list
 from .helm_checks import HELM, component_of, load_releases
 from .kube_refs import set_elsewhere

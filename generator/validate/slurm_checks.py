@@ -16,7 +16,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator
 
-from .. import hostlist
+from ..spec import hostlist
 from .bundle_view import Bundle, Finding, error, warning
 from .slurm_conf import (GresConf, SlurmConf, Topology, format_gres, parse_gres_conf, parse_slurm_conf,
                          parse_topology_conf, parse_topology_yaml)

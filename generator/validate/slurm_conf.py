@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import hostlist
+from ..spec import hostlist
 from .bundle_view import Doc, Finding, error
 
 _PAIR = re.compile(r'([^\s=]+)=("[^"]*"|\S*)')

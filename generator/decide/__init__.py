@@ -1,0 +1,16 @@
+"""The decision side: from the checked input (generator.spec) to the Plan every renderer reads.
+
+- `rules.py`: per workload, the decision guide's rules (first match wins) and their reasons;
+- `planner.py`: per fleet, `make_plan(fleet, source)`: planes, hybrid mode, gang scheduler,
+  charts, tenants' quotas;
+- `partition.py`: which leaves of which pool each plane owns;
+- `slurm_names.py`: input rules that hold only once Slurm is decided on;
+- `plan.py`: the Plan and its parts (serialised to plan.json).
+
+May import: generator.spec (models, hostlists, the fabric model), errors, catalog. Never a
+renderer: the Plan grows when a renderer needs a fact, the renderer does not re-decide.
+"""
+from .planner import make_plan
+from .rules import decide_workload, recommend
+
+__all__ = ["make_plan", "decide_workload", "recommend"]

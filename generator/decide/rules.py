@@ -1,0 +1,103 @@
+"""The decision: per workload (the decision guide's rules), then per fleet (-> Plan).
+
+Per workload, the first rule that matches picks the primary plane; the gang invariant and the
+hybrid rule are then applied on top. One deliberate difference from the guide's own labeller:
+a tightly coupled multi-node Ray job hosted on k3s requires a gang scheduler too, because the
+guide's invariant says anything tightly coupled and multi-node on a Kubernetes scheduler does.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .plan import Facts, WorkloadDecision
+from ..spec.models import Fleet, Workload
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    primary: str
+    matches: Callable[[Facts], bool]
+    why: str
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("coupled-multinode-bare-metal", "slurm",
+         lambda f: f.tightly_coupled and f.nodes > 1 and f.bare_metal,
+         "tightly coupled across {nodes} nodes on bare metal: Slurm grants the whole allocation at "
+         "once and places it by topology"),
+    Rule("python-native-pipeline", "ray", lambda f: f.python_native_pipeline,
+         "Python-native pipeline: Ray, hosted by KubeRay on {ray_host}"),
+    Rule("edge-or-dev", "k3s", lambda f: f.edge_or_dev,
+         "edge/dev/small: k3s (same API, smaller footprint)"),
+    Rule("kubernetes-default", "kubernetes", lambda f: True,
+         "services, multi-tenancy or containerised batch: Kubernetes"),
+)
+
+
+def facts_of(w: Workload, fleet: Fleet) -> Facts:
+    return Facts(
+        nodes=w.nodes,
+        tightly_coupled=w.tightly_coupled,
+        bare_metal=fleet.fleet.bare_metal if w.bare_metal is None else w.bare_metal,
+        long_lived_services=w.long_lived_services,
+        multi_tenant=w.multi_tenant,
+        python_native_pipeline=w.python_native_pipeline,
+        edge_or_dev=fleet.fleet.edge_or_dev if w.edge_or_dev is None else w.edge_or_dev,
+    )
+
+
+def _fmt(f: Facts, *names: str) -> str:
+    return ", ".join(f"{n}={str(getattr(f, n)).lower()}" for n in names)
+
+
+def decide_workload(name: str, f: Facts) -> WorkloadDecision:
+    """The guide's rules for one workload; every choice carries the rule and the facts it read."""
+    rule = next(r for r in RULES if r.matches(f))
+    ray_host = ("k3s" if f.edge_or_dev else "kubernetes") if rule.primary == "ray" else None
+    reasons = [f"rule {rule.name}: {rule.why.format(nodes=f.nodes, ray_host=ray_host)}"]
+    addons: list[str] = []
+    coupled_multinode = f.tightly_coupled and f.nodes > 1
+    if rule.primary == "slurm":
+        reasons[0] += f" ({_fmt(f, 'tightly_coupled', 'nodes', 'bare_metal')})"
+        addons.append("slurm-topology")
+        if f.python_native_pipeline:
+            addons.append("ray-on-slurm")
+            reasons.append("python_native_pipeline=true on Slurm: Ray runs inside the Slurm "
+                           "allocation (ray-cluster.sbatch), not as a second control plane")
+    elif rule.primary == "ray":
+        addons.append(f"kuberay-on-{ray_host}")
+        reasons[0] += f" ({_fmt(f, 'python_native_pipeline', 'edge_or_dev')})"
+    elif rule.primary == "k3s":
+        reasons[0] += f" ({_fmt(f, 'edge_or_dev')})"
+    else:
+        reasons[0] += f" ({_fmt(f, 'long_lived_services', 'multi_tenant', 'bare_metal')})"
+    on_kube = rule.primary != "slurm"  # Ray is always hosted by KubeRay on Kubernetes or k3s
+    gang = on_kube and coupled_multinode
+    if gang:
+        addons.insert(0, "gang-scheduler")
+        reasons.append(f"gang scheduler REQUIRED: tightly coupled across {f.nodes} nodes on a "
+                       "Kubernetes scheduler, which would otherwise place pods one by one and can deadlock")
+    elif on_kube and f.tightly_coupled:
+        reasons.append("no gang scheduler needed: a single-node job has nothing to co-allocate")
+    if on_kube:
+        addons.append("gpu-operator")
+    hybrid = rule.primary == "slurm" and f.long_lived_services
+    if hybrid:
+        addons.append("kubernetes-services")
+        reasons.append("hybrid: Slurm-primary with long-lived services, which get a Kubernetes pool")
+    return WorkloadDecision(
+        name=name,
+        facts=f,
+        primary=rule.primary,
+        ray_host=ray_host,
+        gang_scheduler_required=gang,
+        hybrid=hybrid,
+        addons=tuple(addons),
+        reasons=tuple(reasons),
+    )
+
+
+def recommend(fleet: Fleet) -> list[WorkloadDecision]:
+    return [decide_workload(w.name, facts_of(w, fleet)) for w in fleet.workloads]

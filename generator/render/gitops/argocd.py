@@ -1,0 +1,155 @@
+"""`gitops: argocd`: one Argo CD Application per Helm release and one for the manifests, in sync waves.
+
+Layout (all under `gitops/`):
+- `apps/<release>.yaml`: an Application per release, chart pinned, values inline
+  (`helm.valuesObject`, the values file as data), sync wave from the releases' `dependsOn`;
+- `apps/manifests.yaml`: the Application `<name>-manifests`, which syncs `<name>/kubernetes`
+  (the bundle's manifests, through `kubernetes/kustomization.yaml`) from the GitOps repository,
+  one wave after the last release, so custom resources come after the releases owning their CRDs;
+- `kustomization.yaml`: the Applications, which is what the root Application syncs;
+- `bootstrap/root-app.yaml`: the root ("app of apps") Application, applied once by hand.
+
+The GitOps repository's URL is an input (`options.gitops_repo`, `plan.gitops_repo`): the root and
+manifests Applications read it, and nothing needs editing (an edited bundle fails
+`orchgen plan --check`). Without it they carry `placeholder_repo`, and the README tells the
+operator to set the option and plan again (or, for the root alone, substitute it on the way in).
+
+OCI charts use Argo CD's native OCI source (3.1+): `repoURL: oci://registry/path/chart`,
+`path: .`, the version as `targetRevision`; it needs no repository Secret for a public registry,
+unlike the older `enableOCI` Helm-repository form.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import OrchgenError
+from ...decide.plan import Plan
+from ...yamlio import dump_yaml
+from .common import MANIFESTS_KUSTOMIZATION, RELEASES_FILE, Release, kustomization, repo_dir, waves
+
+API = "argoproj.io/v1alpha1"
+NAMESPACE = "argocd"
+IN_CLUSTER = "https://kubernetes.default.svc"
+WAVE = "argocd.argoproj.io/sync-wave"
+MANIFESTS = "manifests"  # the manifests Application's suffix and file name under apps/
+RETRY = {"limit": 10, "backoff": {"duration": "30s", "factor": 2, "maxDuration": "10m"}}
+
+
+def placeholder_repo(plan: Plan) -> str:
+    """The GitOps repository's URL when the input does not give one (`options.gitops_repo`)."""
+    return f"https://git.example.com/{plan.name}-gitops.git"
+
+
+def gitops_repo(plan: Plan) -> str:
+    """The repoURL of the Applications that read the bundle itself from the GitOps repository."""
+    return plan.gitops_repo or placeholder_repo(plan)
+
+
+def app_name(plan: Plan, release: str) -> str:
+    # One Argo CD often serves many clusters: the fleet's name keeps Applications apart.
+    return f"{plan.name}-{release}"
+
+
+def _source(rel: Release) -> dict[str, Any]:
+    helm: dict[str, Any] = {"releaseName": rel.name}
+    if rel.values:
+        helm["valuesObject"] = rel.values
+    if rel.oci:
+        return {"repoURL": rel.oci_url, "path": ".", "targetRevision": rel.version, "helm": helm}
+    return {"repoURL": rel.repo, "chart": rel.chart, "targetRevision": rel.version, "helm": helm}
+
+
+def _metadata(plan: Plan, name: str, wave: int | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
+    if wave is not None:
+        meta["annotations"] = {WAVE: str(wave)}
+    meta["labels"] = {"app.kubernetes.io/part-of": plan.name}
+    return meta
+
+
+def application(plan: Plan, rel: Release, wave: int) -> dict[str, Any]:
+    owner = bool(rel.crds)
+    options = ["CreateNamespace=true"]
+    if owner:
+        # Client-side apply stores the whole object in an annotation capped at 256 KiB; several
+        # upstream CRDs are bigger (KubeRay's, Kueue's Workload), server-side apply has no cap.
+        options.append("ServerSideApply=true")
+    return {
+        "apiVersion": API,
+        "kind": "Application",
+        "metadata": _metadata(plan, app_name(plan, rel.name), wave),
+        "spec": {
+            "project": "default",
+            "source": _source(rel),
+            "destination": {"server": IN_CLUSTER, "namespace": rel.namespace},
+            "syncPolicy": {
+                # Pruning a CRD deletes every custom resource of its kind: never automatic.
+                "automated": {"prune": not owner, "selfHeal": True},
+                "syncOptions": options,
+                "retry": RETRY,
+            },
+        },
+    }
+
+
+def manifests_application(plan: Plan, wave: int) -> dict[str, Any]:
+    """`<name>-manifests`: the bundle's manifests, in the wave after every release."""
+    return {
+        "apiVersion": API,
+        "kind": "Application",
+        "metadata": _metadata(plan, app_name(plan, MANIFESTS), wave),
+        "spec": {
+            "project": "default",
+            # kubernetes/, not kubernetes/manifests/: its kustomization lists the manifests in
+            # file order, and Argo CD builds a kustomization where it finds one.
+            "source": {"repoURL": gitops_repo(plan), "targetRevision": "HEAD",
+                       "path": f"{repo_dir(plan)}/{MANIFESTS_KUSTOMIZATION.rpartition('/')[0]}"},
+            # No destination namespace: every namespaced manifest names its own (tests prove it),
+            # and a default one would silently catch a manifest that forgot to.
+            "destination": {"server": IN_CLUSTER},
+            "syncPolicy": {
+                "automated": {"prune": True, "selfHeal": True},
+                "syncOptions": [
+                    # Argo CD does not wait for a release's health unless told (README), so this
+                    # sync may start before the CRDs exist: without it the custom resources' dry
+                    # run fails the whole sync; with it, the retry converges once they do.
+                    "SkipDryRunOnMissingResource=true",
+                    # Server-side, as Pulumi (pulumi-kubernetes' default since v4) and the README's
+                    # `kubectl apply --server-side` apply them: one way of owning fields, whichever
+                    # applied first, and no 256 KiB last-applied annotation.
+                    "ServerSideApply=true",
+                ],
+                "retry": RETRY,
+            },
+        },
+    }
+
+
+def root_application(plan: Plan) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "Application",
+        "metadata": _metadata(plan, plan.name),
+        "spec": {
+            "project": "default",
+            "source": {"repoURL": gitops_repo(plan), "targetRevision": "HEAD",
+                       "path": f"{repo_dir(plan)}/gitops"},
+            "destination": {"server": IN_CLUSTER, "namespace": NAMESPACE},
+            "syncPolicy": {"automated": {"prune": True, "selfHeal": True}, "retry": RETRY},
+        },
+    }
+
+
+def render(plan: Plan, releases: list[Release]) -> dict[str, bytes]:
+    if any(rel.name == MANIFESTS for rel in releases):  # its Application would be overwritten
+        raise OrchgenError(f"a release named {MANIFESTS!r} collides with the manifests Application",
+                           RELEASES_FILE)
+    wave = waves(releases)
+    out = {f"gitops/apps/{rel.name}.yaml": dump_yaml(application(plan, rel, wave[rel.name]))
+           for rel in releases}
+    out[f"gitops/apps/{MANIFESTS}.yaml"] = dump_yaml(
+        manifests_application(plan, 1 + max(wave.values(), default=-1)))
+    out["gitops/kustomization.yaml"] = dump_yaml(kustomization(
+        [f"apps/{rel.name}.yaml" for rel in releases] + [f"apps/{MANIFESTS}.yaml"]))
+    out["gitops/bootstrap/root-app.yaml"] = dump_yaml(root_application(plan))
+    return out

@@ -1,0 +1,203 @@
+"""What every Kubernetes-side module agrees on: object names, the queue wiring per gang scheduler,
+pod sizing, node selection and the quota policy.
+
+One place for these so the manifests, the starter workloads, the labelling script and the README
+cannot drift apart (a queue a workload names must be a queue the manifests create).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...spec import fabric
+from ...decide.plan import Plan, PoolSlice, Tenant, WorkloadDecision
+
+MANAGED = {"app.kubernetes.io/managed-by": "orchgen"}
+GPU = "nvidia.com/gpu"
+
+# Queue wiring, per scheduler (label and annotation names checked against upstream sources).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+VOLCANO_SCHEDULER = "volcano"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # plain pods / Deployments / Jobs
+RAY_SCHEDULER_LABEL = "ray.io/scheduler-name"  # KubeRay: RayCluster -> scheduler plugin
+RAY_VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"  # KubeRay copies it into Volcano's PodGroup
+KAI_SCHEDULER = "kai-scheduler"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"  # the chart's global.queueLabelKey default
+KAI_PODGROUP_ANNOTATION = "pod-group-name"  # KAI's PodGroupAnnotationForPod
+
+# Slurm nodes that Kubernetes also runs (Slinky) carry this taint so that only slurmd pods land there.
+SLURM_TAINT = {"key": fabric.LABEL_PLANE, "value": "slurm", "effect": "NoSchedule"}
+
+# Placeholders teams replace; named plainly so nobody mistakes them for a real workload.
+TRAIN_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+RAY_VERSION = "2.52.0"  # the ray-cluster chart 1.7.0 default
+RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}"
+
+
+def meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None,
+         annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """ObjectMeta; cluster-scoped objects pass no namespace (and so carry none)."""
+    out: dict[str, Any] = {"name": name, "labels": {**MANAGED, **(labels or {})}}
+    if namespace is not None:
+        out["namespace"] = namespace
+    if annotations:
+        out["annotations"] = dict(annotations)
+    return out
+
+
+def unique(base: str, taken: set[str]) -> str:
+    """`base`, or `base-2`, `base-3` ... when a tenant already has that name."""
+    name, i = base, 1
+    while name in taken:
+        i += 1
+        name = f"{base}-{i}"
+    return name
+
+
+def fit(name: str, length: int) -> str:
+    """`name` cut to `length` characters, never ending in '-' (names must end alphanumeric)."""
+    return name[:length].rstrip("-")
+
+
+def dns1035(name: str, length: int = 63) -> str:
+    """Service (and KubeRay) names must start with a letter; workload names may start with a digit."""
+    return fit(name if name[:1].isalpha() else f"w{name}", length)
+
+
+def indexed_name(name: str, pods: int, infix: str = "") -> str:
+    """A name whose pods become hostnames `<name><infix>-<index>`: hostnames are DNS labels (63
+    characters) and the Job controller does not shorten them, so the name gives way, never the index."""
+    return fit(name, 63 - len(infix) - len(str(max(pods - 1, 0))) - 1)
+
+
+def namespace_of(tenant: str) -> str:
+    """Each tenant gets its own namespace, named after it (the implicit tenant after the fleet)."""
+    return tenant
+
+
+def queue_of(tenant: str) -> str:
+    """The queue a tenant's workloads name: Kueue LocalQueue (in the tenant's namespace),
+    Volcano Queue or KAI leaf Queue. Equal to the tenant name, which is a DNS label, so it also
+    fits label values (63 characters)."""
+    return tenant
+
+
+def queues_enabled(plan: Plan) -> bool:
+    """Queues and quotas exist only with a gang scheduler / quota manager in the plan: a k3s box
+    with one implicit tenant gets none."""
+    return plan.gang_scheduler is not None and plan.kube_plane is not None
+
+
+def borrowing(plan: Plan) -> bool:
+    """Idle quota can be borrowed across tenants whenever a queueing scheduler manages quotas
+    (Kueue cohort, Volcano reclaimable queues with capability above deserved, KAI over-quota)."""
+    return queues_enabled(plan)
+
+
+def slices(plan: Plan) -> tuple[PoolSlice, ...]:
+    kube = plan.kube_plane
+    return kube.slices if kube else ()
+
+
+def slice_of(plan: Plan, pool: str) -> PoolSlice | None:
+    return next((s for s in slices(plan) if s.pool == pool), None)
+
+
+def plane_totals(plan: Plan) -> tuple[int, int, int]:
+    """(GPUs, CPUs, memory GiB) of the whole Kubernetes plane."""
+    ss = slices(plan)
+    return (sum(s.gpus for s in ss), sum(s.cpus * len(s.nodes) for s in ss),
+            sum(s.memory_gib * len(s.nodes) for s in ss))
+
+
+def tenant_totals(tenant: Tenant) -> tuple[int, int, int]:
+    """A tenant's nominal (GPUs, CPUs, memory GiB) summed over the plane's pools."""
+    qs = tenant.quotas.values()
+    return sum(q.gpus for q in qs), sum(q.cpus for q in qs), sum(q.memory_gib for q in qs)
+
+
+def resource_quota_gpus(plan: Plan, tenant: Tenant) -> int:
+    """The namespace ResourceQuota's GPU cap. With borrowing on it is the whole plane: a hard cap at
+    the nominal share would make the API server reject exactly the pods the scheduler lets borrow.
+    Without a quota manager it is the tenant's nominal share, the only enforcement there is."""
+    return plane_totals(plan)[0] if borrowing(plan) else tenant_totals(tenant)[0]
+
+
+def workloads(plan: Plan) -> list[WorkloadDecision]:
+    """Workloads that run natively on the Kubernetes plane (not Slurm jobs hosted by an operator)."""
+    kube = plan.kube_plane
+    return plan.workloads_on(kube.name) if kube else []
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """How a workload maps onto pods: one pod per node's worth of GPUs."""
+
+    pods: int
+    gpus: int  # per pod
+    cpu: int  # cores requested per pod
+    memory_gib: int  # requested per pod
+
+
+def shape(plan: Plan, w: WorkloadDecision) -> PodShape:
+    s = slice_of(plan, w.pool)
+    per_node = w.gpus_per_node or (s.gpus_per_node if s else 0)
+    if per_node and w.gpus:
+        pods = max(w.facts.nodes, -(-w.gpus // per_node))
+        # a workload asking for fewer GPUs than its nodes hold (gpus: 1 on a 2-GPU box) gets that many
+        gpus = min(per_node, -(-w.gpus // pods))
+    else:
+        pods, gpus = w.facts.nodes, 0
+    if gpus and s:
+        # the node share the pod's GPUs stand for, less 20% for kubelet, system daemons and the
+        # GPU operator's pods (allocatable is below capacity)
+        cpu = max(1, s.cpus * gpus * 8 // (per_node * 10))
+        mem = max(1, s.memory_gib * gpus * 8 // (per_node * 10))
+    else:
+        cpu, mem = 1, 2
+    return PodShape(pods, gpus, cpu, mem)
+
+
+def node_selector(plan: Plan, pool: str) -> dict[str, str]:
+    """The labels node-labels.sh sets on this plane's nodes of `pool`. In a hybrid the plane label
+    is added, since a pool split between the planes has nodes of the same pool on both sides."""
+    out = {fabric.LABEL_POOL: pool}
+    if plan.hybrid:
+        out[fabric.LABEL_PLANE] = "kubernetes"
+    return out
+
+
+def topology_name(plan: Plan) -> str:
+    """Kueue / KAI Topology object name (cluster-scoped)."""
+    return f"{plan.name}-fabric"
+
+
+def has_topology(plan: Plan) -> bool:
+    return queues_enabled(plan) and bool(plan.fabric.levels) and bool(slices(plan))
+
+
+def level_topology(plan: Plan, api_version: str) -> list[dict[str, Any]]:
+    """A Kueue or KAI Topology: the fabric's levels broadest first, the hostname level last
+    (Kueue allows it only there; both take the same shape)."""
+    if not has_topology(plan):
+        return []
+    levels = [*plan.fabric.levels, fabric.LABEL_HOSTNAME]
+    return [{"apiVersion": api_version, "kind": "Topology", "metadata": meta(topology_name(plan)),
+             "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}]
+
+
+def resources(shape_: PodShape, *, limits_cpu_memory: bool = False) -> dict[str, Any]:
+    """Container resources: GPUs in requests and limits (extended resources cannot overcommit),
+    CPU and memory requested so that quota managers count them."""
+    req: dict[str, Any] = {"cpu": str(shape_.cpu), "memory": f"{shape_.memory_gib}Gi"}
+    lim: dict[str, Any] = {}
+    if shape_.gpus:
+        req[GPU] = str(shape_.gpus)
+        lim[GPU] = str(shape_.gpus)
+    if limits_cpu_memory:  # Ray sizes its raylet from limits
+        lim.update({"cpu": req["cpu"], "memory": req["memory"]})
+    out: dict[str, Any] = {"requests": req}
+    if lim:
+        out["limits"] = lim
+    return out

@@ -1,0 +1,67 @@
+"""How an object joins its tenant's queue under each gang scheduler, in one place.
+
+- Kueue: the `kueue.x-k8s.io/queue-name` label on the top object (Job, Deployment, RayCluster);
+  Kueue admits the whole object at once, and waitForPodsReady (the kueue release's values) makes
+  the start all-or-nothing.
+- Volcano: pods get `schedulerName: volcano`; a Volcano Job names its queue in spec.queue, plain
+  pods in the `scheduling.volcano.sh/queue-name` annotation; RayClusters use KubeRay's labels.
+- KAI: pods get `schedulerName: kai-scheduler` and the `kai.scheduler/queue` label (on the top
+  object too: KAI's pod grouper reads it there first).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...decide.plan import Plan
+from .common import (KAI_QUEUE_LABEL, KAI_SCHEDULER, KUEUE_QUEUE_LABEL, RAY_SCHEDULER_LABEL,
+                         RAY_VOLCANO_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, VOLCANO_SCHEDULER,
+                         queue_of, queues_enabled)
+
+
+@dataclass(frozen=True)
+class Wiring:
+    labels: dict[str, str] = field(default_factory=dict)  # on the top object
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+    scheduler_name: str | None = None  # pod spec schedulerName
+
+
+def for_pods(plan: Plan, tenant: str) -> Wiring:
+    """Jobs, Deployments and bare pods."""
+    if not queues_enabled(plan):
+        return Wiring()
+    q = queue_of(tenant)
+    if plan.gang_scheduler == "kueue":
+        return Wiring(labels={KUEUE_QUEUE_LABEL: q})
+    if plan.gang_scheduler == "volcano":
+        return Wiring(pod_annotations={VOLCANO_QUEUE_ANNOTATION: q}, scheduler_name=VOLCANO_SCHEDULER)
+    if plan.gang_scheduler == "kai":
+        return Wiring(labels={KAI_QUEUE_LABEL: q}, pod_labels={KAI_QUEUE_LABEL: q}, scheduler_name=KAI_SCHEDULER)
+    raise ValueError(f"unknown gang scheduler {plan.gang_scheduler!r}")
+
+
+def for_raycluster(plan: Plan, tenant: str) -> dict[str, str]:
+    """RayCluster labels. KubeRay (batchScheduler.name in the operator's values) then sets the
+    scheduler name on every pod and, for Volcano, creates a PodGroup with minMember = head + workers;
+    for KAI, KAI's pod grouper groups all the cluster's pods into one gang."""
+    if not queues_enabled(plan):
+        return {}
+    q = queue_of(tenant)
+    return {
+        "kueue": {KUEUE_QUEUE_LABEL: q},
+        "volcano": {RAY_SCHEDULER_LABEL: VOLCANO_SCHEDULER, RAY_VOLCANO_QUEUE_LABEL: q},
+        "kai": {KAI_QUEUE_LABEL: q},
+    }[plan.gang_scheduler or ""]
+
+
+def apply(template: dict[str, Any], wiring: Wiring) -> dict[str, Any]:
+    """Add the pod-level wiring to a PodTemplateSpec (in place) and return it."""
+    md = template.setdefault("metadata", {})
+    if wiring.pod_labels:
+        md.setdefault("labels", {}).update(wiring.pod_labels)
+    if wiring.pod_annotations:
+        md.setdefault("annotations", {}).update(wiring.pod_annotations)
+    if wiring.scheduler_name:
+        template["spec"]["schedulerName"] = wiring.scheduler_name
+    return template

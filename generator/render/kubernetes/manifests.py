@@ -1,0 +1,45 @@
+"""The Kubernetes plane's own objects: kubernetes/manifests/, kubernetes/workloads/ and
+kubernetes/node-labels.sh (Helm releases and their values are helm.py's, beside this module).
+
+Manifests are applied in file-name order (by Pulumi or GitOps), each file one multi-document YAML:
+  00-namespaces.yaml  a Namespace per tenant
+  10-quotas.yaml      a ResourceQuota on GPU requests per tenant namespace
+  20-<scheduler>.yaml the gang scheduler's queues (Kueue flavors/cohort/queues, Volcano or KAI queues)
+  30-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes)
+  40-ray.yaml         a RayCluster per Ray workload
+Files with nothing to say are not written. Returns {} without a Kubernetes plane.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...decide.plan import Plan
+from ...yamlio import dump_yaml_all
+from . import kai, kueue, labels, ray, tenancy, volcano, workloads
+from .common import queues_enabled, workloads as kube_workloads
+
+SCHEDULERS = {"kueue": kueue, "volcano": volcano, "kai": kai}
+
+
+def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    """File name (under kubernetes/manifests/) -> its objects, in apply order."""
+    files = {"00-namespaces.yaml": tenancy.namespaces(plan), "10-quotas.yaml": tenancy.quotas(plan)}
+    if queues_enabled(plan):
+        module = SCHEDULERS[plan.gang_scheduler or ""]
+        files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan)
+        files["30-topology.yaml"] = module.topology(plan)
+    files["40-ray.yaml"] = ray.objects(plan)
+    return {name: objs for name, objs in files.items() if objs}
+
+
+def starter_files(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    return {f"{w.name}.yaml": workloads.starter(plan, w) for w in kube_workloads(plan)}
+
+
+def render(plan: Plan) -> dict[str, bytes]:
+    if plan.kube_plane is None:
+        return {}
+    out = {f"kubernetes/manifests/{name}": dump_yaml_all(objs) for name, objs in manifests(plan).items()}
+    out.update({f"kubernetes/workloads/{name}": dump_yaml_all(objs) for name, objs in starter_files(plan).items()})
+    out["kubernetes/node-labels.sh"] = labels.render_script(plan).encode()
+    return out

@@ -1,0 +1,191 @@
+"""Starter manifests teams copy to submit their workload (kubernetes/workloads/<name>.yaml).
+
+Each is valid and runnable as-is with a clearly named placeholder image and command; each sits in
+its tenant's namespace, selects its pool's nodes, asks for its GPUs and joins its tenant's queue.
+
+- ray: a RayJob submitting to the workload's RayCluster (manifests/40-ray.yaml) by clusterSelector;
+  the cluster holds the gang, the RayJob only runs a small submitter pod.
+- service: a Deployment.
+- training / batch: Kueue or no scheduler: an Indexed batch/v1 Job; Volcano: a batch.volcano.sh Job
+  (minAvailable = pods when the gang is required); KAI: when the gang is required, a PodGroup with
+  minMember = pods and that many pods naming it (KAI's pod grouper gives a plain Job's pods
+  minMember 1 each, and skips owner-less pods that already name a PodGroup); otherwise a Job.
+- Multi-pod jobs get a headless Service, so rank 0 is reachable as <name>-0.<service>.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...spec import fabric
+from ...decide.plan import Plan, WorkloadDecision
+from . import gang, ray
+from .common import (KAI_PODGROUP_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY, TRAIN_IMAGE, PodShape,
+                         dns1035, has_topology, indexed_name, meta, namespace_of, node_selector, queue_of,
+                         resources, shape, topology_name)
+
+JOB_SECONDS = 300  # the placeholder job prints, then holds its GPUs this long, then succeeds
+
+
+def _command(w: WorkloadDecision, forever: bool) -> list[str]:
+    hold = "sleep infinity" if forever else f"sleep {JOB_SECONDS}"
+    return ["bash", "-c",
+            f"echo 'orchgen placeholder for {w.name}: replace image and command'; "
+            f"hostname; nvidia-smi -L || true; {hold}"]
+
+
+def _container(w: WorkloadDecision, sh: PodShape, forever: bool, env: list[dict[str, Any]]) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": "main", "image": TRAIN_IMAGE, "command": _command(w, forever),
+                         "resources": resources(sh)}
+    if env:
+        c["env"] = env
+    if sh.gpus:
+        c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]  # NCCL needs a big /dev/shm
+    return c
+
+
+def _pod_spec(plan: Plan, w: WorkloadDecision, sh: PodShape, *, forever: bool, restart: str,
+              env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"restartPolicy": restart, "nodeSelector": node_selector(plan, w.pool),
+                            "containers": [_container(w, sh, forever, env or [])]}
+    if sh.gpus:
+        spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    return spec
+
+
+def _rendezvous_env(sh: PodShape, master: str, rank_from: str | None) -> list[dict[str, Any]]:
+    """torchrun-style variables: rank 0's stable DNS name, world size, this pod's rank."""
+    if sh.pods < 2:
+        return []
+    env = [{"name": "MASTER_ADDR", "value": master},
+           {"name": "MASTER_PORT", "value": "29500"},
+           {"name": "NNODES", "value": str(sh.pods)}]
+    if rank_from:
+        env.append({"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": rank_from}}})
+    return env
+
+
+def _headless_service(w: WorkloadDecision, selector: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta(dns1035(w.name), namespace_of(w.tenant)),
+            "spec": {"clusterIP": "None", "selector": selector,
+                     "ports": [{"name": "rendezvous", "port": 29500, "targetPort": 29500}]}}
+
+
+def _template(plan: Plan, w: WorkloadDecision, spec: dict[str, Any], labels: dict[str, str],
+              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    md: dict[str, Any] = {"labels": dict(labels)}
+    if annotations:
+        md["annotations"] = dict(annotations)
+    return gang.apply({"metadata": md, "spec": spec}, gang.for_pods(plan, w.tenant))
+
+
+def _tas_annotations(plan: Plan, w: WorkloadDecision, sh: PodShape) -> dict[str, str]:
+    """Kueue topology-aware scheduling: keep a gang on one leaf switch when it fits (preferred)."""
+    if plan.gang_scheduler == "kueue" and has_topology(plan) and sh.pods > 1:
+        return {KUEUE_PREFERRED_TOPOLOGY: fabric.LABEL_LEAF}
+    return {}
+
+
+def indexed_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
+    sh = shape(plan, w)
+    name = indexed_name(w.name, sh.pods)
+    sel = {"orchgen.io/workload": w.name}
+    env = _rendezvous_env(sh, f"{name}-0.{dns1035(w.name)}",
+                          "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    spec = _pod_spec(plan, w, sh, forever=False, restart="Never", env=env)
+    if sh.pods > 1:
+        spec["subdomain"] = dns1035(w.name)
+    wiring = gang.for_pods(plan, w.tenant)
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": meta(name, namespace_of(w.tenant), labels=wiring.labels),
+           "spec": {"completionMode": "Indexed", "completions": sh.pods, "parallelism": sh.pods,
+                    # a gang is restarted as a whole, not pod by pod
+                    "backoffLimit": 0 if w.gang_scheduler_required else 3,
+                    "template": _template(plan, w, spec, sel, _tas_annotations(plan, w, sh))}}
+    return ([_headless_service(w, sel)] if sh.pods > 1 else []) + [job]
+
+
+def volcano_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
+    sh = shape(plan, w)
+    # Volcano's svc plugin names pods (and hostnames) <job>-<task>-<index> under a headless Service
+    # named after the job, hence a DNS-1035 name; its env plugin gives each pod its rank as VC_TASK_INDEX.
+    name = indexed_name(dns1035(w.name), sh.pods, "-worker")
+    env = _rendezvous_env(sh, f"{name}-worker-0.{name}", None)
+    spec = _pod_spec(plan, w, sh, forever=False, restart="Never", env=env)
+    gang = sh.pods if w.gang_scheduler_required else 1
+    job_spec: dict[str, Any] = {
+        "schedulerName": "volcano", "queue": queue_of(w.tenant), "minAvailable": gang, "maxRetry": 3,
+        "tasks": [{"name": "worker", "replicas": sh.pods, "minAvailable": gang,
+                   "template": {"metadata": {"labels": {"orchgen.io/workload": w.name}}, "spec": spec}}],
+    }
+    if sh.pods > 1:
+        job_spec["plugins"] = {"svc": [], "env": []}
+    if w.gang_scheduler_required:
+        # a gang is restarted whole: a lost member leaves the others waiting on a collective
+        job_spec["policies"] = [{"event": "PodEvicted", "action": "RestartJob"},
+                                {"event": "PodFailed", "action": "RestartJob"}]
+        if plan.fabric.levels:
+            job_spec["networkTopology"] = {"mode": "soft"}  # prefer the fewest HyperNode tiers
+    return [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+             "metadata": meta(name, namespace_of(w.tenant)), "spec": job_spec}]
+
+
+def kai_gang(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
+    sh = shape(plan, w)
+    pg_name = w.name
+    pg_spec: dict[str, Any] = {"minMember": sh.pods, "queue": queue_of(w.tenant)}
+    if has_topology(plan):
+        pg_spec["topologyConstraint"] = {"topology": topology_name(plan),
+                                         "preferredTopologyLevel": fabric.LABEL_LEAF}
+    out: list[dict[str, Any]] = [{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                                  "metadata": meta(pg_name, namespace_of(w.tenant),
+                                                   labels=gang.for_pods(plan, w.tenant).labels),
+                                  "spec": pg_spec}]
+    sel = {"orchgen.io/workload": w.name}
+    if sh.pods > 1:
+        out.append(_headless_service(w, sel))
+    stem = indexed_name(w.name, sh.pods)
+    for rank in range(sh.pods):
+        env = _rendezvous_env(sh, f"{stem}-0.{dns1035(w.name)}", None)
+        if env:
+            env.append({"name": "NODE_RANK", "value": str(rank)})
+        spec = _pod_spec(plan, w, sh, forever=False, restart="Never", env=env)
+        spec.update({"hostname": f"{stem}-{rank}", "subdomain": dns1035(w.name)} if sh.pods > 1 else {})
+        template = _template(plan, w, spec, sel, {KAI_PODGROUP_ANNOTATION: pg_name})
+        md = meta(f"{w.name}-{rank}", namespace_of(w.tenant), labels=template["metadata"]["labels"],
+                  annotations=template["metadata"]["annotations"])
+        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": template["spec"]})
+    return out
+
+
+def deployment(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
+    sh = shape(plan, w)
+    sel = {"orchgen.io/workload": w.name}
+    wiring = gang.for_pods(plan, w.tenant)
+    spec = _pod_spec(plan, w, sh, forever=True, restart="Always")
+    return [{"apiVersion": "apps/v1", "kind": "Deployment",
+             "metadata": meta(w.name, namespace_of(w.tenant), labels=wiring.labels),
+             "spec": {"replicas": sh.pods, "selector": {"matchLabels": sel},
+                      "template": _template(plan, w, spec, sel)}}]
+
+
+def rayjob(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
+    # No queue label: Kueue refuses to manage a RayJob that uses an existing cluster, and the
+    # cluster it submits to is already admitted as one gang.
+    return [{"apiVersion": "ray.io/v1", "kind": "RayJob",
+             # KubeRay rejects RayJob names that are no DNS-1035 label of at most 47 characters
+             "metadata": meta(f"{dns1035(w.name, 43)}-job", namespace_of(w.tenant)),
+             "spec": {"clusterSelector": {"ray.io/cluster": ray.cluster_name(w)},
+                      "entrypoint": "python -c \"import ray; ray.init(); print(ray.cluster_resources())\"",
+                      "shutdownAfterJobFinishes": False}}]
+
+
+def starter(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
+    if w.workload_class == "ray":
+        return rayjob(plan, w)
+    if w.workload_class == "service":
+        return deployment(plan, w)
+    if plan.gang_scheduler == "volcano":
+        return volcano_job(plan, w)
+    if plan.gang_scheduler == "kai" and w.gang_scheduler_required:
+        return kai_gang(plan, w)
+    return indexed_job(plan, w)

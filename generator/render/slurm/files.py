@@ -1,0 +1,45 @@
+"""The Slurm plane's files: `slurm_config(plan)` is the one source of truth ({file name: text});
+`render(plan)` writes it under slurm/ when Slurm runs on bare metal. A Slurm-on-Kubernetes renderer
+(Slinky, Soperator) reuses `slurm_config` or `model.model` for the same nodes, GRES, partitions and
+topology.
+
+Line-oriented files come from templates/slurm/*.j2 over the model; topology.yaml is dumped from data.
+"""
+from __future__ import annotations
+
+from ...decide.plan import Plan
+from ...yamlio import dump_yaml
+from ..templating import render_template
+from .model import RayJob, SlurmModel, model
+
+def slurm_config(plan: Plan) -> dict[str, str]:
+    """{file name: text} of the Slurm plane's configuration, whatever hosts it."""
+    m = model(plan)
+    jobs = {j.file: j for j in m.ray_jobs}
+    return {name: _file(m, name, jobs.get(name)) for name in m.files}
+
+
+def _file(m: SlurmModel, name: str, job: RayJob | None) -> str:
+    if job is not None:
+        return render_template("slurm/ray.sbatch.j2", m=m, job=job).decode()
+    if name == "topology.yaml":  # YAML is dumped from data; only its comment header is a template
+        return _template("topology.yaml.header.j2", m) + dump_yaml(m.topology.yaml_data()).decode()
+    return _template(f"{name}.j2", m)
+
+
+def _template(name: str, m: SlurmModel) -> str:
+    return render_template(f"slurm/{name}", m=m).decode()
+
+
+def render(plan: Plan) -> dict[str, bytes]:
+    """Bare-metal Slurm: the configs under slurm/. Slurm on Kubernetes is written by its operator's
+    renderer (from `slurm_config`), so nothing here then."""
+    plane = plan.slurm_plane
+    if plane is None or plane.host != "bare-metal":
+        return {}
+    return {f"slurm/{name}": text.encode() for name, text in slurm_config(plan).items()}
+
+
+def summary(plan: Plan) -> SlurmModel | None:
+    """The model for the README's Slurm section (None without a Slurm plane)."""
+    return model(plan) if plan.slurm_plane else None

@@ -1,0 +1,218 @@
+"""The Slurm plane's network topology, cut from the one fabric model and shaped by the Slurm version.
+
+What each version can say (checked against the topology.conf(5), topology.yaml(5) and slurm.conf(5)
+man pages of Slurm 22.05, 24.11 and 26.05, and by booting them; see tests/test_slurm_real.py):
+
+* every version: topology/tree in topology.conf, `SwitchName=leaf001 Nodes=...`, `SwitchName=spine
+  Switches=...`, one TopologyPlugin for the whole cluster;
+* 23.11: topology/block (`BlockName=... Nodes=...`), every block the same size, no BlockSizes;
+* 24.05: `BlockSizes=base,2*base,...` (each size a power-of-two multiple of the previous, every block
+  at least the base size);
+* 25.05: topology.yaml, which holds several named topologies at once (the fabric tree as the
+  cluster default beside block topologies), bound per partition with `Topology=`; when it exists
+  topology.conf and TopologyPlugin are ignored.
+
+Before 25.05 one plugin covers every node, so blocks are written only when every Slurm node sits in
+an NVLink domain of one size; otherwise the tree is written and the reason goes at the top of the
+file (and into the README). A topology/block cluster places nodes outside every block in no
+multi-node job, and one BlockSizes list cannot describe domains of two sizes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...spec import hostlist
+from ...errors import OrchgenError
+from ...decide.plan import Plan, PoolSlice
+
+TREE_TOPOLOGY = "fabric"  # topology.yaml name of the fabric tree (the cluster default)
+
+
+def version_of(plan: Plan) -> tuple[int, int]:
+    major, minor = plan.slurm_version.split(".")
+    return int(major), int(minor)
+
+
+def block_topology_name(size: int) -> str:
+    """topology.yaml name of the block topology of `size`-node NVLink domains: stable as pools change."""
+    return f"nvlink{size}"
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    nodes: tuple[str, ...]  # a leaf's nodes (empty above the leaves)
+    switches: tuple[str, ...]  # a spine's leaves, the core's spines
+
+    @property
+    def line(self) -> str:
+        child = f"Nodes={hostlist.compress(self.nodes)}" if self.nodes else \
+            f"Switches={hostlist.compress(self.switches)}"
+        return f"SwitchName={self.name} {child}"
+
+    def yaml(self) -> dict[str, str]:
+        key, value = ("nodes", self.nodes) if self.nodes else ("children", self.switches)
+        return {"switch": self.name, key: hostlist.compress(value)}
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str  # the NVLink domain's name in the fabric model
+    nodes: tuple[str, ...]
+
+    @property
+    def hostlist(self) -> str:
+        return hostlist.compress(self.nodes)
+
+
+@dataclass(frozen=True)
+class BlockTopology:
+    """The NVLink domains of one size: blocks, and the sizes Slurm may aggregate them to."""
+
+    size: int
+    pools: tuple[str, ...]
+    blocks: tuple[Block, ...]
+
+    @property
+    def name(self) -> str:
+        return block_topology_name(self.size)
+
+    @property
+    def block_sizes(self) -> tuple[int, ...]:
+        """The base size, then each doubling that still fits in the blocks there are."""
+        sizes = [self.size]
+        while sizes[-1] * 2 <= self.size * len(self.blocks):
+            sizes.append(sizes[-1] * 2)
+        return tuple(sizes)
+
+
+@dataclass(frozen=True)
+class Topology:
+    file: str  # topology.conf | topology.yaml
+    plugin: str | None  # TopologyPlugin for slurm.conf; None with topology.yaml (it is ignored then)
+    tree: tuple[Switch, ...]  # leaves first, then spines, then the core
+    blocks: tuple[BlockTopology, ...]  # what is written: one (topology.conf) or one per size (yaml)
+    block_sizes_line: bool  # topology.conf: BlockSizes= (24.05+)
+    notes: tuple[str, ...]  # why the file looks as it does (fallbacks); file header and README
+
+    @property
+    def kind(self) -> str:
+        return "yaml" if self.file == "topology.yaml" else self.plugin.split("/")[1]  # type: ignore[union-attr]
+
+    def partition_topology(self, pools: list[str]) -> str | None:
+        """topology.yaml name a partition over `pools` binds to; None means the cluster default.
+
+        A partition can use a block topology only if each of its nodes is in one of its blocks
+        (Slurm refuses to place a job on nodes outside the blocks), so only partitions whose pools
+        all belong to one block topology bind to it."""
+        if self.kind != "yaml":
+            return None
+        for topo in self.blocks:
+            if pools and set(pools) <= set(topo.pools):
+                return topo.name
+        return None
+
+    def yaml_data(self) -> list[dict]:
+        """topology.yaml as data: the tree first (cluster default), then the block topologies."""
+        out: list[dict] = [{"topology": TREE_TOPOLOGY, "cluster_default": True,
+                            "tree": {"switches": [s.yaml() for s in self.tree]}}]
+        for topo in self.blocks:
+            out.append({"topology": topo.name, "cluster_default": False,
+                        "block": {"block_sizes": list(topo.block_sizes),
+                                  "blocks": [{"block": b.name, "nodes": b.hostlist}
+                                             for b in topo.blocks]}})
+        return out
+
+
+def slurm_tree(plan: Plan, slices: tuple[PoolSlice, ...]) -> tuple[Switch, ...]:
+    """The fabric restricted to the Slurm plane's leaves: spines without one of them dropped, the
+    core kept only over several remaining spines. Leaves are whole (a plane owns whole leaves)."""
+    fab = plan.fabric
+    mine = {leaf for s in slices for leaf in s.leaves}
+    switches = [Switch(leaf.name, leaf.nodes, ()) for leaf in fab.leaves if leaf.name in mine]
+    spines = [(sp.name, tuple(leaf for leaf in sp.leaves if leaf in mine)) for sp in fab.spines]
+    spines = [(name, leaves) for name, leaves in spines if leaves]
+    switches += [Switch(name, (), leaves) for name, leaves in spines]
+    if len(spines) > 1:
+        switches.append(Switch(fab.core or "core", (), tuple(name for name, _ in spines)))
+    return tuple(switches)
+
+
+def _block_topologies(plan: Plan, slices: tuple[PoolSlice, ...]) -> tuple[BlockTopology, ...]:
+    """One per NVLink domain size, in pool order; a domain split between planes is refused."""
+    sizes: dict[int, list[PoolSlice]] = {}
+    for s in slices:
+        if s.nvlink_domain_nodes > 1:
+            sizes.setdefault(s.nvlink_domain_nodes, []).append(s)
+    out = []
+    for size, pools in sizes.items():
+        names = {s.pool for s in pools}
+        slurm_nodes = {n for s in pools for n in s.nodes}
+        blocks = []
+        for dom in plan.fabric.domains:
+            if dom.pool not in names:
+                continue
+            inside = [n for n in dom.nodes if n in slurm_nodes]
+            if inside and len(inside) < len(dom.nodes):
+                raise OrchgenError(
+                    f"NVLink domain {dom.name} of pool {dom.pool!r} is split between the Slurm plane "
+                    f"({len(inside)} of its {len(dom.nodes)} nodes) and another plane, because leaf "
+                    f"switches ({plan.fabric.nodes_per_leaf} nodes) do not line up with NVLink domains "
+                    f"({size} nodes); Slurm's topology/block needs whole domains: make "
+                    "fabric.nodes_per_leaf a multiple or a divisor of nvlink_domain_nodes",
+                    plan.source, None, "fleet.fabric.nodes_per_leaf")
+            if inside:
+                blocks.append(Block(dom.name, dom.nodes))
+        out.append(BlockTopology(size, tuple(s.pool for s in pools), tuple(blocks)))
+    return tuple(out)
+
+
+def topology(plan: Plan) -> Topology:
+    plane = plan.slurm_plane
+    assert plane is not None
+    slices = plane.slices
+    tree = slurm_tree(plan, slices)
+    version = version_of(plan)
+    nvlink = [s for s in slices if s.nvlink_domain_nodes > 1]
+    if version >= (25, 5):
+        return Topology("topology.yaml", None, tree, _block_topologies(plan, slices), False, ())
+    if not nvlink:
+        return Topology("topology.conf", "topology/tree", tree, (), False, ())
+    why = _no_blocks_reason(plan.slurm_version, slices, nvlink)
+    if why:
+        return Topology("topology.conf", "topology/tree", tree, (), False, (why,))
+    notes = ["topology/block replaces the fabric tree here: before Slurm 25.05 one topology plugin "
+             "covers the whole cluster (topology.yaml from 25.05 holds both)"]
+    if version < (24, 5):
+        notes.append(f"no BlockSizes line: it needs Slurm 24.05 (this is {plan.slurm_version}); "
+                     "Slurm picks the aggregation levels itself")
+    return Topology("topology.conf", "topology/block", tree, _block_topologies(plan, slices),
+                    version >= (24, 5), tuple(notes))
+
+
+def _no_blocks_reason(version: str, slices: tuple[PoolSlice, ...], nvlink: list[PoolSlice]) -> str | None:
+    """Why NVLink domains cannot be written as topology/block before 25.05, or None if they can."""
+    major, minor = version.split(".")
+    if (int(major), int(minor)) < (23, 11):
+        return (f"NVLink domains not described: topology/block needs Slurm 23.11 and this is "
+                f"{version}; the fabric tree is written instead "
+                "(slurm_version 25.05 or later writes topology.yaml with both)")
+    plain = [s.pool for s in slices if s.nvlink_domain_nodes <= 1]
+    if plain:
+        return (f"NVLink domains not described: pool(s) {', '.join(plain)} have none, and under "
+                "topology/block nodes outside every block get no multi-node jobs; before Slurm 25.05 "
+                "one topology plugin covers the cluster, so the fabric tree is written instead "
+                "(slurm_version 25.05 or later writes topology.yaml with both)")
+    sizes = sorted({s.nvlink_domain_nodes for s in nvlink})
+    if len(sizes) > 1:
+        return (f"NVLink domains not described: they come in sizes {', '.join(map(str, sizes))} and "
+                "one topology/block has one base block size; the fabric tree is written instead "
+                "(slurm_version 25.05 or later writes topology.yaml with one block topology per size)")
+    return None
+
+
+def covered_nodes(topo: Topology) -> list[str]:
+    """Every node the written topology places, in file order (tests: each Slurm node exactly once)."""
+    if topo.kind == "block":
+        return [n for t in topo.blocks for b in t.blocks for n in b.nodes]
+    return [n for s in topo.tree for n in s.nodes]

@@ -1,0 +1,16 @@
+"""The input side: what workload.yaml says, checked, with nothing decided yet.
+
+- `models.py`: the pydantic models of workload.yaml (the public input contract);
+- `load.py`: `load(path)` / `load_located(path)`: YAML with the line of every key, validated,
+  errors as `file:line: field: message`;
+- `checks.py`: rules that span fields (references, duplicates, hostnames);
+- `hostlist.py`: Slurm hostlist expand / compress;
+- `fabric.py`: the one fabric model (node -> leaf -> spine, NVLink domains) and its node labels.
+
+May import: errors, catalog and the standard library / PyYAML / pydantic. Never the decision
+(generator.decide) nor a renderer: the input is described before anything is decided about it.
+"""
+from .load import load, load_located
+from .models import Fleet, Pool, Tenant, Workload, format_path, json_schema
+
+__all__ = ["load", "load_located", "Fleet", "Pool", "Tenant", "Workload", "format_path", "json_schema"]

@@ -1,0 +1,118 @@
+"""Rules of workload.yaml that span fields: references, duplicates, hostnames.
+
+Each rule yields (message, path); `load` turns the first into an error with its line.
+Everything here is something a real consumer would reject later (Slurm: a node defined twice, a
+hostname it cannot take; Kubernetes: a node name that is no DNS label), caught before writing.
+Rules that depend on the decision (names only Slurm rejects, checked only when Slurm is planned)
+are the decision's: generator/decide/slurm_names.py.
+"""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+
+from .. import catalog
+from . import hostlist
+from .models import MAX_FLEET_NODES, Fleet, Path_, Pool, _dns_label
+
+# Namespaces a tenant cannot take: Kubernetes' own and the ones our releases install into.
+RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"} | {
+    entry.namespace for entry in catalog.CATALOG.values()
+}
+
+Problem = tuple[str, Path_]
+
+
+def default_hostnames(pool: Pool) -> str:
+    width = max(3, len(str(pool.nodes)))
+    if pool.nodes == 1:
+        return f"{pool.name}-{1:0{width}d}"
+    return f"{pool.name}-[{1:0{width}d}-{pool.nodes:0{width}d}]"
+
+
+def pool_hostnames(pool: Pool) -> list[str]:
+    return hostlist.expand(pool.hostnames or default_hostnames(pool))
+
+
+def check_fleet(fleet: Fleet) -> Iterator[Problem]:
+    yield from _unique(fleet)
+    yield from _pools(fleet)
+    yield from _workloads(fleet)
+    for name in sorted(fleet.options.versions):
+        if name not in catalog.CATALOG:
+            yield _unknown("component", name, list(catalog.CATALOG)), ("options", "versions", name)
+    for i, tenant in enumerate(fleet.tenants):
+        if tenant.name in RESERVED_NAMESPACES:
+            yield (f"{tenant.name!r} is reserved (a system or add-on namespace); pick another tenant name",
+                   ("tenants", i, "name"))
+
+
+def _unique(fleet: Fleet) -> Iterator[Problem]:
+    for section, items in (("fleet.pools", fleet.fleet.pools), ("tenants", fleet.tenants),
+                           ("workloads", fleet.workloads)):
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if item.name in seen:
+                yield f"duplicate name {item.name!r}", (*section.split("."), i, "name")
+            seen.add(item.name)
+
+
+def _pools(fleet: Fleet) -> Iterator[Problem]:
+    owner: dict[str, str] = {}
+    total = 0
+    for i, pool in enumerate(fleet.fleet.pools):
+        at: Path_ = ("fleet", "pools", i)
+        total += pool.nodes
+        try:
+            if pool.hostnames is not None and hostlist.count(pool.hostnames) != pool.nodes:
+                yield (f"hostlist {pool.hostnames!r} names {hostlist.count(pool.hostnames)} nodes "
+                       f"but nodes is {pool.nodes}"), (*at, "hostnames")
+                continue
+            names = pool_hostnames(pool)
+        except hostlist.HostlistError as exc:
+            yield f"not a Slurm hostlist: {exc}", (*at, "hostnames")
+            continue
+        for name in names:
+            try:
+                _dns_label(name)
+            except ValueError as exc:
+                yield f"hostname {exc} (Slurm node and Kubernetes node names must be)", (*at, "hostnames")
+                break
+            if name in owner:
+                where = "twice in this pool" if owner[name] == pool.name else f"also in pool {owner[name]!r}"
+                yield f"hostname {name!r} is {where}: a node can be defined once", (*at, "hostnames")
+                break
+            owner[name] = pool.name
+        if pool.nvlink_domain_nodes > 1:
+            if pool.gpu is None:
+                yield "an NVLink domain needs GPUs: this pool has no gpu", (*at, "nvlink_domain_nodes")
+            elif pool.nodes % pool.nvlink_domain_nodes:
+                yield (f"{pool.nodes} nodes do not fill whole NVLink domains of "
+                       f"{pool.nvlink_domain_nodes} nodes"), (*at, "nvlink_domain_nodes")
+    if total > MAX_FLEET_NODES:
+        yield f"the fleet has {total} nodes; orchgen plans at most {MAX_FLEET_NODES}", ("fleet", "pools")
+
+
+def _workloads(fleet: Fleet) -> Iterator[Problem]:
+    pools = {p.name: p for p in fleet.fleet.pools}
+    tenants = [t.name for t in fleet.tenants]
+    for i, w in enumerate(fleet.workloads):
+        at: Path_ = ("workloads", i)
+        if w.pool is not None and w.pool not in pools:
+            yield _unknown("pool", w.pool, list(pools)), (*at, "pool")
+        if w.tenant is not None and w.tenant not in tenants:
+            yield _unknown("tenant", w.tenant, tenants), (*at, "tenant")
+        pool = pools.get(w.pool or "")
+        if pool is not None and w.nodes > pool.nodes:
+            yield f"spans {w.nodes} nodes but pool {pool.name!r} has {pool.nodes}", (*at, "nodes")
+        if pool is not None and pool.gpu is None and w.gpus:
+            yield f"asks for {w.gpus} GPUs but pool {pool.name!r} has no GPUs", (*at, "gpus")
+        if pool is None and w.nodes > sum(p.nodes for p in pools.values()):
+            yield f"spans {w.nodes} nodes but the fleet has {sum(p.nodes for p in pools.values())}", (*at, "nodes")
+
+
+def _unknown(what: str, name: str, known: list[str]) -> str:
+    hint = difflib.get_close_matches(name, known, n=1)
+    if hint:
+        return f"unknown {what} {name!r} (did you mean {hint[0]!r}?)"
+    return f"unknown {what} {name!r}; known: {', '.join(known) or 'none defined'}"

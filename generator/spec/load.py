@@ -1,0 +1,193 @@
+"""`load(path)`: read workload.yaml with the line of every key, validate it against the models and
+the cross-field checks, and raise errors that name the file, the line and the field, e.g.
+`fleet.yaml:12: fleet.pools[0].gpu.count: must be at least 1 (got 0)`.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ..errors import OrchgenError
+from .checks import check_fleet
+from .models import Fleet, Path_, _short, format_path
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_YAML_NODES = 200_000  # after alias expansion: stops a "billion laughs" YAML bomb early
+MAX_YAML_DEPTH = 40
+
+class _Source:
+    """The parsed document plus the line of every key and item, by path."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.lines: dict[Path_, int] = {}
+        self._built = 0
+        self._constructor = yaml.SafeLoader("")  # only its scalar constructors are used
+
+    def error(self, message: str, path: Path_ = (), line: int | None = None) -> OrchgenError:
+        return OrchgenError(message, self.file, line or self.line_of(path), format_path(path) or None)
+
+    def line_of(self, path: Path_) -> int | None:
+        for end in range(len(path), -1, -1):
+            if path[:end] in self.lines:
+                return self.lines[path[:end]]
+        return None
+
+    def build(self, node: yaml.Node, path: Path_ = ()) -> Any:
+        self._built += 1
+        if self._built > MAX_YAML_NODES:
+            raise self.error(f"document expands to more than {MAX_YAML_NODES} YAML nodes", path)
+        if len(path) > MAX_YAML_DEPTH:
+            raise self.error(f"nested deeper than {MAX_YAML_DEPTH} levels", path)
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            out: dict[str, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.build_key(key_node, path)
+                if key in out:
+                    raise self.error(f"duplicate key {key!r}", path + (key,), key_node.start_mark.line + 1)
+                self.lines[path + (key,)] = key_node.start_mark.line + 1
+                out[key] = self.build(value_node, path + (key,))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+        if node.tag not in _SCALAR_TAGS:
+            raise self.error(f"unsupported YAML tag {node.tag}", path)
+        return self._constructor.construct_object(node, deep=True)
+
+    def build_key(self, node: yaml.Node, path: Path_) -> str:
+        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
+            raise self.error("mapping keys must be plain strings", path, node.start_mark.line + 1)
+        return str(node.value)
+
+
+_SCALAR_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null")}
+
+
+def _read(path: Path) -> tuple[_Source, Any]:
+    src = _Source(str(path))
+    if path.is_dir():
+        raise src.error("is a directory, not a workload.yaml file")
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise src.error("no such file") from None
+    except OSError as exc:
+        raise src.error(f"cannot read: {exc.strerror}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise src.error(f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise src.error(f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except RecursionError:  # PyYAML composes recursively: `[[[[...` thousands deep overflows it
+        raise src.error(f"malformed YAML: nested deeper than {MAX_YAML_DEPTH} levels") from None
+    except yaml.reader.ReaderError as exc:  # a control character: it has a position, not a mark
+        line = text.count("\n", 0, exc.position) + 1
+        char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        raise src.error(f"malformed YAML: control character {char} is not allowed", line=line) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "malformed YAML"
+        raise src.error(f"malformed YAML: {problem}", line=mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as exc:
+        raise src.error(f"malformed YAML: {exc}") from None
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        raise src.error("file is empty: expected a Fleet document (apiVersion: orchgen/v1alpha1)")
+    if len(nodes) > 1:
+        raise src.error("holds several YAML documents; expected one Fleet", line=nodes[1].start_mark.line + 1)
+    data = src.build(nodes[0])
+    if not isinstance(data, dict):
+        raise src.error("expected a mapping with apiVersion, kind, metadata, fleet, workloads", line=1)
+    return src, data
+
+
+def _message(err: dict[str, Any], data: Any) -> str:
+    kind, loc = err["type"], err["loc"]
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(data, loc[:-1])
+        hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        return "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else f"; allowed: {', '.join(allowed)}")
+    if kind == "missing":
+        return "required field is missing"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    value = err.get("input")
+    if kind == "literal_error" and isinstance(value, str):
+        choices = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+        hint = difflib.get_close_matches(value, choices, n=1)
+        if hint:
+            msg += f" (did you mean {hint[0]!r}?)"
+    if kind in ("greater_than_equal", "less_than_equal", "too_short", "too_long"):
+        msg += f" (got {_short(value)})" if not isinstance(value, (list, dict)) else ""
+    if kind == "string_type" and isinstance(value, float) and loc and str(loc[-1]).endswith("version"):
+        msg += f"; write the version in quotes, e.g. \"25.11\" (YAML read it as the number {value!r})"
+    elif kind.endswith("_type") and not isinstance(value, (dict, list)):
+        msg += f" (got {type(value).__name__} {_short(value)})"
+    return msg
+
+
+def _allowed_keys(data: Any, loc: tuple[Any, ...]) -> list[str]:
+    model: Any = Fleet
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        model = _model_of(field.annotation)
+    return sorted(getattr(model, "model_fields", {}))
+
+
+def _model_of(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def load(path: str | Path) -> Fleet:
+    """Parse and check a workload.yaml; raise OrchgenError naming file, line and field."""
+    return load_located(path)[0]
+
+
+def load_located(path: str | Path) -> tuple[Fleet, Callable[[OrchgenError], OrchgenError]]:
+    """`load`, plus a function that points a later error (the planner's or a renderer's, which
+    name a field but know no file or line) at the file and line of that field."""
+    src, data = _read(Path(path))
+    fields = {format_path(key): line for key, line in src.lines.items()}
+
+    def locate(err: OrchgenError) -> OrchgenError:
+        if err.field and err.line is None:
+            field = err.field
+            while field and field not in fields:  # fall back to the nearest enclosing key
+                field = field[: max(field.rfind("."), field.rfind("["), 0)]
+            err.file, err.line = src.file, fields.get(field)
+        return err
+
+    try:
+        fleet = Fleet.model_validate(data)
+    except ValidationError as exc:
+        errors = sorted(exc.errors(), key=lambda e: (src.line_of(_loc(e)) or 0, format_path(_loc(e))))
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more error{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
+        raise src.error(_message(first, data) + more, _loc(first)) from None
+    for message, loc in check_fleet(fleet):
+        raise src.error(message, loc)
+    return fleet, locate
+
+
+def _loc(err: dict[str, Any]) -> Path_:
+    # pydantic inserts validator names into loc for constrained types; keep only real keys
+    return tuple(p for p in err["loc"] if isinstance(p, int) or not str(p).startswith(("function-", "literal[")))
