@@ -25,6 +25,7 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False):
         fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update={"gitops": gitops})})
     try:
         plan = make_plan(fleet, path)
+        _warn(plan, locate)
         if not render:
             return plan, None
         from .render import render as render_files
@@ -32,6 +33,17 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False):
         return plan, render_files(plan)
     except OrchgenError as err:
         raise locate(err) from None
+
+
+def _warn(plan, locate) -> None:
+    """Each warning as one stderr line naming file:line: field; under options.strict the first one
+    refuses the plan instead (exit 2, nothing written)."""
+    for warning in plan.warnings:
+        err = locate(OrchgenError(warning.message, None, None, warning.field))
+        if plan.strict:
+            err.message += " (options.strict: true refuses what would otherwise be a warning)"
+            raise err
+        click.echo(f"orchgen: warning: {err}", err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

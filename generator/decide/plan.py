@@ -113,6 +113,18 @@ class Tenant:
 
 
 @dataclass(frozen=True)
+class Warning_:
+    """Something the plan does that the user did not ask for, or cannot keep: printed by `plan` and
+    `recommend` (file:line: field: message), kept in plan.json, and an error under options.strict."""
+
+    message: str
+    field: str  # the workload.yaml field it is about, e.g. "workloads[2].tenant"
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str
     source: str  # file name of the input (no directory: bundles must not depend on where they ran)
@@ -130,6 +142,8 @@ class Plan:
     reasons: tuple[str, ...]  # fleet-level decisions, in the order they were taken
     # The GitOps repository's clone URL (options.gitops_repo); None: Argo CD gets a placeholder.
     gitops_repo: str | None = None
+    warnings: tuple[Warning_, ...] = ()
+    strict: bool = False  # options.strict: a warning refuses the plan
 
     @property
     def kube_plane(self) -> Plane | None:
@@ -161,6 +175,7 @@ class Plan:
                 "charts": {c: ch.version for c, ch in sorted(self.charts.items())},
             },
             "reasons": list(self.reasons),
+            **({"warnings": [str(w) for w in self.warnings]} if self.warnings else {}),
             "planes": {name: _plane_json(p) for name, p in self.planes.items()},
             "fabric": _fabric_json(self.fabric),
             "tenants": [

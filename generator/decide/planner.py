@@ -13,7 +13,7 @@ from ..spec.checks import pool_hostnames
 from . import slurm_names
 from .rules import recommend
 from .partition import split
-from .plan import Plan, Plane, PoolSlice, Quota, Tenant, WorkloadDecision
+from .plan import Plan, Plane, PoolSlice, Quota, Tenant, Warning_, WorkloadDecision
 from ..errors import OrchgenError
 from ..spec.models import Fleet, Pool, format_path
 
@@ -29,6 +29,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     for message, loc in slurm_names.problems(fleet, decisions):
         raise OrchgenError(message, file, None, format_path(loc))
     reasons: list[str] = []
+    warnings: list[Warning_] = []  # what the user must hear about; errors under options.strict
     pools = {p.name: p for p in fleet.fleet.pools}
     hosts = {p.name: pool_hostnames(p) for p in fleet.fleet.pools}
     fab = fabric_mod.build(fleet.fleet.fabric.kind, fleet.fleet.fabric.nodes_per_leaf,
@@ -103,6 +104,8 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         bare_metal=fleet.fleet.bare_metal,
         charts={c: catalog.chart(c, fleet.options.versions) for c in charts},
         reasons=tuple(reasons),
+        warnings=tuple(warnings),
+        strict=fleet.options.strict,
     )
 
 

@@ -112,9 +112,22 @@ class Fabric(_Model):
     )
 
 
+class SlurmHosts(_Model):
+    """The machines that run Slurm's daemons (not GPU nodes), by the short hostname each prints."""
+
+    controllers: list[Name] = Field(
+        min_length=1, max_length=8,
+        description="SlurmctldHost lines, primary first: slurmctld compares its own gethostname() "
+        "with these, so give the short hostname each controller prints",
+    )
+    accounting: Name | None = Field(default=None, description="where slurmdbd runs (AccountingStorageHost); "
+                                    "default: controllers[0]")
+
+
 class FleetSpec(_Model):
     bare_metal: bool = False
     edge_or_dev: bool = False
+    slurm: SlurmHosts | None = Field(default=None, description="Slurm's controllers and accounting host")
     fabric: Fabric = Fabric()
     pools: list[Pool] = Field(min_length=1, max_length=256)
 
@@ -145,6 +158,11 @@ class Options(_Model):
     slurm_version: Version = "25.11"
     kubernetes_version: Version = "1.33"
     versions: dict[str, str] = Field(default_factory=dict, description="chart version by component")
+    strict: bool = Field(
+        default=False,
+        description="refuse (exit 2) instead of warning: a placeholder the site must fill, demand "
+        "beyond capacity or quota, a workload given a tenant it did not name",
+    )
     gitops_repo: GitUrl | None = Field(
         default=None,
         description="clone URL of the GitOps repository that Argo CD / Flux read this bundle from "
