@@ -1,4 +1,4 @@
-"""generator.importers: the fabric as cabled, from the files sites keep (tests/data/fabric/).
+"""generator.spec.importers: the fabric as cabled, from the files sites keep (tests/data/fabric/).
 
 Fixtures, written as sites write them:
 
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from generator.errors import OrchgenError
-from generator.hostlist import compress, expand
-from generator.importers import (ImportedBlock, ImportedFabric, ImportedLeaf, ImportedSpine, import_ibnetdiscover,
+from generator.spec.hostlist import compress, expand
+from generator.spec.importers import (ImportedBlock, ImportedFabric, ImportedLeaf, ImportedSpine, import_ibnetdiscover,
                                  import_topology_conf, import_topology_yaml, load)
 
 DATA = Path(__file__).parent / "data" / "fabric"

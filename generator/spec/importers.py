@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import OrchgenError
+from ..errors import OrchgenError
 from .hostlist import HostlistError, compress, expand
 
 __all__ = ["ImportedBlock", "ImportedFabric", "ImportedLeaf", "ImportedSpine", "KINDS",
