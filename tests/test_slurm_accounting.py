@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.planner import make_plan
+from generator.decide import make_plan
 from generator.render import render
 from generator.spec import load
 from tests.slurmharness import SlurmCluster, SlurmCommandError, require_slurm
