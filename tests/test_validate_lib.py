@@ -454,3 +454,38 @@ def test_kubernetes_version_mapping(builtin) -> None:
     assert builtin.schema_version("1.9") == versions[0]      # older than bundled: oldest (not "1.9" > "1.33")
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}
     assert builtin.validate_builtin(ns, "1.999") == [] and builtin.validate_builtin(ns, "1.9") == []
+
+
+def _first_error_of_the_library(obj: dict, version: str) -> tuple | None:
+    import kubernetes_validate as kv
+
+    try:
+        kv.validate(obj, version, strict=True)
+    except kv.ValidationError as e:
+        return list(e.absolute_path), e.validator, e.message
+    return None
+
+
+def test_cached_validators_report_what_the_library_reports(builtin) -> None:
+    """validate_builtin keeps one validator per kind; the first error must stay the library's own."""
+    import jsonschema
+
+    dep_unknown, dep_type, dep_list = _deployment(), _deployment(), _deployment()
+    dep_unknown["spec"]["template"]["spec"]["containers"][0]["imagePulPolicy"] = "Always"
+    dep_type["spec"]["replicas"] = "two"
+    dep_list["spec"]["template"]["spec"]["containers"] = {"name": "web"}
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "a"},
+             "spec": {"hard": {"pods": [1]}}}
+    objects = [_deployment(), dep_unknown, dep_type, dep_list, quota,
+               {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labelz": {}}}]
+    for version in ("1.33.0", builtin.bundled_versions()[0]):
+        for obj in objects * 2:  # twice: the second time through the cached validator
+            want = _first_error_of_the_library(obj, version)
+            try:
+                builtin._validator(version, obj["apiVersion"], obj["kind"]).validate(obj)
+                got = None
+            except jsonschema.ValidationError as e:
+                got = list(e.absolute_path), e.validator, e.message
+            assert got == want, (version, obj)
+    assert sum(_first_error_of_the_library(o, "1.33.0") is not None for o in objects) == 5
+    assert builtin._validator.cache_info().hits > 0
