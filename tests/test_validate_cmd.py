@@ -649,4 +649,4 @@ def test_validation_libraries_are_main_dependencies():
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     deps = " ".join(project["dependencies"])
-    assert "jsonschema" in deps and "kubernetes-validate" in deps
+    assert "jsonschema" in deps and "kubernetes-validate" in deps and "cel-python" in deps

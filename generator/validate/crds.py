@@ -12,8 +12,9 @@ structural-schema checks:
   misspelt field is an error (the API server would silently prune it, which is worse);
 - Go regexes with an inline flag after `^` (`^(?i)...`) are rewritten for Python's `re`;
 - the root `metadata` (`{type: object}` in every CRD) gets a loose ObjectMeta schema;
-- `x-kubernetes-*` keys are dropped. CEL rules (`x-kubernetes-validations`) are NOT evaluated, and
-  `format` is left as an annotation (validators are built without a format checker).
+- `x-kubernetes-*` keys are dropped and `format` is left as an annotation (validators are built
+  without a format checker). CEL rules (`x-kubernetes-validations`) are evaluated separately, by
+  `CRDVersion.cel` (generator.validate.cel).
 
 Converted schemas and validators are built lazily per (apiVersion, kind) and cached, because some
 CRDs are large (Soperator's SlurmCluster, KubeRay) and a caller usually needs only a few kinds.
@@ -29,8 +30,10 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import yaml
 
-if TYPE_CHECKING:  # jsonschema is imported when a validator is first built (it is a test extra)
+if TYPE_CHECKING:  # jsonschema and celpy are imported when a validator is first built
     from jsonschema import Draft7Validator
+
+    from .cel import CelSchema
 
 __all__ = ["CRDRegistry", "CRDVersion", "convert_schema", "format_path"]
 
@@ -160,6 +163,7 @@ class CRDVersion:
     source: str  # file the CRD came from, for messages
     openapi_schema: dict[str, Any] = field(repr=False)
     _validator: "Draft7Validator | None" = field(default=None, init=False, repr=False, compare=False)
+    _cel: "CelSchema | None" = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -176,6 +180,15 @@ class CRDVersion:
 
             self._validator = Draft7Validator(convert_schema(self.openapi_schema))
         return self._validator
+
+    @property
+    def cel(self) -> "CelSchema":
+        """The version's CEL rules, compiled on first use."""
+        if self._cel is None:
+            from .cel import CelSchema
+
+            self._cel = CelSchema(self.openapi_schema)
+        return self._cel
 
     def errors(self, obj: dict[str, Any]) -> list[str]:
         """Schema errors only, sorted by path then message."""
