@@ -9,6 +9,7 @@ the CLI. CRDs come from tests._consumers.reference_dir(), as --crds would name t
 from __future__ import annotations
 
 import copy
+import shutil
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -20,7 +21,7 @@ from generator import bundle, spec
 from generator.planner import make_plan
 from generator.render import render
 from generator.validate import kube_checks
-from generator.validate.bundle_checks import open_bundle
+from generator.validate.bundle_checks import open_bundle, validate_bundle
 from generator.validate.cel import CelSchema
 from generator.validate.crds import CRDRegistry
 from tests._consumers import REPO, reference_dir
@@ -428,6 +429,24 @@ def test_a_broken_object_gets_the_message_of_its_rule(case, source, kind, mutate
     assert create_messages(obj) == [], f"{case}: the valid object already fails"
     mutate(obj)
     assert expected in create_messages(obj), create_messages(obj)
+
+
+def test_broken_rules_are_findings_at_their_line(planned, tmp_path):
+    """Through validate_bundle: `path:line: Kind name: path: message`, like the CRD schema findings."""
+    root = tmp_path / "b"
+    shutil.copytree(planned("research-lab"), root)
+    topo = root / "kubernetes/manifests/30-topology.yaml"
+    topo.write_text(topo.read_text().replace("nodeLabel: orchgen.io/leaf", "nodeLabel: orchgen.io/spine"))
+    kueue = root / "kubernetes/manifests/20-kueue.yaml"
+    kueue.write_text(kueue.read_text().replace("  nodeLabels:\n    orchgen.io/plane: kubernetes\n"
+                                               "    orchgen.io/pool: l40s\n", "  nodeLabels: {}\n"))
+    errors = [str(f) for f in validate_bundle(root, registry()).errors]
+    levels = topo.read_text().splitlines().index("  levels:") + 1
+    spec_line = kueue.read_text().splitlines().index("  nodeLabels: {}")  # `spec:` is the line above
+    assert f"kubernetes/manifests/30-topology.yaml:{levels}: Topology research-lab-fabric: spec.levels: " \
+           "must be unique" in errors, errors
+    assert f"kubernetes/manifests/20-kueue.yaml:{spec_line}: ResourceFlavor l40s: spec: at least one nodeLabel " \
+           "is required when topology is set" in errors, errors
 
 
 # ---- (d) transition rules ----------------------------------------------------------------------

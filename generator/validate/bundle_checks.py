@@ -91,6 +91,7 @@ def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
     found += kube_checks.check_shapes(docs)
     objs = [d for d in docs if isinstance(d.data, dict)]
     found += kube_checks.check_schemas(objs, kube_checks.kubernetes_version(bundle), crds, notices)
+    found += kube_checks.check_rules(objs, crds)
     found += kube_checks.check_scope(objs, crds)
     found += kube_checks.check_duplicates(objs)
     found += helm_checks.check_releases(bundle)
