@@ -9,7 +9,10 @@ the CLI. CRDs come from tests._consumers.reference_dir(), as --crds would name t
 from __future__ import annotations
 
 import copy
+import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -449,7 +452,78 @@ def test_broken_rules_are_findings_at_their_line(planned, tmp_path):
            "is required when topology is set" in errors, errors
 
 
-# ---- (d) transition rules ----------------------------------------------------------------------
+# ---- (d) transition rules: `orchgen validate --against` ------------------------------------------
+
+
+def validate_cli(*args: Any) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator.cli", "validate", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def against(new: Path, old: Path) -> subprocess.CompletedProcess:
+    return validate_cli(new, "--against", old, "--crds", reference_dir())
+
+
+def _refabric(example: str, **fabric: Any) -> Callable[..., spec.Fleet]:
+    """(**options) -> the example with its fabric changed (and those options)."""
+    def make(**options: Any) -> spec.Fleet:
+        fleet = fleet_of(example, **options)
+        changed = fleet.fleet.fabric.model_copy(update=fabric)
+        return fleet.model_copy(update={"fleet": fleet.fleet.model_copy(update={"fabric": changed})})
+    return make
+
+
+@pytest.mark.parametrize("scheduler", ["kueue", "kai"])
+def test_replan_that_changes_topology_levels_is_rejected(scheduler, planned, tmp_path):
+    """grpo-rl's 16 nodes under one 16-port leaf instead of two 8-port ones: no spine level any more."""
+    old = planned("grpo-rl", gang_scheduler=scheduler)
+    new = write_bundle(_refabric("grpo-rl", nodes_per_leaf=16)(gang_scheduler=scheduler), tmp_path / "new")
+    proc = against(new, old)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    path = "kubernetes/manifests/30-topology.yaml"
+    line = (new / path).read_text().splitlines().index("  levels:") + 1
+    assert f"{path}:{line}: Topology grpo-rl-fabric: the API server would reject this update: " \
+           "spec.levels: field is immutable" in proc.stdout.splitlines(), proc.stdout
+    assert "  changed: Topology grpo-rl-fabric" in proc.stdout.splitlines(), proc.stdout
+
+
+def test_flavor_with_topology_whose_node_labels_change_is_rejected(planned, tmp_path):
+    old, new = planned("research-lab"), tmp_path / "new"
+    shutil.copytree(old, new)
+    kueue = new / "kubernetes/manifests/20-kueue.yaml"
+    kueue.write_text(kueue.read_text().replace("    orchgen.io/pool: l40s\n", "    orchgen.io/pool: l40s\n"
+                                                                             "    gpu: l40s\n", 1))
+    proc = against(new, old)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"^kubernetes/manifests/20-kueue\.yaml:\d+: ResourceFlavor l40s: the API server would reject "
+                     r"this update: spec: nodeLabels are immutable when topologyName is set$", proc.stdout, re.M), \
+        proc.stdout
+    assert "  changed: ResourceFlavor l40s" in proc.stdout.splitlines()
+
+
+def test_unchanged_replan_passes(planned, tmp_path):
+    old = planned("research-lab")
+    new = write_bundle(fleet_of("research-lab"), tmp_path / "new")
+    proc = validate_cli(new, "--against", old, "--crds", reference_dir(), "--chart-defaults", reference_dir())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0] == \
+        f"re-plan from {old}: 0 created, 0 changed, 0 deleted; 0 Helm release(s) removed"
+    assert proc.stdout.splitlines()[-1].startswith(f"{new}: ok ")
+
+
+def test_replan_summary_names_objects_and_removed_releases(planned, tmp_path):
+    """Kueue -> Volcano: the Kueue objects go, Volcano queues come, the kueue release is removed."""
+    old = planned("research-lab")
+    new = write_bundle(fleet_of("research-lab", gang_scheduler="volcano"), tmp_path / "new")
+    proc = against(new, old)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "  deleted: ClusterQueue nlp" in lines and "  deleted: LocalQueue nlp/nlp" in lines
+    assert "  created: Queue nlp" in lines
+    assert "  release removed: kueue (kueue-system), owner of the CRDs of kueue.x-k8s.io" in lines
+    created = sum(ln.startswith("  created: ") for ln in lines)
+    assert re.match(rf"re-plan from {re.escape(str(old))}: {created} created, \d+ changed, \d+ deleted; "
+                    r"1 Helm release\(s\) removed$", lines[0]), lines[0]
 
 
 def test_transition_rules_on_optional_fields_and_queues():
@@ -468,3 +542,15 @@ def test_transition_rules_on_optional_fields_and_queues():
     requeued["spec"]["clusterQueue"] = "b"
     assert update_messages(requeued, queue) == ["spec.clusterQueue: field is immutable"]
     assert update_messages(queue, queue) == []
+
+
+def test_against_without_crds_summarizes_and_says_what_it_skipped(planned):
+    proc = validate_cli(planned("research-lab"), "--against", planned("research-lab"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "notice: no --crds: updates not checked against the CRDs' transition rules" in proc.stdout.splitlines()
+
+
+def test_against_a_directory_that_is_no_bundle_is_a_usage_error(planned, tmp_path):
+    proc = validate_cli(planned("research-lab"), "--against", tmp_path / "nothing")
+    assert proc.returncode == 2 and proc.stderr.strip() == \
+        f"orchgen: {tmp_path / 'nothing'}: --against: no such bundle directory", proc.stderr
