@@ -86,9 +86,23 @@ def open_bundle(path: str | Path, option: str | None = None) -> Bundle:
 
 def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
                     chart_defaults: Path | None = None, against: str | Path | None = None) -> Report:
+    from .crds import CRDLoadError
+
     bundle = open_bundle(path)
     old = open_bundle(against, "--against") if against is not None else None
     report = Report(str(path), files=len(bundle.files))
+    try:
+        found = _findings(bundle, crds, chart_defaults, report)
+        if old is not None:
+            found += _against(bundle, old, str(against), crds, report)
+    except CRDLoadError as exc:  # a CRD's schema is parsed when first needed: still the user's --crds
+        raise OrchgenError(f"cannot load CRDs: {exc}", field="--crds") from None
+    _ = bundle.plan  # a broken plan.json is a finding even if no check needed it
+    report.findings = sorted(set(found + bundle.problems), key=lambda f: (f.path, f.line, f.message))
+    return report
+
+
+def _findings(bundle: Bundle, crds: CRDRegistry | None, chart_defaults: Path | None, report: Report) -> list[Finding]:
     notices = report.notices
     if crds is None and bundle.under("kubernetes/") + bundle.under("gitops/"):
         notices.append("no --crds: custom resources not checked against CRD schemas")
@@ -112,11 +126,7 @@ def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
     found += slinky_checks.check(bundle)
     found += cross_checks.check(bundle, objs)
     found += _secrets(bundle)
-    if old is not None:
-        found += _against(bundle, old, str(against), crds, report)
-    _ = bundle.plan  # a broken plan.json is a finding even if no check needed it
-    report.findings = sorted(set(found + bundle.problems), key=lambda f: (f.path, f.line, f.message))
-    return report
+    return found
 
 
 def _against(bundle: Bundle, old: Bundle, old_root: str, crds: CRDRegistry | None, report: Report) -> list[Finding]:
