@@ -123,13 +123,17 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
               help="directory of CRD YAMLs (searched recursively) to check custom resources against")
 @click.option("--chart-defaults", type=click.Path(path_type=str), default=None,
               help="directory with <component>/values.yaml of each chart, to check Helm values keys")
-def validate(bundle_dir: str, crds: str | None, chart_defaults: str | None) -> None:
+@click.option("--against", "old_bundle", metavar="OLD_BUNDLE", type=click.Path(path_type=str), default=None,
+              help="the bundle applied now: summarize the re-plan and check it as updates of OLD_BUNDLE's objects")
+def validate(bundle_dir: str, crds: str | None, chart_defaults: str | None, old_bundle: str | None) -> None:
     """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors."""
     from .validate.bundle_checks import chart_defaults_dir, load_crds, validate_bundle
 
     registry = load_crds(crds) if crds else None
     defaults = chart_defaults_dir(chart_defaults) if chart_defaults else None
-    report = validate_bundle(bundle_dir, registry, defaults)
+    report = validate_bundle(bundle_dir, registry, defaults, against=old_bundle)
+    for line in report.replan:
+        click.echo(line)
     for notice in report.notices:
         click.echo(f"notice: {notice}")
     for finding in report.findings:

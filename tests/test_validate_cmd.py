@@ -606,6 +606,8 @@ def test_cli_findings_and_exit_1(broken):
     (["{bundle}", "--crds", "/nonexistent"], r"^orchgen: /nonexistent: --crds: cannot load CRDs"),
     (["{bundle}", "--crds", "{empty}"], r"^orchgen: .*: --crds: holds no CustomResourceDefinition$"),
     (["{bundle}", "--crds", "{badcrd}"], r"^orchgen: .*: --crds: cannot load CRDs: .*not valid YAML"),
+    # a schema is parsed when a custom resource first needs it: the same usage error, then
+    (["{bundle}", "--crds", "{badschema}"], r"^orchgen: --crds: cannot load CRDs: .*cq\.yaml: not valid YAML"),
     (["{bundle}", "--chart-defaults", "/nonexistent"],
      r"^orchgen: /nonexistent: --chart-defaults: is not a directory$"),
     ([], r"^orchgen: Missing argument 'BUNDLE'"),
@@ -615,8 +617,14 @@ def test_cli_bad_usage_exit_2_one_line(args, pattern, pristine, tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "badcrd").mkdir()
     (tmp_path / "badcrd" / "x.yaml").write_text("kind: CustomResourceDefinition\nspec: [\n")
+    (tmp_path / "badschema").mkdir()
+    (tmp_path / "badschema" / "cq.yaml").write_text(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec:\n  group: kueue.x-k8s.io\n"
+        "  names: {kind: ClusterQueue}\n  scope: Cluster\n  versions:\n  - name: v1beta2\n    served: true\n"
+        "    schema:\n      openAPIV3Schema:\n        properties: [\n")
     subs = {"{bundle}": str(pristine("research-lab")), "{empty}": str(tmp_path / "empty"),
-            "{file}": str(pristine("research-lab") / "plan.json"), "{badcrd}": str(tmp_path / "badcrd")}
+            "{file}": str(pristine("research-lab") / "plan.json"), "{badcrd}": str(tmp_path / "badcrd"),
+            "{badschema}": str(tmp_path / "badschema")}
     proc = run(*[subs.get(a, a) for a in args])
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and re.search(pattern, proc.stderr), proc.stderr
@@ -649,4 +657,4 @@ def test_validation_libraries_are_main_dependencies():
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     deps = " ".join(project["dependencies"])
-    assert "jsonschema" in deps and "kubernetes-validate" in deps
+    assert "jsonschema" in deps and "kubernetes-validate" in deps and "cel-python" in deps
