@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from generator import bundle, spec
-from generator.planner import make_plan
+from generator.decide import make_plan
 from generator.render import render
 from generator.validate import kube_checks
 from generator.validate.bundle_checks import open_bundle, validate_bundle

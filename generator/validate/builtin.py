@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from .crds import format_path  # same path style as CRD errors
+from .paths import format_path  # same path style as CRD errors
 
 __all__ = ["validate_builtin", "is_builtin", "bundled_versions", "schema_version"]
 

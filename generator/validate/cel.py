@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .crds import format_path
+from .paths import format_path
 
 __all__ = ["CelSchema", "Outcome", "Rule", "Violation"]
 

@@ -25,13 +25,14 @@ one of its versions' schemas is first needed (`CRDLoadError` if that part turns 
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import yaml
+
+from .paths import format_path
 
 if TYPE_CHECKING:  # jsonschema and celpy are imported when a validator is first built
     from jsonschema import Draft7Validator
@@ -108,19 +109,6 @@ def convert_schema(schema: dict[str, Any], *, root: bool = True) -> dict[str, An
     if root:
         out.setdefault("properties", {})["metadata"] = copy.deepcopy(_OBJECT_META)
     return out
-
-
-def format_path(parts: Iterable[Any]) -> str:
-    """`["spec", "resourceGroups", 0, "flavors"]` -> `spec.resourceGroups[0].flavors`."""
-    text = ""
-    for part in parts:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z0-9_$@-]+", str(part)):
-            text += f".{part}" if text else str(part)
-        else:  # keys such as `nvidia.com/gpu` would be ambiguous after a dot
-            text += f"[{json.dumps(str(part))}]"
-    return text or "(root)"
 
 
 def _json_type(value: Any) -> str:
