@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING
 
 from ..errors import OrchgenError
 from . import hostlist
+from .models import MAX_FLEET_NODES
 
 if TYPE_CHECKING:
     from .importers import ImportedFabric
-    from .models import Fleet, Path_
+    from .models import Fleet, Path_  # noqa: F401
 
 # Node labels: the same names in the labelling script, flavors, topologies and NodeSet selectors.
 LABEL_POOL = "orchgen.io/pool"
@@ -266,9 +267,20 @@ def resolve(fleet: Fleet, base: Path | None, imported: ImportedFabric | None = N
         if imported is None:
             imported = _read_import(kind, rel, base)
         return _from_import(fleet, kind, rel, imported, pools)
-    leaves = [_Item(leaf.name, _hostlist(leaf.nodes, ("fleet", "fabric", "leaves", i, "nodes")),
-                    _Where(("fleet", "fabric", "leaves", i)))
-              for i, leaf in enumerate(fab.leaves or ())]
+    leaves = []
+    # A leaf node is a pool node, in one leaf: past the pools' nodes there is an error to find, and
+    # past that many more, expanding further only costs memory
+    room = sum(len(nodes) for _, nodes, _ in pools) + MAX_FLEET_NODES
+    for i, leaf in enumerate(fab.leaves or ()):
+        at = ("fleet", "fabric", "leaves", i, "nodes")
+        try:  # counted before expanded: "n[0-999999]" in each of thousands of leaves builds nothing
+            room -= hostlist.count(leaf.nodes)
+        except hostlist.HostlistError as exc:
+            raise FabricProblem(f"not a Slurm hostlist: {exc}", at) from None
+        if room < 0:
+            raise FabricProblem(f"the leaves name more nodes than the pools have "
+                                f"({sum(len(n) for _, n, _ in pools)})", at)
+        leaves.append(_Item(leaf.name, _hostlist(leaf.nodes, at), _Where(("fleet", "fabric", "leaves", i))))
     spines = None if fab.spines is None else [
         _Item(s.name, tuple(s.leaves), _Where(("fleet", "fabric", "spines", i))) for i, s in enumerate(fab.spines)]
     if spines is None and len(leaves) > 1:
