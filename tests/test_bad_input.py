@@ -126,8 +126,9 @@ LATE = [  # refused after loading, by the planner or a renderer: still file:line
      .replace("workloads:\n", "workloads:\n  - {name: rl, nodes: 2, tightly_coupled: true, "
                               "python_native_pipeline: true, pool: training}\n"),
      11, r"fleet\.pools\[0\]\.name: pool 'training' would give a Slurm partition the name 'training'"),
+    # a one-leaf pool both planes want: refused only with options.split: leaf since issue 11
     ("plane-without-nodes", BASE.replace("nodes_per_leaf: 4", "nodes_per_leaf: 8")
-     + "  - {name: api, long_lived_services: true, bare_metal: false, pool: h100}\n", 19,
+     + "  - {name: api, long_lived_services: true, bare_metal: false, pool: h100}\noptions: {split: leaf}\n", 19,
      r"workloads: the kubernetes plane gets no nodes"),
 ]
 

@@ -98,12 +98,14 @@ class Planned:
                      for p in plane["pools"]}
         self.nodes = [n for nodes in self.pools.values() for n in nodes]
         fab = self.plan["fabric"]
-        self.leaf_names = [leaf for p in plane["pools"] for leaf in p["leaves"]]
-        self.leaves = {leaf["name"]: set(expand_hostlist(leaf["nodes"]))
+        self.leaf_names = list(dict.fromkeys(leaf for p in plane["pools"] for leaf in p["leaves"]))
+        # a leaf split between the planes (or shared with the other plane's pool) holds this plane's part
+        mine = set(self.nodes)
+        self.leaves = {leaf["name"]: set(expand_hostlist(leaf["nodes"])) & mine
                        for leaf in fab["leaves"] if leaf["name"] in self.leaf_names}
         spines = {s["name"]: set(s["leaves"]) & set(self.leaf_names) for s in fab["spines"]}
         self.spines = {name: leaves for name, leaves in spines.items() if leaves}
-        self.core = {fab["core"]: set(self.spines)} if len(self.spines) > 1 else {}
+        self.core = {fab["core"]: set(self.spines)} if len(self.spines) > 1 and fab["core"] else {}
         self.domains = {d["name"]: set(expand_hostlist(d["nodes"])) for d in fab["nvlink_domains"]
                         if d["pool"] in self.pools}
         self.nvlink_pools = {d["pool"] for d in fab["nvlink_domains"] if d["pool"] in self.pools}

@@ -3,7 +3,7 @@
 - `rules.py`: per workload, the decision guide's rules (first match wins) and their reasons;
 - `planner.py`: per fleet, `make_plan(fleet, source)`: planes, hybrid mode, gang scheduler,
   charts, tenants' quotas;
-- `partition.py`: which leaves of which pool each plane owns;
+- `partition.py`: which nodes of which pool each plane owns (options.split), and the leaves both share;
 - `slurm_names.py`: input rules that hold only once Slurm is decided on;
 - `plan.py`: the Plan and its parts (serialised to plan.json).
 

@@ -61,7 +61,8 @@ class WorkloadDecision:
 
 @dataclass(frozen=True)
 class PoolSlice:
-    """The part of a pool (whole leaves) that one plane owns."""
+    """The part of a pool that one plane owns: its nodes in fabric order, and the leaves they sit on
+    (a leaf split by node, or shared with another pool, is listed by both planes)."""
 
     pool: str
     plane: str
@@ -80,6 +81,26 @@ class PoolSlice:
     @property
     def hostlist(self) -> str:
         return hostlist.compress(self.nodes)
+
+
+@dataclass(frozen=True)
+class PoolSplit:
+    """How one pool was divided between the planes: `how` is whole (one plane), leaf or node."""
+
+    pool: str
+    how: str
+    nodes: dict[str, int]  # plane -> nodes it got
+    demand: dict[str, int]  # plane -> nodes its workloads want
+    why: str
+
+
+@dataclass(frozen=True)
+class SharedLeaf:
+    """A leaf switch with nodes on both planes: it carries both planes' traffic."""
+
+    leaf: str
+    nodes: dict[str, str]  # plane -> its nodes on this leaf, as a hostlist
+    cost: str
 
 
 @dataclass(frozen=True)
@@ -144,6 +165,10 @@ class Plan:
     gitops_repo: str | None = None
     warnings: tuple[Warning_, ...] = ()
     strict: bool = False  # options.strict: a warning refuses the plan
+    # How the pools both planes want were split (options.split), and the leaves with both planes' nodes
+    split_mode: str = "auto"
+    pool_splits: tuple[PoolSplit, ...] = ()
+    shared_leaves: tuple[SharedLeaf, ...] = ()
 
     @property
     def kube_plane(self) -> Plane | None:
@@ -177,6 +202,7 @@ class Plan:
             "reasons": list(self.reasons),
             **({"warnings": [str(w) for w in self.warnings]} if self.warnings else {}),
             "planes": {name: _plane_json(p) for name, p in self.planes.items()},
+            "split": self._split_json(),
             "fabric": _fabric_json(self.fabric),
             "tenants": [
                 {
@@ -199,6 +225,15 @@ class Plan:
                 }
                 for w in self.workloads
             ],
+        }
+
+
+    def _split_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.split_mode,
+            "pools": [{"pool": s.pool, "how": s.how, "nodes": s.nodes, "demand": s.demand, "why": s.why}
+                      for s in self.pool_splits],
+            "shared_leaves": [{"leaf": s.leaf, "nodes": s.nodes, "cost": s.cost} for s in self.shared_leaves],
         }
 
 
@@ -228,11 +263,14 @@ def _plane_json(p: Plane) -> dict[str, Any]:
 def _fabric_json(f: FabricModel) -> dict[str, Any]:
     return {
         "kind": f.kind,
+        "source": f.source,  # shorthand | leaves | topology_conf | topology_yaml | ibnetdiscover
+        **({"file": f.source_file} if f.source_file else {}),
         "nodes_per_leaf": f.nodes_per_leaf,
         "core": f.core,
         "spines": [{"name": s.name, "leaves": list(s.leaves)} for s in f.spines],
         "leaves": [
-            {"name": leaf.name, "pool": leaf.pool, "spine": leaf.spine, "nodes": hostlist.compress(leaf.nodes)}
+            {"name": leaf.name, "pools": list(leaf.pools), "spines": list(leaf.spines),
+             "nodes": hostlist.compress(leaf.nodes)}
             for leaf in f.leaves
         ],
         "nvlink_domains": [

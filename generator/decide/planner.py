@@ -9,7 +9,6 @@ from pathlib import Path
 
 from .. import catalog
 from ..spec import fabric as fabric_mod
-from ..spec.checks import pool_hostnames
 from . import slurm_names
 from .rules import recommend
 from .partition import split
@@ -31,10 +30,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     reasons: list[str] = []
     warnings: list[Warning_] = []  # what the user must hear about; errors under options.strict
     pools = {p.name: p for p in fleet.fleet.pools}
-    hosts = {p.name: pool_hostnames(p) for p in fleet.fleet.pools}
-    fab = fabric_mod.build(fleet.fleet.fabric.kind, fleet.fleet.fabric.nodes_per_leaf,
-                           fleet.fleet.fabric.leaves_per_spine,
-                           [(p.name, hosts[p.name], p.nvlink_domain_nodes) for p in fleet.fleet.pools])
+    fab = _fabric(fleet, warnings)
 
     slurm = "slurm" if any(d.primary == "slurm" for d in decisions) else None
     kube = _kube_plane(decisions, reasons)
@@ -64,15 +60,13 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
             need = max(d.facts.nodes, -(-d.gpus // per_node)) if plane == d.plane else 1
             demand.setdefault(plane, {}).setdefault(d.pool, 0)
             demand[plane][d.pool] += need
-    parts = split(fab, list(pools), demand, slurm, kube if native_kube else None, file)
+    parts = split(fab, list(pools), demand, slurm, kube if native_kube else None, file, fleet.options.split)
     reasons.extend(parts.reasons)
     if kube and not native_kube:
-        parts.plane_leaves[kube] = {}
+        parts.plane_nodes[kube] = {}
 
-    leaf_nodes = {leaf.name: leaf.nodes for leaf in fab.leaves}
-    slices = {plane: tuple(_slice(pools[pool], plane, leaves, leaf_nodes)
-                           for pool, leaves in by_pool.items() if leaves)
-              for plane, by_pool in parts.plane_leaves.items()}
+    slices = {plane: tuple(_slice(pools[pool], plane, nodes, fab) for pool, nodes in by_pool.items() if nodes)
+              for plane, by_pool in parts.plane_nodes.items()}
     placed = [_repool(d, slices) for d in placed]
 
     gang = _gang(fleet, placed, kube, tenants, reasons)
@@ -106,7 +100,25 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         reasons=tuple(reasons),
         warnings=tuple(warnings),
         strict=fleet.options.strict,
+        split_mode=fleet.options.split,
+        pool_splits=parts.pools,
+        shared_leaves=parts.shared,
     )
+
+
+def _fabric(fleet: Fleet, warnings: list[Warning_]) -> fabric_mod.FabricModel:
+    """The fabric model the loader resolved; a fabric no switch joins is planned, with a warning."""
+    fab = fabric_mod.of(fleet)
+    islands = fab.islands()
+    if len(islands) > 1:
+        given = fleet.fleet.fabric
+        where = "fleet.fabric.from" if given.from_ else "fleet.fabric.spines"
+        groups = "; ".join(", ".join(group) for group in islands[:3]) + ("; ..." if len(islands) > 3 else "")
+        warnings.append(Warning_(
+            f"no switch joins the leaves {groups}: Slurm places no job across them (its topology/tree has no "
+            "switch above both) and Kubernetes sees no common spine; if a core switch joins the spines, "
+            "name it (fleet.fabric.core, or the core line of the imported file)", where))
+    return fab
 
 
 def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:
@@ -133,11 +145,11 @@ def _hybrid_mode(fleet: Fleet, slurm: str | None, kube: str | None,
         return None, None
     if opt == "none" or fleet.fleet.bare_metal:
         why = "options.slurm_on_kubernetes=none" if opt == "none" else "fleet.bare_metal=true"
-        reasons.append(f"hybrid, partitioned ({why}): Slurm and {kube} each own whole leaves of the "
-                       "fleet; no node is in both")
+        reasons.append(f"hybrid, partitioned ({why}): Slurm and {kube} each own their part of the "
+                       "fleet's nodes; no node is in both")
         return "partitioned", None
     reasons.append("hybrid, Slurm on Kubernetes with Slinky (fleet.bare_metal=false): Kubernetes runs "
-                   "every node and Slurm's slurmd run as pods on the Slurm leaves")
+                   "every node and Slurm's slurmd run as pods on the Slurm plane's nodes")
     return "slurm-on-kubernetes", "slinky"
 
 
@@ -199,11 +211,12 @@ def _repool(d: WorkloadDecision, slices: dict[str, tuple[PoolSlice, ...]]) -> Wo
     return replace(d, pool=target.pool, gpus_per_node=target.gpus_per_node)
 
 
-def _slice(pool: Pool, plane: str, leaves: list[str], leaf_nodes: dict[str, tuple[str, ...]]) -> PoolSlice:
-    return PoolSlice(pool=pool.name, plane=plane, nodes=tuple(n for leaf in leaves for n in leaf_nodes[leaf]),
-                     leaves=tuple(leaves), gpu_type=pool.gpu.type if pool.gpu else None,
+def _slice(pool: Pool, plane: str, nodes: tuple[str, ...], fab: fabric_mod.FabricModel) -> PoolSlice:
+    leaves = tuple(dict.fromkeys(fab.leaf_of(n).name for n in nodes))
+    return PoolSlice(pool=pool.name, plane=plane, nodes=nodes, leaves=leaves,
+                     gpu_type=pool.gpu.type if pool.gpu else None,
                      gpus_per_node=pool.gpu.count if pool.gpu else 0, cpus=pool.cpus,
-                     memory_gib=pool.memory_gib, nvlink_domain_nodes=pool.nvlink_domain_nodes)
+                     memory_gib=pool.memory_gib, nvlink_domain_nodes=fab.domain_nodes(pool.name))
 
 
 def _gang(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenants: list[Tenant],

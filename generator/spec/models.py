@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
@@ -104,12 +104,52 @@ class Pool(_Model):
     )
 
 
+class FabricLeaf(_Model):
+    """A leaf switch as cabled: its name and the nodes cabled to it, of any pools."""
+
+    name: Name = Field(description="the switch's name: Slurm's SwitchName, the orchgen.io/leaf label, "
+                       "the Volcano HyperNode")
+    nodes: str = Field(max_length=1_000_000, description="Slurm hostlist of the nodes cabled to it")
+
+
+class FabricSpine(_Model):
+    name: Name
+    leaves: list[Name] = Field(min_length=1, max_length=65_536, description="the leaves cabled to it")
+
+
+class FabricImport(_Model):
+    """The file the site keeps its fabric in, relative to workload.yaml; exactly one."""
+
+    topology_conf: str | None = Field(default=None, min_length=1, max_length=4_096,
+                                      description="Slurm topology.conf (topology/tree or topology/block)")
+    topology_yaml: str | None = Field(default=None, min_length=1, max_length=4_096,
+                                      description="Slurm topology.yaml (25.05+)")
+    ibnetdiscover: str | None = Field(default=None, min_length=1, max_length=4_096,
+                                      description="infiniband-diags ibnetdiscover output")
+
+
 class Fabric(_Model):
+    """The fabric as cabled (`leaves`/`spines`, or `from` a file the site keeps), or the shorthand
+    `nodes_per_leaf`/`leaves_per_spine`, which cuts each pool's hostlist into leaves."""
+
     kind: Literal["infiniband", "roce", "ethernet"] = "ethernet"
-    nodes_per_leaf: int = Field(default=32, ge=1, le=4_096)
+    nodes_per_leaf: int = Field(default=32, ge=1, le=4_096,
+                                description="shorthand: nodes under one leaf switch, by hostlist position")
     leaves_per_spine: int | None = Field(
-        default=None, ge=1, le=4_096, description="absent: one spine over all leaves"
+        default=None, ge=1, le=4_096, description="shorthand; absent: one spine over all leaves"
     )
+    leaves: list[FabricLeaf] | None = Field(default=None, min_length=1, max_length=65_536,
+                                            description="the leaf switches as cabled, instead of nodes_per_leaf")
+    spines: list[FabricSpine] | None = Field(default=None, min_length=1, max_length=4_096,
+                                             description="with leaves; absent: one spine over all leaves")
+    core: Name | None = Field(default=None, description="with spines: the switch above the spines "
+                              "(three tiers); absent: none")
+    from_: FabricImport | None = Field(default=None, alias="from",
+                                       description="import leaves and spines (and NVLink blocks) from a file, "
+                                       "instead of leaves/spines")
+    # The loader's resolution of this section (explicit leaves, the import, or the shorthand): a
+    # spec.fabric.FabricModel. Private: not input, and set only by spec.load.
+    _model: Any = PrivateAttr(default=None)
 
 
 class SlurmHosts(_Model):
@@ -154,6 +194,12 @@ class Workload(_Model):
 class Options(_Model):
     gang_scheduler: Literal["auto", "kueue", "volcano", "kai"] = "auto"
     slurm_on_kubernetes: Literal["auto", "slinky", "soperator", "none"] = "auto"
+    split: Literal["auto", "leaf", "node"] = Field(
+        default="auto",
+        description="how a pool both planes want is split: whole leaf switches (leaf), contiguous blocks of "
+        "nodes within a leaf (node), or auto: whole leaves where they fit the demands, by node where a pool "
+        "has one leaf or a whole leaf would waste more than a plane's demand",
+    )
     gitops: Literal["none", "kustomize", "argocd", "flux"] = "none"
     slurm_version: Version = "25.11"
     kubernetes_version: Version = "1.33"

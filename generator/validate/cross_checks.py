@@ -6,7 +6,11 @@
 - GRES for one pool is the same everywhere: slurm.conf's Gres=gpu:<type>:<n> for the pool's nodes,
   the Kubernetes plane's GPUs per node in plan.json, a Slinky NodeSet's extraConfMap.Gres and its
   slurmd `nvidia.com/gpu` limit (they disagree -> nodes come up with Gres=(null));
-- no pod asks for more GPUs than a node of the pool it selects has.
+- no pod asks for more GPUs than a node of the pool it selects has;
+- the fabric is plan.json's everywhere: each leaf switch of the Slurm tree lists only nodes that
+  plan.json's fabric cables to that leaf (a leaf split between the planes lists a part of them), each
+  spine only leaves cabled to it, each block is one of plan.json's NVLink domains, and
+  node-labels.sh gives each node the leaf, spine and NVLink domain plan.json gives it.
 """
 from __future__ import annotations
 
@@ -15,12 +19,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..spec import hostlist
-from ..spec.fabric import LABEL_PLANE, LABEL_POOL
+from ..spec.fabric import LABEL_LEAF, LABEL_NVLINK, LABEL_PLANE, LABEL_POOL, LABEL_SPINE
 from ..decide.plan import KUBE_PLANES
 from .bundle_view import Bundle, Doc, Finding, error, as_list
 from .kube_refs import SCRIPT, pod_templates
 from .slinky_checks import nodeset_gres, slurm_values
-from .slurm_checks import CONF, load_conf
+from .slurm_checks import CONF, TOPO_CONF, TOPO_YAML, load_conf
+from .slurm_conf import Topology, parse_topology_conf, parse_topology_yaml
 
 GPU = "nvidia.com/gpu"
 PLAN = "plan.json"
@@ -51,6 +56,7 @@ def check(bundle: Bundle, kube_docs: list[Doc]) -> Iterator[Finding]:
     yield from _gres_per_pool(bundle)
     yield from _nodeset_gres(bundle)
     yield from _pods_fit(bundle, kube_docs)
+    yield from _fabric(bundle)
 
 
 def _one_plane_per_node(bundle: Bundle) -> Iterator[Finding]:
@@ -80,13 +86,13 @@ def _one_plane_per_node(bundle: Bundle) -> Iterator[Finding]:
 
 
 def _pool_of(bundle: Bundle) -> dict[str, str]:
-    """node -> pool, from plan.json's fabric (else from the pool labels of node-labels.sh)."""
+    """node -> pool, from plan.json's planes (else from the pool labels of node-labels.sh)."""
     out: dict[str, str] = {}
-    fabric = bundle.plan.get("fabric")
-    for leaf in (fabric.get("leaves") if isinstance(fabric, dict) else None) or []:
-        if isinstance(leaf, dict) and isinstance(leaf.get("pool"), str):
-            for node in _expand_all(leaf.get("nodes")):
-                out[node] = leaf["pool"]
+    for plane in _planes(bundle).values():
+        for pool in as_list(plane.get("pools")):
+            if isinstance(pool, dict) and isinstance(pool.get("pool"), str):
+                for node in _expand_all(pool.get("nodes")):
+                    out[node] = pool["pool"]
     if not out and bundle.node_labels:
         out = {n: lb[LABEL_POOL] for n, lb in bundle.node_labels.labels.items() if LABEL_POOL in lb}
     return out
@@ -182,3 +188,89 @@ def _pods_fit(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
                 yield error(doc.path, doc.line_of([*path, "spec", "containers"]),
                             f"{doc.label}: a pod asks for {sum(per_pod.values())} GPUs but nodes of pool {pool} "
                             f"have {kube[pool][1]} (it would never schedule)")
+
+
+# ------------------------------------------------------------------ the fabric, as plan.json has it
+
+
+class _Fabric:
+    """plan.json's fabric: node -> leaf, leaf -> spines, NVLink domain -> nodes (all as read)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.leaf_of: dict[str, str] = {}
+        self.spines_of: dict[str, list[str]] = {}
+        for leaf in as_list(data.get("leaves")):
+            if isinstance(leaf, dict) and isinstance(leaf.get("name"), str):
+                for node in _expand_all(leaf.get("nodes")):
+                    self.leaf_of[node] = leaf["name"]
+                self.spines_of[leaf["name"]] = [s for s in as_list(leaf.get("spines")) if isinstance(s, str)]
+        self.spines = {s["name"]: set(as_list(s.get("leaves"))) for s in as_list(data.get("spines"))
+                       if isinstance(s, dict) and isinstance(s.get("name"), str)}
+        self.core = data.get("core") if isinstance(data.get("core"), str) else None
+        self.domains = {d["name"]: set(_expand_all(d.get("nodes"))) for d in as_list(data.get("nvlink_domains"))
+                        if isinstance(d, dict) and isinstance(d.get("name"), str)}
+        self.domain_of = {n: name for name, nodes in self.domains.items() for n in nodes}
+
+
+def _fabric(bundle: Bundle) -> Iterator[Finding]:
+    data = bundle.plan.get("fabric")
+    if not isinstance(data, dict) or not isinstance(data.get("leaves"), list):
+        return
+    fab = _Fabric(data)
+    for topo in _slurm_topologies(bundle):
+        yield from _topology_follows(topo, fab)
+    if bundle.node_labels:
+        yield from _labels_follow(bundle, fab)
+
+
+def _slurm_topologies(bundle: Bundle) -> list[Topology]:
+    ignored: list[Finding] = []  # unreadable files are slurm_checks' findings
+    out = parse_topology_conf(TOPO_CONF, bundle.text(TOPO_CONF) or "", ignored) if bundle.has(TOPO_CONF) else []
+    if bundle.has(TOPO_YAML):
+        out += parse_topology_yaml(bundle.doc(TOPO_YAML), ignored)
+    return out
+
+
+def _topology_follows(topo: Topology, fab: _Fabric) -> Iterator[Finding]:
+    where = f"topology {topo.name}: " if topo.path.endswith(".yaml") else ""
+    if topo.kind == "block":
+        for name, (nodes, line) in topo.leaves.items():
+            if name not in fab.domains:
+                yield error(topo.path, line, f"{where}block {name} is no NVLink domain of plan.json's fabric")
+            elif set(nodes) != fab.domains[name]:
+                yield error(topo.path, line, f"{where}block {name} lists {_short(nodes)} but plan.json's NVLink "
+                                             f"domain {name} is {_short(fab.domains[name])}")
+        return
+    for name, (nodes, line) in topo.leaves.items():
+        if name not in fab.spines_of:
+            yield error(topo.path, line, f"{where}leaf switch {name} is no leaf of plan.json's fabric")
+            continue
+        elsewhere = [n for n in nodes if fab.leaf_of.get(n) != name]
+        if elsewhere:
+            yield error(topo.path, line, f"{where}leaf switch {name} lists {_short(elsewhere)}, which plan.json's "
+                                         "fabric does not cable to it")
+    for name, (children, line) in topo.children.items():
+        allowed = set(fab.spines) if name == fab.core else fab.spines.get(name)
+        if allowed is None:
+            yield error(topo.path, line, f"{where}switch {name} is no spine or core of plan.json's fabric")
+            continue
+        stray = [c for c in children if c not in allowed]
+        if stray:
+            yield error(topo.path, line, f"{where}switch {name} lists {_short(stray)}, which plan.json's fabric "
+                                         "does not cable to it")
+
+
+def _labels_follow(bundle: Bundle, fab: _Fabric) -> Iterator[Finding]:
+    labels = bundle.node_labels
+    assert labels is not None
+    for node, got in labels.labels.items():
+        leaf = fab.leaf_of.get(node)
+        if leaf is None:
+            continue  # a node plan.json does not know: the plane checks' business
+        spines = fab.spines_of.get(leaf) or []
+        want = {LABEL_LEAF: leaf, LABEL_SPINE: spines[0] if spines else None, LABEL_NVLINK: fab.domain_of.get(node)}
+        for key, value in want.items():
+            if got.get(key) != value and (key in got or value is not None):
+                yield error(SCRIPT, labels.line[node], f"node {node} is labelled {key}={got.get(key) or '(none)'} "
+                                                       f"but plan.json's fabric says {value or '(none)'}")
+                break

@@ -49,19 +49,24 @@ def _hypernode(name: str, tier: int, tier_name: str, members: list[dict[str, Any
 
 
 def topology(plan: Plan) -> list[dict[str, Any]]:
-    """Tier 1: a HyperNode per leaf of this plane, its nodes by exact name. Tier 2: one per spine
-    over its leaves on this plane. Tier 3: the core over the spines, when there are several."""
-    mine = {leaf for s in slices(plan) for leaf in s.leaves}
-    leaves = [leaf for leaf in plan.fabric.leaves if leaf.name in mine]
-    out = [_hypernode(leaf.name, 1, "leaf",
-                      [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in leaf.nodes])
-           for leaf in leaves]
+    """Tier 1: a HyperNode per leaf with nodes of this plane, those nodes by exact name (a leaf split
+    between the planes lists only this plane's). Tier 2: one per spine label (fabric.spine_groups: a
+    leaf under several spines joins its first) over its leaves on this plane. Tier 3: the core over
+    them, when the fabric has one and there are several."""
+    mine = {n for s in slices(plan) for n in s.nodes}
+    out, kept = [], set()
+    for leaf in plan.fabric.leaves:
+        nodes = [n for n in leaf.nodes if n in mine]
+        if nodes:
+            kept.add(leaf.name)
+            out.append(_hypernode(leaf.name, 1, "leaf",
+                                  [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in nodes]))
     spines = []
-    for spine in plan.fabric.spines:
-        below = [leaf for leaf in spine.leaves if leaf in mine]
+    for spine, leaves in plan.fabric.spine_groups():
+        below = [leaf for leaf in leaves if leaf in kept]
         if below:
-            spines.append(spine.name)
-            out.append(_hypernode(spine.name, 2, "spine",
+            spines.append(spine)
+            out.append(_hypernode(spine, 2, "spine",
                                   [{"type": "HyperNode", "selector": {"exactMatch": {"name": leaf}}}
                                    for leaf in below]))
     if plan.fabric.core and len(spines) > 1:

@@ -210,7 +210,7 @@ def _ray_jobs(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Parti
 
 def _refuse(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Partition, ...]) -> None:
     """What a real slurmctld would reject, or mis-read, refused before anything is written."""
-    pool_index = {p: i for i, p in enumerate(dict.fromkeys(leaf.pool for leaf in plan.fabric.leaves))}
+    pool_index = {p: i for i, p in enumerate(plan.fabric.pools)}
     seen: dict[str, str] = {}
     for p in partitions:
         if p.name.lower() in SLURM_KEYWORDS and p.name != DEFAULT_PARTITION or p.name in seen:
