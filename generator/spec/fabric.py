@@ -293,14 +293,21 @@ def resolve(fleet: Fleet, base: Path | None, imported: ImportedFabric | None = N
                    _Where(("fleet", "fabric", "leaves")), fleet)
 
 
+def read_import(fleet: Fleet, base: Path | None) -> ImportedFabric | None:
+    """The `from` file's cabling (None without `from`), read relative to `base`. Raises FabricProblem."""
+    fab = fleet.fleet.fabric
+    _exclusive(fab)
+    if fab.from_ is None:
+        return None
+    kind, rel = next((k, v) for k, v in fab.from_.model_dump().items() if v is not None)
+    return _read_import(kind, rel, base)
+
+
 def of(fleet: Fleet) -> FabricModel:
-    """The model the loader resolved, or (a fleet built in code, no file) resolve it now; a problem
+    """The fabric model of the fleet, from what the loader imported (no file is read here); a problem
     is an OrchgenError naming its field (the CLI points it at its line)."""
-    model = fleet.fleet.fabric._model
-    if model is not None:
-        return model
     try:
-        return resolve(fleet, None)
+        return resolve(fleet, None, fleet.fleet.fabric._imported)
     except FabricProblem as p:
         from .models import format_path
 

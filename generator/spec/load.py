@@ -188,7 +188,9 @@ def load_located(path: str | Path) -> tuple[Fleet, Callable[[OrchgenError], Orch
     for message, loc in check_fleet(fleet):
         raise src.error(message, loc)
     try:  # the fabric as cabled: imports are read here, their errors name the imported file's line
-        fleet.fleet.fabric._model = fabric.resolve(fleet, Path(path).parent)
+        imported = fabric.read_import(fleet, Path(path).parent)
+        fabric.resolve(fleet, None, imported)  # every cabling error now, with its line
+        fleet.fleet.fabric._imported = imported
     except fabric.FabricProblem as p:
         if p.file:
             raise OrchgenError(p.message, p.file, p.line, p.field) from None

@@ -147,9 +147,10 @@ class Fabric(_Model):
     from_: FabricImport | None = Field(default=None, alias="from",
                                        description="import leaves and spines (and NVLink blocks) from a file, "
                                        "instead of leaves/spines")
-    # The loader's resolution of this section (explicit leaves, the import, or the shorthand): a
-    # spec.fabric.FabricModel. Private: not input, and set only by spec.load.
-    _model: Any = PrivateAttr(default=None)
+    # What the loader read from the `from` file (a spec.importers.ImportedFabric), so planning never
+    # reads a file again. Private: not input, set only by spec.load. The FabricModel itself is built
+    # from this section whenever it is needed, so a fleet changed in code never keeps a stale one.
+    _imported: Any = PrivateAttr(default=None)
 
 
 class SlurmHosts(_Model):
