@@ -25,7 +25,6 @@ planes' traffic; `Split.shared` says which, and what it costs. A node is always 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..errors import OrchgenError
