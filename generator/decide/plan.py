@@ -45,6 +45,7 @@ class WorkloadDecision:
     pool: str = ""
     gpus: int = 0  # demand: total GPUs (0 on a CPU pool)
     gpus_per_node: int = 0
+    pinned: bool = False  # workloads[].plane pins it (the rules did not choose its plane)
 
     def recommendation(self) -> dict[str, Any]:
         """The stable `recommend --format json` shape."""
@@ -56,6 +57,8 @@ class WorkloadDecision:
             "hybrid": self.hybrid,
             "addons": list(self.addons),
             "reasons": list(self.reasons),
+            "plane": self.plane,
+            "pinned": self.pinned,
         }
 
 

@@ -11,7 +11,7 @@ from .. import catalog
 from ..spec import fabric as fabric_mod
 from ..spec.checks import pool_hostnames
 from . import slurm_names
-from .rules import recommend
+from .rules import RULES, recommend
 from .partition import split
 from .plan import Plan, Plane, PoolSlice, Quota, Tenant, Warning_, WorkloadDecision
 from ..errors import OrchgenError
@@ -27,7 +27,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     file = str(source)
     decisions = recommend(fleet)
     for message, loc in slurm_names.problems(fleet, decisions):
-        raise OrchgenError(message, file, None, format_path(loc))
+        raise OrchgenError(message + _pinned_to_slurm(decisions), file, None, format_path(loc))
     reasons: list[str] = []
     warnings: list[Warning_] = []  # what the user must hear about; errors under options.strict
     pools = {p.name: p for p in fleet.fleet.pools}
@@ -43,10 +43,12 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         kube = "kubernetes"
         reasons.append(f"Slurm runs on Kubernetes ({operator}): a Kubernetes plane hosts it")
     slurm_version = _slurm_version(fleet, operator, reasons)
+    overridden = [d.name for d in decisions if d.pinned and (d.primary == "slurm") != RULES[0].matches(d.facts)]
+    pins = f" (or is pinned there: {', '.join(overridden)})" if overridden else ""
     if slurm and not kube:
-        reasons.append("Slurm only: every workload is tightly coupled multi-node batch on bare metal")
+        reasons.append(f"Slurm only: every workload is tightly coupled multi-node batch on bare metal{pins}")
     elif kube and not slurm:
-        reasons.append(f"{kube} only: no workload is tightly coupled multi-node on bare metal")
+        reasons.append(f"{kube} only: no workload is tightly coupled multi-node on bare metal{pins}")
 
     tenants = _tenants(fleet)
     default = _default_pools(fleet, decisions, slurm, kube)
@@ -107,6 +109,15 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         warnings=tuple(warnings),
         strict=fleet.options.strict,
     )
+
+
+def _pinned_to_slurm(decisions: list[WorkloadDecision]) -> str:
+    """Where only pins bring Slurm into the plan, a Slurm refusal says so."""
+    on_slurm = [(i, d) for i, d in enumerate(decisions) if d.primary == "slurm"]
+    if not on_slurm or not all(d.pinned and not RULES[0].matches(d.facts) for _, d in on_slurm):
+        return ""
+    i, d = on_slurm[0]
+    return f" (Slurm is in the plan because workloads[{i}].plane pins {d.name} to it)"
 
 
 def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:
