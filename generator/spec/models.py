@@ -135,6 +135,10 @@ class FleetSpec(_Model):
 class Tenant(_Model):
     name: Name
     share: int = Field(default=1, ge=1, le=1_000_000)
+    default: bool = Field(
+        default=False,
+        description="the tenant of every workload that names none (at most one tenant is marked)",
+    )
 
 
 class Workload(_Model):
