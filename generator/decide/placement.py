@@ -161,10 +161,13 @@ def capacity_warnings(fleet: Fleet, placed: list[WorkloadDecision],
     CPU pool), which then queue behind one another; on Kubernetes the starters' pods, which cannot
     all run at once (GPUs, CPUs or memory: the sum of their requests against the nodes')."""
     index = {p.name: j for j, p in enumerate(fleet.fleet.pools)}
+    by: dict[tuple[str, str], list[WorkloadDecision]] = {}
+    for d in placed:
+        by.setdefault((d.plane, d.pool), []).append(d)
     out = []
     for plane, ss in slices.items():
         for s in ss:
-            here = [d for d in placed if d.plane == plane and d.pool == s.pool]
+            here = by.get((plane, s.pool), [])
             text = (_kube_overflow(plane, s, here) if plane in KUBE_PLANES else _slurm_overflow(plane, s, here))
             if here and text:
                 out.append(Warning_(text, f"fleet.pools[{index[s.pool]}].nodes"))

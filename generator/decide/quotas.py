@@ -33,8 +33,8 @@ def guarantee(total: int, shares: list[int], floors: list[int]) -> tuple[list[in
     n = len(shares)
     if not any(floors) or sum(floors) > total:
         return largest_remainder(total, shares), [False] * n
-    fixed: set[int] = set()
-    while True:
+    fixed = _water_level(total, shares, floors)
+    while True:  # integers: a tenant rounded below its floor is held at it too (rarely a second pass)
         free = [i for i in range(n) if i not in fixed]
         rest = total - sum(floors[i] for i in fixed)
         split = dict(zip(free, largest_remainder(rest, [shares[i] for i in free])))
@@ -42,6 +42,20 @@ def guarantee(total: int, shares: list[int], floors: list[int]) -> tuple[list[in
         if not below:  # at least one tenant stays free: the floors fit, so not all can be below
             return [floors[i] if i in fixed else split[i] for i in range(n)], [i in fixed for i in range(n)]
         fixed |= below
+
+
+def _water_level(total: int, shares: list[int], floors: list[int]) -> set[int]:
+    """The tenants held at their floors in exact arithmetic: those with floor / share above the
+    level λ that the others' shares then divide the rest at (highest ratio first; O(n log n))."""
+    order = sorted((i for i in range(len(shares)) if floors[i]), key=lambda i: (-floors[i] / shares[i], i))
+    fixed: set[int] = set()
+    rest, weight = total, sum(shares)
+    for i in order:
+        if floors[i] * weight <= rest * shares[i]:  # floor / share <= rest / weight: by share from here
+            break
+        fixed.add(i)
+        rest, weight = rest - floors[i], weight - shares[i]
+    return fixed
 
 
 def quotas(tenants: list[Tenant], slices: tuple[PoolSlice, ...], placed: list[WorkloadDecision]
@@ -52,31 +66,40 @@ def quotas(tenants: list[Tenant], slices: tuple[PoolSlice, ...], placed: list[Wo
     per: list[dict[str, Quota]] = [{} for _ in tenants]
     reasons: list[str] = []
     warnings: list[Warning_] = []
+    by: dict[tuple[str, str], list[tuple[int, WorkloadDecision]]] = {}
+    for i, d in enumerate(placed):
+        if d.workload_class == "service" and d.shape is not None:
+            by.setdefault((d.tenant, d.pool), []).append((i, d))
+    index = {t.name: i for i, t in enumerate(tenants)}
     for s in slices:
         n = len(s.nodes)
-        services = [[(i, d) for i, d in enumerate(placed) if d.tenant == t.name and d.pool == s.pool
-                     and d.workload_class == "service" and d.shape is not None] for t in tenants]
-        asks = [sizing.totals(*(d.shape for _, d in mine)) for mine in services]
-        columns = []
-        for k, total in enumerate((s.gpus, s.cpus * n, s.memory_gib * n)):
-            columns.append(guarantee(total, shares, [a[k] for a in asks]))
+        services = {index[t]: mine for (t, pool), mine in by.items() if pool == s.pool}
+        asks = [(0, 0, 0)] * len(tenants)
+        for i, mine in services.items():
+            asks[i] = sizing.totals(*(d.shape for _, d in mine))
+        columns = [guarantee(total, shares, [a[k] for a in asks])
+                   for k, total in enumerate((s.gpus, s.cpus * n, s.memory_gib * n))]
         (gpus, won), cpus, mems = columns[0], columns[1][0], columns[2][0]
         for i, (g, c, m) in enumerate(zip(gpus, cpus, mems)):
             per[i][s.pool] = Quota(g, c, m)
         if any(won):
             reasons.append(_reason(s, tenants, gpus, won))
-        for t, mine, ask, got in zip(tenants, services, asks, gpus):
-            if ask[0] > got:
-                warnings.append(_short(s, t, mine, ask[0], got, sum(a[0] for a in asks)))
+        everyone = sum(a[0] for a in asks)
+        for i in sorted(services):
+            if asks[i][0] > gpus[i]:
+                warnings.append(_short(s, tenants[i], services[i], asks[i][0], gpus[i], everyone))
     return [replace(t, quotas=q) for t, q in zip(tenants, per)], reasons, warnings
 
 
 def _reason(s: PoolSlice, tenants: list[Tenant], gpus: list[int], won: list[bool]) -> str:
     by_share = largest_remainder(s.gpus, [t.share for t in tenants])
-    parts = [f"{t.name} {g} (" + (f"its services' demand; by share alone {b}" if w else "by share") + ")"
-             for t, g, w, b in zip(tenants, gpus, won, by_share)]
+    sized = [f"{t.name} {g} (by share alone {b})" for t, g, w, b in zip(tenants, gpus, won, by_share) if w]
+    rest = [f"{t.name} {g}" for t, g, w in zip(tenants, gpus, won) if not w]
+    others = (f"; by share: {', '.join(rest)}" if len(rest) <= 8 else f"; the other {len(rest)} tenants by share"
+              ) if rest else ""
     return (f"tenant quotas on pool {s.pool} ({s.gpus} GPUs): a tenant's services are guaranteed the GPUs, "
-            f"CPUs and memory their pods ask for, the rest is divided by share: {', '.join(parts)}")
+            f"CPUs and memory their pods ask for, the rest is divided by share. By its services' demand: "
+            f"{', '.join(sized)}{others}")
 
 
 def _short(s: PoolSlice, t: Tenant, mine: list[tuple[int, WorkloadDecision]], ask: int, got: int,
