@@ -102,7 +102,7 @@ def _other(plane: str, slices: dict[str, tuple[PoolSlice, ...]]) -> str:
 def _lost(d: WorkloadDecision, pool: Pool, slices: dict[str, tuple[PoolSlice, ...]],
           demand: dict[str, dict[str, int]]) -> str:
     other = _other(d.plane, slices)
-    how = "pinned there (plane: " + d.plane + ")" if d.pinned else "placed there by the rules"
+    how = "pinned there by its `plane:`" if d.pinned else "placed there by the rules"
     wants = ", ".join(f"{plane} {need.get(pool.name, 0)}" for plane, need in sorted(demand.items()))
     return (f"{d.name} runs on {d.plane} ({how}) and names pool {pool.name}, but the split gave all "
             f"{pool.nodes} nodes of {pool.name} to {other} (demand there in nodes: {wants}); a plane runs "
