@@ -3,7 +3,9 @@
 The whole bundle is rendered in memory first ({relative path: bytes}); only then is it written:
 into a staging directory beside the target, which is swapped in with one rename (an atomic
 exchange where Linux offers it). An interrupted run leaves the previous bundle whole. A
-directory orchgen did not write (no marker file) is never overwritten without --force.
+directory orchgen did not write (no marker file) is never overwritten without --force. A symbolic
+link is written through (the directory it points to gets the bundle; the link stays). Files and
+directories get the modes the user's umask gives, as `cp` or `git checkout` would.
 """
 from __future__ import annotations
 
@@ -59,14 +61,54 @@ def _exchange(a: Path, b: Path) -> bool:
     return rc == 0
 
 
+def _resolve(target: Path) -> Path:
+    """The directory the bundle goes to. A symbolic link is written through: the bundle replaces
+    the directory it points to (under the same rules: orchgen's marker, or --force), and the link
+    stays. A link to nothing is refused, as are the root and the directory orchgen runs in."""
+    if target.is_symlink() and not target.exists():
+        raise OrchgenError(f"is a symbolic link to {os.readlink(target)}, which does not exist; "
+                           "orchgen writes through a link only to a directory that exists", str(target))
+    real = Path(os.path.realpath(target))
+    if real == real.parent:
+        raise OrchgenError("is the root of the file system; write the bundle to a directory of its own",
+                           str(target))
+    here = Path(os.path.realpath(os.getcwd()))
+    if real == here or real in here.parents:
+        raise OrchgenError("is the current directory or holds it; orchgen replaces the bundle directory "
+                           "whole, so write it from outside", str(target))
+    return real
+
+
+def _modes(stage: Path) -> None:
+    """The modes a user's umask gives (mkdtemp made the stage 0700): the bundle is committed and shared."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for dirpath, dirnames, names in os.walk(stage):
+        os.chmod(dirpath, 0o777 & ~mask)
+        for name in names:
+            path = os.path.join(dirpath, name)
+            os.chmod(path, (0o777 if name.endswith((".sh", ".sbatch")) else 0o666) & ~mask)
+
+
 def write(files: Files, target: Path, force: bool = False) -> None:
+    """Write the bundle to `target`. Whatever the file system refuses (no such place, no permission,
+    a read-only or virtual file system) is an OrchgenError naming `target`, never a traceback."""
     check_paths(files)
-    target = Path(target)
+    shown = str(target)
+    try:
+        _write(files, _resolve(Path(target)), force, shown)
+    except OSError as exc:
+        name = str(exc.filename or "")
+        where = f" ({name})" if name and name != shown and ".orchgen-" not in name else ""
+        raise OrchgenError(f"cannot write the bundle: {exc.strerror or exc}{where}", shown) from None
+
+
+def _write(files: Files, target: Path, force: bool, shown: str) -> None:
     if target.exists() and not target.is_dir():
-        raise OrchgenError("exists and is not a directory", str(target))
+        raise OrchgenError("exists and is not a directory", shown)
     if target.is_dir() and any(target.iterdir()) and not _is_bundle(target) and not force:
         raise OrchgenError(f"is not empty and was not written by orchgen (no {MARKER}); "
-                           "pass --force to replace it", str(target))
+                           "pass --force to replace it", shown)
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f".{target.name}.orchgen-new-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by a run that was killed mid-write
@@ -76,8 +118,7 @@ def write(files: Files, target: Path, force: bool = False) -> None:
             dest = stage / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
-            if rel.endswith((".sh", ".sbatch")):
-                dest.chmod(0o755)
+        _modes(stage)
         _fsync_tree(stage)
         if not target.exists():
             os.rename(stage, target)

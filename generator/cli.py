@@ -56,36 +56,56 @@ def cli() -> None:
 @click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def recommend(workload: str, fmt: str) -> None:
-    """Show the plane, add-ons and reasons per workload and for the fleet."""
-    plan, _ = _load_plan(workload)
+    """Show the plane, add-ons and reasons per workload and for the fleet. A fleet that cannot be
+    planned still gets its per-workload decisions (they do not depend on the split), then the error."""
+    from . import spec
+    from .decide import make_plan, per_workload
+
+    fleet, locate = spec.load_located(workload)
+    try:
+        plan = make_plan(fleet, workload)
+        _warn(plan, locate)
+    except OrchgenError as err:
+        _show_workloads(per_workload(fleet), fmt, fleet.metadata.name)
+        raise locate(err) from None
     if fmt == "json":
-        fleet = plan.to_json()
+        data = plan.to_json()
         out = {
-            "fleet": {k: fleet[k] for k in ("name", "hybrid", "gang_scheduler", "reasons")}
+            "fleet": {k: data[k] for k in ("name", "hybrid", "gang_scheduler", "reasons")}
             | {"planes": {n: {k: p[k] for k in ("host", "operator", "node_count", "gpus", "addons")}
-                          for n, p in fleet["planes"].items()}},
+                          for n, p in data["planes"].items()}},
             "workloads": [w.recommendation() for w in plan.workloads],
         }
         click.echo(json.dumps(out, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{plan.name}: per workload", show_lines=True)
-    for col in ("workload", "primary", "plane", "gang", "add-ons", "why"):
-        table.add_column(col)
-    for w in plan.workloads:
-        primary = w.primary + (f" on {w.ray_host}" if w.ray_host else "") + (" (hybrid)" if w.hybrid else "")
-        table.add_row(w.name, primary, w.plane, "REQUIRED" if w.gang_scheduler_required else "-",
-                      ", ".join(w.addons), "\n".join(w.reasons))
-    console = Console(width=max(120, Console().width))
-    console.print(table)
+    console = _show_workloads(plan.workloads, fmt, plan.name)
     console.print(f"[bold]{plan.name}: fleet[/bold]")
     for name, p in plan.planes.items():
         host = f" on Kubernetes ({p.operator})" if p.operator else ""
         console.print(f"  {name}{host}: {len(p.nodes)} nodes; add-ons: {', '.join(p.addons) or '-'}")
     for line in plan.reasons:
         console.print(f"  - {line}", highlight=False)
+
+
+def _show_workloads(workloads, fmt: str, name: str):
+    """The per-workload table; in JSON only when the fleet failed (`fleet` is then null)."""
+    if fmt == "json":
+        click.echo(json.dumps({"fleet": None, "workloads": [w.recommendation() for w in workloads]}, indent=2))
+        return None
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{name}: per workload", show_lines=True)
+    for col in ("workload", "primary", "plane", "gang", "add-ons", "why"):
+        table.add_column(col)
+    for w in workloads:
+        primary = w.primary + (f" on {w.ray_host}" if w.ray_host else "") + (" (hybrid)" if w.hybrid else "")
+        plane = w.plane + (" (pinned)" if w.pinned else "")
+        table.add_row(w.name, primary, plane, "REQUIRED" if w.gang_scheduler_required else "-",
+                      ", ".join(w.addons), "\n".join(w.reasons))
+    console = Console(width=max(120, Console().width))
+    console.print(table)
+    return console
 
 
 @cli.command()

@@ -140,3 +140,74 @@ def test_killed_at_any_moment_leaves_a_whole_bundle(tmp_path, example):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert tree(out) in (old, new)
+
+
+# ---- the output side: places orchgen cannot or will not write, links, modes ---------------------
+
+@pytest.mark.parametrize("where", ["proc", "under-a-file"])
+def test_an_impossible_output_is_one_line_exit_2(tmp_path, orchgen, example, where):
+    if where == "proc":
+        target = Path("/proc") / "orchgen-no-such-dir"
+    else:
+        (tmp_path / "file").write_text("x")
+        target = tmp_path / "file" / "out"
+    proc = orchgen("plan", example("dev-ci"), "-o", target)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"orchgen: {target}: cannot write the bundle: "), proc.stderr
+    assert "internal error" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_force_writes_through_a_symlink_to_a_directory(tmp_path, orchgen, example):
+    """--force replaces what the link points to; the link stays a link."""
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    (real / "precious.txt").write_text("keep me")
+    link.symlink_to(real)
+    proc = orchgen("plan", example("dev-ci"), "-o", link)
+    assert proc.returncode == 2 and "--force" in proc.stderr and "internal error" not in proc.stderr
+    assert proc.stderr.startswith(f"orchgen: {link}: is not empty")
+    assert tree(real) == {"precious.txt": b"keep me"}
+    proc = orchgen("plan", example("dev-ci"), "-o", link, "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert (real / "plan.json").is_file() and not (real / "precious.txt").exists()
+    assert tree(link) == tree(real)
+    # now a bundle: no --force needed, and --check reads through the link too
+    assert orchgen("plan", example("research-lab"), "-o", link).returncode == 0
+    assert link.is_symlink() and orchgen("plan", example("research-lab"), "-o", link, "--check").returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"], "staging left behind"
+
+
+def test_a_dangling_symlink_is_refused(tmp_path, orchgen, example):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "gone")
+    proc = orchgen("plan", example("dev-ci"), "-o", link, "--force")
+    assert proc.returncode == 2 and "which does not exist" in proc.stderr
+    assert link.is_symlink() and not (tmp_path / "gone").exists()
+
+
+def test_the_current_directory_is_refused(tmp_path, orchgen, example):
+    out = tmp_path / "out"
+    assert orchgen("plan", example("dev-ci"), "-o", out).returncode == 0
+    before = tree(out)
+    proc = orchgen("plan", example("dev-ci"), "-o", ".", cwd=out)
+    assert proc.returncode == 2 and "is the current directory" in proc.stderr
+    assert tree(out) == before
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_modes_follow_the_umask(tmp_path, example, umask):
+    out = tmp_path / "out"
+
+    def run(src):
+        subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(src), "-o", str(out)], check=True,
+                       capture_output=True, preexec_fn=lambda: os.umask(umask))
+
+    for src in (example("dev-ci"), example("research-lab")):  # a first write, then a replacement
+        run(src)
+        dirs = [out] + [p for p in out.rglob("*") if p.is_dir()]
+        files = [p for p in out.rglob("*") if p.is_file()]
+        assert {p.stat().st_mode & 0o777 for p in dirs} == {0o777 & ~umask}
+        scripts = {p for p in files if p.suffix in (".sh", ".sbatch")}
+        assert scripts and {p.stat().st_mode & 0o777 for p in scripts} == {0o777 & ~umask}
+        assert {p.stat().st_mode & 0o777 for p in set(files) - scripts} == {0o666 & ~umask}

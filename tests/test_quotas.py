@@ -34,6 +34,9 @@ def kube_fleets(draw) -> dict[str, Any]:
                              "pool": draw(st.sampled_from(pools))["name"]}
         if tenants:
             w["tenant"] = draw(st.sampled_from(tenants))["name"]
+        pool = next(p for p in pools if p["name"] == w["pool"])
+        if pool.get("gpu") and draw(st.booleans()):
+            w["gpus"] = draw(st.integers(0, pool["nodes"] * pool["gpu"]["count"]))
         workloads.append(w)
     return {
         "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "prop"},
@@ -137,6 +140,26 @@ def check_kai(plan, files) -> None:
 CHECKS = {"kueue": check_kueue, "volcano": check_volcano, "kai": check_kai}
 
 
+def check_services_guaranteed(plan) -> None:
+    """Each tenant's quota on a pool covers what its services' pods ask for there, where all the
+    services fit in the pool; where they do not, the shares decide and the short ones are warned."""
+    from generator.decide.quotas import largest_remainder
+
+    for s in plan.kube_plane.slices:
+        asks = [sum(d.shape.pods * d.shape.gpus for d in plan.workloads
+                    if d.tenant == t.name and d.pool == s.pool and d.workload_class == "service")
+                for t in plan.tenants]
+        got = [t.quotas[s.pool].gpus for t in plan.tenants]
+        if sum(asks) <= s.gpus:
+            assert all(g >= a for g, a in zip(got, asks)), (s.pool, got, asks)
+        else:
+            assert got == largest_remainder(s.gpus, [t.share for t in plan.tenants])
+            short = {t.name for t, g, a in zip(plan.tenants, got, asks) if a > g}
+            warned = {w.message.split("'")[0].removeprefix("tenant ") for w in plan.warnings
+                      if w.message.startswith("tenant ") and f"on pool {s.pool} " in w.message}
+            assert short <= warned, (short, plan.warnings)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kube_fleets())
 def test_rendered_nominal_quotas_add_up_to_capacity(data):
@@ -150,6 +173,7 @@ def test_rendered_nominal_quotas_add_up_to_capacity(data):
         assert sum(t.quotas[s.pool].cpus for t in plan.tenants) == s.cpus * n
         assert sum(t.quotas[s.pool].memory_gib for t in plan.tenants) == s.memory_gib * n
     CHECKS[plan.gang_scheduler](plan, files)
+    check_services_guaranteed(plan)
     for rq in _objects(files, "10-quotas.yaml"):  # borrowing is on: the namespace cap is the plane
         assert rq["spec"]["hard"]["requests.nvidia.com/gpu"] == str(_plane(plan)[0])
 

@@ -33,6 +33,8 @@ from generator.render.kubernetes import volcano
 from generator.render.slurm.topology import slurm_tree
 from generator.spec import Fleet, fabric as fabric_mod, hostlist
 
+from .refusals import check_refusal
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
@@ -243,11 +245,14 @@ def test_random_splits(data):
     try:
         plan = make_plan(fleet, "split.yaml")
     except OrchgenError as exc:
-        # the one refusal: a plane with no node at all, because a pool cannot be split
-        assert "gets no nodes" in exc.message, exc
+        # The split's refusal: a plane with no node at all, because a pool cannot be split (whole
+        # leaves, or one NVLink domain); or placement's: a workload's own pool or job size that its
+        # plane's part cannot hold (tests/refusals.py says what each must name).
+        kind = check_refusal(exc, fit(data))
         mode = data["options"]["split"]
-        assert mode == "leaf" or "one NVLink domain" in exc.message, exc
-        event(f"refused ({mode})")
+        if kind.startswith("split:"):
+            assert mode == "leaf" or "one NVLink domain" in exc.message, exc
+        event(f"refused ({mode}): {kind}")
         return
     assume(plan.slurm_plane is not None and plan.kube_plane is not None)
     event(f"{data['options']['split']}: " + ",".join(sorted({s.how for s in plan.pool_splits})))
@@ -282,10 +287,11 @@ def test_the_one_switch_lab_plans_both_planes():
     (shared,) = plan.shared_leaves
     assert shared.leaf == "ib-lab" and "costs no topology" in shared.cost
     # whole leaves cannot do it: with options.split: leaf the one leaf's A100s all go to Slurm (the
-    # larger demand), as they always did, and Kubernetes' model-eval gets no A100
-    whole = plan_of(EXAMPLES / "university-lab.yaml", split="leaf")
-    assert whole.slurm_plane.nodes == hostlist.expand("a100-[01-08]")
-    assert not {s.pool for s in whole.kube_plane.slices} & {"a100"}
+    # larger demand), and model-eval, which names the a100 pool, is refused rather than moved
+    with pytest.raises(OrchgenError) as refused:
+        plan_of(EXAMPLES / "university-lab.yaml", split="leaf")
+    assert refused.value.field == "workloads[3].pool"
+    assert "the split gave all 8 nodes of a100 to slurm" in refused.value.message
 
 
 def test_superpod_eval_takes_one_node_not_a_scalable_unit():

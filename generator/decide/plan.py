@@ -29,6 +29,16 @@ class Facts:
 
 
 @dataclass(frozen=True)
+class PodShape:
+    """How a Kubernetes workload maps onto pods: one pod per node's worth of GPUs (sizing.py)."""
+
+    pods: int
+    gpus: int  # per pod
+    cpu: int  # cores requested per pod
+    memory_gib: int  # requested per pod
+
+
+@dataclass(frozen=True)
 class WorkloadDecision:
     name: str
     facts: Facts
@@ -45,6 +55,10 @@ class WorkloadDecision:
     pool: str = ""
     gpus: int = 0  # demand: total GPUs (0 on a CPU pool)
     gpus_per_node: int = 0
+    pinned: bool = False  # workloads[].plane pins it (the rules did not choose its plane)
+    # the pods its starter asks for on a Kubernetes plane (None elsewhere); a RayCluster's head too
+    shape: PodShape | None = None
+    ray_head: PodShape | None = None
 
     def recommendation(self) -> dict[str, Any]:
         """The stable `recommend --format json` shape."""
@@ -56,6 +70,8 @@ class WorkloadDecision:
             "hybrid": self.hybrid,
             "addons": list(self.addons),
             "reasons": list(self.reasons),
+            "plane": self.plane,
+            "pinned": self.pinned,
         }
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from .. import catalog
 from ..spec import fabric as fabric_mod
-from . import slurm_names
-from .rules import recommend
+from . import placement, quotas, slurm_names
+from .rules import RULES, recommend
 from .partition import split
-from .plan import Plan, Plane, PoolSlice, Quota, Tenant, Warning_, WorkloadDecision
+from .plan import Plan, Plane, PoolSlice, Tenant, Warning_, WorkloadDecision
 from ..errors import OrchgenError
 from ..spec.models import Fleet, Pool, format_path
 
@@ -26,7 +26,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     file = str(source)
     decisions = recommend(fleet)
     for message, loc in slurm_names.problems(fleet, decisions):
-        raise OrchgenError(message, file, None, format_path(loc))
+        raise OrchgenError(message + _pinned_to_slurm(decisions), file, None, format_path(loc))
     reasons: list[str] = []
     warnings: list[Warning_] = []  # what the user must hear about; errors under options.strict
     pools = {p.name: p for p in fleet.fleet.pools}
@@ -39,14 +39,17 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         kube = "kubernetes"
         reasons.append(f"Slurm runs on Kubernetes ({operator}): a Kubernetes plane hosts it")
     slurm_version = _slurm_version(fleet, operator, reasons)
+    overridden = [d.name for d in decisions if d.pinned and (d.primary == "slurm") != RULES[0].matches(d.facts)]
+    pins = f" (or is pinned there: {', '.join(overridden)})" if overridden else ""
     if slurm and not kube:
-        reasons.append("Slurm only: every workload is tightly coupled multi-node batch on bare metal")
+        reasons.append(f"Slurm only: every workload is tightly coupled multi-node batch on bare metal{pins}")
     elif kube and not slurm:
-        reasons.append(f"{kube} only: no workload is tightly coupled multi-node on bare metal")
+        reasons.append(f"{kube} only: no workload is tightly coupled multi-node on bare metal{pins}")
 
-    tenants = _tenants(fleet)
-    default = _default_pools(fleet, decisions, slurm, kube)
-    placed = [_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or tenants[0].name,
+    tenants, default_tenant = placement.tenants_of(fleet)
+    warnings.extend(placement.tenant_warnings(fleet, default_tenant))
+    default = placement.default_pools(fleet, decisions, slurm, kube)
+    placed = [_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or default_tenant,
                      pools, slurm, kube)
               for d, w in zip(decisions, fleet.workloads)]
 
@@ -67,10 +70,14 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
 
     slices = {plane: tuple(_slice(pools[pool], plane, nodes, fab) for pool, nodes in by_pool.items() if nodes)
               for plane, by_pool in parts.plane_nodes.items()}
-    placed = [_repool(d, slices) for d in placed]
+    placed = placement.settle(fleet, placed, slices, demand, file)
+    placed = [placement.sized(d, pools[d.pool]) for d in placed]
+    warnings.extend(placement.capacity_warnings(fleet, placed, slices))
 
     gang = _gang(fleet, placed, kube, tenants, reasons)
-    tenants = _quotas(tenants, slices.get(kube, ()) if kube else ())
+    tenants, quota_reasons, quota_warnings = quotas.quotas(tenants, slices.get(kube, ()) if kube else (), placed)
+    reasons.extend(quota_reasons)
+    warnings.extend(quota_warnings)
     charts = _charts(fleet, placed, kube, gang, operator)
     planes: dict[str, Plane] = {}
     if slurm:
@@ -121,6 +128,25 @@ def _fabric(fleet: Fleet, warnings: list[Warning_]) -> fabric_mod.FabricModel:
     return fab
 
 
+def per_workload(fleet: Fleet) -> list[WorkloadDecision]:
+    """The per-workload decisions with the plane each runs on, which no split changes: what
+    `recommend` shows when the fleet as a whole cannot be planned."""
+    from dataclasses import replace
+
+    decisions = recommend(fleet)
+    kube = _kube_plane(decisions, [])
+    return [replace(d, plane="slurm" if d.primary == "slurm" else kube or "") for d in decisions]
+
+
+def _pinned_to_slurm(decisions: list[WorkloadDecision]) -> str:
+    """Where only pins bring Slurm into the plan, a Slurm refusal says so."""
+    on_slurm = [(i, d) for i, d in enumerate(decisions) if d.primary == "slurm"]
+    if not on_slurm or not all(d.pinned and not RULES[0].matches(d.facts) for _, d in on_slurm):
+        return ""
+    i, d = on_slurm[0]
+    return f" (Slurm is in the plan because workloads[{i}].plane pins {d.name} to it)"
+
+
 def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:
     full = [d.name for d in decisions
             if d.primary == "kubernetes" or d.ray_host == "kubernetes" or d.hybrid]
@@ -164,22 +190,6 @@ def _slurm_version(fleet: Fleet, operator: str | None, reasons: list[str]) -> st
     return runs
 
 
-def _default_pools(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str | None,
-                   kube: str | None) -> dict[bool, str]:
-    """Pool of a workload that names none: {on Slurm?: pool}. Slurm takes the first GPU pool;
-    Kubernetes the first GPU pool Slurm does not claim, so services do not split a training pool."""
-    gpu_pools = [p.name for p in fleet.fleet.pools if p.gpu] or [p.name for p in fleet.fleet.pools]
-    claimed = {w.pool or gpu_pools[0] for d, w in zip(decisions, fleet.workloads) if d.primary == "slurm"}
-    free = [p for p in gpu_pools if p not in claimed]
-    return {True: gpu_pools[0], False: free[0] if (slurm and kube and free) else gpu_pools[0]}
-
-
-def _tenants(fleet: Fleet) -> list[Tenant]:
-    if not fleet.tenants:
-        return [Tenant(fleet.metadata.name, 1, True)]
-    return [Tenant(t.name, t.share, False) for t in fleet.tenants]
-
-
 def _class_of(d: WorkloadDecision) -> str:
     f = d.facts
     if d.primary == "ray" or (d.primary == "slurm" and f.python_native_pipeline):
@@ -198,17 +208,6 @@ def _place(d: WorkloadDecision, pool_name: str, gpus: int | None, tenant: str, p
     plane = slurm if d.primary == "slurm" else kube
     return replace(d, plane=plane or "", workload_class=_class_of(d), tenant=tenant, pool=pool_name,
                    gpus=gpus if gpus is not None else d.facts.nodes * per_node, gpus_per_node=per_node)
-
-
-def _repool(d: WorkloadDecision, slices: dict[str, tuple[PoolSlice, ...]]) -> WorkloadDecision:
-    """A workload whose pool went wholly to the other plane runs on its own plane's first GPU pool."""
-    from dataclasses import replace
-
-    mine = slices.get(d.plane, ())
-    if not mine or any(s.pool == d.pool for s in mine):
-        return d
-    target = next((s for s in mine if s.gpus_per_node), mine[0])
-    return replace(d, pool=target.pool, gpus_per_node=target.gpus_per_node)
 
 
 def _slice(pool: Pool, plane: str, nodes: tuple[str, ...], fab: fabric_mod.FabricModel) -> PoolSlice:
@@ -243,30 +242,6 @@ def _gang(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenant
         return "kueue"
     reasons.append("no gang scheduler (auto): no workload is tightly coupled across nodes on Kubernetes")
     return None
-
-
-def _largest_remainder(total: int, shares: list[int]) -> list[int]:
-    """Split `total` by `shares` into integers that add up to `total` exactly."""
-    weight = sum(shares)
-    exact = [total * s / weight for s in shares]
-    out = [int(x) for x in exact]
-    order = sorted(range(len(shares)), key=lambda i: (-(exact[i] - out[i]), i))
-    for i in order[: total - sum(out)]:
-        out[i] += 1
-    return out
-
-
-def _quotas(tenants: list[Tenant], slices: tuple[PoolSlice, ...]) -> list[Tenant]:
-    from dataclasses import replace
-
-    shares = [t.share for t in tenants]
-    per: list[dict[str, Quota]] = [{} for _ in tenants]
-    for s in slices:
-        n = len(s.nodes)
-        columns = [_largest_remainder(total, shares) for total in (s.gpus, s.cpus * n, s.memory_gib * n)]
-        for i, (g, c, m) in enumerate(zip(*columns)):
-            per[i][s.pool] = Quota(g, c, m)
-    return [replace(t, quotas=q) for t, q in zip(tenants, per)]
 
 
 def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang: str | None,

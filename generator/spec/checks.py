@@ -45,6 +45,11 @@ def check_fleet(fleet: Fleet) -> Iterator[Problem]:
         if tenant.name in RESERVED_NAMESPACES:
             yield (f"{tenant.name!r} is reserved (a system or add-on namespace); pick another tenant name",
                    ("tenants", i, "name"))
+    defaults = [t.name for t in fleet.tenants if t.default]
+    if len(defaults) > 1:
+        i = next(i for i, t in enumerate(fleet.tenants) if t.default and t.name == defaults[1])
+        yield (f"a second default tenant ({defaults[0]!r} is marked default: true already); at most one "
+               "tenant takes the workloads that name none", ("tenants", i, "default"))
 
 
 def _unique(fleet: Fleet) -> Iterator[Problem]:

@@ -176,6 +176,10 @@ class FleetSpec(_Model):
 class Tenant(_Model):
     name: Name
     share: int = Field(default=1, ge=1, le=1_000_000)
+    default: bool = Field(
+        default=False,
+        description="the tenant of every workload that names none (at most one tenant is marked)",
+    )
 
 
 class Workload(_Model):
@@ -187,6 +191,11 @@ class Workload(_Model):
     multi_tenant: bool = False
     python_native_pipeline: bool = False
     edge_or_dev: bool | None = Field(default=None, description="default: fleet.edge_or_dev")
+    plane: Literal["auto", "slurm", "kubernetes"] = Field(
+        default="auto",
+        description="auto: the decision guide's rules; slurm / kubernetes: pinned there (refused, "
+        "with the reason, where that plane cannot run it)",
+    )
     tenant: str | None = None
     pool: str | None = None
     gpus: int | None = Field(default=None, ge=0, le=16 * MAX_FLEET_NODES * 64)

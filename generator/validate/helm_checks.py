@@ -59,8 +59,13 @@ def check_releases(bundle: Bundle) -> Iterator[Finding]:
         if repo and not repo.startswith(("https://", "oci://")):
             yield error(RELEASES, doc.line_of(["releases", i, "repo"]),
                         f"release {name}: repo must be an https:// Helm repository or an oci:// registry")
-        for dep in rel.get("dependsOn") or []:
-            if dep not in placed:
+        deps = rel.get("dependsOn") or []
+        if not isinstance(deps, list):  # a hand edit can make it anything; a list of names is the contract
+            yield error(RELEASES, doc.line_of(["releases", i, "dependsOn"]),
+                        f"release {name}: dependsOn must be a list of release names")
+            deps = []
+        for dep in deps:
+            if not isinstance(dep, str) or dep not in placed:
                 yield error(RELEASES, doc.line_of(["releases", i, "dependsOn"]),
                             f"release {name} depends on {dep}, which is not installed before it")
         values = rel.get("values")

@@ -6,11 +6,11 @@ cannot drift apart (a queue a workload names must be a queue the manifests creat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ...spec import fabric
-from ...decide.plan import Plan, PoolSlice, Tenant, WorkloadDecision
+from ...decide import sizing
+from ...decide.plan import PodShape, Plan, PoolSlice, Tenant, WorkloadDecision
 
 MANAGED = {"app.kubernetes.io/managed-by": "orchgen"}
 GPU = "nvidia.com/gpu"
@@ -130,33 +130,15 @@ def workloads(plan: Plan) -> list[WorkloadDecision]:
     return plan.workloads_on(kube.name) if kube else []
 
 
-@dataclass(frozen=True)
-class PodShape:
-    """How a workload maps onto pods: one pod per node's worth of GPUs."""
-
-    pods: int
-    gpus: int  # per pod
-    cpu: int  # cores requested per pod
-    memory_gib: int  # requested per pod
-
-
 def shape(plan: Plan, w: WorkloadDecision) -> PodShape:
+    """The pods of a workload's starter: the Plan's (the planner sizes every Kubernetes workload);
+    sized here by the same rule only for a decision the planner did not place."""
+    if w.shape is not None:
+        return w.shape
     s = slice_of(plan, w.pool)
     per_node = w.gpus_per_node or (s.gpus_per_node if s else 0)
-    if per_node and w.gpus:
-        pods = max(w.facts.nodes, -(-w.gpus // per_node))
-        # a workload asking for fewer GPUs than its nodes hold (gpus: 1 on a 2-GPU box) gets that many
-        gpus = min(per_node, -(-w.gpus // pods))
-    else:
-        pods, gpus = w.facts.nodes, 0
-    if gpus and s:
-        # the node share the pod's GPUs stand for, less 20% for kubelet, system daemons and the
-        # GPU operator's pods (allocatable is below capacity)
-        cpu = max(1, s.cpus * gpus * 8 // (per_node * 10))
-        mem = max(1, s.memory_gib * gpus * 8 // (per_node * 10))
-    else:
-        cpu, mem = 1, 2
-    return PodShape(pods, gpus, cpu, mem)
+    return sizing.pod_shape(w.facts.nodes, w.gpus, per_node, s.cpus if s else None,
+                            s.memory_gib if s else None)
 
 
 def node_selector(plan: Plan, pool: str) -> dict[str, str]:

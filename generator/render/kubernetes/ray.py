@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...decide import sizing
 from ...decide.plan import Plan, WorkloadDecision
 from . import gang
 from .common import (RAY_IMAGE, RAY_VERSION, PodShape, dns1035, meta, namespace_of, node_selector,
@@ -21,10 +22,10 @@ def cluster_name(w: WorkloadDecision) -> str:
 
 
 def _head_shape(plan: Plan, w: WorkloadDecision) -> PodShape:
+    if w.ray_head is not None:
+        return w.ray_head
     s = slice_of(plan, w.pool)
-    cpus, mem = (s.cpus, s.memory_gib) if s else (8, 32)
-    # the head runs the GCS and dashboard, no tasks: a small slice of a node is enough
-    return PodShape(1, 0, max(1, min(8, cpus // 8)), max(2, min(32, mem // 8)))
+    return sizing.ray_head(s.cpus if s else None, s.memory_gib if s else None)
 
 
 def _pod(plan: Plan, w: WorkloadDecision, name: str, shape_: PodShape, image: str) -> dict[str, Any]:
