@@ -12,7 +12,9 @@ never inside an NVLink domain (Slurm's topology/block needs whole ones). `option
   orchgen always had; a plane left with no node at all is an error naming the fix.
 * `node`: a contiguous block of nodes. Where both demands fit in the pool, the smaller demand
   (Kubernetes on a tie) gets exactly its demand, rounded up to whole NVLink domains, and the other
-  plane the rest; where they do not, the nodes are shared in proportion to the demands.
+  plane the rest; where they do not, the nodes are shared in proportion to the demands, each plane
+  keeping its largest job that starts all at once (a Slurm allocation, a gang), and where the pool
+  cannot hold both of those, the larger demand takes it whole.
 * `auto` (the default): whole leaves where they fit, by node where a leaf costs too much. By node
   when the pool has a single leaf (no whole-leaf split exists), when a plane's demand is smaller
   than a leaf and the leaves it would get waste more than that demand (given - demand > demand), or
@@ -45,8 +47,12 @@ class Split:
 
 
 def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int]],
-          slurm: str | None, kube: str | None, file: str, mode: str = "auto") -> Split:
-    """demand: plane -> pool -> nodes. `slurm`/`kube`: the plane names present (or None)."""
+          slurm: str | None, kube: str | None, file: str, mode: str = "auto",
+          floor: dict[str, dict[str, int]] | None = None) -> Split:
+    """demand: plane -> pool -> nodes. `slurm`/`kube`: the plane names present (or None). floor:
+    plane -> pool -> the nodes of its largest job that starts all at once (a Slurm allocation, a
+    gang), which a split by node never cuts below while the pool can hold both planes' floors."""
+    floor = floor or {}
     out: dict[str, dict[str, tuple[str, ...]]] = {p: {} for p in (slurm, kube) if p}
     reasons: list[str] = []
     decided: list[PoolSplit] = []
@@ -66,7 +72,8 @@ def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int
             decided.append(PoolSplit(pool, "whole", {owner: len(nodes)}, want, why))
             continue
         assert slurm and kube
-        s, how, why = _divide(fabric, pool, nodes, want[slurm], want[kube], slurm, kube, mode)
+        floors = (floor.get(slurm, {}).get(pool, 0), floor.get(kube, {}).get(pool, 0))
+        s, how, why = _divide(fabric, pool, nodes, want[slurm], want[kube], slurm, kube, mode, floors)
         out[slurm][pool], out[kube][pool] = tuple(nodes[:s]), tuple(nodes[s:])
         for plane, got in ((slurm, nodes[:s]), (kube, nodes[s:])):
             if not got:
@@ -123,7 +130,7 @@ def _leaf_cuts(fabric: FabricModel, nodes: list[str], cuts: list[int]) -> list[i
 
 
 def _divide(fabric: FabricModel, pool: str, nodes: list[str], ds: int, dk: int, slurm: str, kube: str,
-            mode: str) -> tuple[int, str, str]:
+            mode: str, floors: tuple[int, int] = (0, 0)) -> tuple[int, str, str]:
     """(Slurm's share: the first s nodes, leaf | node, why)."""
     n = len(nodes)
     cuts = _cuts(fabric, nodes)
@@ -131,17 +138,17 @@ def _divide(fabric: FabricModel, pool: str, nodes: list[str], ds: int, dk: int, 
     if mode == "leaf":
         return _by_leaf(fabric, pool, nodes, leaf_cuts, ds, dk, kube)
     if mode == "node":
-        return _by_node(pool, n, cuts, ds, dk, kube, "options.split: node")
+        return _by_node(pool, n, cuts, ds, dk, kube, "options.split: node", floors)
     if not leaf_cuts:
         return _by_node(pool, n, cuts, ds, dk, kube, "one leaf switch" if len(_leaves(fabric, nodes)) < 2
-                        else "its NVLink domains span every leaf")
+                        else "its NVLink domains span every leaf", floors)
     s, _, why = _by_leaf(fabric, pool, nodes, leaf_cuts, ds, dk, kube)
     smallest = min(_leaves(fabric, nodes).values())
     for plane, d, got in ((slurm, ds, s), (kube, dk, n - s)):
         if d < smallest and got - d > d:
             return _by_node(pool, n, cuts, ds, dk, kube,
                             f"{plane} wants {d} node{'s' * (d > 1)}, less than a leaf, and whole leaves would "
-                            f"give it {got} ({got - d} idle)")
+                            f"give it {got} ({got - d} idle)", floors)
     if s >= ds and n - s >= dk or ds + dk > n:
         return s, "leaf", why
     fits = [c for c in leaf_cuts if c >= ds and n - c >= dk]
@@ -150,7 +157,7 @@ def _divide(fabric: FabricModel, pool: str, nodes: list[str], ds: int, dk: int, 
         return best, "leaf", (f"demand Slurm {ds} / {kube} {dk} nodes: whole leaves, Slurm the first "
                               f"{best} nodes ({_leaf_count(fabric, nodes[:best])} leaves), {kube} {n - best}; "
                               "the proportional split would leave a plane short")
-    return _by_node(pool, n, cuts, ds, dk, kube, "no whole-leaf split gives both planes their demand")
+    return _by_node(pool, n, cuts, ds, dk, kube, "no whole-leaf split gives both planes their demand", floors)
 
 
 def _leaves(fabric: FabricModel, nodes: list[str]) -> dict[str, int]:
@@ -185,8 +192,11 @@ def _by_leaf(fabric: FabricModel, pool: str, nodes: list[str], leaf_cuts: list[i
                        f"{_leaf_count(fabric, nodes[:s])} leaves ({first}..), {kube} {_leaf_count(fabric, nodes[s:])}")
 
 
-def _by_node(pool: str, n: int, cuts: list[int], ds: int, dk: int, kube: str, because: str) -> tuple[int, str, str]:
-    """A contiguous block of nodes: the smaller demand gets exactly its demand (whole NVLink domains)."""
+def _by_node(pool: str, n: int, cuts: list[int], ds: int, dk: int, kube: str, because: str,
+             floors: tuple[int, int] = (0, 0)) -> tuple[int, str, str]:
+    """A contiguous block of nodes: the smaller demand gets exactly its demand (whole NVLink domains).
+    Where the demands exceed the pool, each plane still keeps its floor (its largest job that starts
+    all at once); where the pool cannot hold both floors, the larger demand takes it whole."""
     if not cuts:
         slurm_takes = ds >= dk
         owner = "Slurm" if slurm_takes else kube
@@ -203,8 +213,19 @@ def _by_node(pool: str, n: int, cuts: list[int], ds: int, dk: int, kube: str, be
         rule = f"{small} (the smaller demand), the other plane the rest"
     else:
         target = n * ds / (ds + dk)
-        s = min(cuts, key=lambda c: (abs(c - target), c))
-        rule = f"demand ({ds + dk}) exceeds the pool ({n}): shared in proportion"
+        fs, fk = floors
+        keep = [c for c in cuts if c >= fs and n - c >= fk]
+        if keep:
+            s = min(keep, key=lambda c: (abs(c - target), c))
+            rule = f"demand ({ds + dk}) exceeds the pool ({n}): shared in proportion"
+            if (fs or fk) and s != min(cuts, key=lambda c: (abs(c - target), c)):
+                rule += f", each plane keeping its largest job that starts at once (Slurm {fs}, {kube} {fk} nodes)"
+        else:
+            s = n if ds >= dk else 0
+            owner = "Slurm" if s else kube
+            return s, "node", (f"wanted by Slurm ({ds} nodes) and {kube} ({dk} nodes), but the {n} nodes cannot "
+                               f"hold both planes' largest jobs that start at once (Slurm {fs}, {kube} {fk} "
+                               f"nodes), so {owner} (the larger demand) takes it")
     return s, "node", (f"split by node ({because}): Slurm the first {s} of {n} nodes, {kube} the last {n - s}; "
                        f"{rule}")
 

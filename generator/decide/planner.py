@@ -55,6 +55,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
 
     native_kube = any(d.plane in ("kubernetes", "k3s") or d.hybrid for d in placed)
     demand: dict[str, dict[str, int]] = {}
+    job: dict[str, dict[str, int]] = {}  # plane -> pool -> nodes of its largest job
     for d in placed:
         for plane in ([d.plane] + ([kube] if d.hybrid and kube else [])):
             if plane is None:
@@ -63,7 +64,10 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
             need = max(d.facts.nodes, -(-d.gpus // per_node)) if plane == d.plane else 1
             demand.setdefault(plane, {}).setdefault(d.pool, 0)
             demand[plane][d.pool] += need
-    parts = split(fab, list(pools), demand, slurm, kube if native_kube else None, file, fleet.options.split)
+            # a Slurm allocation or a gang starts all its nodes at once: a split must not cut below it
+            starts = d.facts.nodes if plane == d.plane and (plane == slurm or d.gang_scheduler_required) else 1
+            job.setdefault(plane, {})[d.pool] = max(job.get(plane, {}).get(d.pool, 0), starts)
+    parts = split(fab, list(pools), demand, slurm, kube if native_kube else None, file, fleet.options.split, job)
     reasons.extend(parts.reasons)
     if kube and not native_kube:
         parts.plane_nodes[kube] = {}
