@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import catalog
 from ..spec import fabric as fabric_mod
 from ..spec.checks import pool_hostnames
+from ..spec.hardware import node_hardware
 from . import slurm_names
 from .rules import recommend
 from .partition import split
@@ -78,6 +79,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     gang = _gang(fleet, placed, kube, tenants, reasons)
     tenants = _quotas(tenants, slices.get(kube, ()) if kube else ())
     charts = _charts(fleet, placed, kube, gang, operator)
+    _controllers(fleet, bool(slurm) and not operator, warnings)
     planes: dict[str, Plane] = {}
     if slurm:
         planes[slurm] = Plane(slurm, "kubernetes" if operator else "bare-metal", operator, slices[slurm],
@@ -106,7 +108,20 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         reasons=tuple(reasons),
         warnings=tuple(warnings),
         strict=fleet.options.strict,
+        slurm_controllers=tuple(fleet.fleet.slurm.controllers) if fleet.fleet.slurm else (),
+        slurm_accounting=fleet.fleet.slurm.accounting if fleet.fleet.slurm else None,
     )
+
+
+def _controllers(fleet: Fleet, bare_metal_slurm: bool, warnings: list[Warning_]) -> None:
+    """slurmctld starts only on a host whose gethostname() is a SlurmctldHost, so a bare-metal Slurm
+    plane needs the real names; without them the bundle carries a placeholder (an operator runs
+    Slurm on Kubernetes under its own names)."""
+    if bare_metal_slurm and fleet.fleet.slurm is None:
+        warnings.append(Warning_(
+            "not given: slurm.conf gets a placeholder SlurmctldHost, and slurmctld starts only on a host "
+            "whose short hostname is a SlurmctldHost; set fleet.slurm.controllers to the controllers' "
+            "hostnames (primary first)", "fleet.slurm.controllers", bundle_only=True))
 
 
 def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:
@@ -200,10 +215,12 @@ def _repool(d: WorkloadDecision, slices: dict[str, tuple[PoolSlice, ...]]) -> Wo
 
 
 def _slice(pool: Pool, plane: str, leaves: list[str], leaf_nodes: dict[str, tuple[str, ...]]) -> PoolSlice:
+    hw = node_hardware(pool)
     return PoolSlice(pool=pool.name, plane=plane, nodes=tuple(n for leaf in leaves for n in leaf_nodes[leaf]),
                      leaves=tuple(leaves), gpu_type=pool.gpu.type if pool.gpu else None,
-                     gpus_per_node=pool.gpu.count if pool.gpu else 0, cpus=pool.cpus,
-                     memory_gib=pool.memory_gib, nvlink_domain_nodes=pool.nvlink_domain_nodes)
+                     gpus_per_node=pool.gpu.count if pool.gpu else 0, cpus=hw.allocatable_cpus,
+                     memory_gib=hw.allocatable_memory_gib, nvlink_domain_nodes=pool.nvlink_domain_nodes,
+                     hardware=hw)
 
 
 def _gang(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenants: list[Tenant],
