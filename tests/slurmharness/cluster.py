@@ -45,6 +45,11 @@ HARMLESS = [
 WITHOUT_SLURMDBD = [
     re.compile(r"can only be used with SlurmDBD"),  # PriorityWeightFairshare & co: ignored without it
 ]
+# Harmless only because the overlay removed the task/cgroup plugin the input config uses: nothing then
+# confines slurmd to the memory MemSpecLimit keeps for it (slurm.conf(5), MemSpecLimit)
+WITHOUT_TASK_CGROUP = [
+    re.compile(r"Resource spec: Limited MemSpecLimit support\. Slurmd daemon not memory constrained"),
+]
 _JOB_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
               "DEADLINE", "OUT_OF_MEMORY"}
 _PROBLEM = re.compile(r"\b(error|fatal|warning)\b", re.I)
@@ -383,7 +388,8 @@ class SlurmCluster:
         Each entry is "slurmctld: <message>", "slurmd <node>: <message>", or, for a message that
         several slurmds logged alike, "slurmd on <n> nodes: <message>".
         """
-        harmless = HARMLESS + (WITHOUT_SLURMDBD if self.overlay_result.dropped_slurmdbd else [])
+        harmless = HARMLESS + (WITHOUT_SLURMDBD if self.overlay_result.dropped_slurmdbd else []) \
+            + (WITHOUT_TASK_CGROUP if self.overlay_result.dropped_task_cgroup else [])
         ctld = self._problem_lines(self.workdir / "log" / "slurmctld.log", harmless)
         by_message: dict[str, list[str]] = {}  # slurmd message -> nodes that logged it, in order
         for node in self.nodes_started:
