@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
@@ -113,6 +113,12 @@ class Gpu(_Model):
         default=None, description="gres.conf AutoDetect: nvml | nvidia (Slurm 24.11+) | off; default off, "
         "nvml with mig")
     mig: Mig | None = Field(default=None, description="optional: every GPU of the pool in this MIG layout")
+
+    @field_validator("autodetect", mode="before")
+    @classmethod
+    def _off_is_off(cls, value: Any) -> Any:
+        # YAML 1.1 (PyYAML) reads an unquoted `off` as false: that is what the user wrote
+        return "off" if value is False else value
 
 
 class Cpu(_Model):
