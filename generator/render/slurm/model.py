@@ -127,10 +127,14 @@ class NodeGroup:
 
     @property
     def gres_lines(self) -> tuple[GresLine, ...]:
-        """File= (and Cores= from gpu.sockets) lines; none with MIG, whose devices only NVML finds."""
+        """File= (and Cores= from gpu.sockets) lines. None with MIG, whose devices only NVML finds, nor
+        with AutoDetect and no sockets: NVML (or the driver) gives files and cores. With AutoDetect and
+        sockets, slurmd checks the detected GPUs against these lines (gres.html, AutoDetect)."""
         if not self.gpu_type or self.mig:
             return ()
         sockets = self.hw.gpu_sockets
+        if self.autodetect != "off" and not sockets:
+            return ()
         if not sockets:
             return (GresLine(self.gpu_files, None),)
         out, start = [], 0
