@@ -8,8 +8,10 @@ Decisions, each also told in the README's Slurm section:
   so that Slurm never hands the threads of one core to two jobs (slurm.conf(5), CPUs; CR_Core).
 * RealMemory: `real_memory` (never above what slurmd finds: "Low RealMemory" drains the node);
   CoreSpecCount and MemSpecLimit from `reserved` (slurm.conf(5): MemSpecLimit in MiB confines slurmd
-  with task/cgroup and ConstrainRAMSpace=yes, which cgroup.conf sets; core_spec.html: the cores are
-  taken from the highest-numbered cores, alternating sockets).
+  with task/cgroup and ConstrainRAMSpace=yes, which cgroup.conf sets). Which cores CoreSpecCount
+  takes is Slurm's choice (CPUSpecList in `scontrol show node`; on the loopback harness 22.05 to
+  26.05 took the last socket's top cores, not core_spec.html's alternating order); gres.conf's
+  Cores= still list every core of a socket, as gres.conf(5) advises.
 * GRES: `gpu:<type>:<count>`, or with MIG `gpu:<profile>:<count x per_gpu>`; gres.conf gives Cores=
   from gpu.sockets in Slurm's abstract core numbering (gres.conf(5), Cores: core 0 is the first core
   of the first socket), or AutoDetect (MIG needs AutoDetect=nvml: gres.html, MIG Management).
