@@ -381,3 +381,34 @@ def test_validate_mig_on_bare_metal_and_in_quotas(tmp_path):
     errors = [str(e) for e in validate_bundle(out).errors]
     assert any(e.startswith("kubernetes/manifests/10-quotas.yaml:") and "nvidia.com/mig-2g.20gb is no pool's MIG "
                "resource (nvidia.com/mig-1g.10gb)" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("variant", ["slinky", "soperator", "kueue", "volcano", "kai"])
+def test_mig_bundles_pass_crds_chart_defaults_and_builtin_schemas(tmp_path, variant):
+    """The MIG side of every plane, through `orchgen validate` with the upstream CRDs and chart
+    defaults (custom resources, Helm values keys, built-in objects by kubernetes-validate)."""
+    from generator import bundle
+    from generator.validate.bundle_checks import load_crds, validate_bundle
+    from tests._consumers import reference_dir
+
+    ref = reference_dir()
+    pools = [MIG_POOL, {"name": "l40s", "nodes": 4, "gpu": {"type": "l40s", "count": 4}}]
+    workloads = [{"name": "api", "long_lived_services": True, "multi_tenant": True, "bare_metal": False,
+                  "pool": "mig", "gpus": 1, "tenant": "a"},
+                 {"name": "train", "nodes": 2, "tightly_coupled": True, "multi_tenant": True, "bare_metal": False,
+                  "pool": "l40s", "tenant": "b"}]
+    if variant in ("slinky", "soperator"):
+        doc = fleet_doc(pools, slurm_on_kubernetes=variant, workloads=[
+            {"name": "train", "nodes": 2, "tightly_coupled": True, "pool": "mig", "tenant": "a"},
+            {"name": "api", "long_lived_services": True, "pool": "l40s", "tenant": "b"}])
+        doc["fleet"]["bare_metal"] = False
+    else:
+        doc = fleet_doc(pools, workloads=workloads, gang_scheduler=variant)
+    doc["tenants"] = [{"name": "a", "share": 2}, {"name": "b", "share": 1}]
+    plan = plan_of(tmp_path, doc)
+    out = tmp_path / "b"
+    bundle.write(render(plan), out)
+    text = "\n".join(p.read_text() for p in out.rglob("*.yaml"))
+    assert "nvidia.com/mig-1g.10gb" in text
+    report = validate_bundle(out, load_crds(ref), ref)
+    assert not report.errors, "\n".join(map(str, report.errors))
