@@ -25,20 +25,25 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False):
         fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update={"gitops": gitops})})
     try:
         plan = make_plan(fleet, path)
-        _warn(plan, locate)
         if not render:
+            _warn(plan, locate, bundle=False)
             return plan, None
         from .render import render as render_files
 
-        return plan, render_files(plan)
+        files = render_files(plan)
+        _warn(plan, locate, bundle=True)  # after rendering: a refusal there is the one line printed
+        return plan, files
     except OrchgenError as err:
         raise locate(err) from None
 
 
-def _warn(plan, locate) -> None:
+def _warn(plan, locate, bundle: bool) -> None:
     """Each warning as one stderr line naming file:line: field; under options.strict the first one
-    refuses the plan instead (exit 2, nothing written)."""
+    refuses the plan instead (exit 2, nothing written). Warnings about the bundle's placeholders
+    only when a bundle is written (`recommend` needs no fleet.slurm)."""
     for warning in plan.warnings:
+        if warning.bundle_only and not bundle:
+            continue
         err = locate(OrchgenError(warning.message, None, None, warning.field))
         if plan.strict:
             err.message += " (options.strict: true refuses what would otherwise be a warning)"
@@ -64,7 +69,7 @@ def recommend(workload: str, fmt: str) -> None:
     fleet, locate = spec.load_located(workload)
     try:
         plan = make_plan(fleet, workload)
-        _warn(plan, locate)
+        _warn(plan, locate, bundle=False)
     except OrchgenError as err:
         _show_workloads(per_workload(fleet), fmt, fleet.metadata.name)
         raise locate(err) from None

@@ -391,7 +391,18 @@ def test_gpu_operator_driver_rdma_and_k3s_toolkit(plan: Plan) -> None:
     assert values["driver"]["enabled"] is plan.bare_metal
     rdma = plan.bare_metal and plan.fabric.kind in ("infiniband", "roce") and not k3s
     assert values["driver"].get("rdma") == ({"enabled": True, "useHostMofed": True} if rdma else None)
-    assert values["mig"] == {"strategy": "single"}
+    # MIG pools (issue 10): strategy mixed, and the MIG manager gets our layouts for their nodes
+    migs = {s.pool: s.hardware.mig for s in plan.kube_plane.slices if s.gpu_type and s.hardware.mig}
+    assert values["mig"] == {"strategy": "mixed" if migs else "single"}
+    if migs:
+        config = values["migManager"]["config"]
+        assert config["create"] is True and config["default"] == "all-disabled"
+        layouts = yaml.safe_load(config["data"]["config.yaml"])["mig-configs"]
+        for mig in migs.values():
+            assert layouts[mig.config_name] == [{"devices": "all", "mig-enabled": True,
+                                                 "mig-devices": {mig.profile: mig.per_gpu}}]
+    else:
+        assert "migManager" not in values
     assert values["dcgmExporter"]["enabled"] is True
     env = {e["name"]: e["value"] for e in values.get("toolkit", {}).get("env", [])}
     assert env == ({"CONTAINERD_CONFIG": "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",

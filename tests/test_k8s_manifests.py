@@ -356,8 +356,12 @@ def test_selected_labels_are_labels_the_script_sets(pid):
             assert not taints and not set(slurm.nodes) & set(labels)
     else:
         assert not taints and all(LABEL_PLANE not in lb for lb in labels.values())
+    migs = {s.pool: s.hardware.mig for s in plan.kube_plane.slices if s.gpu_type and s.hardware.mig}
     for n in labels:
         expect = plan.fabric.node_labels(n)
+        mig = migs.get(expect[LABEL_POOL])
+        if mig:  # the MIG manager's layout for the node (issue 10)
+            expect["nvidia.com/mig.config"] = mig.config_name
         assert {k: v for k, v in labels[n].items() if k != LABEL_PLANE} == expect
 
 
@@ -547,7 +551,10 @@ def test_readme_section_agrees_with_the_files(pid):
             assert f"| `{w.tenant}` |" in row
     for _, rq in docs(files, "kubernetes/manifests/10-"):
         row = next(line for line in readme.splitlines() if line.startswith(f"| {rq['metadata']['namespace']} |"))
-        assert row.rstrip(" |").endswith(rq["spec"]["hard"]["requests.nvidia.com/gpu"])
+        hard = rq["spec"]["hard"]
+        cell = hard["requests.nvidia.com/gpu"] if list(hard) == ["requests.nvidia.com/gpu"] else \
+            ", ".join(f"{n} {r.removeprefix('requests.nvidia.com/')}" for r, n in hard.items())  # MIG (issue 10)
+        assert row.rstrip(" |").endswith(cell)
 
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

@@ -71,14 +71,16 @@ def nodes_gres_slurm_conf(conf: str) -> dict[str, str | None]:
 
 
 def nodes_gres_gres_conf(text: str) -> dict[str, str]:
-    out = {}
+    """node -> gpu:<type>:<count> over its gres.conf lines (one per socket run of GPUs with Cores=)."""
+    found: dict[str, tuple[str, int]] = {}
     for r in records(text):
         assert r["Name"] == "gpu"
         count = len(hostlist.expand(r["File"]))
         for n in hostlist.expand(r["NodeName"]):
-            assert n not in out, f"{n} twice in gres.conf"
-            out[n] = f"gpu:{r['Type']}:{count}"
-    return out
+            gtype, before = found.get(n, (r["Type"], 0))
+            assert gtype == r["Type"], f"{n} has two GPU types in gres.conf"
+            found[n] = (gtype, before + count)
+    return {n: f"gpu:{t}:{c}" for n, (t, c) in found.items()}
 
 
 def tree_of(files: dict[str, str]) -> dict[str, dict]:

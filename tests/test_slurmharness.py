@@ -101,6 +101,23 @@ def test_overlay_fakes_gpu_device_files_and_autodetection():
                                  "NodeName=gpu-a100-[001-002] Name=gpu Type=a100 File=/w/dev/nvidia[0-3]"]
 
 
+def test_overlay_keeps_node_hardware_and_gpu_affinity():
+    """Sockets, specialised cores and memory, and gres.conf's Cores= reach the booted Slurm unchanged;
+    only task/cgroup goes (and the cluster then forgives slurmd's "Limited MemSpecLimit support")."""
+    node = ("NodeName=dgx[01-02] CPUs=224 Boards=1 SocketsPerBoard=2 CoresPerSocket=56 ThreadsPerCore=2 "
+            "RealMemory=2053618 CoreSpecCount=4 MemSpecLimit=65536 Gres=gpu:h100:8 State=UNKNOWN")
+    conf = f"TaskPlugin=task/cgroup,task/affinity\nGresTypes=gpu\n{node}\n"
+    text, found, node_lines = overlay.rewrite_slurm_conf(conf, _layout(), set())
+    assert found.dropped_task_cgroup
+    assert f"{node} NodeHostname=box NodeAddr=127.0.0.1 Port=[20001-20002]" in text.splitlines()
+    gres = overlay.rewrite_gres_conf("NodeName=dgx[01-02] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55\n"
+                                     "NodeName=dgx[01-02] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111\n",
+                                     _layout(), node_lines, found)
+    assert gres.splitlines() == ["NodeName=dgx[01-02] Name=gpu Type=h100 File=/w/dev/nvidia[0-3] Cores=0-55",
+                                 "NodeName=dgx[01-02] Name=gpu Type=h100 File=/w/dev/nvidia[4-7] Cores=56-111"]
+    assert not overlay.rewrite_slurm_conf("TaskPlugin=task/affinity\n", _layout(), set())[1].dropped_task_cgroup
+
+
 def test_overlay_defaults_includes_and_slurmd_parameters():
     conf = ("Include /etc/slurm/nodes.conf\nInclude /etc/slurm/missing.conf\n"
             "SlurmdParameters=l3cache_as_socket,config_overrides\n"

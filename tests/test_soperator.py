@@ -179,8 +179,8 @@ def test_nodes_and_gres_are_slurm_configs(case):
         if g.gres:
             assert static["Gres"] == line["Gres"] == g.gres
             assert spec["slurmd"]["resources"]["nvidia.com/gpu"] == g.gpus and spec["gpu"]["enabled"] is True
-            gres_line = next(ln for ln in files["gres.conf"].splitlines() if ln.startswith(f"NodeName={g.hostlist} "))
-            assert spec["nodeConfig"]["gresConfig"] == [gres_line.split(" ", 1)[1]]
+            gres_lines = [ln for ln in files["gres.conf"].splitlines() if ln.startswith(f"NodeName={g.hostlist} ")]
+            assert spec["nodeConfig"]["gresConfig"] == [ln.split(" ", 1)[1] for ln in gres_lines]
         else:
             assert "Gres" not in static and "gresConfig" not in spec["nodeConfig"] and spec["gpu"] == {"enabled": False}
 

@@ -27,6 +27,7 @@ from dataclasses import replace
 
 from ..errors import OrchgenError
 from ..spec.models import Fleet, Pool
+from ..spec.hardware import node_hardware
 from . import sizing
 from .plan import KUBE_PLANES, PoolSlice, Tenant, Warning_, WorkloadDecision
 
@@ -150,8 +151,12 @@ def sized(d: WorkloadDecision, pool: Pool) -> WorkloadDecision:
     if d.plane not in KUBE_PLANES:
         return d
     per_node = pool.gpu.count if pool.gpu else 0
-    shape = sizing.pod_shape(d.facts.nodes, d.gpus, per_node, pool.cpus, pool.memory_gib)
-    head = sizing.ray_head(pool.cpus, pool.memory_gib) if d.workload_class == "ray" else None
+    hw = node_hardware(pool)  # what pods can have: the node less what `reserved` keeps for the OS
+    mig = (hw.mig.resource, hw.mig.per_gpu) if hw.mig else ()
+    shape = sizing.pod_shape(d.facts.nodes, d.gpus, per_node, hw.allocatable_cpus, hw.allocatable_memory_gib,
+                             *mig)
+    head = (sizing.ray_head(hw.allocatable_cpus, hw.allocatable_memory_gib)
+            if d.workload_class == "ray" else None)
     return replace(d, shape=shape, ray_head=head)
 
 

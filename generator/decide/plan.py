@@ -10,6 +10,7 @@ from typing import Any
 from ..spec import hostlist
 from ..catalog import Chart
 from ..spec.fabric import FabricModel
+from ..spec.hardware import NodeHardware
 
 PLANES = ("slurm", "kubernetes", "k3s")
 KUBE_PLANES = ("kubernetes", "k3s")
@@ -33,9 +34,15 @@ class PodShape:
     """How a Kubernetes workload maps onto pods: one pod per node's worth of GPUs (sizing.py)."""
 
     pods: int
-    gpus: int  # per pod
+    gpus: int  # per pod, whole GPUs
     cpu: int  # cores requested per pod
     memory_gib: int  # requested per pod
+    gpu_resource: str = "nvidia.com/gpu"  # what the pod asks for: nvidia.com/gpu, or a MIG pool's instances
+    gpus_per_device: int = 1  # devices of gpu_resource per whole GPU (MIG: per_gpu)
+
+    @property
+    def gpu_devices(self) -> int:
+        return self.gpus * self.gpus_per_device
 
 
 @dataclass(frozen=True)
@@ -86,9 +93,10 @@ class PoolSlice:
     leaves: tuple[str, ...]
     gpu_type: str | None
     gpus_per_node: int
-    cpus: int
-    memory_gib: int
+    cpus: int  # logical CPUs a node leaves to jobs and pods: the reserved cores' threads taken out
+    memory_gib: int  # GiB a node leaves to jobs and pods: the reserved memory taken out
     nvlink_domain_nodes: int
+    hardware: NodeHardware  # each node as the site has it: sockets, cores, memory, GPU affinity, MIG
 
     @property
     def gpus(self) -> int:
@@ -156,6 +164,8 @@ class Warning_:
 
     message: str
     field: str  # the workload.yaml field it is about, e.g. "workloads[2].tenant"
+    # about what `plan` writes (a placeholder in the bundle): `recommend`, which writes nothing, skips it
+    bundle_only: bool = False
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
@@ -185,6 +195,9 @@ class Plan:
     split_mode: str = "auto"
     pool_splits: tuple[PoolSplit, ...] = ()
     shared_leaves: tuple[SharedLeaf, ...] = ()
+    # fleet.slurm: SlurmctldHost lines (primary first) and AccountingStorageHost; () = not given
+    slurm_controllers: tuple[str, ...] = ()
+    slurm_accounting: str | None = None
 
     @property
     def kube_plane(self) -> Plane | None:
@@ -266,7 +279,7 @@ def _plane_json(p: Plane) -> dict[str, Any]:
                 "nodes": s.hostlist,
                 "node_count": len(s.nodes),
                 "leaves": s.leaves,
-                "gpu": {"type": s.gpu_type, "count": s.gpus_per_node} if s.gpu_type else None,
+                "gpu": _gpu_json(s),
             }
             for s in p.slices
         ],
@@ -274,6 +287,16 @@ def _plane_json(p: Plane) -> dict[str, Any]:
         "addons": list(p.addons),
         "reasons": list(p.reasons),
     }
+
+
+def _gpu_json(s: PoolSlice) -> dict[str, Any] | None:
+    if not s.gpu_type:
+        return None
+    out: dict[str, Any] = {"type": s.gpu_type, "count": s.gpus_per_node}
+    mig = s.hardware.mig
+    if mig is not None:  # the MIG layout every place its GRES appears must agree on (orchgen validate)
+        out["mig"] = {"profile": mig.profile, "per_gpu": mig.per_gpu}
+    return out
 
 
 def _fabric_json(f: FabricModel) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import catalog
 from ..spec import fabric as fabric_mod
+from ..spec.hardware import node_hardware
 from . import placement, quotas, slurm_names
 from .rules import RULES, recommend
 from .partition import split
@@ -83,6 +84,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     reasons.extend(quota_reasons)
     warnings.extend(quota_warnings)
     charts = _charts(fleet, placed, kube, gang, operator)
+    _controllers(fleet, bool(slurm) and not operator, warnings)
     planes: dict[str, Plane] = {}
     if slurm:
         planes[slurm] = Plane(slurm, "kubernetes" if operator else "bare-metal", operator, slices[slurm],
@@ -114,6 +116,8 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         split_mode=fleet.options.split,
         pool_splits=parts.pools,
         shared_leaves=parts.shared,
+        slurm_controllers=tuple(fleet.fleet.slurm.controllers) if fleet.fleet.slurm else (),
+        slurm_accounting=fleet.fleet.slurm.accounting if fleet.fleet.slurm else None,
     )
 
 
@@ -149,6 +153,17 @@ def _pinned_to_slurm(decisions: list[WorkloadDecision]) -> str:
         return ""
     i, d = on_slurm[0]
     return f" (Slurm is in the plan because workloads[{i}].plane pins {d.name} to it)"
+
+
+def _controllers(fleet: Fleet, bare_metal_slurm: bool, warnings: list[Warning_]) -> None:
+    """slurmctld starts only on a host whose gethostname() is a SlurmctldHost, so a bare-metal Slurm
+    plane needs the real names; without them the bundle carries a placeholder (an operator runs
+    Slurm on Kubernetes under its own names)."""
+    if bare_metal_slurm and fleet.fleet.slurm is None:
+        warnings.append(Warning_(
+            "not given: slurm.conf gets a placeholder SlurmctldHost, and slurmctld starts only on a host "
+            "whose short hostname is a SlurmctldHost; set fleet.slurm.controllers to the controllers' "
+            "hostnames (primary first)", "fleet.slurm.controllers", bundle_only=True))
 
 
 def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:
@@ -215,11 +230,13 @@ def _place(d: WorkloadDecision, pool_name: str, gpus: int | None, tenant: str, p
 
 
 def _slice(pool: Pool, plane: str, nodes: tuple[str, ...], fab: fabric_mod.FabricModel) -> PoolSlice:
+    hw = node_hardware(pool)
     leaves = tuple(dict.fromkeys(fab.leaf_of(n).name for n in nodes))
     return PoolSlice(pool=pool.name, plane=plane, nodes=nodes, leaves=leaves,
                      gpu_type=pool.gpu.type if pool.gpu else None,
-                     gpus_per_node=pool.gpu.count if pool.gpu else 0, cpus=pool.cpus,
-                     memory_gib=pool.memory_gib, nvlink_domain_nodes=fab.domain_nodes(pool.name))
+                     gpus_per_node=pool.gpu.count if pool.gpu else 0, cpus=hw.allocatable_cpus,
+                     memory_gib=hw.allocatable_memory_gib, nvlink_domain_nodes=fab.domain_nodes(pool.name),
+                     hardware=hw)
 
 
 def _gang(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenants: list[Tenant],

@@ -9,9 +9,11 @@ from __future__ import annotations
 from .plan import PodShape
 
 
-def pod_shape(nodes: int, gpus: int, per_node: int, cpus: int | None, memory_gib: int | None) -> PodShape:
-    """One pod per node's worth of GPUs. `cpus` / `memory_gib`: one node's, None where the pool is
-    not known (the pod then asks for a token 1 CPU and 2 GiB)."""
+def pod_shape(nodes: int, gpus: int, per_node: int, cpus: int | None, memory_gib: int | None,
+              gpu_resource: str = "nvidia.com/gpu", per_device: int = 1) -> PodShape:
+    """One pod per node's worth of GPUs. `cpus` / `memory_gib`: what one node can give pods, None where
+    the pool is not known (the pod then asks for a token 1 CPU and 2 GiB). `gpu_resource`, `per_device`:
+    the resource a pool's GPUs are advertised as, and how many of it one GPU is (MIG instances)."""
     if per_node and gpus:
         pods = max(nodes, -(-gpus // per_node))
         # a workload asking for fewer GPUs than its nodes hold (gpus: 1 on a 2-GPU box) gets that many
@@ -25,7 +27,7 @@ def pod_shape(nodes: int, gpus: int, per_node: int, cpus: int | None, memory_gib
         mem = max(1, memory_gib * per_pod * 8 // (per_node * 10))
     else:
         cpu, mem = 1, 2
-    return PodShape(pods, per_pod, cpu, mem)
+    return PodShape(pods, per_pod, cpu, mem, gpu_resource, per_device)
 
 
 def ray_head(cpus: int | None, memory_gib: int | None) -> PodShape:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
@@ -84,9 +84,54 @@ class Metadata(_Model):
     name: Name
 
 
+_MIG_PROFILE = re.compile(r"^[1-8]g\.[0-9]{1,4}gb$")
+
+
+def _mig_profile(value: str) -> str:
+    if not _MIG_PROFILE.match(value):
+        raise ValueError(f"{_short(value)} is not a MIG profile name such as 1g.10gb or 3g.40gb "
+                         "(media-extension profiles, +me, are not supported)")
+    return value
+
+
+MigProfile = Annotated[str, AfterValidator(_mig_profile)]
+
+
+class Mig(_Model):
+    """Every GPU of the pool cut into the same MIG layout."""
+
+    profile: MigProfile = Field(description="MIG profile (GPU instance), e.g. 1g.10gb; see generator/spec/mig.py")
+    per_gpu: int = Field(ge=1, le=7, description="instances of that profile on each GPU")
+
+
 class Gpu(_Model):
     type: GpuType = Field(description="GRES type, e.g. h100")
     count: int = Field(ge=1, le=64, description="GPUs per node")
+    sockets: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
+        default=None, description="the CPU socket of each GPU (from 0), for GPU-CPU affinity (gres.conf Cores=)")
+    autodetect: Literal["nvml", "nvidia", "off"] | None = Field(
+        default=None, description="gres.conf AutoDetect: nvml | nvidia (Slurm 24.11+) | off; default off, "
+        "nvml with mig")
+    mig: Mig | None = Field(default=None, description="optional: every GPU of the pool in this MIG layout")
+
+    @field_validator("autodetect", mode="before")
+    @classmethod
+    def _off_is_off(cls, value: Any) -> Any:
+        # YAML 1.1 (PyYAML) reads an unquoted `off` as false: that is what the user wrote
+        return "off" if value is False else value
+
+
+class Cpu(_Model):
+    sockets: int = Field(ge=1, le=64)
+    cores_per_socket: int = Field(ge=1, le=1_024)
+    threads_per_core: int = Field(ge=1, le=8)
+
+
+class Reserved(_Model):
+    """Kept from jobs and pods for the OS and the node agents (slurmd, kubelet)."""
+
+    cores: int = Field(default=0, ge=0, le=16_384, description="whole cores (Slurm CoreSpecCount)")
+    memory_gib: int = Field(default=0, ge=0, le=1_048_576, description="GiB (Slurm MemSpecLimit)")
 
 
 class Pool(_Model):
@@ -97,8 +142,16 @@ class Pool(_Model):
         description="Slurm hostlist of the pool's nodes; default <pool>-[001-NNN]",
     )
     gpu: Gpu | None = Field(default=None, description="omit for a CPU-only pool")
-    cpus: int = Field(default=64, ge=1, le=16_384)
-    memory_gib: int = Field(default=256, ge=4, le=1_048_576)
+    cpu: Cpu | None = Field(default=None, description="sockets x cores per socket x threads per core")
+    cpus: int | None = Field(
+        default=None, ge=1, le=16_384,
+        description="logical CPUs; alone it means 1 socket of `cpus` cores, 1 thread each (default 64)")
+    memory_gib: int | None = Field(default=None, ge=4, le=1_048_576,
+                                   description="installed memory (default 256, or from slurmd_c)")
+    reserved: Reserved | None = Field(default=None, description="for the OS and the node agents")
+    slurmd_c: str | None = Field(
+        default=None, max_length=1_024,
+        description="the line `slurmd -C` prints on one node: gives cpu and memory")
     nvlink_domain_nodes: int = Field(
         default=1, ge=1, le=1_024, description="nodes per NVLink domain (18 for GB200 NVL72)"
     )

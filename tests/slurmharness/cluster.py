@@ -57,6 +57,11 @@ WITH_SLURMDBD = [
     # flags) fails. Not seen on 22.05 or 26.05; accounts and users added later do not log it.
     re.compile(r"We can't find assoc 1 on cluster"),
 ]
+# Harmless only because the overlay removed the task/cgroup plugin the input config uses: nothing then
+# confines slurmd to the memory MemSpecLimit keeps for it (slurm.conf(5), MemSpecLimit)
+WITHOUT_TASK_CGROUP = [
+    re.compile(r"Resource spec: Limited MemSpecLimit support\. Slurmd daemon not memory constrained"),
+]
 _JOB_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
               "DEADLINE", "OUT_OF_MEMORY"}
 _PROBLEM = re.compile(r"\b(error|fatal|warning)\b", re.I)
@@ -463,7 +468,8 @@ class SlurmCluster:
         Each entry is "slurmctld: <message>", "slurmdbd: <message>", "slurmd <node>: <message>",
         or, for a message that several slurmds logged alike, "slurmd on <n> nodes: <message>".
         """
-        harmless = HARMLESS + (WITHOUT_SLURMDBD if self.overlay_result.dropped_slurmdbd else [])
+        harmless = HARMLESS + (WITHOUT_SLURMDBD if self.overlay_result.dropped_slurmdbd else []) \
+            + (WITHOUT_TASK_CGROUP if self.overlay_result.dropped_task_cgroup else [])
         ctld = self._problem_lines(self.workdir / "log" / "slurmctld.log", harmless)
         dbd = self._problem_lines(self.workdir / "log" / "slurmdbd.log", harmless + WITH_SLURMDBD)
         by_message: dict[str, list[str]] = {}  # slurmd message -> nodes that logged it, in order

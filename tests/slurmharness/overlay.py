@@ -30,6 +30,12 @@ slurm.conf
       `JobAcctGatherType` becomes `jobacct_gather/linux` (reads /proc; the cgroup one cannot
       work here). AccountingStorageEnforce, AccountingStorageTRES, the other JobAcctGather*
       keys, TRESBillingWeights and PriorityWeightTRES are kept as written.
+    Node lines keep their CoreSpecCount and MemSpecLimit: slurmctld still takes the specialised
+    cores and memory out of what jobs get (scontrol shows CoreSpecCount, CPUSpecList, MemSpecLimit,
+    CPUEfctv), but without task/cgroup nothing confines slurmd to them, which slurmd logs as an
+    error ("Resource spec: Limited MemSpecLimit support. Slurmd daemon not memory constrained");
+    the cluster treats that line as harmless only when the input had task/cgroup
+    (`Overlaid.dropped_task_cgroup`).
 gres.conf
     `File=/dev/...` becomes `<work>/dev/...`, each expanded name a symlink to /dev/null (slurmd
     insists on a character device). `AutoDetect=nvml|nvidia|rsmi|oneapi|nrt` becomes `off`, and
@@ -147,6 +153,7 @@ class Overlaid:
     notes: list[str] = field(default_factory=list)
     dropped_slurmdbd: bool = False  # the input used slurmdbd accounting, which the overlay removed
     cluster_name: str = ""  # slurm.conf's ClusterName (the cluster slurmdbd must know)
+    dropped_task_cgroup: bool = False  # the input confined tasks with task/cgroup, which the overlay removed
 
 
 def _key(token: str) -> str:
@@ -205,6 +212,8 @@ def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str
         if key == "include":
             body.append(_rewrite_include(line, lay, etc_files, out))
             continue
+        if key == "taskplugin" and "task/cgroup" in _value(tokens[0]).split(","):
+            out.dropped_task_cgroup = True
         if _dropped(key, lay) or (key in _CGROUP_KEYS):
             continue
         if key == "nodename":

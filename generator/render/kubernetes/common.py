@@ -117,11 +117,43 @@ def tenant_totals(tenant: Tenant) -> tuple[int, int, int]:
     return sum(q.gpus for q in qs), sum(q.cpus for q in qs), sum(q.memory_gib for q in qs)
 
 
-def resource_quota_gpus(plan: Plan, tenant: Tenant) -> int:
-    """The namespace ResourceQuota's GPU cap. With borrowing on it is the whole plane: a hard cap at
-    the nominal share would make the API server reject exactly the pods the scheduler lets borrow.
-    Without a quota manager it is the tenant's nominal share, the only enforcement there is."""
-    return plane_totals(plan)[0] if borrowing(plan) else tenant_totals(tenant)[0]
+def gpu_resource(s: PoolSlice | None) -> tuple[str, int]:
+    """(extended resource, devices per GPU) of a pool's GPUs as the device plugin advertises them:
+    `nvidia.com/gpu`, or with MIG (mig.strategy mixed) `nvidia.com/mig-<profile>`, per_gpu per GPU."""
+    mig = s.hardware.mig if s is not None and s.gpu_type else None
+    return (mig.resource, mig.per_gpu) if mig else (GPU, 1)
+
+
+def gpu_resources(plan: Plan) -> list[str]:
+    """The GPU resources quotas count on this plane: nvidia.com/gpu always (the resource a plane
+    without MIG is about), then each MIG resource in pool order."""
+    return list(dict.fromkeys([GPU, *(gpu_resource(s)[0] for s in slices(plan))]))
+
+
+def devices(plan: Plan, gpus_by_pool: dict[str, int]) -> dict[str, int]:
+    """Whole GPUs per pool as device counts per resource (a MIG pool's GPU is per_gpu instances)."""
+    out = {r: 0 for r in gpu_resources(plan)}
+    for pool, gpus in gpus_by_pool.items():
+        resource, per_gpu = gpu_resource(slice_of(plan, pool))
+        out[resource] += gpus * per_gpu
+    return out
+
+
+def plane_devices(plan: Plan) -> dict[str, int]:
+    """GPU devices of the whole Kubernetes plane, per resource."""
+    return devices(plan, {s.pool: s.gpus for s in slices(plan)})
+
+
+def tenant_devices(plan: Plan, tenant: Tenant) -> dict[str, int]:
+    """A tenant's nominal GPU devices summed over the plane's pools, per resource."""
+    return devices(plan, {pool: q.gpus for pool, q in tenant.quotas.items()})
+
+
+def resource_quota_gpus(plan: Plan, tenant: Tenant) -> dict[str, int]:
+    """The namespace ResourceQuota's GPU caps, per resource. With borrowing on it is the whole plane:
+    a hard cap at the nominal share would make the API server reject exactly the pods the scheduler
+    lets borrow. Without a quota manager it is the tenant's nominal share, the only enforcement there is."""
+    return plane_devices(plan) if borrowing(plan) else tenant_devices(plan, tenant)
 
 
 def workloads(plan: Plan) -> list[WorkloadDecision]:
@@ -137,8 +169,9 @@ def shape(plan: Plan, w: WorkloadDecision) -> PodShape:
         return w.shape
     s = slice_of(plan, w.pool)
     per_node = w.gpus_per_node or (s.gpus_per_node if s else 0)
+    resource, per_gpu = gpu_resource(s)
     return sizing.pod_shape(w.facts.nodes, w.gpus, per_node, s.cpus if s else None,
-                            s.memory_gib if s else None)
+                            s.memory_gib if s else None, resource, per_gpu)
 
 
 def node_selector(plan: Plan, pool: str) -> dict[str, str]:
@@ -174,9 +207,9 @@ def resources(shape_: PodShape, *, limits_cpu_memory: bool = False) -> dict[str,
     CPU and memory requested so that quota managers count them."""
     req: dict[str, Any] = {"cpu": str(shape_.cpu), "memory": f"{shape_.memory_gib}Gi"}
     lim: dict[str, Any] = {}
-    if shape_.gpus:
-        req[GPU] = str(shape_.gpus)
-        lim[GPU] = str(shape_.gpus)
+    if shape_.gpus:  # a MIG pool's pods ask for its instances: per_gpu of them per whole GPU
+        req[shape_.gpu_resource] = str(shape_.gpu_devices)
+        lim[shape_.gpu_resource] = str(shape_.gpu_devices)
     if limits_cpu_memory:  # Ray sizes its raylet from limits
         lim.update({"cpu": req["cpu"], "memory": req["memory"]})
     out: dict[str, Any] = {"requests": req}

@@ -15,12 +15,12 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import (GPU, has_topology, level_topology, meta, namespace_of, node_selector, queue_of, slices,
-                     topology_name, unique)
+from .common import (devices, gpu_resources, has_topology, level_topology, meta, namespace_of, node_selector,
+                     queue_of, slices, topology_name, unique)
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
-COVERED = ("cpu", "memory", GPU)  # the order every flavor's resources must follow
+COVERED = ("cpu", "memory")  # then common.gpu_resources: the order every flavor's resources must follow
 MAX_FLAVORS = 64  # ClusterQueue resourceGroups[].flavors maxItems
 
 
@@ -40,11 +40,17 @@ def flavors(plan: Plan) -> list[dict[str, Any]]:
     return out
 
 
-def _quota_entry(tenant: Tenant, pool: str) -> dict[str, Any]:
+def covered(plan: Plan) -> list[str]:
+    """cpu, memory, nvidia.com/gpu and each MIG pool's nvidia.com/mig-<profile>: one resource group
+    covers them all (cpu is in every flavor), and a flavor whose nodes lack one quotas it at 0."""
+    return [*COVERED, *gpu_resources(plan)]
+
+
+def _quota_entry(plan: Plan, tenant: Tenant, pool: str) -> dict[str, Any]:
     q = tenant.quotas[pool]
-    quantities = (q.cpus, f"{q.memory_gib}Gi", q.gpus)
+    quantities: dict[str, Any] = {"cpu": q.cpus, "memory": f"{q.memory_gib}Gi", **devices(plan, {pool: q.gpus})}
     return {"name": pool,
-            "resources": [{"name": r, "nominalQuota": v} for r, v in zip(COVERED, quantities)]}
+            "resources": [{"name": r, "nominalQuota": quantities[r]} for r in covered(plan)]}
 
 
 def cluster_queue(plan: Plan, tenant: Tenant) -> dict[str, Any]:
@@ -62,8 +68,8 @@ def cluster_queue(plan: Plan, tenant: Tenant) -> dict[str, Any]:
         "resourceGroups": [],
     }
     if pools:
-        spec["resourceGroups"] = [{"coveredResources": list(COVERED),
-                                   "flavors": [_quota_entry(tenant, p) for p in pools]}]
+        spec["resourceGroups"] = [{"coveredResources": covered(plan),
+                                   "flavors": [_quota_entry(plan, tenant, p) for p in pools]}]
     return {"apiVersion": API, "kind": "ClusterQueue", "metadata": meta(queue_of(tenant.name)), "spec": spec}
 
 

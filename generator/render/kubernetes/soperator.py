@@ -34,7 +34,7 @@ from ...spec import fabric
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from .common import GPU, MANAGED, SLURM_TAINT
-from .slinky import conf_lines, node_settings
+from .slinky import conf_lines, gpu_resource, node_settings
 from ..slurm import slurm_config
 from ..slurm.model import Partition, SlurmModel, model
 
@@ -170,13 +170,14 @@ def _image(name: str, plan: Plan) -> dict[str, str]:
             "tag": f"{plan.charts['soperator'].version}-slurm{SLURM_OF_IMAGES}"}
 
 
-def nodeset(plan: Plan, pool: str, count: int, attrs: dict[str, str], gres: list[str]) -> dict[str, Any]:
+def nodeset(plan: Plan, pool: str, count: int, attrs: dict[str, str], gres: list[str],
+            resource: str = GPU) -> dict[str, Any]:
     cpus = pod_cpus(int(attrs["CPUs"]))
     static = [f"CPUs={cpus}", f"RealMemory={attrs['RealMemory']}"]
     resources: dict[str, Any] = {"cpu": str(cpus), "memory": f"{attrs['RealMemory']}Mi"}
     if attrs.get("Gres"):
         static.append(f"Gres={attrs['Gres']}")
-        resources[GPU] = int(attrs["Gres"].rsplit(":", 1)[1])
+        resources[resource] = int(attrs["Gres"].rsplit(":", 1)[1])  # GPUs, or a MIG pool's instances
     spec: dict[str, Any] = {
         "replicas": count,
         "nodeSelector": _selector(pool),
@@ -198,8 +199,8 @@ def nodesets(plan: Plan) -> list[dict[str, Any]]:
     m = model(plan)
     files = slurm_config(plan)
     attrs = node_settings(files["slurm.conf"], m)
-    return [nodeset(plan, g.pool, len(g.nodes), attrs[g.pool], gres_lines(files["gres.conf"], g.hostlist))
-            for g in m.groups]
+    return [nodeset(plan, g.pool, len(g.nodes), attrs[g.pool], gres_lines(files["gres.conf"], g.hostlist),
+                    gpu_resource(g)) for g in m.groups]
 
 
 def topology_groups(plan: Plan) -> list[tuple[dict[str, str], dict[str, str]]]:

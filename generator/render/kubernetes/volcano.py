@@ -12,13 +12,14 @@ from typing import Any
 
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import GPU, meta, plane_totals, queue_of, slices, tenant_totals
+from .common import meta, plane_devices, plane_totals, queue_of, slices, tenant_devices, tenant_totals
 
 MAX_WEIGHT = 65535  # Queue.spec.weight maximum
 
 
-def _resources(gpus: int, cpus: int, memory_gib: int) -> dict[str, Any]:
-    return {"cpu": str(cpus), "memory": f"{memory_gib}Gi", GPU: str(gpus)}
+def _resources(devices: dict[str, int], cpus: int, memory_gib: int) -> dict[str, Any]:
+    """cpu, memory and the GPU resources (nvidia.com/gpu, and each MIG pool's instances)."""
+    return {"cpu": str(cpus), "memory": f"{memory_gib}Gi", **{r: str(n) for r, n in devices.items()}}
 
 
 def weights(plan: Plan) -> dict[str, int]:
@@ -34,8 +35,8 @@ def queue(plan: Plan, tenant: Tenant, weight: int) -> dict[str, Any]:
     return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
             "metadata": meta(queue_of(tenant.name)),
             "spec": {"weight": weight, "reclaimable": True,
-                     "deserved": _resources(*tenant_totals(tenant)),
-                     "capability": _resources(*plane_totals(plan))}}
+                     "deserved": _resources(tenant_devices(plan, tenant), *tenant_totals(tenant)[1:]),
+                     "capability": _resources(plane_devices(plan), *plane_totals(plan)[1:])}}
 
 
 def objects(plan: Plan) -> list[dict[str, Any]]:
