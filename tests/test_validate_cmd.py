@@ -285,6 +285,17 @@ def test_slurm_conf_line_that_is_not_key_value(broken):
 KUEUE = "kubernetes/manifests/20-kueue.yaml"
 
 
+@cache
+def _flavor(example: str, pool: str) -> str:
+    """A Kueue ResourceFlavor's name: its pool and a hash of its spec (content-named, issue 14)."""
+    from generator.render.kubernetes.kueue import flavor_name
+
+    return flavor_name(make_plan(spec.load(REPO / "examples" / f"{example}.yaml"), f"{example}.yaml"), pool)
+
+
+L40S = _flavor("research-lab", "l40s")
+
+
 def test_custom_resource_against_crd(broken):
     b = broken("research-lab")
     line = b.edit(KUEUE, "  cohortName: research-lab", "  cohort: research-lab")
@@ -327,8 +338,8 @@ def test_builtin_kind_unknown_version(broken):
 
 def test_cluster_scoped_object_with_namespace(broken):
     b = broken("research-lab")
-    line = b.edit(KUEUE, "  name: l40s\n", "  name: l40s\n  namespace: nlp\n") + 1
-    expect(b, KUEUE, line, r"ResourceFlavor l40s: cluster-scoped, but has metadata.namespace")
+    line = b.edit(KUEUE, f"  name: {L40S}\n", f"  name: {L40S}\n  namespace: nlp\n") + 1
+    expect(b, KUEUE, line, rf"ResourceFlavor {L40S}: cluster-scoped, but has metadata.namespace")
 
 
 def test_cluster_scoped_builtin_with_namespace(broken):
@@ -369,7 +380,7 @@ def test_resource_flavor_labels_nobody_sets(broken):
     b = broken("research-lab")
     line = b.edit(KUEUE, "  nodeLabels:\n    orchgen.io/plane: kubernetes\n    orchgen.io/pool: l40s",
                   "  nodeLabels:\n    orchgen.io/plane: kubernetes\n    orchgen.io/pool: l40x")
-    expect(b, KUEUE, line, r"ResourceFlavor l40s: no node gets orchgen.io/plane=kubernetes, orchgen.io/pool=l40x "
+    expect(b, KUEUE, line, rf"ResourceFlavor {L40S}: no node gets orchgen.io/plane=kubernetes, orchgen.io/pool=l40x "
                            r"from kubernetes/node-labels.sh")
 
 
@@ -436,7 +447,7 @@ def test_gitops_custom_resource_against_crd(tmp_path):
 
 def test_unparsable_yaml_is_a_finding(broken):
     b = broken("research-lab")
-    line = b.edit(KUEUE, "  name: l40s\n", "  name: [l40s\n")
+    line = b.edit(KUEUE, f"  name: {L40S}\n", f"  name: [{L40S}\n")
     expect(b, KUEUE, None, r"not valid YAML")
     assert line
 

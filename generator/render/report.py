@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..decide.plan import Plan
 from ..yamlio import dump_json
 from . import slurm
-from .kubernetes import slinky, soperator
+from .kubernetes import manifests, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -35,7 +35,8 @@ def render(plan: Plan) -> dict[str, bytes]:
         "plan.json": dump_json(plan.to_json()),
         "README.md": render_template("README.md.j2", plan=plan, mermaid=mermaid(plan),
                                      titles=PLANE_TITLES, slurm_summary=slurm.summary,
-                                     slurm_operator=operator_readme),
+                                     slurm_operator=operator_readme,
+                                     kube_names=manifests.readme(plan) if plan.kube_plane else {}),
     }
 
 

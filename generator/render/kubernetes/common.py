@@ -6,6 +6,8 @@ cannot drift apart (a queue a workload names must be a queue the manifests creat
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +60,18 @@ def unique(base: str, taken: set[str]) -> str:
 def fit(name: str, length: int) -> str:
     """`name` cut to `length` characters, never ending in '-' (names must end alphanumeric)."""
     return name[:length].rstrip("-")
+
+
+def content_name(base: str, content: Any) -> str:
+    """`<base>-<8 hex digits of the content's SHA-256>`: the name of an object whose fields the API
+    server freezes after creation (Kueue Topology levels, `self == oldSelf`; a Kueue ResourceFlavor's
+    nodeLabels, tolerations and topologyName once topologyName is set; KAI Topology levels). A
+    re-plan that changes those fields then yields a new object beside the old one, and every delivery
+    path (Pulumi, Argo CD and Flux prune) deletes the old one, instead of an update the API server
+    rejects with "field is immutable". Same content, same name: an unchanged re-plan changes nothing.
+    The content is hashed as canonical JSON (sorted keys), so the digest is stable across runs."""
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return f"{fit(base, 253 - 9)}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def dns1035(name: str, length: int = 63) -> str:
@@ -168,9 +182,17 @@ def node_selector(plan: Plan, pool: str) -> dict[str, str]:
     return out
 
 
+def topology_levels(plan: Plan) -> list[dict[str, str]]:
+    """The Kueue / KAI Topology's `spec.levels`: the fabric's levels broadest first, the hostname
+    level last (Kueue allows it only there; both take the same shape)."""
+    return [{"nodeLabel": lv} for lv in (*plan.fabric.levels, fabric.LABEL_HOSTNAME)]
+
+
 def topology_name(plan: Plan) -> str:
-    """Kueue / KAI Topology object name (cluster-scoped)."""
-    return f"{plan.name}-fabric"
+    """Kueue / KAI Topology object name (cluster-scoped): `<fleet>-fabric-<hash of the levels>`.
+    Both CRDs make `spec.levels` immutable, and a fleet that grows a second leaf gains a spine
+    level, so the name follows the levels (see `content_name`)."""
+    return content_name(f"{plan.name}-fabric", topology_levels(plan))
 
 
 def has_topology(plan: Plan) -> bool:
@@ -178,13 +200,11 @@ def has_topology(plan: Plan) -> bool:
 
 
 def level_topology(plan: Plan, api_version: str) -> list[dict[str, Any]]:
-    """A Kueue or KAI Topology: the fabric's levels broadest first, the hostname level last
-    (Kueue allows it only there; both take the same shape)."""
+    """A Kueue or KAI Topology named after its levels."""
     if not has_topology(plan):
         return []
-    levels = [*plan.fabric.levels, fabric.LABEL_HOSTNAME]
     return [{"apiVersion": api_version, "kind": "Topology", "metadata": meta(topology_name(plan)),
-             "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}]
+             "spec": {"levels": topology_levels(plan)}}]
 
 
 def resources(shape_: PodShape, *, limits_cpu_memory: bool = False) -> dict[str, Any]:

@@ -15,8 +15,8 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import (GPU, has_topology, level_topology, meta, namespace_of, node_selector, queue_of, slices,
-                     topology_name, unique)
+from .common import (GPU, content_name, has_topology, level_topology, meta, namespace_of, node_selector,
+                     queue_of, slices, topology_name, unique)
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -30,20 +30,30 @@ def cohort_name(plan: Plan) -> str:
     return plan.name if plan.name not in taken else unique(f"{plan.name}-cohort", taken)
 
 
+def flavor_spec(plan: Plan, pool: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeLabels": node_selector(plan, pool)}
+    if has_topology(plan):
+        spec["topologyName"] = topology_name(plan)
+    return spec
+
+
+def flavor_name(plan: Plan, pool: str) -> str:
+    """`<pool>-<hash of the flavor's spec>`: once topologyName is set, the CRD freezes nodeLabels,
+    tolerations and topologyName ("nodeLabels are immutable when topologyName is set"), and a
+    hybrid turn adds `orchgen.io/plane` to nodeLabels, so the name follows the spec
+    (`common.content_name`). ClusterQueues name the flavor by this name."""
+    return content_name(pool, flavor_spec(plan, pool))
+
+
 def flavors(plan: Plan) -> list[dict[str, Any]]:
-    out = []
-    for s in slices(plan):
-        spec: dict[str, Any] = {"nodeLabels": node_selector(plan, s.pool)}
-        if has_topology(plan):
-            spec["topologyName"] = topology_name(plan)
-        out.append({"apiVersion": API, "kind": "ResourceFlavor", "metadata": meta(s.pool), "spec": spec})
-    return out
+    return [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": meta(flavor_name(plan, s.pool)),
+             "spec": flavor_spec(plan, s.pool)} for s in slices(plan)]
 
 
-def _quota_entry(tenant: Tenant, pool: str) -> dict[str, Any]:
+def _quota_entry(plan: Plan, tenant: Tenant, pool: str) -> dict[str, Any]:
     q = tenant.quotas[pool]
     quantities = (q.cpus, f"{q.memory_gib}Gi", q.gpus)
-    return {"name": pool,
+    return {"name": flavor_name(plan, pool),
             "resources": [{"name": r, "nominalQuota": v} for r, v in zip(COVERED, quantities)]}
 
 
@@ -63,7 +73,7 @@ def cluster_queue(plan: Plan, tenant: Tenant) -> dict[str, Any]:
     }
     if pools:
         spec["resourceGroups"] = [{"coveredResources": list(COVERED),
-                                   "flavors": [_quota_entry(tenant, p) for p in pools]}]
+                                   "flavors": [_quota_entry(plan, tenant, p) for p in pools]}]
     return {"apiVersion": API, "kind": "ClusterQueue", "metadata": meta(queue_of(tenant.name)), "spec": spec}
 
 

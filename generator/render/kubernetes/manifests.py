@@ -16,7 +16,7 @@ from typing import Any
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from . import kai, kueue, labels, ray, tenancy, volcano, workloads
-from .common import queues_enabled, workloads as kube_workloads
+from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
 SCHEDULERS = {"kueue": kueue, "volcano": volcano, "kai": kai}
 
@@ -34,6 +34,14 @@ def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
 
 def starter_files(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     return {f"{w.name}.yaml": workloads.starter(plan, w) for w in kube_workloads(plan)}
+
+
+def readme(plan: Plan) -> dict[str, Any]:
+    """What the README's Kubernetes section says about object names: the content-named ones."""
+    topology = topology_name(plan) if has_topology(plan) and plan.gang_scheduler in ("kueue", "kai") else None
+    flavors = ({s.pool: kueue.flavor_name(plan, s.pool) for s in slices(plan)}
+               if queues_enabled(plan) and plan.gang_scheduler == "kueue" else {})
+    return {"topology": topology, "flavors": flavors}
 
 
 def render(plan: Plan) -> dict[str, bytes]:
