@@ -442,13 +442,27 @@ def test_kai_images_come_from_the_published_registry() -> None:
         assert values["defaultQueue"]["createDefaultQueue"] is False
 
 
-def test_cert_manager_installs_its_crds() -> None:
+def test_cert_manager_installs_its_crds_and_keeps_them() -> None:
     plans = [plan_of(c) for c in CASES if "cert-manager" in plan_of(c).charts]
     assert plans
     for plan in plans:
         values = values_of(plan, "cert-manager")
-        assert values == {"crds": {"enabled": True}}
+        assert values == {"crds": {"enabled": True, "keep": True}}  # keep: helm.sh/resource-policy
         assert "installCRDs" not in values
+
+
+def test_charts_said_to_keep_crds_in_templates_are_those_without_a_keep_value() -> None:
+    """The README's uninstall warning names exactly the CRD-owning charts whose upstream values
+    have no CRD keep switch (cert-manager has crds.keep; the others keep CRDs in crds/)."""
+    assert set(helm.CRDS_IN_TEMPLATES) <= set(helm.CRD_GROUPS)
+    for component in helm.CRDS_IN_TEMPLATES:
+        path = reference_dir() / catalog.CATALOG[component].values_reference / "values.yaml"
+        if not path.exists():  # slurm-operator-crds: a chart without values
+            assert (path.parent / "Chart.yaml").is_file() or path.parent.is_dir(), path
+            continue
+        text = yaml.safe_dump(upstream_defaults(component))
+        assert "resource-policy" not in text and "keep" not in text, component
+    assert upstream_defaults("cert-manager")["crds"]["keep"] is True
 
 
 # ---------------------------------------------------------------------------------------------

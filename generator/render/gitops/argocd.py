@@ -59,10 +59,21 @@ def _source(rel: Release) -> dict[str, Any]:
     return {"repoURL": rel.repo, "chart": rel.chart, "targetRevision": rel.version, "helm": helm}
 
 
-def _metadata(plan: Plan, name: str, wave: int | None = None) -> dict[str, Any]:
+# Argo CD's resource sync option "No Prune Resources" (docs/user-guide/sync-options.md); as an
+# Application-level syncOption it is the default of every resource the Application syncs.
+NO_PRUNE = "Prune=false"
+SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+
+
+def _metadata(plan: Plan, name: str, wave: int | None = None, keep: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
+    annotations = {}
     if wave is not None:
-        meta["annotations"] = {WAVE: str(wave)}
+        annotations[WAVE] = str(wave)
+    if keep:
+        annotations[SYNC_OPTIONS] = NO_PRUNE
+    if annotations:
+        meta["annotations"] = annotations
     meta["labels"] = {"app.kubernetes.io/part-of": plan.name}
     return meta
 
@@ -74,10 +85,16 @@ def application(plan: Plan, rel: Release, wave: int) -> dict[str, Any]:
         # Client-side apply stores the whole object in an annotation capped at 256 KiB; several
         # upstream CRDs are bigger (KubeRay's, Kueue's Workload), server-side apply has no cap.
         options.append("ServerSideApply=true")
+        # Pruning a CRD deletes every custom resource of its kind: not even a manual sync with
+        # prune does it.
+        options.append(NO_PRUNE)
     return {
         "apiVersion": API,
         "kind": "Application",
-        "metadata": _metadata(plan, app_name(plan, rel.name), wave),
+        # A CRD owner's Application is never pruned by the root Application when its release leaves
+        # releases.yaml (and it has no resources finalizer, so deleting it by hand orphans the
+        # release instead of uninstalling it).
+        "metadata": _metadata(plan, app_name(plan, rel.name), wave, keep=owner),
         "spec": {
             "project": "default",
             "source": _source(rel),
