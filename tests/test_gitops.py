@@ -616,6 +616,21 @@ def test_helm_repository_names_are_dns_labels():
     assert all(re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", n) for n in names)
 
 
+def test_kai_under_argocd_is_refused_in_one_line(tmp_path):
+    """KAI 0.13's Config is a pre-install Helm hook, which Argo CD runs before the chart's CRDs
+    exist: orchgen refuses the combination, naming the field; Flux and Kustomize modes plan."""
+    data = yaml.safe_load((REPO / "examples/cloud-training.yaml").read_text())
+    data["options"].update(gang_scheduler="kai", gitops="argocd")
+    src = tmp_path / "kai.yaml"
+    src.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = run_orchgen("plan", src, "-o", tmp_path / "out")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "options.gitops" in proc.stderr and "kai-scheduler" in proc.stderr and "PreSync" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    for mode in ("flux", "kustomize"):
+        assert run_orchgen("plan", src, "-o", tmp_path / mode, "--gitops", mode).returncode == 0
+
+
 def test_a_release_named_manifests_would_collide_with_the_manifests_application():
     rels = gitops.load_releases(sample_files())
     clash = [dataclasses.replace(rels[0], name=gitops_argocd.MANIFESTS)] + rels[1:]

@@ -449,6 +449,9 @@ def test_cert_manager_installs_its_crds_and_keeps_them() -> None:
         values = values_of(plan, "cert-manager")
         assert values == {"crds": {"enabled": True, "keep": True}}  # keep: helm.sh/resource-policy
         assert "installCRDs" not in values
+        # where cert-manager's install docs publish the chart (Flux: OCIRepository, Argo CD: OCI source)
+        rel = next(r for r in helm.releases(plan) if r["name"] == "cert-manager")
+        assert (rel["repo"], rel["chart"]) == ("oci://quay.io/jetstack/charts", "cert-manager")
 
 
 def test_charts_said_to_keep_crds_in_templates_are_those_without_a_keep_value() -> None:

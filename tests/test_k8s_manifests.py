@@ -105,7 +105,9 @@ def all_plans() -> dict[str, Any]:
     for name in kube_examples():
         plans[name] = example_plan(name)
         for gang in SCHEDULERS:
-            plans[f"{name}+{gang}"] = example_plan(name, gang_scheduler=gang)
+            # KAI under Argo CD is refused (tests/test_gitops.py): such an example goes with Flux
+            refused = gang == "kai" and plans[name].gitops == "argocd"
+            plans[f"{name}+{gang}"] = example_plan(name, gang_scheduler=gang, **({"gitops": "flux"} if refused else {}))
     plans["cloud-training+soperator"] = example_plan("cloud-training", slurm_on_kubernetes="soperator")
     # Kubernetes only hosts the Slurm operator: a plane without GPU nodes of its own
     plans["fsdp-pretraining+slinky"] = example_plan("fsdp-pretraining", slurm_on_kubernetes="slinky")

@@ -84,6 +84,16 @@ _DEPENDS_ON: dict[str, tuple[str, ...]] = {
 }
 
 
+# The API group of ServiceMonitor / PodMonitor. No chart in the catalog installs it (the
+# Prometheus Operator is not part of any bundle); a chart that renders such objects without the
+# CRD fails to install, so they are on only when a release of the plan installs this group.
+MONITORING_GROUP = "monitoring.coreos.com"
+
+
+def monitoring_installed(plan: Plan) -> bool:
+    return any(MONITORING_GROUP in CRD_GROUPS.get(c, ()) for c in plan.charts)
+
+
 def _release(plan: Plan, component: str) -> dict[str, Any]:
     chart = plan.charts[component]
     return {
