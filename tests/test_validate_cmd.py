@@ -352,14 +352,16 @@ def test_cluster_scoped_builtin_with_namespace(broken):
 def test_kueue_queue_missing(broken):
     b = broken("research-lab")
     path = "kubernetes/workloads/model-api.yaml"
-    b.edit(path, "kueue.x-k8s.io/queue-name: nlp", "kueue.x-k8s.io/queue-name: nlq")
+    # the starter names no queue (the namespace's LocalQueue `default` takes it): name a wrong one
+    b.edit(path, "    app.kubernetes.io/managed-by: orchgen\n",
+           "    app.kubernetes.io/managed-by: orchgen\n    kueue.x-k8s.io/queue-name: nlq\n")
     expect(b, path, None, r"Deployment model-api: Kueue LocalQueue nlq does not exist in namespace nlp")
 
 
 def test_local_queue_names_missing_cluster_queue(broken):
     b = broken("research-lab")
     line = b.edit(KUEUE, "  clusterQueue: vision", "  clusterQueue: visionx")
-    expect(b, KUEUE, line, r"LocalQueue vision: ClusterQueue visionx does not exist")
+    expect(b, KUEUE, line, r"LocalQueue default: ClusterQueue visionx does not exist")
 
 
 def test_volcano_queue_missing(broken):

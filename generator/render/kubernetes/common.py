@@ -28,6 +28,15 @@ KAI_SCHEDULER = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"  # the chart's global.queueLabelKey default
 KAI_PODGROUP_ANNOTATION = "pod-group-name"  # KAI's PodGroupAnnotationForPod
 
+# Tenancy: every tenant namespace carries these labels; schedulers and admission policies select
+# tenant namespaces by the first and read the tenant's queue from the second.
+TENANT_LABEL = "orchgen.io/tenant"
+QUEUE_LABEL = "orchgen.io/queue"
+# Kueue's default LocalQueue (LocalQueueDefaulting, stable since 0.17 and without a feature gate
+# at 0.19: site/content/en/docs/tasks/manage/enforce_job_management/setup_default_local_queue.md):
+# a workload without a queue-name label in a namespace that has a LocalQueue of this name joins it.
+KUEUE_DEFAULT_LOCAL_QUEUE = "default"
+
 # Slurm nodes that Kubernetes also runs (Slinky) carry this taint so that only slurmd pods land there.
 SLURM_TAINT = {"key": fabric.LABEL_PLANE, "value": "slurm", "effect": "NoSchedule"}
 
@@ -88,6 +97,11 @@ def indexed_name(name: str, pods: int, infix: str = "") -> str:
 def namespace_of(tenant: str) -> str:
     """Each tenant gets its own namespace, named after it (the implicit tenant after the fleet)."""
     return tenant
+
+
+def tenant_namespaces() -> dict[str, Any]:
+    """A label selector matching every tenant namespace and nothing else."""
+    return {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}
 
 
 def queue_of(tenant: str) -> str:

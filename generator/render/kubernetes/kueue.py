@@ -15,8 +15,8 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import (GPU, content_name, has_topology, level_topology, meta, namespace_of, node_selector,
-                     queue_of, slices, topology_name, unique)
+from .common import (GPU, KUEUE_DEFAULT_LOCAL_QUEUE, TENANT_LABEL, content_name, has_topology, level_topology,
+                     meta, namespace_of, node_selector, queue_of, slices, tenant_namespaces, topology_name, unique)
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -82,8 +82,10 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
     out = flavors(plan)
     out.append({"apiVersion": API, "kind": "Cohort", "metadata": meta(cohort_name(plan)), "spec": {}})
     out += [cluster_queue(plan, t) for t in plan.tenants]
+    # Named `default`: Kueue's default LocalQueue takes every job of the namespace that names no
+    # queue. spec.clusterQueue is immutable (`self == oldSelf`), and stays the tenant's name.
     out += [{"apiVersion": API, "kind": "LocalQueue",
-             "metadata": meta(queue_of(t.name), namespace_of(t.name)),
+             "metadata": meta(KUEUE_DEFAULT_LOCAL_QUEUE, namespace_of(t.name)),
              "spec": {"clusterQueue": queue_of(t.name)}}
             for t in plan.tenants]
     return out
@@ -159,6 +161,13 @@ def kueue_config(plan: Plan) -> dict[str, Any]:
     if "batch/job" not in frameworks:  # the starter Jobs of gang workloads rely on it
         frameworks.insert(0, "batch/job")
     config["integrations"]["frameworks"] = frameworks
+    # Kueue manages the tenant namespaces and nothing else: its webhooks (failurePolicy Fail) get
+    # this selector as their namespaceSelector (charts/kueue/templates/webhook/manifests.yaml), so
+    # an outage of Kueue cannot block pods in gpu-operator, slurm, argocd ... and there every job
+    # is Kueue's, queue label or not (configuration_types.go: ManagedJobsNamespaceSelector,
+    # ManageJobsWithoutQueueName; both in config.kueue.x-k8s.io/v1beta2 at 0.19.2).
+    config["manageJobsWithoutQueueName"] = True
+    config["managedJobsNamespaceSelector"] = tenant_namespaces()
     config["waitForPodsReady"] = dict(WAIT_FOR_PODS_READY)
     if len(plan.tenants) > 1:  # ClusterQueues' fairSharing.weight only counts with this on
         config["fairSharing"] = {k: list(v) for k, v in FAIR_SHARING.items()}

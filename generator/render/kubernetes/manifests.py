@@ -5,6 +5,7 @@ Manifests are applied in file-name order (by Pulumi or GitOps), each file one mu
   00-namespaces.yaml  a Namespace per tenant
   10-quotas.yaml      a ResourceQuota on GPU requests per tenant namespace
   20-<scheduler>.yaml the gang scheduler's queues (Kueue flavors/cohort/queues, Volcano or KAI queues)
+                      and, for Volcano and KAI, the admission policy keeping tenants in their queues
   30-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes)
   40-ray.yaml         a RayCluster per Ray workload
 Files with nothing to say are not written. Returns {} without a Kubernetes plane.
@@ -26,7 +27,7 @@ def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     files = {"00-namespaces.yaml": tenancy.namespaces(plan), "10-quotas.yaml": tenancy.quotas(plan)}
     if queues_enabled(plan):
         module = SCHEDULERS[plan.gang_scheduler or ""]
-        files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan)
+        files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan) + tenancy.queue_policy(plan)
         files["30-topology.yaml"] = module.topology(plan)
     files["40-ray.yaml"] = ray.objects(plan)
     return {name: objs for name, objs in files.items() if objs}

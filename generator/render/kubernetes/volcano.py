@@ -12,7 +12,8 @@ from typing import Any
 
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import GPU, meta, plane_totals, queue_of, slices, tenant_totals
+from .common import (GPU, VOLCANO_SCHEDULER, meta, namespace_of, plane_totals, queue_of, slices, tenant_namespaces,
+                     tenant_totals)
 
 MAX_WEIGHT = 65535  # Queue.spec.weight maximum
 
@@ -91,5 +92,30 @@ def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
     }
 
 
+# custom.enabled_admissions of volcano 1.15.1's values.yaml (a test compares it with the reference).
+DEFAULT_ADMISSIONS = ("/jobs/mutate,/jobs/validate,/podgroups/validate,/queues/mutate,/queues/validate,"
+                      "/hypernodes/validate,/cronjobs/validate")
+# Off upstream, on here: /pods/mutate patches schedulerName onto the pods of a resource group
+# (pkg/webhooks/admission/pods/mutate), /podgroups/mutate moves a PodGroup of queue `default` to
+# its namespace's `scheduling.volcano.sh/queue-name` annotation (mutate_podgroup.go).
+TENANCY_ADMISSIONS = ("/pods/mutate", "/podgroups/mutate")
+
+
+def admission_config(plan: Plan) -> dict[str, Any]:
+    """volcano-admission.conf: one resource group, the tenant namespaces, scheduled by Volcano
+    (pkg/webhooks/config: resourceGroups[].object {key: namespace, value: [...]}, schedulerName)."""
+    return {"resourceGroups": [{"resourceGroup": "tenants",
+                                "object": {"key": "namespace", "value": [namespace_of(t.name) for t in plan.tenants]},
+                                "schedulerName": VOLCANO_SCHEDULER}]}
+
+
 def values(plan: Plan) -> dict[str, Any]:
-    return {"custom": {"scheduler_config_override": dump_yaml(volcano_scheduler_conf(plan)).decode()}}
+    custom: dict[str, Any] = {"scheduler_config_override": dump_yaml(volcano_scheduler_conf(plan)).decode()}
+    if plan.tenants:
+        custom["enabled_admissions"] = ",".join([DEFAULT_ADMISSIONS, *TENANCY_ADMISSIONS])
+        custom["admission_config_override"] = dump_yaml(admission_config(plan)).decode()
+        # Every Volcano webhook (failurePolicy Fail) on the tenant namespaces only: the pod webhook
+        # must not stand between gpu-operator's or Slinky's pods and the API server. The chart
+        # always excludes its own namespace and kube-system (templates/webhooks.yaml).
+        custom["webhooks_namespace_selector_expressions"] = tenant_namespaces()["matchExpressions"]
+    return {"custom": custom}
