@@ -247,9 +247,15 @@ def test_wait_for_pods_ready_check_knows_both_api_versions() -> None:
     assert not wait_for_pods_ready_on({"apiVersion": "config.kueue.x-k8s.io/v1beta2"})
 
 
+def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
+    from generator.render.kubernetes import manifests
+
+    return [o for objs in manifests.manifests(plan).values() for o in objs]
+
+
 # Scheduler plugins of Volcano 1.15 that a conf may name here (pkg/scheduler/plugins).
 VOLCANO_PLUGINS = {"priority", "gang", "conformance", "overcommit", "drf", "predicates", "proportion",
-                   "nodeorder", "binpack", "network-topology-aware"}
+                   "capacity", "nodeorder", "binpack", "network-topology-aware"}
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if plan_of(c).gang_scheduler == "volcano"], ids=_id)
@@ -258,9 +264,15 @@ def test_volcano_scheduler_conf_has_gang_and_topology_awareness(case: str) -> No
     values = values_of(plan, "volcano")
     assert "scheduler_config_override" in upstream_defaults("volcano")["custom"]
     conf = yaml.safe_load(values["custom"]["scheduler_config_override"])
-    assert [a.strip() for a in conf["actions"].split(",")] == ["enqueue", "allocate", "backfill"]
+    # deserved, borrowing and reclaimable as the README says: the capacity plugin (never with
+    # proportion) and the reclaim action (Volcano 1.15 docs/user-guide/how_to_use_capacity_plugin.md)
+    assert [a.strip() for a in conf["actions"].split(",")] == ["enqueue", "allocate", "preempt", "reclaim",
+                                                               "backfill"]
     plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
     assert set(plugins) <= VOLCANO_PLUGINS and len(plugins) == len(set(plugins))
+    assert "capacity" in plugins and "proportion" not in plugins
+    queues = [o for o in kubernetes_objects(plan) if o["kind"] == "Queue"]
+    assert queues and all(q["spec"]["reclaimable"] and q["spec"]["deserved"] for q in queues)
     assert "gang" in [p["name"] for p in conf["tiers"][0]["plugins"]]
     assert ("network-topology-aware" in plugins) == bool(plan.fabric.levels)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..decide.plan import Plan
 from ..yamlio import dump_json
 from . import slurm
-from .kubernetes import helm, manifests, slinky, soperator
+from .kubernetes import helm, kueue, manifests, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -38,7 +38,8 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      slurm_operator=operator_readme,
                                      kube_names=manifests.readme(plan) if plan.kube_plane else {},
                                      crd_owners=sorted(helm.CRD_GROUPS),
-                                     crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts]),
+                                     crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts],
+                                     kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {}),
     }
 
 

@@ -16,7 +16,8 @@ from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
 from .common import (GPU, KUEUE_DEFAULT_LOCAL_QUEUE, TENANT_LABEL, content_name, has_topology, level_topology,
-                     meta, namespace_of, node_selector, queue_of, slices, tenant_namespaces, topology_name, unique)
+                     meta, namespace_of, node_selector, queue_of, slices, tenant_namespaces, topology_name, unique,
+                     workloads as kube_workloads)
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -142,12 +143,27 @@ integrations:
 RAY_FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
 
 # v1beta2 has no `enable` under waitForPodsReady or fairSharing: the block being present turns the
-# feature on (v1beta1's `enable: true` converts to exactly this). timeout: long enough for a cold
-# node to pull a multi-GB image and load a model, short enough that a half-placed gang gives its
-# GPUs back within a quarter hour. blockAdmission stays false: true serialises admission across
-# every ClusterQueue, so one tenant's slow start would stall all tenants; quotas add up to the
-# capacity, so the deadlock it guards against needs a lost node, and timeout + requeue clear that.
-WAIT_FOR_PODS_READY = {"timeout": "15m", "blockAdmission": False}
+# feature on (v1beta1's `enable: true` converts to exactly this). In 0.19 it is on even when absent
+# (apis/config/v1beta2/defaults.go fills in a 30m timeout), for every workload: there is no
+# per-workload exemption, only the cluster-wide DisableWaitForPodsReady gate
+# (pkg/util/waitforpodsready), so a model server is evicted and requeued like a gang if its pods
+# are not Ready in time. The timeout is therefore sized for the slowest start the plane runs:
+# - gangs only (GANG_START): a cold node pulling a multi-GB training image; short, so a half-placed
+#   gang gives its GPUs back within a quarter hour;
+# - with services on the plane (SERVICE_START): a cold node pulling a 10-20 GB serving image
+#   (~5-10 min), then loading up to ~1 TB of weights from shared storage at 1-2 GB/s (~10-15 min)
+#   and warming up (compilation, CUDA graphs: ~5 min) before the readiness probe passes.
+# recoveryTimeout defaults to the timeout, which also covers a restarted replica reloading its model.
+# blockAdmission stays false: true serialises admission across every ClusterQueue, so one tenant's
+# slow start would stall all tenants; quotas add up to the capacity, so the deadlock it guards
+# against needs a lost node, and timeout + requeue clear that.
+GANG_START = "15m"
+SERVICE_START = "45m"
+
+
+def wait_for_pods_ready(plan: Plan) -> dict[str, Any]:
+    services = any(w.workload_class == "service" for w in kube_workloads(plan))
+    return {"timeout": SERVICE_START if services else GANG_START, "blockAdmission": False}
 FAIR_SHARING = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 
 
@@ -168,7 +184,7 @@ def kueue_config(plan: Plan) -> dict[str, Any]:
     # ManageJobsWithoutQueueName; both in config.kueue.x-k8s.io/v1beta2 at 0.19.2).
     config["manageJobsWithoutQueueName"] = True
     config["managedJobsNamespaceSelector"] = tenant_namespaces()
-    config["waitForPodsReady"] = dict(WAIT_FOR_PODS_READY)
+    config["waitForPodsReady"] = wait_for_pods_ready(plan)
     if len(plan.tenants) > 1:  # ClusterQueues' fairSharing.weight only counts with this on
         config["fairSharing"] = {k: list(v) for k, v in FAIR_SHARING.items()}
     return config

@@ -2,9 +2,10 @@
 v1alpha1) from the fabric model.
 
 Volcano queues are not per pool, so a tenant's quota is its nominal share summed over the plane's
-pools: `deserved` (what the capacity plugin guarantees and reclaims back), `weight` = share (what
-the proportion plugin divides by), and `capability` = the whole plane, so an idle tenant's share
-can be borrowed (`reclaimable: true` gives it back).
+pools: `deserved` (what the capacity plugin guarantees and reclaims back), `capability` = the whole
+plane, so an idle tenant's share can be borrowed, and `reclaimable: true`, so it is given back.
+`weight` = share is what the proportion plugin would divide by; the scheduler conf below runs the
+capacity plugin instead, which reads `deserved` (the two cannot run together).
 """
 from __future__ import annotations
 
@@ -73,17 +74,28 @@ def topology(plan: Plan) -> list[dict[str, Any]]:
 
 # --- the volcano release's values ------------------------------------------------------------
 
+# What makes the Queues' `deserved`, borrowing and `reclaimable` do what the README says (Volcano
+# 1.15.1, docs/user-guide/how_to_use_capacity_plugin.md): the `capacity` plugin in place of
+# `proportion` ("capacity and proportion plugin are in conflict"); it alone reads Queue.spec.deserved
+# (pkg/scheduler/plugins/capacity: Allocatable / JobEnqueueable up to capability, Reclaimable down
+# to deserved), and the `reclaim` action, without which nothing is ever taken back from a borrowing
+# queue (pkg/scheduler/actions/reclaim skips queues whose `reclaimable` is false). `preempt` lets a
+# higher-priority job of the same queue evict a lower one; `backfill` stays last.
+ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+
+
 def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
-    """The chart's default scheduler conf (gang in the first tier), plus topology-aware scoring."""
+    """The chart's default scheduler conf (gang in the first tier) with capacity for proportion,
+    the preempt and reclaim actions, and topology-aware scoring."""
     scoring: list[dict[str, Any]] = [
         {"name": "overcommit"}, {"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
-        {"name": "proportion"}, {"name": "nodeorder"}, {"name": "binpack"},
+        {"name": "capacity"}, {"name": "nodeorder"}, {"name": "binpack"},
     ]
     if plan.fabric.levels:
         # Weight 10 (upstream's example) so HyperNode locality outweighs plain node scores.
         scoring.append({"name": "network-topology-aware", "arguments": {"weight": 10}})
     return {
-        "actions": "enqueue, allocate, backfill",
+        "actions": ", ".join(ACTIONS),
         "tiers": [
             {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
                          {"name": "conformance"}]},
