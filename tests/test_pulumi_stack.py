@@ -401,3 +401,21 @@ def test_example_bundle_installs_under_mocks(example: Path, tmp_path: Path, crds
     pinned = {(c.repo, c.chart): c.version for c in plan.charts.values()}
     for rel in _releases(bundle):  # the plan's pinned versions (catalog + options.versions) reach Pulumi
         assert run.named(RELEASE, rel["name"]).inputs["version"] == pinned[(rel["repo"], rel["chart"])]
+
+
+@pytest.mark.parametrize("gang", ["volcano", "kai"])
+def test_scheduler_variants_install_under_mocks(gang: str, tmp_path: Path, crds) -> None:
+    """The examples run Kueue; under Volcano and KAI the bundle also holds the tenant namespaces'
+    ValidatingAdmissionPolicy: a built-in kind the program must declare typed, and valid."""
+    data = yaml.safe_load((REPO / "examples" / "research-lab.yaml").read_text())
+    data["options"]["gang_scheduler"] = gang
+    src = tmp_path / "research-lab.yaml"
+    src.write_text(yaml.safe_dump(data, sort_keys=False))
+    bundle = tmp_path / "bundle"
+    run_orchgen("plan", src, "-o", bundle, check=True)
+    run = pulumi_mocks.run_program(bundle / "pulumi" / "__main__.py", _mocks(crds), CONTEXT,
+                                   project="research-lab", stack="research-lab")
+    check_run(bundle, run)
+    policy = run.named("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+                       "research-lab-tenant-queues")
+    assert policy.inputs["spec"]["matchConstraints"]["namespaceSelector"]

@@ -225,8 +225,8 @@ def test_fixed_names_would_be_refused_and_the_check_sees_it(monkeypatch, rid, ki
 
 
 def test_same_input_same_names_and_a_changed_one_follows_everywhere():
-    """Content names are stable, and whatever names a renamed object follows it (KAI: the gang
-    PodGroups' topologyConstraint)."""
+    """Content names are stable, and whatever names a renamed object follows it (KAI: the
+    RayCluster's kai.scheduler/topology annotation; gang PodGroups' topologyConstraint)."""
     _, small, big = next(r for r in REPLANS if r[0] == "grpo-rl+kai:8-to-16-nodes")
     files = [manifests.render(plan_of(small)) for _ in range(2)]
     assert files[0] == files[1]
@@ -235,6 +235,7 @@ def test_same_input_same_names_and_a_changed_one_follows_everywhere():
     assert name.startswith("grpo-rl-fabric-") and name != common.topology_name(plan_of(small))
     rendered = manifests.render(grown)
     assert name in rendered["kubernetes/manifests/30-topology.yaml"].decode()
+    assert name in rendered["kubernetes/manifests/40-ray.yaml"].decode()
     assert common.topology_name(plan_of(small)) not in b"".join(rendered.values()).decode()
 
 
