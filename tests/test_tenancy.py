@@ -383,7 +383,24 @@ def test_resource_quota_is_the_borrowing_ceiling_and_the_readme_says_so(pid):
             assert hard == sum(q.gpus for q in t.quotas.values())
     if common.queues_enabled(plan):
         assert "**Every pod of a tenant namespace goes through the tenant's queue.**" in readme
-        assert "bypasses the shares" not in readme
         word = {"kueue": "LocalQueue `default`", "volcano": "`scheduling.volcano.sh/queue-name`",
                 "kai": f"`{plan.name}-tenant-queues`"}[plan.gang_scheduler]
         assert word in readme
+        assert "bypasses the shares" not in readme
+
+
+@pytest.mark.parametrize("gang", ["volcano", "kai"])
+def test_before_kubernetes_1_30_there_is_no_policy_and_the_readme_says_so(gang):
+    """ValidatingAdmissionPolicy v1 is GA in 1.30; before, the bundle must not hold one (the API
+    server would refuse the manifest), and under KAI the README says tenancy then rests on the
+    manifests."""
+    from tests.test_k8s_manifests import plan_from, platform_fleet
+
+    old = plan_from(platform_fleet(gang, kubernetes_version="1.29"))
+    assert not by_kind(objects(old), "ValidatingAdmissionPolicy")
+    readme = report.render(old)["README.md"].decode()
+    assert "tenant-queues" not in readme
+    if gang == "kai":
+        assert "needs Kubernetes 1.30" in readme and "bypasses the shares" in readme
+    new = plan_from(platform_fleet(gang, kubernetes_version="1.30"))
+    assert by_kind(objects(new), "ValidatingAdmissionPolicy")

@@ -430,8 +430,9 @@ def test_kustomization_resource_missing(broken):
 
 
 @pytest.mark.parametrize("mode,path,old", [
-    ("argocd", "gitops/apps/kueue.yaml", "timeout: 15m"),
-    ("flux", "gitops/releases/kueue.yaml", "timeout: 15m"),
+    # research-lab runs a service on Kueue: waitForPodsReady's timeout is sized for it
+    ("argocd", "gitops/apps/kueue.yaml", "timeout: 45m"),
+    ("flux", "gitops/releases/kueue.yaml", "timeout: 45m"),
 ])
 def test_gitops_values_differ_from_helm_values(mode, path, old, tmp_path):
     bundle.write(render(make_plan(_variant("research-lab", gitops=mode), "research-lab.yaml")), tmp_path / "src")

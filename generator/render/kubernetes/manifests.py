@@ -42,7 +42,8 @@ def readme(plan: Plan) -> dict[str, Any]:
     topology = topology_name(plan) if has_topology(plan) and plan.gang_scheduler in ("kueue", "kai") else None
     flavors = ({s.pool: kueue.flavor_name(plan, s.pool) for s in slices(plan)}
                if queues_enabled(plan) and plan.gang_scheduler == "kueue" else {})
-    return {"topology": topology, "flavors": flavors}
+    policy = tenancy.policy_name(plan) if tenancy.queue_policy(plan) else None
+    return {"topology": topology, "flavors": flavors, "policy": policy}
 
 
 def render(plan: Plan) -> dict[str, bytes]:

@@ -96,9 +96,17 @@ def policy_name(plan: Plan) -> str:
     return f"{plan.name}-tenant-queues"
 
 
+def policies_available(plan: Plan) -> bool:
+    """admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is served from Kubernetes 1.30 on
+    (GA); before, it is beta and off unless the API server enables it."""
+    major, minor = (int(x) for x in plan.kubernetes_version.split(".")[:2])
+    return (major, minor) >= (1, 30)
+
+
 def queue_policy(plan: Plan) -> list[dict[str, Any]]:
-    """A ValidatingAdmissionPolicy and its binding over the tenant namespaces ([] if none needed)."""
-    if not queues_enabled(plan):
+    """A ValidatingAdmissionPolicy and its binding over the tenant namespaces ([] if none needed,
+    or on a Kubernetes without the v1 API: the README says what then holds)."""
+    if not queues_enabled(plan) or not policies_available(plan):
         return []
     rules, validations = _policy_rules(plan)
     if not rules:
