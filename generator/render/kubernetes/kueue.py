@@ -1,5 +1,6 @@
-"""Kueue (kueue.x-k8s.io/v1beta2): ResourceFlavors per pool, one Cohort, a ClusterQueue and a
-LocalQueue per tenant, and a Topology from the fabric model.
+"""Kueue (kueue.x-k8s.io/v1beta2): ResourceFlavors per pool, one Cohort, a ClusterQueue per tenant
+and the LocalQueue `default` in each tenant namespace, and a Topology from the fabric model.
+Flavors and the Topology are named after the fields the API server freezes (common.content_name).
 
 Quotas are Tenant.quotas as the planner computed them (per pool they add up to the pool's capacity,
 no more). Borrowing is on: every ClusterQueue is in the one cohort with no borrowingLimit, so idle
@@ -15,7 +16,7 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import (GPU, KUEUE_DEFAULT_LOCAL_QUEUE, TENANT_LABEL, content_name, has_topology, level_topology,
+from .common import (GPU, KUEUE_DEFAULT_LOCAL_QUEUE, content_name, has_topology, level_topology,
                      meta, namespace_of, node_selector, queue_of, slices, tenant_namespaces, topology_name, unique,
                      workloads as kube_workloads)
 from .ray import ray_planned
