@@ -6,11 +6,20 @@ exchange where Linux offers it). An interrupted run leaves the previous bundle w
 directory orchgen did not write (no marker file) is never overwritten without --force. A symbolic
 link is written through (the directory it points to gets the bundle; the link stays). Files and
 directories get the modes the user's umask gives, as `cp` or `git checkout` would.
+
+Operator-owned files (`OPERATOR_OWNED`) live in the bundle but belong to the operator: a Pulumi
+stack's config file (`pulumi/Pulumi.<stack>.yaml`) holds the cluster's kubeconfig context, the
+stack's secrets and its passphrase salt, which `pulumi config set` and `pulumi stack init` write
+there. orchgen renders a seed for the bundle's own stack; `write` uses it only where the bundle
+has no such file yet, and carries every operator-owned file of the previous bundle into the new
+one byte for byte (other stacks' files included). `diff` (--check) ignores them: they are not
+orchgen's to compare.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fnmatch
 import os
 import shutil
 import tempfile
@@ -23,6 +32,25 @@ MARKER = ".orchgen-bundle"
 MARKER_TEXT = b"This directory is written by `orchgen plan`; edits here are replaced on the next run.\n"
 
 Files = dict[str, bytes]
+
+# Bundle paths (fnmatch patterns, `/`-separated) whose files the operator owns once they exist.
+OPERATOR_OWNED = ("pulumi/Pulumi.*.yaml",)
+
+
+def operator_owned(path: str) -> bool:
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in OPERATOR_OWNED)
+
+
+def _kept(target: Path) -> Files:
+    """The operator-owned files of the bundle at `target` (none unless orchgen wrote it)."""
+    if not _is_bundle(target):
+        return {}
+    out: Files = {}
+    for path in sorted(target.rglob("*")):
+        rel = path.relative_to(target).as_posix()
+        if path.is_file() and not path.is_symlink() and operator_owned(rel):
+            out[rel] = path.read_bytes()
+    return out
 
 
 def check_paths(files: Files) -> None:
@@ -114,7 +142,8 @@ def _write(files: Files, target: Path, force: bool, shown: str) -> None:
         shutil.rmtree(stale, ignore_errors=True)  # left by a run that was killed mid-write
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-new-", dir=target.parent))
     try:
-        for rel, data in sorted({**files, MARKER: MARKER_TEXT}.items()):
+        # the operator's files win over the seeds (read last, so as late as possible before the swap)
+        for rel, data in sorted({**files, **_kept(target), MARKER: MARKER_TEXT}.items()):
             dest = stage / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
@@ -157,5 +186,7 @@ def diff(files: Files, target: Path) -> Diff:
             if path.is_file() or path.is_symlink():
                 on_disk.add(path.relative_to(target).as_posix())
     on_disk.discard(MARKER)
-    changed = sorted(p for p in files if p in on_disk and (target / p).read_bytes() != files[p])
-    return Diff(tuple(changed), tuple(sorted(set(files) - on_disk)), tuple(sorted(on_disk - set(files))))
+    on_disk = {p for p in on_disk if not operator_owned(p)}
+    ours = {p: data for p, data in files.items() if not operator_owned(p)}
+    changed = sorted(p for p in ours if p in on_disk and (target / p).read_bytes() != ours[p])
+    return Diff(tuple(changed), tuple(sorted(set(ours) - on_disk)), tuple(sorted(on_disk - set(ours))))

@@ -171,7 +171,12 @@ def test_random_valid_fleets_plan_and_validate(data):
         # Refusals must stay rare, or hypothesis's filter check fails.
         check_refusal(exc, data)
         assume(False)
-    files = render(plan)
+    try:
+        files = render(plan)
+    except OrchgenError as exc:
+        # The one combination a renderer refuses: KAI 0.13 under Argo CD (issue 14).
+        assert exc.field == "options.gitops" and "cannot install kai-scheduler" in str(exc), exc
+        assume(False)
     with tempfile.TemporaryDirectory() as tmp:
         bundle.write(files, Path(tmp) / "out")
         report = validate_bundle(Path(tmp) / "out", registry(), reference_dir())

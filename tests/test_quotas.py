@@ -60,16 +60,20 @@ def _objects(files: dict[str, bytes], name: str) -> list[dict[str, Any]]:
 
 def check_kueue(plan, files) -> None:
     flavors: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for cq in (o for o in _objects(files, "20-kueue.yaml") if o["kind"] == "ClusterQueue"):
+    objs = _objects(files, "20-kueue.yaml")
+    # a flavor is named after its spec (content name), its pool is its orchgen.io/pool label
+    pool_of = {o["metadata"]["name"]: o["spec"]["nodeLabels"]["orchgen.io/pool"]
+               for o in objs if o["kind"] == "ResourceFlavor"}
+    for cq in (o for o in objs if o["kind"] == "ClusterQueue"):
         tenant = next(t for t in plan.tenants if t.name == cq["metadata"]["name"])
         for rg in cq["spec"]["resourceGroups"]:
             for fl in rg["flavors"]:
                 q = {r["name"]: r["nominalQuota"] for r in fl["resources"]}
                 got = (int(q["nvidia.com/gpu"]), int(q["cpu"]), _gib(q["memory"]))
-                want = tenant.quotas[fl["name"]]
+                want = tenant.quotas[pool_of[fl["name"]]]
                 assert got == (want.gpus, want.cpus, want.memory_gib)
                 for i, v in enumerate(got):
-                    flavors[fl["name"]][i] += v
+                    flavors[pool_of[fl["name"]]][i] += v
     for s in plan.kube_plane.slices:
         n = len(s.nodes)
         assert flavors[s.pool] == [s.gpus, s.cpus * n, s.memory_gib * n], s.pool
@@ -88,7 +92,7 @@ def _tenant_sum(tenant) -> tuple[int, int, int]:
 
 def check_volcano(plan, files) -> None:
     total = [0, 0, 0]
-    queues = _objects(files, "20-volcano.yaml")
+    queues = [o for o in _objects(files, "20-volcano.yaml") if o["kind"] == "Queue"]
     assert {q["metadata"]["name"] for q in queues} == {t.name for t in plan.tenants}
     for q in queues:
         tenant = next(t for t in plan.tenants if t.name == q["metadata"]["name"])
@@ -100,7 +104,8 @@ def check_volcano(plan, files) -> None:
         for i, v in enumerate(got):
             total[i] += v
     assert tuple(total) == _plane(plan)
-    # weights keep the shares' order (proportion plugin divides by weight)
+    # weights keep the shares' order (what the proportion plugin would divide by; the bundle runs
+    # the capacity plugin, which reads `deserved`)
     w = {q["metadata"]["name"]: q["spec"]["weight"] for q in queues}
     for a in plan.tenants:
         for b in plan.tenants:
@@ -113,7 +118,7 @@ MB_PER_GIB = 2**30 / 10**6
 
 def check_kai(plan, files) -> None:
     total = [0, 0, 0]
-    queues = _objects(files, "20-kai.yaml")
+    queues = [o for o in _objects(files, "20-kai.yaml") if o["kind"] == "Queue"]
     parent = queues[0]
     assert "parentQueue" not in parent["spec"]
     children = queues[1:]

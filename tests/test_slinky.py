@@ -440,6 +440,18 @@ def test_readme_tells_how_to_annotate_and_what_runs_where():
         assert cmd in section
     assert "| gb200 | 8 | `gb200-[0-7]` | gpu:gb200:4 | 4 |" in section
     assert "kubectl -n slurm create secret generic slurm-mariadb" in section
+    for ref in slinky.AUTH_KEYS.values():  # the keys the chart no longer makes
+        assert f"kubectl -n slurm create secret generic {ref['name']} --from-file={ref['key']}=" in section
+
+
+def test_auth_keys_are_referenced_never_made_by_the_chart(case):
+    """The chart's own keys come from `lookup` + a random fallback, new on every `helm template`
+    (Argo CD) for an immutable Secret: off, and the chart reads the operator's Secrets instead."""
+    _, files, values = case
+    for key, ref in slinky.AUTH_KEYS.items():
+        assert values["slurm"][key] == {"create": False, "secretRef": ref}
+    blob = b"".join(files.values()).decode()
+    assert "randAscii" not in blob and "slurm.key:" not in blob  # and no key material in the bundle
 
 
 # ------------------------------------------------------------------ limits of the mapping

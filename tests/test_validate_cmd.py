@@ -285,6 +285,17 @@ def test_slurm_conf_line_that_is_not_key_value(broken):
 KUEUE = "kubernetes/manifests/20-kueue.yaml"
 
 
+@cache
+def _flavor(example: str, pool: str) -> str:
+    """A Kueue ResourceFlavor's name: its pool and a hash of its spec (content-named, issue 14)."""
+    from generator.render.kubernetes.kueue import flavor_name
+
+    return flavor_name(make_plan(spec.load(REPO / "examples" / f"{example}.yaml"), f"{example}.yaml"), pool)
+
+
+L40S = _flavor("research-lab", "l40s")
+
+
 def test_custom_resource_against_crd(broken):
     b = broken("research-lab")
     line = b.edit(KUEUE, "  cohortName: research-lab", "  cohort: research-lab")
@@ -327,8 +338,8 @@ def test_builtin_kind_unknown_version(broken):
 
 def test_cluster_scoped_object_with_namespace(broken):
     b = broken("research-lab")
-    line = b.edit(KUEUE, "  name: l40s\n", "  name: l40s\n  namespace: nlp\n") + 1
-    expect(b, KUEUE, line, r"ResourceFlavor l40s: cluster-scoped, but has metadata.namespace")
+    line = b.edit(KUEUE, f"  name: {L40S}\n", f"  name: {L40S}\n  namespace: nlp\n") + 1
+    expect(b, KUEUE, line, rf"ResourceFlavor {L40S}: cluster-scoped, but has metadata.namespace")
 
 
 def test_cluster_scoped_builtin_with_namespace(broken):
@@ -341,14 +352,16 @@ def test_cluster_scoped_builtin_with_namespace(broken):
 def test_kueue_queue_missing(broken):
     b = broken("research-lab")
     path = "kubernetes/workloads/model-api.yaml"
-    b.edit(path, "kueue.x-k8s.io/queue-name: nlp", "kueue.x-k8s.io/queue-name: nlq")
+    # the starter names no queue (the namespace's LocalQueue `default` takes it): name a wrong one
+    b.edit(path, "    app.kubernetes.io/managed-by: orchgen\n",
+           "    app.kubernetes.io/managed-by: orchgen\n    kueue.x-k8s.io/queue-name: nlq\n")
     expect(b, path, None, r"Deployment model-api: Kueue LocalQueue nlq does not exist in namespace nlp")
 
 
 def test_local_queue_names_missing_cluster_queue(broken):
     b = broken("research-lab")
     line = b.edit(KUEUE, "  clusterQueue: vision", "  clusterQueue: visionx")
-    expect(b, KUEUE, line, r"LocalQueue vision: ClusterQueue visionx does not exist")
+    expect(b, KUEUE, line, r"LocalQueue default: ClusterQueue visionx does not exist")
 
 
 def test_volcano_queue_missing(broken):
@@ -369,7 +382,7 @@ def test_resource_flavor_labels_nobody_sets(broken):
     b = broken("research-lab")
     line = b.edit(KUEUE, "  nodeLabels:\n    orchgen.io/plane: kubernetes\n    orchgen.io/pool: l40s",
                   "  nodeLabels:\n    orchgen.io/plane: kubernetes\n    orchgen.io/pool: l40x")
-    expect(b, KUEUE, line, r"ResourceFlavor l40s: no node gets orchgen.io/plane=kubernetes, orchgen.io/pool=l40x "
+    expect(b, KUEUE, line, rf"ResourceFlavor {L40S}: no node gets orchgen.io/plane=kubernetes, orchgen.io/pool=l40x "
                            r"from kubernetes/node-labels.sh")
 
 
@@ -417,8 +430,9 @@ def test_kustomization_resource_missing(broken):
 
 
 @pytest.mark.parametrize("mode,path,old", [
-    ("argocd", "gitops/apps/kueue.yaml", "timeout: 15m"),
-    ("flux", "gitops/releases/kueue.yaml", "timeout: 15m"),
+    # research-lab runs a service on Kueue: waitForPodsReady's timeout is sized for it
+    ("argocd", "gitops/apps/kueue.yaml", "timeout: 45m"),
+    ("flux", "gitops/releases/kueue.yaml", "timeout: 45m"),
 ])
 def test_gitops_values_differ_from_helm_values(mode, path, old, tmp_path):
     bundle.write(render(make_plan(_variant("research-lab", gitops=mode), "research-lab.yaml")), tmp_path / "src")
@@ -436,7 +450,7 @@ def test_gitops_custom_resource_against_crd(tmp_path):
 
 def test_unparsable_yaml_is_a_finding(broken):
     b = broken("research-lab")
-    line = b.edit(KUEUE, "  name: l40s\n", "  name: [l40s\n")
+    line = b.edit(KUEUE, f"  name: {L40S}\n", f"  name: [{L40S}\n")
     expect(b, KUEUE, None, r"not valid YAML")
     assert line
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..decide.plan import Plan
 from ..yamlio import dump_json
 from . import slurm
-from .kubernetes import common as kube_common, gpu_operator, slinky, soperator
+from .kubernetes import common as kube_common, gpu_operator, helm, kueue, manifests, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -36,7 +36,11 @@ def render(plan: Plan) -> dict[str, bytes]:
         "README.md": render_template("README.md.j2", plan=plan, mermaid=mermaid(plan),
                                      titles=PLANE_TITLES, slurm_summary=slurm.summary,
                                      slurm_operator=operator_readme, gpu_quota=gpu_quota,
-                                     mig_layouts=gpu_operator.mig_layouts, kubelet_reserved=kubelet_reserved),
+                                     mig_layouts=gpu_operator.mig_layouts, kubelet_reserved=kubelet_reserved,
+                                     kube_names=manifests.readme(plan) if plan.kube_plane else {},
+                                     crd_owners=sorted(helm.CRD_GROUPS),
+                                     crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts],
+                                     kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {}),
     }
 
 

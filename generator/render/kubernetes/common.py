@@ -6,6 +6,8 @@ cannot drift apart (a queue a workload names must be a queue the manifests creat
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from ...spec import fabric
@@ -25,6 +27,15 @@ RAY_VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"  # KubeRay copies it into Volc
 KAI_SCHEDULER = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"  # the chart's global.queueLabelKey default
 KAI_PODGROUP_ANNOTATION = "pod-group-name"  # KAI's PodGroupAnnotationForPod
+
+# Tenancy: every tenant namespace carries these labels; schedulers and admission policies select
+# tenant namespaces by the first and read the tenant's queue from the second.
+TENANT_LABEL = "orchgen.io/tenant"
+QUEUE_LABEL = "orchgen.io/queue"
+# Kueue's default LocalQueue (LocalQueueDefaulting, stable since 0.17 and without a feature gate
+# at 0.19: site/content/en/docs/tasks/manage/enforce_job_management/setup_default_local_queue.md):
+# a workload without a queue-name label in a namespace that has a LocalQueue of this name joins it.
+KUEUE_DEFAULT_LOCAL_QUEUE = "default"
 
 # Slurm nodes that Kubernetes also runs (Slinky) carry this taint so that only slurmd pods land there.
 SLURM_TAINT = {"key": fabric.LABEL_PLANE, "value": "slurm", "effect": "NoSchedule"}
@@ -60,6 +71,18 @@ def fit(name: str, length: int) -> str:
     return name[:length].rstrip("-")
 
 
+def content_name(base: str, content: Any) -> str:
+    """`<base>-<8 hex digits of the content's SHA-256>`: the name of an object whose fields the API
+    server freezes after creation (Kueue Topology levels, `self == oldSelf`; a Kueue ResourceFlavor's
+    nodeLabels, tolerations and topologyName once topologyName is set; KAI Topology levels). A
+    re-plan that changes those fields then yields a new object beside the old one, and every delivery
+    path (Pulumi, Argo CD and Flux prune) deletes the old one, instead of an update the API server
+    rejects with "field is immutable". Same content, same name: an unchanged re-plan changes nothing.
+    The content is hashed as canonical JSON (sorted keys), so the digest is stable across runs."""
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return f"{fit(base, 253 - 9)}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
 def dns1035(name: str, length: int = 63) -> str:
     """Service (and KubeRay) names must start with a letter; workload names may start with a digit."""
     return fit(name if name[:1].isalpha() else f"w{name}", length)
@@ -74,6 +97,11 @@ def indexed_name(name: str, pods: int, infix: str = "") -> str:
 def namespace_of(tenant: str) -> str:
     """Each tenant gets its own namespace, named after it (the implicit tenant after the fleet)."""
     return tenant
+
+
+def tenant_namespaces() -> dict[str, Any]:
+    """A label selector matching every tenant namespace and nothing else."""
+    return {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}
 
 
 def queue_of(tenant: str) -> str:
@@ -183,9 +211,17 @@ def node_selector(plan: Plan, pool: str) -> dict[str, str]:
     return out
 
 
+def topology_levels(plan: Plan) -> list[dict[str, str]]:
+    """The Kueue / KAI Topology's `spec.levels`: the fabric's levels broadest first, the hostname
+    level last (Kueue allows it only there; both take the same shape)."""
+    return [{"nodeLabel": lv} for lv in (*plan.fabric.levels, fabric.LABEL_HOSTNAME)]
+
+
 def topology_name(plan: Plan) -> str:
-    """Kueue / KAI Topology object name (cluster-scoped)."""
-    return f"{plan.name}-fabric"
+    """Kueue / KAI Topology object name (cluster-scoped): `<fleet>-fabric-<hash of the levels>`.
+    Both CRDs make `spec.levels` immutable, and a fleet that grows a second leaf gains a spine
+    level, so the name follows the levels (see `content_name`)."""
+    return content_name(f"{plan.name}-fabric", topology_levels(plan))
 
 
 def has_topology(plan: Plan) -> bool:
@@ -193,13 +229,11 @@ def has_topology(plan: Plan) -> bool:
 
 
 def level_topology(plan: Plan, api_version: str) -> list[dict[str, Any]]:
-    """A Kueue or KAI Topology: the fabric's levels broadest first, the hostname level last
-    (Kueue allows it only there; both take the same shape)."""
+    """A Kueue or KAI Topology named after its levels."""
     if not has_topology(plan):
         return []
-    levels = [*plan.fabric.levels, fabric.LABEL_HOSTNAME]
     return [{"apiVersion": api_version, "kind": "Topology", "metadata": meta(topology_name(plan)),
-             "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}]
+             "spec": {"levels": topology_levels(plan)}}]
 
 
 def resources(shape_: PodShape, *, limits_cpu_memory: bool = False) -> dict[str, Any]:

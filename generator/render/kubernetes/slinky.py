@@ -60,6 +60,13 @@ SLINKY_MAX_NODES = 1024
 CONTAINER_CGROUP = ("CgroupPlugin=cgroup/v2", "IgnoreSystemd=yes")
 DB_PASSWORD_SECRET = {"name": "slurm-mariadb", "key": "password"}
 LOGIN_SET = "login"
+# The slurm chart 1.2.1 makes its slurm and JWT keys itself (templates/secrets/{slurmkey,jwtkey}.yaml:
+# `lookup` of the existing Secret, else randAscii 1024, marked immutable). Argo CD renders with
+# `helm template`, where `lookup` finds nothing, so every refresh would make new key data for an
+# immutable Secret. The keys are Secrets the operator creates once (README), and the chart only
+# references them (`create: false` + secretRef), the same way under Pulumi, Argo CD and Flux.
+AUTH_KEYS = {"slurmKey": {"name": "slurm-auth-slurm", "key": "slurm.key"},
+             "jwtKey": {"name": "slurm-auth-jwt", "key": "jwt.key"}}
 
 
 def operated(plan: Plan) -> bool:
@@ -264,6 +271,7 @@ def slurm_values(plan: Plan) -> dict[str, Any]:
         "partitions": {p.name: _partition(p) for p in m.partitions if not own_partition(p)},
         # somewhere to run sbatch from: kubectl exec into it (no load balancer for SSH by default)
         "loginsets": {LOGIN_SET: {"enabled": True, "replicas": 1, "service": {"spec": {"type": "ClusterIP"}}}},
+        **{value: {"create": False, "secretRef": dict(ref)} for value, ref in AUTH_KEYS.items()},
     }
     for p in filter(own_partition, m.partitions):
         values["nodesets"][p.name]["partition"] = {"enabled": True, "config": partition_options(p)}
@@ -305,6 +313,7 @@ def readme(plan: Plan) -> dict[str, Any]:
                   for p in m.partitions]
     return {"values": values, "annotate_commands": annotate_commands(plan), "partitions": partitions,
             "namespace": plan.charts["slurm"].namespace, "secret": DB_PASSWORD_SECRET,
+            "auth_keys": list(AUTH_KEYS.values()),
             "names": {pool: hostlist.compress(node_names(pool, ns["replicas"]))
                       for pool, ns in values["nodesets"].items()}}
 

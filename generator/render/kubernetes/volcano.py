@@ -2,9 +2,10 @@
 v1alpha1) from the fabric model.
 
 Volcano queues are not per pool, so a tenant's quota is its nominal share summed over the plane's
-pools: `deserved` (what the capacity plugin guarantees and reclaims back), `weight` = share (what
-the proportion plugin divides by), and `capability` = the whole plane, so an idle tenant's share
-can be borrowed (`reclaimable: true` gives it back).
+pools: `deserved` (what the capacity plugin guarantees and reclaims back), `capability` = the whole
+plane, so an idle tenant's share can be borrowed, and `reclaimable: true`, so it is given back.
+`weight` = share is what the proportion plugin would divide by; the scheduler conf below runs the
+capacity plugin instead, which reads `deserved` (the two cannot run together).
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import meta, plane_devices, plane_totals, queue_of, slices, tenant_devices, tenant_totals
+from .common import (VOLCANO_SCHEDULER, meta, namespace_of, plane_devices, plane_totals, queue_of, slices,
+                     tenant_devices, tenant_namespaces, tenant_totals)
 
 MAX_WEIGHT = 65535  # Queue.spec.weight maximum
 
@@ -78,17 +80,28 @@ def topology(plan: Plan) -> list[dict[str, Any]]:
 
 # --- the volcano release's values ------------------------------------------------------------
 
+# What makes the Queues' `deserved`, borrowing and `reclaimable` do what the README says (Volcano
+# 1.15.1, docs/user-guide/how_to_use_capacity_plugin.md): the `capacity` plugin in place of
+# `proportion` ("capacity and proportion plugin are in conflict"); it alone reads Queue.spec.deserved
+# (pkg/scheduler/plugins/capacity: Allocatable / JobEnqueueable up to capability, Reclaimable down
+# to deserved), and the `reclaim` action, without which nothing is ever taken back from a borrowing
+# queue (pkg/scheduler/actions/reclaim skips queues whose `reclaimable` is false). `preempt` lets a
+# higher-priority job of the same queue evict a lower one; `backfill` stays last.
+ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+
+
 def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
-    """The chart's default scheduler conf (gang in the first tier), plus topology-aware scoring."""
+    """The chart's default scheduler conf (gang in the first tier) with capacity for proportion,
+    the preempt and reclaim actions, and topology-aware scoring."""
     scoring: list[dict[str, Any]] = [
         {"name": "overcommit"}, {"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
-        {"name": "proportion"}, {"name": "nodeorder"}, {"name": "binpack"},
+        {"name": "capacity"}, {"name": "nodeorder"}, {"name": "binpack"},
     ]
     if plan.fabric.levels:
         # Weight 10 (upstream's example) so HyperNode locality outweighs plain node scores.
         scoring.append({"name": "network-topology-aware", "arguments": {"weight": 10}})
     return {
-        "actions": "enqueue, allocate, backfill",
+        "actions": ", ".join(ACTIONS),
         "tiers": [
             {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
                          {"name": "conformance"}]},
@@ -97,5 +110,30 @@ def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
     }
 
 
+# custom.enabled_admissions of volcano 1.15.1's values.yaml (a test compares it with the reference).
+DEFAULT_ADMISSIONS = ("/jobs/mutate,/jobs/validate,/podgroups/validate,/queues/mutate,/queues/validate,"
+                      "/hypernodes/validate,/cronjobs/validate")
+# Off upstream, on here: /pods/mutate patches schedulerName onto the pods of a resource group
+# (pkg/webhooks/admission/pods/mutate), /podgroups/mutate moves a PodGroup of queue `default` to
+# its namespace's `scheduling.volcano.sh/queue-name` annotation (mutate_podgroup.go).
+TENANCY_ADMISSIONS = ("/pods/mutate", "/podgroups/mutate")
+
+
+def admission_config(plan: Plan) -> dict[str, Any]:
+    """volcano-admission.conf: one resource group, the tenant namespaces, scheduled by Volcano
+    (pkg/webhooks/config: resourceGroups[].object {key: namespace, value: [...]}, schedulerName)."""
+    return {"resourceGroups": [{"resourceGroup": "tenants",
+                                "object": {"key": "namespace", "value": [namespace_of(t.name) for t in plan.tenants]},
+                                "schedulerName": VOLCANO_SCHEDULER}]}
+
+
 def values(plan: Plan) -> dict[str, Any]:
-    return {"custom": {"scheduler_config_override": dump_yaml(volcano_scheduler_conf(plan)).decode()}}
+    custom: dict[str, Any] = {"scheduler_config_override": dump_yaml(volcano_scheduler_conf(plan)).decode()}
+    if plan.tenants:
+        custom["enabled_admissions"] = ",".join([DEFAULT_ADMISSIONS, *TENANCY_ADMISSIONS])
+        custom["admission_config_override"] = dump_yaml(admission_config(plan)).decode()
+        # Every Volcano webhook (failurePolicy Fail) on the tenant namespaces only: the pod webhook
+        # must not stand between gpu-operator's or Slinky's pods and the API server. The chart
+        # always excludes its own namespace and kube-system (templates/webhooks.yaml).
+        custom["webhooks_namespace_selector_expressions"] = tenant_namespaces()["matchExpressions"]
+    return {"custom": custom}
