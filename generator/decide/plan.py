@@ -10,6 +10,7 @@ from typing import Any
 from ..spec import hostlist
 from ..catalog import Chart
 from ..spec.fabric import FabricModel
+from ..spec.models import SlurmOptions
 
 PLANES = ("slurm", "kubernetes", "k3s")
 KUBE_PLANES = ("kubernetes", "k3s")
@@ -144,6 +145,9 @@ class Plan:
     gitops_repo: str | None = None
     warnings: tuple[Warning_, ...] = ()
     strict: bool = False  # options.strict: a warning refuses the plan
+    # options.slurm as written (render/slurm/ops.py resolves its `auto`s) and fleet.slurm.controllers
+    slurm_options: SlurmOptions = field(default_factory=SlurmOptions)
+    slurm_controllers: tuple[str, ...] = ()
 
     @property
     def kube_plane(self) -> Plane | None:

@@ -75,6 +75,8 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
               for plane, by_pool in parts.plane_leaves.items()}
     placed = [_repool(d, slices) for d in placed]
 
+    if slurm and not operator:
+        warnings.extend(_slurm_ops_warnings(fleet))
     gang = _gang(fleet, placed, kube, tenants, reasons)
     tenants = _quotas(tenants, slices.get(kube, ()) if kube else ())
     charts = _charts(fleet, placed, kube, gang, operator)
@@ -106,7 +108,21 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         reasons=tuple(reasons),
         warnings=tuple(warnings),
         strict=fleet.options.strict,
+        slurm_options=fleet.options.slurm,
+        slurm_controllers=tuple(fleet.fleet.slurm.controllers) if fleet.fleet.slurm else (),
     )
+
+
+def _slurm_ops_warnings(fleet: Fleet) -> list[Warning_]:
+    """A backup controller with the host-local default StateSaveLocation: the backup would take over
+    with none of the primary's jobs (slurm.conf(5) StateSaveLocation: "readable and writable by both")."""
+    controllers = fleet.fleet.slurm.controllers if fleet.fleet.slurm else []
+    if len(controllers) > 1 and fleet.options.slurm.state_save_location is None:
+        return [Warning_(f"{len(controllers)} Slurm controllers ({', '.join(controllers)}) need a StateSaveLocation "
+                         "on a filesystem both mount (NFS or similar); the default /var/spool/slurmctld is local to "
+                         "each host, so a backup would take over with none of the primary's jobs: set it to the "
+                         "shared directory", "options.slurm.state_save_location")]
+    return []
 
 
 def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:
