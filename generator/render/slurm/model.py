@@ -11,6 +11,8 @@ Decisions, each also told in the README's Slurm section:
   workload class (`training`, `ray`) only when the Slurm plane runs more than one class.
 * Tenants: fair share (priority/multifactor) over slurmdbd accounting; accounts.sh creates them.
   Without tenants there is no accounting and slurmdbd is not needed.
+* GPU-node operations (health checks, containers, MPI, containment, IMEX, HA, NCCL): `ops.py`, on
+  bare metal only.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from ...spec import hostlist
 from ...errors import OrchgenError
 from ...decide.plan import Plan, PoolSlice
+from .ops import Ops, operations
 from .topology import BlockTopology, Topology, topology
 
 DEFAULT_PARTITION = "all"
@@ -117,6 +120,7 @@ class SlurmModel:
     topology: Topology
     accounts: tuple[tuple[str, int], ...]  # (tenant, share); empty without real tenants
     ray_jobs: tuple[RayJob, ...]
+    ops: Ops | None = None  # bare metal only: Slurm on Kubernetes runs the operator's images
 
     @property
     def has_gpus(self) -> bool:
@@ -134,7 +138,8 @@ class SlurmModel:
     def files(self) -> list[str]:
         """File names of `slurm_config`, in the order the README lists them."""
         out = ["slurm.conf", "gres.conf", "cgroup.conf", self.topology.file]
-        return out + (["accounts.sh"] if self.accounting else []) + [j.file for j in self.ray_jobs]
+        out += (["accounts.sh"] if self.accounting else []) + [j.file for j in self.ray_jobs]
+        return out + (self.ops.files if self.ops else [])
 
     def outside(self, topo: BlockTopology) -> list[str]:
         """Pools whose nodes a block topology leaves out (Slurm logs "Blocks lack access")."""
@@ -152,8 +157,9 @@ def model(plan: Plan) -> SlurmModel:
     accounts = tuple((t.name, t.share) for t in plan.tenants if not t.implicit)
     partitions = _partitions(plan, groups, topo)
     _refuse(plan, groups, partitions)
+    ops = operations(plan, groups) if plane.host == "bare-metal" else None
     return SlurmModel(plan.name, plan.source, plan.slurm_version, plane.host, groups, partitions, topo,
-                      accounts, _ray_jobs(plan, groups, partitions, bool(accounts)))
+                      accounts, _ray_jobs(plan, groups, partitions, bool(accounts)), ops)
 
 
 def _group(s: PoolSlice) -> NodeGroup:
