@@ -8,7 +8,9 @@
 - AccountingStorageTRES only with AccountingStorageType=accounting_storage/slurmdbd;
 - the topology plugin matches the topology file present and the Slurm version (topology.yaml from
   25.05 and no TopologyPlugin line; topology.conf with topology/tree or topology/block, block from 23.11);
-- batch scripts name existing partitions.
+- batch scripts name existing partitions;
+- the GPU-node operations (health checks, IMEX, controllers' state, TaskProlog, SPANK, MPI):
+  `slurm_ops_checks`.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from ..spec import hostlist
+from . import slurm_ops_checks
 from .bundle_view import Bundle, Finding, error, warning
 from .slurm_conf import (GresConf, SlurmConf, Topology, format_gres, parse_gres_conf, parse_slurm_conf,
                          parse_topology_conf, parse_topology_yaml)
@@ -73,6 +76,7 @@ def check(bundle: Bundle, notices: list[str]) -> Iterator[Finding]:
     yield from _accounting(conf)
     yield from _topology_plugin(bundle, conf, topologies, version_tuple(version), version)
     yield from _batch_scripts(bundle, conf)
+    yield from slurm_ops_checks.check(bundle, conf, version_tuple(version), version)
 
 
 def _topologies(bundle: Bundle, problems: list[Finding]) -> list[Topology]:
