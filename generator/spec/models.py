@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
@@ -18,7 +18,8 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GPU_TYPE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+$")
 # A path on the Slurm hosts: it lands in slurm.conf, nhc.conf and shell lines, so a safe subset
-_HOST_PATH = re.compile(r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$")
+HOST_PATH_PATTERN = r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$"
+_HOST_PATH = re.compile(HOST_PATH_PATTERN)
 # A Git clone URL that Argo CD and Flux both accept, in the three forms Git hosts hand out. The
 # characters are a safe subset on purpose: the URL lands in YAML, in a README code block and in a
 # shell command there, so no quotes, backticks, spaces or `$`. No credentials: controllers take
@@ -82,7 +83,8 @@ Name = Annotated[str, AfterValidator(_dns_label)]
 GpuType = Annotated[str, AfterValidator(_gpu_type)]
 Version = Annotated[str, AfterValidator(_version)]
 GitUrl = Annotated[str, AfterValidator(_git_url)]
-HostPath = Annotated[str, AfterValidator(_host_path)]
+HostPath = Annotated[str, AfterValidator(_host_path),
+                     WithJsonSchema({"type": "string", "pattern": HOST_PATH_PATTERN, "maxLength": 255})]
 
 
 class _Model(BaseModel):
