@@ -117,6 +117,10 @@ class Ops:
     fabric: str
     nccl: tuple[NcclVar, ...]
     legacy_pmix: bool  # this Slurm's mpi/pmix opens the unversioned libpmix.so
+    etc: str = ETC
+    nhc_program: str = NHC_PROGRAM
+    pyxis_plugin: str = PYXIS_PLUGIN
+    nccl_docs: str = NCCL_DOCS
 
     @property
     def ha(self) -> bool:
@@ -175,7 +179,7 @@ def operations(plan: Plan, groups) -> Ops:
 _NAME = re.compile(r"^([-a-zA-Z0-9_]*[-a-zA-Z_])([0-9]+)([-.a-zA-Z]*)$")  # the last run of digits
 _SINGLE = re.compile(r"^[-a-zA-Z0-9_]+[0-9]+[-.a-zA-Z0-9]*$")
 _GLOB = re.compile(r"[*?\[\]{}!/\\|\s]")
-NHC_LINE_NAMES = 64  # node-range groups per nhc.conf line: NHC reads each line in one bash `read`
+NHC_LINE_NAMES = 64  # node-range groups per nhc.conf line, so that lines stay readable
 
 
 def nhc_targets(nodes: tuple[str, ...] | list[str]) -> tuple[str, ...]:
