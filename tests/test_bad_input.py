@@ -227,6 +227,7 @@ def test_hardware_base_is_valid(tmp_path, orchgen):
               BASE.replace("      cpus: 224\n", LAYOUT)
               .replace("  bare_metal: true\n", "  bare_metal: true\n  slurm: {controllers: [head01, head02], accounting: head01}\n")
               .replace("count: 8}", "count: 8, sockets: [0, 0, 0, 0, 1, 1, 1, 1], autodetect: off}"))
+    text += "options:\n  slurm: {state_save_location: /shared/slurm/statesave}\n"  # two controllers share it
     path = tmp_path / "fleet.yaml"
     path.write_text(text)
     proc = orchgen("plan", path, "-o", tmp_path / "out")

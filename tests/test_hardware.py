@@ -321,7 +321,9 @@ def test_mig_quotas_count_instances(tmp_path):
     for q in queues:
         group = q["spec"]["resourceGroups"][0]
         assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
-        flavors = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
+        # flavors are named <pool>-<hash of their spec> (content-named: the CRD freezes the spec)
+        flavors = {f["name"].rsplit("-", 1)[0]: {r["name"]: r["nominalQuota"] for r in f["resources"]}
+                   for f in group["flavors"]}
         assert flavors["mig"]["nvidia.com/gpu"] == 0 and flavors["mig"]["nvidia.com/mig-1g.10gb"] == 16 * 7
         assert flavors["l40s"]["nvidia.com/mig-1g.10gb"] == 0 and flavors["l40s"]["nvidia.com/gpu"] == 8
     api = [d for d in yaml.safe_load_all(files["kubernetes/workloads/api.yaml"]) if d["kind"] == "Deployment"][0]

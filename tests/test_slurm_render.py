@@ -415,7 +415,8 @@ def test_no_secret_is_ever_written(tmp_path):
     secret_keys = {"storagepass", "accountingstoragepass", "jwtkey", "authinfo"}
     for name, plan in all_cases(tmp_path):
         for fname, text in slurm_config(plan).items():
-            keys = {k.lower() for r in records(text) for k in r} if fname.endswith(".conf") else set()
+            slurm_format = fname in ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")  # key=value files
+            keys = {k.lower() for r in records(text) for k in r} if slurm_format else set()
             assert not keys & secret_keys, (name, fname)
             assert not re.search(r"BEGIN .*PRIVATE KEY|password\s*=", text, re.I), (name, fname)
 
@@ -434,7 +435,7 @@ def test_ray_launcher(tmp_path):
 def test_shell_scripts_parse_and_pass_shellcheck(tmp_path):
     scripts = {n: t for n, t in slurm_config(plan_of(tmp_path, fleet(**MULTI))).items()
                if n.endswith((".sh", ".sbatch"))}
-    assert set(scripts) == {"accounts.sh", "ray-pipeline.sbatch"}
+    assert set(scripts) == {"accounts.sh", "ray-pipeline.sbatch", "gpu-health.sh", "task-prolog.sh"}
     for name, text in scripts.items():
         (tmp_path / name).write_text(text)
         shell = "bash" if text.startswith("#!/bin/bash") else "sh"
@@ -479,7 +480,8 @@ def test_deterministic(tmp_path):
         out = tmp_path / f"out{seed}"
         subprocess.run(ORCHGEN + ["plan", str(path), "-o", str(out)], check=True, capture_output=True,
                        cwd=REPO, env={**os.environ, "PYTHONHASHSEED": seed})
-        digests.add(tuple(sorted((p.name, p.read_bytes()) for p in (out / "slurm").iterdir())))
+        digests.add(tuple(sorted((p.relative_to(out).as_posix(), p.read_bytes())
+                                 for p in (out / "slurm").rglob("*") if p.is_file())))
     assert len(digests) == 1
     text = "".join(slurm_config(plan).values())
     assert not re.search(r"20\d\d-\d\d-\d\d|\d\d:\d\d:\d\d", text)

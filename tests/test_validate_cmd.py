@@ -280,6 +280,76 @@ def test_slurm_conf_line_that_is_not_key_value(broken):
     expect(b, CONF, line, r"not a key=value line")
 
 
+# ---- Slurm GPU-node operations (options.slurm) ---------------------------------------------------
+
+NHC = "slurm/nhc.conf"
+
+
+def warnings_of(b: Broken) -> list[str]:
+    return [str(f) for f in check(b.root).warnings]
+
+
+def test_health_check_program_without_its_config(broken):
+    b = broken("nvl72-blocks")
+    (b.root / NHC).unlink()
+    expect(b, CONF, b.line_of(CONF, "HealthCheckProgram="),
+           r"HealthCheckProgram=/usr/sbin/nhc, but the bundle has no slurm/nhc.conf")
+
+
+def test_health_check_that_never_runs(broken):
+    b = broken("nvl72-blocks")
+    line = b.edit(CONF, "HealthCheckInterval=300", "HealthCheckInterval=0")
+    assert any(w.startswith(f"{CONF}:{line}: warning: HealthCheckInterval is 0") for w in warnings_of(b))
+
+
+def test_nhc_gpu_check_disagrees_with_gres(broken):
+    b = broken("nvl72-blocks")
+    line = b.edit(NHC, "gpu-health.sh 4 gb200", "gpu-health.sh 8 gb200")
+    expect(b, NHC, line, r"expects 8x gb200 GPUs on gb200-\[001-072\], but slurm.conf gives them "
+                         r"Gres=gpu:gb200:4: NHC would drain nodes that are as configured")
+
+
+def test_nhc_gpu_check_without_its_script(broken):
+    b = broken("nvl72-blocks")
+    (b.root / "slurm/gpu-health.sh").unlink()
+    expect(b, NHC, 0, r"GPU checks run gpu-health.sh, but the bundle has no slurm/gpu-health.sh")
+
+
+def test_imex_on_a_slurm_without_the_plugin(broken):
+    b = broken("nvl72-blocks")
+    _set_slurm_version(b, "23.11")
+    expect(b, CONF, b.line_of(CONF, "SwitchType="), r"switch/nvidia_imex needs Slurm 24.05 or newer; .* Slurm 23.11")
+
+
+def test_backup_controller_with_a_host_local_state_save_location(broken):
+    b = broken("nvl72-blocks")  # two controllers, with the shared StateSaveLocation the example gives
+    b.edit(CONF, "StateSaveLocation=/shared/slurm/statesave", "StateSaveLocation=/var/spool/slurmctld")
+    expect(b, CONF, b.line_of(CONF, "StateSaveLocation="),
+           r"2 SlurmctldHost lines, but StateSaveLocation=/var/spool/slurmctld is under /var/spool, each host's own")
+    b.edit(CONF, "StateSaveLocation=/var/spool/slurmctld", "StateSaveLocation=/shared/slurm/state")
+    assert not [e for e in b.errors() if "StateSaveLocation" in e]
+
+
+def test_task_prolog_without_its_files(broken):
+    b = broken("nvl72-blocks")
+    (b.root / "slurm/nccl.env").unlink()
+    expect(b, "slurm/task-prolog.sh", 0, r"reads nccl.env beside it, but the bundle has no slurm/nccl.env")
+    (b.root / "slurm/task-prolog.sh").unlink()
+    expect(b, CONF, b.line_of(CONF, "TaskProlog="), r"TaskProlog=/etc/slurm/task-prolog.sh, but the bundle has no")
+
+
+def test_plugstack_line_spank_cannot_read(broken):
+    b = broken("nvl72-blocks")
+    line = b.edit("slurm/plugstack.conf.d/pyxis.conf", "optional /usr/local", "optinal /usr/local")
+    expect(b, "slurm/plugstack.conf.d/pyxis.conf", line, r"not a SPANK line")
+
+
+def test_pmix_default_on_a_slurm_that_opens_libpmix_so(broken):
+    b = broken("fsdp-pretraining")
+    line = b.edit(CONF, "MpiDefault=none", "MpiDefault=pmix")
+    assert any(w.startswith(f"{CONF}:{line}: warning: MpiDefault=pmix on Slurm 22.05") for w in warnings_of(b))
+
+
 # ---- Kubernetes ----------------------------------------------------------------------------------
 
 KUEUE = "kubernetes/manifests/20-kueue.yaml"

@@ -11,6 +11,7 @@ from ..spec import hostlist
 from ..catalog import Chart
 from ..spec.fabric import FabricModel
 from ..spec.hardware import NodeHardware
+from ..spec.models import SlurmOptions
 
 PLANES = ("slurm", "kubernetes", "k3s")
 KUBE_PLANES = ("kubernetes", "k3s")
@@ -198,6 +199,8 @@ class Plan:
     # fleet.slurm: SlurmctldHost lines (primary first) and AccountingStorageHost; () = not given
     slurm_controllers: tuple[str, ...] = ()
     slurm_accounting: str | None = None
+    # options.slurm as written (render/slurm/ops.py resolves its `auto`s) 
+    slurm_options: SlurmOptions = field(default_factory=SlurmOptions)
 
     @property
     def kube_plane(self) -> Plane | None:

@@ -79,6 +79,8 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     placed = [placement.sized(d, pools[d.pool]) for d in placed]
     warnings.extend(placement.capacity_warnings(fleet, placed, slices))
 
+    if slurm and not operator:
+        warnings.extend(_slurm_ops_warnings(fleet))
     gang = _gang(fleet, placed, kube, tenants, reasons)
     tenants, quota_reasons, quota_warnings = quotas.quotas(tenants, slices.get(kube, ()) if kube else (), placed)
     reasons.extend(quota_reasons)
@@ -118,6 +120,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         shared_leaves=parts.shared,
         slurm_controllers=tuple(fleet.fleet.slurm.controllers) if fleet.fleet.slurm else (),
         slurm_accounting=fleet.fleet.slurm.accounting if fleet.fleet.slurm else None,
+        slurm_options=fleet.options.slurm,
     )
 
 
@@ -164,6 +167,18 @@ def _controllers(fleet: Fleet, bare_metal_slurm: bool, warnings: list[Warning_])
             "not given: slurm.conf gets a placeholder SlurmctldHost, and slurmctld starts only on a host "
             "whose short hostname is a SlurmctldHost; set fleet.slurm.controllers to the controllers' "
             "hostnames (primary first)", "fleet.slurm.controllers", bundle_only=True))
+
+
+def _slurm_ops_warnings(fleet: Fleet) -> list[Warning_]:
+    """A backup controller with the host-local default StateSaveLocation: the backup would take over
+    with none of the primary's jobs (slurm.conf(5) StateSaveLocation: "readable and writable by both")."""
+    controllers = fleet.fleet.slurm.controllers if fleet.fleet.slurm else []
+    if len(controllers) > 1 and fleet.options.slurm.state_save_location is None:
+        return [Warning_(f"{len(controllers)} Slurm controllers ({', '.join(controllers)}) need a StateSaveLocation "
+                         "on a filesystem both mount (NFS or similar); the default /var/spool/slurmctld is local to "
+                         "each host, so a backup would take over with none of the primary's jobs: set it to the "
+                         "shared directory", "options.slurm.state_save_location")]
+    return []
 
 
 def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:

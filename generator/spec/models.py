@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
@@ -17,6 +17,9 @@ MAX_FLEET_NODES = 65_536
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GPU_TYPE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+$")
+# A path on the Slurm hosts: it lands in slurm.conf, nhc.conf and shell lines, so a safe subset
+HOST_PATH_PATTERN = r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$"
+_HOST_PATH = re.compile(HOST_PATH_PATTERN)
 # A Git clone URL that Argo CD and Flux both accept, in the three forms Git hosts hand out. The
 # characters are a safe subset on purpose: the URL lands in YAML, in a README code block and in a
 # shell command there, so no quotes, backticks, spaces or `$`. No credentials: controllers take
@@ -55,6 +58,13 @@ def _version(value: str) -> str:
     return value
 
 
+def _host_path(value: str) -> str:
+    if len(value) > 255 or not _HOST_PATH.match(value) or "/../" in f"{value}/" or "/./" in f"{value}/":
+        raise ValueError(f"{_short(value)} is not an absolute path of letters, digits and '._+-' "
+                         "(no spaces, quotes, '..' or trailing '/'; at most 255 characters)")
+    return value
+
+
 def _git_url(value: str) -> str:
     if len(value) > MAX_GIT_URL:
         raise ValueError(f"longer than {MAX_GIT_URL} characters (got {len(value)})")
@@ -73,6 +83,8 @@ Name = Annotated[str, AfterValidator(_dns_label)]
 GpuType = Annotated[str, AfterValidator(_gpu_type)]
 Version = Annotated[str, AfterValidator(_version)]
 GitUrl = Annotated[str, AfterValidator(_git_url)]
+HostPath = Annotated[str, AfterValidator(_host_path),
+                     WithJsonSchema({"type": "string", "pattern": HOST_PATH_PATTERN, "maxLength": 255})]
 
 
 class _Model(BaseModel):
@@ -254,6 +266,36 @@ class Workload(_Model):
     gpus: int | None = Field(default=None, ge=0, le=16 * MAX_FLEET_NODES * 64)
 
 
+class SlurmOptions(_Model):
+    """options.slurm: the GPU-node operations of a bare-metal Slurm plane (the README's Slurm section
+    says what each does and how to install what Slurm does not ship). Each is on by default where a
+    GPU site expects it; `auto` resolves from the fleet and the Slurm version."""
+
+    health_check: bool = Field(
+        default=True, description="LBNL NHC as HealthCheckProgram with a generated nhc.conf (GPU count and type, "
+        "fabric ports, health_check_mounts); a failing node is drained with the reason")
+    health_check_interval: int = Field(default=300, ge=30, le=86_400, description="HealthCheckInterval, seconds")
+    health_check_mounts: list[HostPath] = Field(
+        default_factory=list, max_length=64,
+        description="filesystems every Slurm node must have mounted read-write (e.g. /home, /scratch)")
+    containers: Literal["auto", "pyxis", "none"] = Field(
+        default="auto", description="pyxis + enroot (srun --container-image); auto: pyxis when a Slurm pool has GPUs")
+    mpi: Literal["auto", "pmix", "pmi2", "none"] = Field(
+        default="auto", description="MpiDefault; auto: pmix from Slurm 23.11 (older mpi/pmix needs PMIx's "
+        "development package on every node), else none")
+    containment: bool = Field(
+        default=True, description="PrologFlags=Contain, for pam_slurm_adopt: ssh into a job's node lands in its cgroup")
+    kill_on_bad_exit: bool = Field(default=True, description="KillOnBadExit=1: one crashed rank ends the step")
+    unkillable_step_timeout: int = Field(
+        default=180, ge=60, le=3_600, description="UnkillableStepTimeout, seconds (GPU teardown outlasts the 60 s default)")
+    imex: bool = Field(
+        default=True, description="switch/nvidia_imex (Slurm 24.05+) when a pool's NVLink domains span nodes")
+    nccl: bool = Field(default=True, description="NCCL settings for fleet.fabric.kind, given to every task by TaskProlog")
+    state_save_location: HostPath | None = Field(
+        default=None, description="StateSaveLocation; with more than one controller it must be a shared filesystem "
+        "both mount (default /var/spool/slurmctld, host-local)")
+
+
 class Options(_Model):
     gang_scheduler: Literal["auto", "kueue", "volcano", "kai"] = "auto"
     slurm_on_kubernetes: Literal["auto", "slinky", "soperator", "none"] = "auto"
@@ -278,6 +320,7 @@ class Options(_Model):
         "(the bundle sits at <metadata.name>/ in it); argocd writes it into its Applications",
         json_schema_extra={"pattern": GIT_URL_PATTERN, "maxLength": MAX_GIT_URL},
     )
+    slurm: SlurmOptions = Field(default_factory=SlurmOptions, description="GPU-node operations of bare-metal Slurm")
 
 
 class Fleet(_Model):

@@ -11,6 +11,8 @@
 - batch scripts name existing partitions;
 - SlurmctldHost names real controllers: not orchgen's placeholder (written when workload.yaml has no
   fleet.slurm), and at least one (slurmctld starts only where its own hostname is one of them).
+- the GPU-node operations (health checks, IMEX, controllers' state, TaskProlog, SPANK, MPI):
+  `slurm_ops_checks`.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 
 from ..spec import hostlist
 from ..render.slurm.model import PLACEHOLDER_CONTROLLER
+from . import slurm_ops_checks
 from .bundle_view import Bundle, Finding, error, warning
 from .slurm_conf import (GresConf, SlurmConf, Topology, format_gres, parse_gres_conf, parse_slurm_conf,
                          parse_topology_conf, parse_topology_yaml)
@@ -77,6 +80,7 @@ def check(bundle: Bundle, notices: list[str]) -> Iterator[Finding]:
     yield from _accounting(conf)
     yield from _topology_plugin(bundle, conf, topologies, version_tuple(version), version)
     yield from _batch_scripts(bundle, conf)
+    yield from slurm_ops_checks.check(bundle, conf, version_tuple(version), version)
 
 
 _CTLD = re.compile(r"^\s*(?:SlurmctldHost|ControlMachine)\s*=\s*([^\s(#]+)", re.I)

@@ -95,6 +95,7 @@ class NodeLine:
 class SlurmConf:
     path: str
     params: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (value, line), last wins
+    every: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # key -> each (value, line), in order
     nodes: list[NodeLine] = field(default_factory=list)
     partitions: list[Line] = field(default_factory=list)
     nodesets: dict[str, list[str]] = field(default_factory=dict)
@@ -103,6 +104,10 @@ class SlurmConf:
     def param(self, key: str) -> tuple[str | None, int]:
         value, line = self.params.get(key.lower(), (None, 0))
         return value, line
+
+    def all(self, key: str) -> list[tuple[str, int]]:
+        """Every (value, line) of a key that may repeat, e.g. SlurmctldHost."""
+        return self.every.get(key.lower(), [])
 
     @property
     def node_names(self) -> set[str]:
@@ -138,6 +143,7 @@ def parse_slurm_conf(path: str, text: str, problems: list[Finding]) -> SlurmConf
         else:
             for key, value in ln.params.items():
                 conf.params[key] = (value, ln.line)
+                conf.every.setdefault(key, []).append((value, ln.line))
     return conf
 
 

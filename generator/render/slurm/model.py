@@ -22,6 +22,8 @@ Decisions, each also told in the README's Slurm section:
   workload class (`training`, `ray`) only when the Slurm plane runs more than one class.
 * Tenants: fair share (priority/multifactor) over slurmdbd accounting; accounts.sh creates them.
   Without tenants there is no accounting and slurmdbd is not needed.
+* GPU-node operations (health checks, containers, MPI, containment, IMEX, HA, NCCL): `ops.py`, on
+  bare metal only.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from ...spec import hostlist
 from ...errors import OrchgenError
 from ...decide.plan import Plan, PoolSlice
 from ...spec.hardware import MigLayout, NodeHardware
+from .ops import Ops, operations
 from .topology import BlockTopology, Topology, topology
 
 DEFAULT_PARTITION = "all"
@@ -254,6 +257,7 @@ class SlurmModel:
     ray_jobs: tuple[RayJob, ...]
     controllers: tuple[str, ...]  # SlurmctldHost lines, primary first (a placeholder when not given)
     accounting_host: str  # AccountingStorageHost: fleet.slurm.accounting, else the primary controller
+    ops: Ops | None = None  # bare metal only: Slurm on Kubernetes runs the operator's images
 
     @property
     def placeholder_controller(self) -> bool:
@@ -275,7 +279,8 @@ class SlurmModel:
     def files(self) -> list[str]:
         """File names of `slurm_config`, in the order the README lists them."""
         out = ["slurm.conf", "gres.conf", "cgroup.conf", self.topology.file]
-        return out + (["accounts.sh"] if self.accounting else []) + [j.file for j in self.ray_jobs]
+        out += (["accounts.sh"] if self.accounting else []) + [j.file for j in self.ray_jobs]
+        return out + (self.ops.files if self.ops else [])
 
     def outside(self, topo: BlockTopology) -> list[str]:
         """Pools whose nodes a block topology leaves out (Slurm logs "Blocks lack access")."""
@@ -294,9 +299,10 @@ def model(plan: Plan) -> SlurmModel:
     partitions = _partitions(plan, groups, topo)
     _refuse(plan, groups, partitions)
     controllers = plan.slurm_controllers or (PLACEHOLDER_CONTROLLER,)
+    ops = operations(plan, groups) if plane.host == "bare-metal" else None
     return SlurmModel(plan.name, plan.source, plan.slurm_version, plane.host, groups, partitions, topo,
                       accounts, _ray_jobs(plan, groups, partitions, bool(accounts)), controllers,
-                      plan.slurm_accounting or controllers[0])
+                      plan.slurm_accounting or controllers[0], ops)
 
 
 def _group(s: PoolSlice) -> NodeGroup:
