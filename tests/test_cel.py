@@ -446,10 +446,11 @@ def test_broken_rules_are_findings_at_their_line(planned, tmp_path):
     errors = [str(f) for f in validate_bundle(root, registry()).errors]
     levels = topo.read_text().splitlines().index("  levels:") + 1
     spec_line = kueue.read_text().splitlines().index("  nodeLabels: {}")  # `spec:` is the line above
-    assert f"kubernetes/manifests/30-topology.yaml:{levels}: Topology research-lab-fabric: spec.levels: " \
-           "must be unique" in errors, errors
-    assert f"kubernetes/manifests/20-kueue.yaml:{spec_line}: ResourceFlavor l40s: spec: at least one nodeLabel " \
-           "is required when topology is set" in errors, errors
+    # the objects are content-named (`<name>-<8 hex>`, issue 14's re-plans)
+    assert any(re.fullmatch(rf"kubernetes/manifests/30-topology\.yaml:{levels}: Topology research-lab-fabric-[0-9a-f]{{8}}: "
+                            r"spec\.levels: must be unique", e) for e in errors), errors
+    assert any(re.fullmatch(rf"kubernetes/manifests/20-kueue\.yaml:{spec_line}: ResourceFlavor l40s-[0-9a-f]{{8}}: spec: "
+                            r"at least one nodeLabel is required when topology is set", e) for e in errors), errors
 
 
 # ---- (d) transition rules: `orchgen validate --against` ------------------------------------------
@@ -473,18 +474,35 @@ def _refabric(example: str, **fabric: Any) -> Callable[..., spec.Fleet]:
     return make
 
 
+def _named(text: str, kind: str) -> str:
+    """The content-named object of `kind` in a manifest file: `<name>-<8 hex>`."""
+    return re.search(rf"kind: {kind}\nmetadata:\n(?:  .*\n)*?  name: (\S+-[0-9a-f]{{8}})\n", text).group(1)
+
+
 @pytest.mark.parametrize("scheduler", ["kueue", "kai"])
-def test_replan_that_changes_topology_levels_is_rejected(scheduler, planned, tmp_path):
-    """grpo-rl's 16 nodes under one 16-port leaf instead of two 8-port ones: no spine level any more."""
+def test_replan_that_changes_topology_levels_applies_and_an_in_place_change_is_rejected(scheduler, planned, tmp_path):
+    """grpo-rl's 16 nodes under one 16-port leaf instead of two 8-port ones: no spine level any more.
+    The Topology is named after its levels, so the re-plan is a new object and a delete, which the API
+    server accepts; the same change kept under the old name is the update it refuses."""
     old = planned("grpo-rl", gang_scheduler=scheduler)
     new = write_bundle(_refabric("grpo-rl", nodes_per_leaf=16)(gang_scheduler=scheduler), tmp_path / "new")
-    proc = against(new, old)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
     path = "kubernetes/manifests/30-topology.yaml"
-    line = (new / path).read_text().splitlines().index("  levels:") + 1
-    assert f"{path}:{line}: Topology grpo-rl-fabric: the API server would reject this update: " \
+    old_name, new_name = _named((old / path).read_text(), "Topology"), _named((new / path).read_text(), "Topology")
+    assert old_name != new_name
+    proc = against(new, old)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f"  created: Topology {new_name}" in lines and f"  deleted: Topology {old_name}" in lines, proc.stdout
+    kept = tmp_path / "kept"  # a hand edit that keeps the old name: an update in place
+    shutil.copytree(new, kept)
+    topo = kept / path
+    topo.write_text(topo.read_text().replace(new_name, old_name))
+    proc = against(kept, old)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = topo.read_text().splitlines().index("  levels:") + 1
+    assert f"{path}:{line}: Topology {old_name}: the API server would reject this update: " \
            "spec.levels: field is immutable" in proc.stdout.splitlines(), proc.stdout
-    assert "  changed: Topology grpo-rl-fabric" in proc.stdout.splitlines(), proc.stdout
+    assert f"  changed: Topology {old_name}" in proc.stdout.splitlines(), proc.stdout
 
 
 def test_flavor_with_topology_whose_node_labels_change_is_rejected(planned, tmp_path):
@@ -495,10 +513,10 @@ def test_flavor_with_topology_whose_node_labels_change_is_rejected(planned, tmp_
                                                                              "    gpu: l40s\n", 1))
     proc = against(new, old)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert re.search(r"^kubernetes/manifests/20-kueue\.yaml:\d+: ResourceFlavor l40s: the API server would reject "
-                     r"this update: spec: nodeLabels are immutable when topologyName is set$", proc.stdout, re.M), \
-        proc.stdout
-    assert "  changed: ResourceFlavor l40s" in proc.stdout.splitlines()
+    assert re.search(r"^kubernetes/manifests/20-kueue\.yaml:\d+: ResourceFlavor l40s-[0-9a-f]{8}: the API server "
+                     r"would reject this update: spec: nodeLabels are immutable when topologyName is set$",
+                     proc.stdout, re.M), proc.stdout
+    assert any(re.fullmatch(r"  changed: ResourceFlavor l40s-[0-9a-f]{8}", ln) for ln in proc.stdout.splitlines())
 
 
 def test_unchanged_replan_passes(planned, tmp_path):
@@ -518,7 +536,7 @@ def test_replan_summary_names_objects_and_removed_releases(planned, tmp_path):
     proc = against(new, old)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert "  deleted: ClusterQueue nlp" in lines and "  deleted: LocalQueue nlp/nlp" in lines
+    assert "  deleted: ClusterQueue nlp" in lines and "  deleted: LocalQueue nlp/default" in lines
     assert "  created: Queue nlp" in lines
     assert "  release removed: kueue (kueue-system), owner of the CRDs of kueue.x-k8s.io" in lines
     created = sum(ln.startswith("  created: ") for ln in lines)
