@@ -154,6 +154,8 @@ def fleets(draw: st.DrawFn) -> dict[str, Any]:
             "gitops": draw(st.sampled_from(["none", "kustomize", "argocd", "flux"])),
             "slurm_version": draw(st.sampled_from(SLURM_VERSIONS)),
             "kubernetes_version": draw(st.sampled_from(KUBE_VERSIONS)),
+            # a backup controller needs a StateSaveLocation both controllers mount, or validate says so
+            "slurm": {"state_save_location": "/shared/slurm/statesave"},
         },
     }
 
