@@ -33,7 +33,7 @@ from generator.errors import OrchgenError
 from generator.decide import make_plan
 from generator.render import render
 from generator.validate.bundle_checks import load_crds, validate_bundle
-from tests._consumers import reference_dir
+from tests._consumers import crd_paths, reference_dir
 from tests.conftest import all_examples
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -43,7 +43,7 @@ MAX_LEAVES = 160  # keeps one example's bundle to a few hundred objects, so CI s
 
 @cache
 def registry():
-    return load_crds(reference_dir())
+    return load_crds(crd_paths())
 
 
 # ---- (a) random valid fleets ---------------------------------------------------------------------

@@ -10,10 +10,11 @@ from pathlib import Path
 from .. import catalog
 from ..spec import fabric as fabric_mod
 from ..spec.checks import pool_hostnames
+from . import platform as platform_mod
 from . import slurm_names
 from .rules import recommend
 from .partition import split
-from .plan import Plan, Plane, PoolSlice, Quota, Tenant, Warning_, WorkloadDecision
+from .plan import Plan, Plane, Platform, PoolSlice, Quota, Tenant, Warning_, WorkloadDecision
 from ..errors import OrchgenError
 from ..spec.models import Fleet, Pool, format_path
 
@@ -37,7 +38,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
                            [(p.name, hosts[p.name], p.nvlink_domain_nodes) for p in fleet.fleet.pools])
 
     slurm = "slurm" if any(d.primary == "slurm" for d in decisions) else None
-    kube = _kube_plane(decisions, reasons)
+    kube = _kube_plane(decisions, reasons, fleet)
     hybrid, operator = _hybrid_mode(fleet, slurm, kube, reasons)
     if operator and kube is None:
         kube = "kubernetes"
@@ -77,7 +78,10 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
 
     gang = _gang(fleet, placed, kube, tenants, reasons)
     tenants = _quotas(tenants, slices.get(kube, ()) if kube else ())
-    charts = _charts(fleet, placed, kube, gang, operator)
+    kube_slices = slices.get(kube, ()) if kube else ()
+    draft = Plane(kube, "", None, kube_slices, (), (), ()) if kube else None
+    platform = platform_mod.decide(fleet, draft, placed, fab, reasons, warnings, file)
+    charts = _charts(fleet, placed, kube, gang, operator, platform)
     planes: dict[str, Plane] = {}
     if slurm:
         planes[slurm] = Plane(slurm, "kubernetes" if operator else "bare-metal", operator, slices[slurm],
@@ -85,7 +89,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
                               _slurm_addons(placed, tenants, fab), ())
     if kube:
         planes[kube] = Plane(kube, "bare-metal" if fleet.fleet.bare_metal else "virtual-machines", None,
-                             slices.get(kube, ()),
+                             kube_slices,
                              tuple(d.name for d in placed if d.plane == kube or d.hybrid),
                              tuple(charts), ())
     return Plan(
@@ -106,16 +110,21 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         reasons=tuple(reasons),
         warnings=tuple(warnings),
         strict=fleet.options.strict,
+        platform=platform,
     )
 
 
-def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:
+def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str], fleet: Fleet) -> str | None:
     full = [d.name for d in decisions
             if d.primary == "kubernetes" or d.ray_host == "kubernetes" or d.hybrid]
     small = [d.name for d in decisions if d.primary == "k3s" or d.ray_host == "k3s"]
     if full and small:
         reasons.append(f"k3s workloads ({', '.join(small)}) run on the fleet's Kubernetes plane: "
                        "one control plane, not a second small one beside it")
+    if small and not full and fleet.fleet.provider in platform_mod.MANAGED:
+        reasons.append(f"edge/dev workloads ({', '.join(small)}) run on {fleet.fleet.provider}'s Kubernetes: a "
+                       "managed provider's nodes run its own Kubernetes, not k3s")
+        return "kubernetes"
     return "kubernetes" if full else ("k3s" if small else None)
 
 
@@ -257,11 +266,13 @@ def _quotas(tenants: list[Tenant], slices: tuple[PoolSlice, ...]) -> list[Tenant
 
 
 def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang: str | None,
-            operator: str | None) -> list[str]:
+            operator: str | None, platform: Platform) -> list[str]:
     """Releases the Kubernetes plane installs, CRD owners first (install order)."""
     if not kube:
         return []
-    out = ["gpu-operator"]
+    out = ["gpu-operator"] if platform.gpu_stack == "operator" else []
+    if platform.network is not None:
+        out.append({"rdma-shared": "network-operator", "efa": "aws-efa-k8s-device-plugin"}[platform.network.kind])
     if operator in ("slinky", "soperator"):  # both operators' webhooks take certificates from it
         out[:0] = ["cert-manager"]
     if gang == "kai":

@@ -15,8 +15,8 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import (GPU, has_topology, level_topology, meta, namespace_of, node_selector, queue_of, slices,
-                     topology_name, unique)
+from .common import (GPU, level_topology, meta, namespace_of, node_selector, pool_has_topology, queue_of,
+                     slices, topology_name, unique)
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -34,7 +34,7 @@ def flavors(plan: Plan) -> list[dict[str, Any]]:
     out = []
     for s in slices(plan):
         spec: dict[str, Any] = {"nodeLabels": node_selector(plan, s.pool)}
-        if has_topology(plan):
+        if pool_has_topology(plan, s.pool):
             spec["topologyName"] = topology_name(plan)
         out.append({"apiVersion": API, "kind": "ResourceFlavor", "metadata": meta(s.pool), "spec": spec})
     return out

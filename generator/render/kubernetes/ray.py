@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...decide.plan import Plan, WorkloadDecision
-from . import gang
+from . import fabric_wiring, gang
 from .common import (RAY_IMAGE, RAY_VERSION, PodShape, dns1035, meta, namespace_of, node_selector,
                          resources, shape, slice_of)
 
@@ -42,7 +42,8 @@ def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
         "groupName": "gpu-workers" if sh.gpus else "workers",
         "replicas": sh.pods, "minReplicas": sh.pods, "maxReplicas": sh.pods,
         "rayStartParams": {},
-        "template": _pod(plan, w, "ray-worker", sh, worker_image),
+        # the workers carry the gang's collectives: they get the fabric, the head does not
+        "template": fabric_wiring.wire(plan, w, sh, _pod(plan, w, "ray-worker", sh, worker_image)),
     }
     return {
         "apiVersion": "ray.io/v1", "kind": "RayCluster",

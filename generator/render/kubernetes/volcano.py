@@ -12,7 +12,8 @@ from typing import Any
 
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import GPU, meta, plane_totals, queue_of, slices, tenant_totals
+from ...spec import fabric
+from .common import GPU, meta, plane_totals, queue_of, slices, tenant_totals, topology_levels
 
 MAX_WEIGHT = 65535  # Queue.spec.weight maximum
 
@@ -49,12 +50,17 @@ def _hypernode(name: str, tier: int, tier_name: str, members: list[dict[str, Any
 
 
 def topology(plan: Plan) -> list[dict[str, Any]]:
-    """Tier 1: a HyperNode per leaf of this plane, its nodes by exact name. Tier 2: one per spine
-    over its leaves on this plane. Tier 3: the core over the spines, when there are several."""
+    """Bare metal: tier 1 a HyperNode per leaf of this plane, its nodes selected by the leaf label
+    node-labels.sh sets (labelMatch: a re-imaged or replaced node rejoins by its label, no name in
+    the object); tier 2 one per spine over its leaves on this plane; tier 3 the core over the
+    spines, when there are several. Off bare metal none: the controller discovers HyperNodes from
+    the provider's topology labels (`discovery_config`)."""
+    if plan.platform.cloud:
+        return []
     mine = {leaf for s in slices(plan) for leaf in s.leaves}
     leaves = [leaf for leaf in plan.fabric.leaves if leaf.name in mine]
     out = [_hypernode(leaf.name, 1, "leaf",
-                      [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in leaf.nodes])
+                      [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {fabric.LABEL_LEAF: leaf.name}}}}])
            for leaf in leaves]
     spines = []
     for spine in plan.fabric.spines:
@@ -70,6 +76,21 @@ def topology(plan: Plan) -> list[dict[str, Any]]:
     return out
 
 
+def discovery_config(plan: Plan) -> dict[str, Any] | None:
+    """Off bare metal, Volcano's HyperNode auto-discovery from node labels (volcano v1.15.1
+    docs/user-guide/how_to_use_hypernode_auto_discovery.md; the chart's `custom.controller_config_override`
+    carries the controller's configuration): the provider's topology labels broadest first, the
+    hostname last, as that guide's `networkTopologyTypes` lists them."""
+    levels = topology_levels(plan)
+    if not plan.platform.cloud or not levels:
+        return None
+    return {"networkTopologyDiscovery": [{
+        "source": "label", "enabled": True,
+        "config": {"networkTopologyTypes": {
+            plan.platform.provider: [{"nodeLabel": lv} for lv in [*levels, fabric.LABEL_HOSTNAME]]}},
+    }]}
+
+
 # --- the volcano release's values ------------------------------------------------------------
 
 def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
@@ -78,7 +99,7 @@ def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
         {"name": "overcommit"}, {"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
         {"name": "proportion"}, {"name": "nodeorder"}, {"name": "binpack"},
     ]
-    if plan.fabric.levels:
+    if topology_levels(plan):
         # Weight 10 (upstream's example) so HyperNode locality outweighs plain node scores.
         scoring.append({"name": "network-topology-aware", "arguments": {"weight": 10}})
     return {
@@ -92,4 +113,10 @@ def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
 
 
 def values(plan: Plan) -> dict[str, Any]:
-    return {"custom": {"scheduler_config_override": dump_yaml(volcano_scheduler_conf(plan)).decode()}}
+    custom = {"scheduler_config_override": dump_yaml(volcano_scheduler_conf(plan)).decode()}
+    discovery = discovery_config(plan)
+    if discovery is not None:
+        # a mapping, not text: volcano 1.15.1's templates/controllers.yaml writes it with `toYaml`
+        # into volcano-controller.conf, which would wrap a string in a YAML block scalar
+        custom["controller_config_override"] = discovery
+    return {"custom": custom}
