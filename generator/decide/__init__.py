@@ -4,6 +4,8 @@
 - `planner.py`: per fleet, `make_plan(fleet, source)`: planes, hybrid mode, gang scheduler,
   charts, tenants' quotas;
 - `partition.py`: which leaves of which pool each plane owns;
+- `platform.py`: where the Kubernetes plane runs: provider, distribution, how each pool's nodes
+  are known, provider topology labels, GPU stack, the fabric for multi-node jobs, scale envelope;
 - `slurm_names.py`: input rules that hold only once Slurm is decided on;
 - `plan.py`: the Plan and its parts (serialised to plan.json).
 
