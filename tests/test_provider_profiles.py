@@ -355,3 +355,18 @@ def test_the_provider_examples_cover_every_provider():
 def write(files: dict[str, bytes], root: Path) -> Path:
     bundle.write(files, root)
     return root
+
+
+def test_gke_gets_the_operator_quota_its_guide_asks_for():
+    """google-gke.rst: "Create a file, such as gpu-operator-quota.yaml" (manifests/input/google-gke-gpu-
+    operator-quota.yaml): pods: 100 for PriorityClass system-node-critical and system-cluster-critical,
+    in the operator's namespace, before the operator's pods."""
+    files = render(plan_of(PROFILES["gke-1.33"]))
+    ns, quota = yaml.safe_load_all(files["kubernetes/manifests/05-gpu-operator.yaml"])
+    assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "gpu-operator"
+    assert quota["metadata"]["namespace"] == "gpu-operator" and quota["spec"]["hard"] == {"pods": "100"}
+    (expr,) = quota["spec"]["scopeSelector"]["matchExpressions"]
+    assert expr == {"operator": "In", "scopeName": "PriorityClass",
+                    "values": ["system-node-critical", "system-cluster-critical"]}
+    for name in ("eks", "aks", "preinstalled-driver"):
+        assert "kubernetes/manifests/05-gpu-operator.yaml" not in render(plan_of(PROFILES[name]))

@@ -191,4 +191,8 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
                       "scopeSelector": {"matchExpressions": [
                           {"operator": "In", "scopeName": "PriorityClass",
                            "values": list(GKE_QUOTA["priority_classes"])}]}}}
-    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns)}, quota]
+    # The namespace is declared here so that the quota exists before the release's pods (Pulumi
+    # creates manifest Namespaces first and the release waits for them). It is the release's home:
+    # never pruned with the manifests.
+    keep = {"argocd.argoproj.io/sync-options": "Prune=false", "kustomize.toolkit.fluxcd.io/prune": "disabled"}
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, annotations=keep)}, quota]
