@@ -22,7 +22,7 @@ from generator.spec.fabric import LABEL_HOSTNAME, LABEL_LEAF, LABEL_PLANE, LABEL
 from generator.decide import make_plan
 from generator.render.kubernetes import manifests as k8s
 from generator.spec import Fleet
-from tests._consumers import crd_paths, REPO, require, reference_dir, tool, offline_kubeconfig
+from tests._consumers import crd_paths, REPO, require, tool, offline_kubeconfig
 
 EXAMPLES = REPO / "examples"
 SCHEDULERS = ("kueue", "volcano", "kai")

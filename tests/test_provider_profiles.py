@@ -8,16 +8,14 @@ renderer, so a change in either shows up as a difference.
 """
 from __future__ import annotations
 
+import re
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from generator import bundle
 from generator.decide import make_plan
-from generator.errors import OrchgenError
 from generator.render import render
 from generator.render.kubernetes import gpu_operator
 from generator.spec import Fleet
@@ -187,7 +185,6 @@ def test_unfillable_profiles_are_refused_with_file_line_and_reason(change, field
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"orchgen: {path}:") and f": {field}: " in line, line
-    import re
     assert re.search(message, line), line
     number = int(line.split(f"{path}:")[1].split(":")[0])
     key = field.split(".")[-1].split("[")[0]
@@ -350,11 +347,6 @@ def test_the_provider_examples_cover_every_provider():
     providers = {spec.load(REPO / "examples" / f"{n}.yaml").fleet.provider for n in PROVIDER_EXAMPLES}
     assert providers == {"generic", "eks", "gke", "aks", "oke"}
     assert all(spec.load(REPO / "examples" / f"{n}.yaml").options.gitops != "none" for n in PROVIDER_EXAMPLES)
-
-
-def write(files: dict[str, bytes], root: Path) -> Path:
-    bundle.write(files, root)
-    return root
 
 
 def test_gke_gets_the_operator_quota_its_guide_asks_for():
