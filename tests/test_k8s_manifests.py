@@ -20,7 +20,7 @@ import yaml
 from generator import spec
 from generator.spec.fabric import LABEL_HOSTNAME, LABEL_LEAF, LABEL_PLANE, LABEL_POOL
 from generator.decide import make_plan
-from generator.render.kubernetes import manifests as k8s
+from generator.render.kubernetes import kueue, manifests as k8s
 from generator.spec import Fleet
 from tests._consumers import crd_paths, REPO, require, tool, offline_kubeconfig
 
@@ -137,7 +137,9 @@ def all_plans() -> dict[str, Any]:
     for name in kube_examples():
         plans[name] = example_plan(name)
         for gang in SCHEDULERS:
-            plans[f"{name}+{gang}"] = example_plan(name, gang_scheduler=gang)
+            # KAI under Argo CD is refused (tests/test_gitops.py): such an example goes with Flux
+            refused = gang == "kai" and plans[name].gitops == "argocd"
+            plans[f"{name}+{gang}"] = example_plan(name, gang_scheduler=gang, **({"gitops": "flux"} if refused else {}))
     plans["cloud-training+soperator"] = example_plan("cloud-training", slurm_on_kubernetes="soperator")
     # Kubernetes only hosts the Slurm operator: a plane without GPU nodes of its own
     plans["fsdp-pretraining+slinky"] = example_plan("fsdp-pretraining", slurm_on_kubernetes="slinky")
@@ -207,7 +209,7 @@ def script_labels(script: str) -> tuple[dict[str, dict[str, str]], dict[str, lis
     return dict(labels), dict(taints)
 
 
-CLUSTER_SCOPED_BUILTINS = {"Namespace"}
+from generator.validate.kube_checks import CLUSTER_SCOPED_BUILTINS  # noqa: E402 (the validate table: VAPs are cluster-scoped too)
 
 
 # ---- tests -------------------------------------------------------------------------------------
@@ -330,7 +332,11 @@ def test_references_resolve(pid):
         if o["kind"] == "HyperNode":
             for m in sp["members"]:
                 if m["type"] == "Node":  # nodes by the leaf label node-labels.sh sets, never by name
-                    (key, leaf), = m["selector"]["labelMatch"]["matchLabels"].items()
+                    match = dict(m["selector"]["labelMatch"]["matchLabels"])
+                    # in a hybrid also the plane label (a leaf may hold nodes of both planes)
+                    assert (LABEL_PLANE in match) == bool(plan.hybrid)
+                    assert match.pop(LABEL_PLANE, "kubernetes") == "kubernetes"
+                    (key, leaf), = match.items()
                     assert key == LABEL_LEAF
                     assert any(plan.fabric.leaf_of(n).name == leaf for n in plane_nodes), leaf
                 else:
@@ -415,8 +421,12 @@ def test_selected_labels_are_labels_the_script_sets(pid):
             assert not taints and not set(slurm.nodes) & set(labels)
     else:
         assert not taints and all(LABEL_PLANE not in lb for lb in labels.values())
+    migs = {s.pool: s.hardware.mig for s in plan.kube_plane.slices if s.gpu_type and s.hardware.mig}
     for n in labels:
-        expect = {**plan.platform.script_labels.get(plan.fabric.leaf_of(n).pool, {}), **plan.fabric.node_labels(n)}
+        expect = {**plan.platform.script_labels.get(plan.fabric.pool_of[n], {}), **plan.fabric.node_labels(n)}
+        mig = migs.get(expect[LABEL_POOL])
+        if mig:  # the MIG manager's layout for the node (issue 10)
+            expect["nvidia.com/mig.config"] = mig.config_name
         assert {k: v for k, v in labels[n].items() if k != LABEL_PLANE} == expect
 
 
@@ -430,9 +440,11 @@ def test_cloud_pools_are_selected_by_their_node_group_labels(pid):
     for pool, sel in selectors.items():
         assert sel and LABEL_HOSTNAME not in sel, pool
     plane = {LABEL_PLANE: "kubernetes"} if plan.hybrid else {}
+    # flavors are content-named (issue 14): <pool>-<hash of the spec>
+    pool_of_flavor = {kueue.flavor_name(plan, s.pool): s.pool for s in plan.kube_plane.slices}
     for _, o in docs(files, "kubernetes/manifests/") + docs(files, "kubernetes/workloads/"):
         if o["kind"] == "ResourceFlavor":
-            assert o["spec"]["nodeLabels"] == {**selectors[o["metadata"]["name"]], **plane}
+            assert o["spec"]["nodeLabels"] == {**selectors[pool_of_flavor[o["metadata"]["name"]]], **plane}
         for tmpl in _pod_templates(o):
             sel = tmpl["spec"]["nodeSelector"]
             assert any(sel == {**s, **plane} for s in selectors.values()), sel
@@ -445,7 +457,7 @@ def test_cloud_pools_are_selected_by_their_node_group_labels(pid):
 
 
 def plan_pools(plan) -> list[str]:
-    return [leaf.pool for leaf in plan.fabric.leaves]
+    return [p for leaf in plan.fabric.leaves for p in leaf.pools]  # a leaf may hold several pools
 
 
 def pool_counts(plan) -> list[tuple[str, int]]:
@@ -690,7 +702,10 @@ def test_readme_section_agrees_with_the_files(pid):
             assert f"| `{w.tenant}` |" in row
     for _, rq in docs(files, "kubernetes/manifests/10-"):
         row = next(line for line in readme.splitlines() if line.startswith(f"| {rq['metadata']['namespace']} |"))
-        assert row.rstrip(" |").endswith(rq["spec"]["hard"]["requests.nvidia.com/gpu"])
+        hard = rq["spec"]["hard"]
+        cell = hard["requests.nvidia.com/gpu"] if list(hard) == ["requests.nvidia.com/gpu"] else \
+            ", ".join(f"{n} {r.removeprefix('requests.nvidia.com/')}" for r, n in hard.items())  # MIG (issue 10)
+        assert row.rstrip(" |").endswith(cell)
 
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -744,7 +759,7 @@ def test_every_custom_resource_group_is_installed_by_a_release(pid):
         pytest.skip("no Helm renderer registered")
     groups = {g for r in yaml.safe_load(files["kubernetes/helm/releases.yaml"])["releases"] for g in r["crds"]}
     used = {o["apiVersion"].split("/")[0] for _, o in docs(files, "kubernetes/manifests/") if "/" in o["apiVersion"]}
-    builtin_groups = {"apps", "batch"}
+    builtin_groups = {"apps", "batch", "admissionregistration.k8s.io"}
     assert used - builtin_groups <= groups
 
 

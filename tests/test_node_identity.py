@@ -71,9 +71,11 @@ def fleets(draw) -> dict[str, Any]:
     for w in workloads:
         if tenants:
             w["tenant"] = draw(st.sampled_from(tenants))["name"]
+    # a Slurm plane on machines of its own needs its controllers, or the bundle's placeholder is a finding
+    spec = {"slurm": {"controllers": draw(st.sampled_from([["head01"], ["head01", "head02"]]))}}
     return {
         "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "fleet"},
-        "fleet": {"provider": provider, "bare_metal": bare_metal,
+        "fleet": {"provider": provider, "bare_metal": bare_metal, **spec,
                   "fabric": {"kind": draw(st.sampled_from(["infiniband", "roce", "ethernet"])),
                              "nodes_per_leaf": per_leaf,
                              "leaves_per_spine": draw(st.one_of(st.none(), st.integers(1, 3)))},
@@ -153,7 +155,12 @@ def _validate(files: dict[str, bytes]) -> list[str]:
 def test_nodes_are_known_as_the_real_cluster_knows_them(data):
     fleet, plan = _plan(data)
     assume(plan.kube_plane is not None)
-    files = render(plan)
+    try:
+        files = render(plan)
+    except OrchgenError as exc:
+        # The one combination a renderer refuses: KAI 0.13 under Argo CD (issue 14).
+        assert exc.field == "options.gitops" and "cannot install kai-scheduler" in str(exc), exc
+        assume(False)
     named = plan.platform.selectors == {}
     event(f"{plan.platform.provider} {'named' if named else 'by labels'} {plan.hybrid or ''}".strip())
     errors = _validate(files)

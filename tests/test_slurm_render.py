@@ -71,14 +71,16 @@ def nodes_gres_slurm_conf(conf: str) -> dict[str, str | None]:
 
 
 def nodes_gres_gres_conf(text: str) -> dict[str, str]:
-    out = {}
+    """node -> gpu:<type>:<count> over its gres.conf lines (one per socket run of GPUs with Cores=)."""
+    found: dict[str, tuple[str, int]] = {}
     for r in records(text):
         assert r["Name"] == "gpu"
         count = len(hostlist.expand(r["File"]))
         for n in hostlist.expand(r["NodeName"]):
-            assert n not in out, f"{n} twice in gres.conf"
-            out[n] = f"gpu:{r['Type']}:{count}"
-    return out
+            gtype, before = found.get(n, (r["Type"], 0))
+            assert gtype == r["Type"], f"{n} has two GPU types in gres.conf"
+            found[n] = (gtype, before + count)
+    return {n: f"gpu:{t}:{c}" for n, (t, c) in found.items()}
 
 
 def tree_of(files: dict[str, str]) -> dict[str, dict]:
@@ -351,11 +353,20 @@ def test_two_domain_sizes(tmp_path):
 def test_nvlink_domains_are_never_split_between_planes(tmp_path):
     workloads = [{"name": "pt", "nodes": 8, "tightly_coupled": True, "pool": "gb200"},
                  {"name": "svc", "long_lived_services": True, "bare_metal": False, "pool": "gb200", "gpus": 80}]
-    # 8-node leaves under 18-node domains: no leaf boundary is also a domain boundary inside the pool
+    # 8-node leaves under 18-node domains: no leaf boundary is also a domain boundary inside the pool,
+    # so whole leaves cannot split it (options.split: leaf refuses, as orchgen always did) ...
     doc = fleet(pools=[dict(GB200)], workloads=workloads, fabric={"kind": "infiniband", "nodes_per_leaf": 8},
-                version="25.11")
+                version="25.11", split="leaf")
     with pytest.raises(OrchgenError, match="never splits a leaf or an NVLink domain"):
         plan_of(tmp_path, doc)
+    # ... and since issue 11 the default (auto) splits by node, at the domain boundary
+    doc["options"]["split"] = "auto"
+    plan = plan_of(tmp_path, doc)
+    assert plan.slurm_plane.nodes == list(plan.fabric.domains[0].nodes)
+    assert plan.kube_plane.nodes == list(plan.fabric.domains[1].nodes)
+    assert any("kubernetes gets 18 nodes for a demand of 20: NVLink domains are never split" in r
+               for r in plan.reasons)
+    slurm_config(plan)
     # 9-node leaves: every second leaf boundary is a domain boundary, so the split lands on one
     doc = fleet(pools=[dict(GB200)], workloads=workloads, fabric={"kind": "infiniband", "nodes_per_leaf": 9},
                 version="25.11")
@@ -537,7 +548,7 @@ def test_cli_refuses_a_split_nvlink_domain(tmp_path):
                 workloads=[{"name": "pt", "nodes": 8, "tightly_coupled": True, "pool": "gb200"},
                            {"name": "svc", "long_lived_services": True, "bare_metal": False, "pool": "gb200",
                             "gpus": 80}],
-                fabric={"kind": "infiniband", "nodes_per_leaf": 8}, version="24.11")
+                fabric={"kind": "infiniband", "nodes_per_leaf": 8}, version="24.11", split="leaf")
     result, out = run_cli(tmp_path, doc)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1

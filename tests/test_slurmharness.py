@@ -101,6 +101,23 @@ def test_overlay_fakes_gpu_device_files_and_autodetection():
                                  "NodeName=gpu-a100-[001-002] Name=gpu Type=a100 File=/w/dev/nvidia[0-3]"]
 
 
+def test_overlay_keeps_node_hardware_and_gpu_affinity():
+    """Sockets, specialised cores and memory, and gres.conf's Cores= reach the booted Slurm unchanged;
+    only task/cgroup goes (and the cluster then forgives slurmd's "Limited MemSpecLimit support")."""
+    node = ("NodeName=dgx[01-02] CPUs=224 Boards=1 SocketsPerBoard=2 CoresPerSocket=56 ThreadsPerCore=2 "
+            "RealMemory=2053618 CoreSpecCount=4 MemSpecLimit=65536 Gres=gpu:h100:8 State=UNKNOWN")
+    conf = f"TaskPlugin=task/cgroup,task/affinity\nGresTypes=gpu\n{node}\n"
+    text, found, node_lines = overlay.rewrite_slurm_conf(conf, _layout(), set())
+    assert found.dropped_task_cgroup
+    assert f"{node} NodeHostname=box NodeAddr=127.0.0.1 Port=[20001-20002]" in text.splitlines()
+    gres = overlay.rewrite_gres_conf("NodeName=dgx[01-02] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55\n"
+                                     "NodeName=dgx[01-02] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111\n",
+                                     _layout(), node_lines, found)
+    assert gres.splitlines() == ["NodeName=dgx[01-02] Name=gpu Type=h100 File=/w/dev/nvidia[0-3] Cores=0-55",
+                                 "NodeName=dgx[01-02] Name=gpu Type=h100 File=/w/dev/nvidia[4-7] Cores=56-111"]
+    assert not overlay.rewrite_slurm_conf("TaskPlugin=task/affinity\n", _layout(), set())[1].dropped_task_cgroup
+
+
 def test_overlay_defaults_includes_and_slurmd_parameters():
     conf = ("Include /etc/slurm/nodes.conf\nInclude /etc/slurm/missing.conf\n"
             "SlurmdParameters=l3cache_as_socket,config_overrides\n"
@@ -127,6 +144,75 @@ def test_parse_fields_with_spaces_in_values():
     rec = parse.fields("NodeName=n1 OS=Linux 6.1.0 #1 SMP State=IDLE Gres=gpu:h100:8 Reason=Low mem [root@x] CfgTRES=cpu=2,mem=1M")
     assert rec == {"NodeName": "n1", "OS": "Linux 6.1.0 #1 SMP", "State": "IDLE", "Gres": "gpu:h100:8",
                    "Reason": "Low mem [root@x]", "CfgTRES": "cpu=2,mem=1M"}
+
+
+def test_overlay_with_accounting_keeps_the_policy_and_moves_slurmdbd_here():
+    conf = ("ClusterName=Lab\nAccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=slurmdbd\n"
+            "AccountingStoragePort=6819\nAccountingStoragePass=/run/munge/global.socket.2\n"
+            "AccountingStorageTRES=gres/gpu\nAccountingStorageEnforce=associations,limits,qos\n"
+            "JobAcctGatherType=jobacct_gather/cgroup\nJobAcctGatherFrequency=30\nAcctGatherEnergyType=acct_gather_energy/ipmi\n"
+            "JobCompType=jobcomp/elasticsearch\nPriorityWeightTRES=CPU=1000,GRES/gpu=3000\n"
+            'PartitionName=p Nodes=n1 TRESBillingWeights="CPU=1.0,Mem=0.25G,GRES/gpu=1.0" State=UP\n')
+    lay = overlay.Layout(work="/w", host="box", ctld_port=20000, node_port_base=20002, legacy=True, dbd_port=20001)
+    text, found, _ = overlay.rewrite_slurm_conf(conf, lay, set())
+    lines = text.splitlines()
+    assert found.cluster_name == "lab" and not found.dropped_slurmdbd
+    for kept in ("AccountingStorageTRES=gres/gpu", "AccountingStorageEnforce=associations,limits,qos",
+                 "JobAcctGatherFrequency=30", "PriorityWeightTRES=CPU=1000,GRES/gpu=3000",
+                 'PartitionName=p Nodes=n1 TRESBillingWeights="CPU=1.0,Mem=0.25G,GRES/gpu=1.0" State=UP'):
+        assert kept in lines
+    for loopback in ("AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=box",
+                     "AccountingStoragePort=20001", "AccountingStoragePass=/w/munge/munge.sock",
+                     "JobAcctGatherType=jobacct_gather/linux", "JobCompType=jobcomp/none"):
+        assert loopback in lines
+    for gone in ("Host=slurmdbd", "6819", "global.socket", "jobacct_gather/cgroup", "ipmi", "elasticsearch"):
+        assert gone not in text
+
+
+def test_overlay_of_slurmdbd_conf_replaces_only_where_and_who():
+    from tests.slurmharness.mariadb import Database
+
+    lay = overlay.Layout(work="/w", host="box", ctld_port=20000, node_port_base=20002, legacy=True, dbd_port=20001)
+    db = Database(name="slurm_acct_1", user="u1", password="pw1", host="127.0.0.1", port=23306)
+    text = overlay.rewrite_slurmdbd_conf(
+        "DbdHost=slurmdbd\nStorageHost=mariadb\nStoragePass=REPLACE_ME\nStorageLoc=slurm_acct_db\n"
+        "SlurmUser=slurm\nLogFile=/var/log/slurm/slurmdbd.log\nStorageParameters=SSL_CA=/etc/ssl/ca.pem\n"
+        "PurgeJobAfter=12months\nArchiveDir=/var/archive\nArchiveScript=/usr/sbin/archive\nTrackWCKey=yes\n", lay, db)
+    lines = text.splitlines()
+    for loopback in ("DbdHost=box", "DbdAddr=127.0.0.1", "DbdPort=20001", "SlurmUser=root", "AuthType=auth/munge",
+                     "AuthInfo=socket=/w/munge/munge.sock", "StorageHost=127.0.0.1", "StoragePort=23306",
+                     "StorageUser=u1", "StoragePass=pw1", "StorageLoc=slurm_acct_1", "LogFile=/w/log/slurmdbd.log",
+                     "PurgeJobAfter=12months", "ArchiveDir=/w/archive", "TrackWCKey=yes"):
+        assert loopback in lines
+    for gone in ("Host=slurmdbd", "mariadb", "REPLACE_ME", "slurm_acct_db", "/var/", "SSL_CA", "ArchiveScript"):
+        assert gone not in text
+    # without a slurmdbd.conf in the config dir: the same loopback values, nothing else
+    assert overlay.rewrite_slurmdbd_conf(None, lay, db).splitlines()[1:-1] == lines[1:16]
+
+
+def test_parse_sshare_tree_tables_and_tres():
+    text = ("Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS|GrpTRESMins|TRESRunMins\n"
+            "root|||0.000000|0||1.000000||||cpu=0\n"
+            " root|root|1|0.200000|0|0.000000|0.000000|1.000000|inf||cpu=0\n"
+            " nlp||3|0.600000|0||0.000000||0.000000||cpu=0\n"
+            "  nlp|alice|parent|1.000000|0||0.000000|0.000000|0.000000||cpu=0\n")
+    rows = parse.sshare(text)
+    assert [(r["account"], r["user"], r["level"], r["parent"]) for r in rows] == [
+        ("root", "", 0, ""), ("root", "root", 1, "root"), ("nlp", "", 1, "root"), ("nlp", "alice", 2, "nlp")]
+    assert rows[2]["raw_shares"] == 3 and rows[2]["norm_shares"] == 0.6 and rows[1]["level_fs"] == float("inf")
+    assert rows[3]["raw_shares"] is None and rows[3]["raw"]["RawShares"] == "parent"
+    assert parse.table("A|B\n1|\n") == [{"A": "1", "B": ""}] and parse.table("") == []
+    assert parse.tres("billing=32,cpu=1,gres/gpu=2,mem=4000M") == {"billing": "32", "cpu": "1", "gres/gpu": "2",
+                                                                    "mem": "4000M"}
+
+
+def test_chroot_marker_tells_which_packages_a_cached_chroot_lacks(tmp_path):
+    from tests.slurmharness import chroot
+
+    (tmp_path / ".ready").write_text("trixie Sun Nov 22 20:05:55 2026\n")  # before slurmdbd was added
+    assert chroot.is_ready(tmp_path) and chroot.missing(tmp_path) == ["slurmdbd"]
+    chroot._write_marker(tmp_path, "trixie", chroot.PACKAGES)
+    assert chroot.missing(tmp_path) == [] and chroot.installed_packages(tmp_path) == chroot.PACKAGES
 
 
 # ------------------------------------------------------------------ Slurm 22.05 on the host

@@ -82,7 +82,9 @@ DAEMON_PODS_PER_NODE = 10
 
 
 def pods(d: WorkloadDecision) -> int:
-    """Pods of a workload: one per node's worth of GPUs (the renderer's PodShape agrees)."""
+    """Pods of a workload: the planner's PodShape (decide.sizing), else one per node's worth of GPUs."""
+    if d.shape is not None:
+        return d.shape.pods
     per_node = d.gpus_per_node
     return max(d.facts.nodes, -(-d.gpus // per_node)) if per_node and d.gpus else d.facts.nodes
 
@@ -226,18 +228,20 @@ def _scale(kube: Plane, fab: fabric_mod.FabricModel, reasons: list[str], warning
 def _split(kube: Plane, fab: fabric_mod.FabricModel, limit: int = MAX_NODES) -> str:
     """Clusters of whole spines (or, under a spine too big for one cluster, whole leaves), in fabric
     order, each at most `limit` nodes: the fabric's own boundaries, so no cluster's jobs cross a core."""
-    mine = {leaf for s in kube.slices for leaf in s.leaves}
-    leaves = [leaf for leaf in fab.leaves if leaf.name in mine]
+    mine = set(kube.nodes)
+    # this plane's nodes per leaf (a leaf split between the planes counts only its part here)
+    count = {leaf.name: sum(1 for n in leaf.nodes if n in mine) for leaf in fab.leaves}
+    leaves = [leaf for leaf in fab.leaves if count[leaf.name]]
     units: list[tuple[str, int]] = []
     for spine in fab.spines or ():
         below = [leaf for leaf in leaves if leaf.spine == spine.name]
-        size = sum(len(leaf.nodes) for leaf in below)
+        size = sum(count[leaf.name] for leaf in below)
         if below and size <= limit:
             units.append((spine.name, size))
         else:
-            units += [(leaf.name, len(leaf.nodes)) for leaf in below]
+            units += [(leaf.name, count[leaf.name]) for leaf in below]
     if not fab.spines:
-        units = [(leaf.name, len(leaf.nodes)) for leaf in leaves]
+        units = [(leaf.name, count[leaf.name]) for leaf in leaves]
     clusters: list[list[tuple[str, int]]] = [[]]
     for name, size in units:
         if clusters[-1] and sum(n for _, n in clusters[-1]) + size > limit:

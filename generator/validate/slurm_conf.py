@@ -149,6 +149,12 @@ class GresConf:
     node_line: dict[str, int] = field(default_factory=dict)
     everywhere: dict[tuple[str, str | None], int] = field(default_factory=dict)  # lines without NodeName
     first_line: int = 0
+    detect: dict[str, str] = field(default_factory=dict)  # node -> its node-specific AutoDetect value
+    detect_all: str | None = None  # a global AutoDetect line's value
+
+    def autodetect_of(self, node: str) -> str:
+        """The AutoDetect in effect for a node (gres.conf(5): node-specific trumps global), lower-cased."""
+        return (self.detect.get(node) or self.detect_all or "off").lower()
 
 
 def parse_gres_conf(path: str, text: str, problems: list[Finding]) -> GresConf:
@@ -157,6 +163,12 @@ def parse_gres_conf(path: str, text: str, problems: list[Finding]) -> GresConf:
         conf.first_line = conf.first_line or ln.line
         if ln.get("autodetect") and ln.get("autodetect", "").lower() != "off":
             conf.autodetect = True
+        if ln.get("autodetect"):
+            if ln.get("nodename"):
+                for node in expand(path, ln.line, ln.get("nodename") or "", problems):
+                    conf.detect[node] = ln.get("autodetect") or "off"
+            else:
+                conf.detect_all = ln.get("autodetect")
         name = ln.get("name")
         if not name:
             continue

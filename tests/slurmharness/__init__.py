@@ -7,6 +7,19 @@
         assert all(n["state"] == "IDLE" for n in c.nodes().values())
         assert c.problems() == []
 
+    require_slurm("bookworm", accounting=True)     # also slurmdbd and MariaDB
+    with SlurmCluster(conf, accounting=True) as c:  # + a private MariaDB and a slurmdbd
+        c.add_accounts({"nlp": 3, "vision": 1})    # sacctmgr, then wait until slurmctld knows them
+        assert c.shares()["nlp"]["norm_shares"] == 0.6   # sshare: 3 / (3 + 1 + root's own 1)
+        job = c.submit("true", "-A", "nlp", "--gres=gpu:2")
+        c.wait_job(job)
+        assert c.billing(job) == 32                 # scontrol show job: billing=32 (TRESBillingWeights)
+        assert c.sacct_job(job)["alloc_tres"]["gres/gpu"] == "2"   # what slurmdbd recorded
+
+A test session can share one MariaDB between its clusters: the `slurm_db` fixture of
+tests/conftest.py, passed as `SlurmCluster(conf, database=slurm_db)` (each cluster still gets a
+database and a database user of its own).
+
 Suites: "bookworm" runs the host's Slurm 22.05; "trixie" (24.11, topology/block) and "forky"
 (26.05, topology.yaml) run from a debootstrap chroot cached in
 `$ORCHGEN_SLURM_CHROOT_CACHE/slurm-<suite>` (default parent /var/cache/orchgen), built on first use
@@ -15,11 +28,14 @@ from the Debian mirror the host's apt uses (~25 s and ~270 MB each; later boots 
 Host packages (Debian 12), as root:
 
     apt-get update
-    apt-get install -y --no-install-recommends slurmctld slurmd slurm-client munge debootstrap
+    apt-get install -y --no-install-recommends slurmctld slurmd slurm-client munge slurmdbd \
+        mariadb-server debootstrap
 
-(slurmctld slurmd slurm-client munge for bookworm; debootstrap only to build the chroots, which
+(slurmctld slurmd slurm-client munge for bookworm; slurmdbd and mariadb-server for accounting,
+whose MariaDB also serves the chroots' slurmdbd; debootstrap only to build the chroots, which
 also uses util-linux's unshare/nsenter and coreutils' chroot, both always present. Do NOT install
-slurm-wlm-emulator: it takes over /usr/sbin/slurmctld through alternatives.)
+slurm-wlm-emulator: it takes over /usr/sbin/slurmctld through alternatives. The packages' own
+services are never used: the harness starts private instances.)
 
 Env knobs: ORCHGEN_SLURM_CHROOT_CACHE (parent dir of the chroots), ORCHGEN_SLURM_KEEP=1 (keep the
 temporary work dir after a clean run; it is always kept after a failure).
@@ -30,14 +46,15 @@ import os
 import shutil
 import subprocess
 
-from . import chroot
+from . import chroot, mariadb
 from .cluster import HOST_SUITE, SlurmBootError, SlurmCluster, SlurmCommandError
 from .hostlist import expand as expand_hostlist
+from .mariadb import MariaDB
 
-__all__ = ["SlurmCluster", "SlurmBootError", "SlurmCommandError", "require_slurm", "expand_hostlist",
+__all__ = ["SlurmCluster", "SlurmBootError", "SlurmCommandError", "require_slurm", "expand_hostlist", "MariaDB",
            "HOST_PACKAGES", "CHROOT_HOST_PACKAGES"]
 
-HOST_PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
+HOST_PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge", "slurmdbd", "mariadb-server"]
 CHROOT_HOST_PACKAGES = ["debootstrap"]
 _SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 _INSTALL = "apt-get install -y --no-install-recommends " + " ".join(HOST_PACKAGES + CHROOT_HOST_PACKAGES)
@@ -47,8 +64,12 @@ def _which(name: str) -> str | None:
     return shutil.which(name, path=_SBIN_PATH)
 
 
-def require_slurm(suite: str = HOST_SUITE) -> None:
-    """require() what booting `suite` needs: skip the test, or fail it under ORCHGEN_STRICT=1."""
+def require_slurm(suite: str = HOST_SUITE, accounting: bool = False) -> None:
+    """require() what booting `suite` needs: skip the test, or fail it under ORCHGEN_STRICT=1.
+
+    `accounting`: also what SlurmCluster(accounting=True) needs (the host's MariaDB for every
+    suite; the host's slurmdbd for bookworm; the chroots get theirs when built or refreshed).
+    """
     from .._consumers import require
 
     require(os.geteuid() == 0, "booting Slurm on loopback needs root (private munged, chroot, mounts)")
@@ -56,8 +77,13 @@ def require_slurm(suite: str = HOST_SUITE) -> None:
         require(_which(tool), f"{tool} (util-linux) not installed")
     probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True, text=True)
     require(probe.returncode == 0, f"cannot create a mount namespace here (unshare --mount): {probe.stderr.strip()}")
+    if accounting:
+        problem = mariadb.installed()
+        require(problem is None, f"{problem}; run: {_INSTALL}")
     if suite == HOST_SUITE:
-        for binary in ("slurmctld", "slurmd", "scontrol", "srun", "sbatch", "munged", "mungekey"):
+        binaries = ["slurmctld", "slurmd", "scontrol", "srun", "sbatch", "munged", "mungekey"]
+        binaries += ["slurmdbd", "sacctmgr", "sshare", "sacct"] if accounting else []
+        for binary in binaries:
             require(_which(binary), f"{binary} not installed; run: {_INSTALL}")
         ctld = os.path.realpath(_which("slurmctld") or "")
         require("emulator" not in ctld, f"{ctld} is slurm-wlm-emulator's; run: apt-get remove -y slurm-wlm-emulator")

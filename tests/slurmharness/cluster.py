@@ -5,16 +5,19 @@ Lifecycle (`with SlurmCluster(dir) as c:`):
 1. the root: `/` for bookworm (the host's Slurm 22.05), else a cached chroot (`chroot.py`);
 2. a private mount namespace for every process of this cluster (`procs.py`);
 3. the config dir is copied into `<workdir>/etc` and overlaid for loopback (`overlay.py`);
-4. a private munged with a throw-away key, then `slurmctld -D`, then `slurmd -D -N <node>` each;
-5. wait until every node is IDLE (failing fast, with the log tail, if a daemon dies);
-6. on exit, even after a failed boot: `scontrol shutdown`, then each daemon by PID, then a sweep
-   of whatever is left in the namespace.
+4. a private munged with a throw-away key;
+5. with `accounting=True`: a database on a private MariaDB (`mariadb.py`; the cluster's own, or one
+   shared by a test session), `slurmdbd -D`, and the cluster registered (`sacctmgr add cluster`);
+6. `slurmctld -D`, then `slurmd -D -N <node>` each;
+7. wait until every node is IDLE (failing fast, with the log tail, if a daemon dies);
+8. on exit, even after a failed boot: `scontrol shutdown`, then each daemon by PID (slurmdbd after
+   slurmctld, so the controller's last records reach it), then a sweep of whatever is left in the
+   namespace, then the cluster's own MariaDB (by PID).
 """
 from __future__ import annotations
 
 import itertools
 import os
-import random
 import re
 import shutil
 import socket
@@ -23,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import chroot, overlay, parse, procs
+from . import chroot, mariadb, overlay, parse, procs
+from .net import free_port_block
 
 HOST_SUITE = "bookworm"  # the suite whose Slurm the host itself runs
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -44,6 +48,19 @@ HARMLESS = [
 # Harmless only because the overlay removed the slurmdbd the input config uses
 WITHOUT_SLURMDBD = [
     re.compile(r"can only be used with SlurmDBD"),  # PriorityWeightFairshare & co: ignored without it
+]
+# slurmdbd's own log, on loopback
+WITH_SLURMDBD = [
+    # 24.11, once, when a new cluster is added (by sacctmgr or by slurmctld registering): the root
+    # user's association is added together with the cluster's root account association (id 1),
+    # before that parent is in slurmdbd's cache, so the lookup of the parent (for its coordinator
+    # flags) fails. Not seen on 22.05 or 26.05; accounts and users added later do not log it.
+    re.compile(r"We can't find assoc 1 on cluster"),
+]
+# Harmless only because the overlay removed the task/cgroup plugin the input config uses: nothing then
+# confines slurmd to the memory MemSpecLimit keeps for it (slurm.conf(5), MemSpecLimit)
+WITHOUT_TASK_CGROUP = [
+    re.compile(r"Resource spec: Limited MemSpecLimit support\. Slurmd daemon not memory constrained"),
 ]
 _JOB_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
               "DEADLINE", "OUT_OF_MEMORY"}
@@ -71,26 +88,6 @@ def _tail(path: Path, lines: int = 40) -> str:
     return "".join(text.splitlines(True)[-lines:]) or f"({path} empty)"
 
 
-def _port_block_free(first: int, count: int) -> bool:
-    for port in range(first, first + count):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("0.0.0.0", port))
-            except OSError:
-                return False
-    return True
-
-
-def free_port_block(count: int) -> int:
-    """First port of `count` consecutive free TCP ports, below Linux's ephemeral range."""
-    rng = random.Random()  # random start: parallel test processes rarely pick the same block
-    for _ in range(200):
-        first = rng.randrange(20000, 32000 - count)
-        if _port_block_free(first, count):
-            return first
-    raise RuntimeError(f"no {count} consecutive free TCP ports found in 20000-32000")
-
-
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in version.split("."))
 
@@ -101,16 +98,30 @@ class SlurmCluster:
     After `__enter__`: `version` ("22.05.8"), `workdir` (host path: etc/ holds the overlaid
     configs, log/ the daemons' logs), `nodes_started`, `overlay_result` (what the overlay changed),
     `timings` (seconds per phase). Queries: run, log, problems, nodes, partitions, topology,
-    switches, blocks; jobs: job (srun), batch_wait (sbatch). Failures raise SlurmBootError or
-    SlurmCommandError with the relevant log tail in the message.
+    switches, blocks; jobs: job (srun), batch_wait (sbatch), submit + wait_job, job_record,
+    job_tres, billing. Failures raise SlurmBootError or SlurmCommandError with the relevant log
+    tail in the message.
+
+    With `accounting=True` a real slurmdbd records everything: `cluster_name`, `database` (where
+    its data lives); sacctmgr, add_accounts, associations, sshare, shares, sacct; wait_for polls.
     """
 
     def __init__(self, config_dir: Path, *, suite: str = HOST_SUITE, workdir: Path | None = None,
-                 wait_idle_s: float = 90):
-        """`wait_idle_s=0` starts the daemons without waiting for IDLE (to inspect broken nodes)."""
+                 wait_idle_s: float = 90, accounting: bool = False, database: mariadb.MariaDB | None = None):
+        """`wait_idle_s=0` starts the daemons without waiting for IDLE (to inspect broken nodes).
+
+        `accounting=True` runs slurmdbd (the config dir's slurmdbd.conf, overlaid, or a minimal
+        one) and keeps slurm.conf's accounting and TRES weights. Its database lives on `database`
+        (a running MariaDB shared by several clusters, e.g. the `slurm_db` session fixture), or,
+        if None, on a MariaDB of this cluster's own under the work dir (~1 s more per boot).
+        """
         self.config_dir = Path(config_dir)
         self.suite = suite
         self.wait_idle_s = wait_idle_s
+        self.accounting = accounting or database is not None
+        self._shared_db = database
+        self._own_db: mariadb.MariaDB | None = None
+        self.database: mariadb.Database | None = None  # this cluster's database (accounting only)
         self.workdir = Path(workdir) if workdir else None
         self._own_workdir = workdir is None
         self.version = ""
@@ -118,8 +129,11 @@ class SlurmCluster:
         self.ns: procs.MountNamespace | None = None
         self.nodes_started: list[str] = []
         self.overlay_result = overlay.Overlaid()
-        self._daemons: dict[str, subprocess.Popen] = {}  # "munged", "slurmctld", "slurmd:<node>"
+        self._daemons: dict[str, subprocess.Popen] = {}  # "munged", "slurmdbd", "slurmctld", "slurmd:<node>"
         self._jobs = itertools.count(1)
+        self._outputs: dict[int, Path] = {}
+        self._job_numbers: dict[str, int] = {}  # job id -> n of jobs/job<n>.sh
+        self.last_job_id = ""
         self.timings: dict[str, float] = {}  # seconds per boot phase and teardown, for reports
         self.swept: list[int] = []  # PIDs the final sweep had to kill (left over after shutdown)
 
@@ -137,6 +151,11 @@ class SlurmCluster:
     @property
     def slurm_conf(self) -> str:
         return f"{self.work}/etc/slurm.conf"
+
+    @property
+    def cluster_name(self) -> str:
+        """slurm.conf's ClusterName, lower-cased as Slurm stores it."""
+        return self.overlay_result.cluster_name
 
     # ------------------------------------------------------------------ boot / teardown
 
@@ -165,9 +184,15 @@ class SlurmCluster:
         self._make_workdir()
         self.ns = procs.MountNamespace(self._mounts(), self.workdir / "log" / "namespace.log")
         self.version = self._read_version()
+        if self.accounting:
+            self._open_database()
+            t = self._lap("mariadb", t)
         self._write_configs()
         t = self._lap("configs", t)
         self._start_munged()
+        if self.accounting:
+            self._start_slurmdbd()
+            t = self._lap("slurmdbd", t)
         self._start_slurmctld()
         t = self._lap("slurmctld", t)
         self._start_slurmds()
@@ -183,7 +208,10 @@ class SlurmCluster:
             raise ValueError(f"workdir {self.workdir} is not empty")
         for sub in ("state", "spool", "log", "run", "munge", "jobs"):
             (self.workdir / sub).mkdir()
-        (self.workdir / "munge").chmod(0o700)  # munged refuses a group/world-readable key dir
+        # Another uid (`run(user=...)`) may traverse the work dir and reach the munge socket, no more:
+        # the key and slurmdbd.conf (the database password) stay readable by root only.
+        self.workdir.chmod(0o711)
+        (self.workdir / "munge").chmod(0o711)
 
     def _mounts(self) -> list[list[str]]:
         """Mounts of the namespace: for a chroot, /proc, a private /tmp and the work dir."""
@@ -194,8 +222,10 @@ class SlurmCluster:
                 ["-t", "tmpfs", "tmpfs", f"{r}/tmp"],  # job files never pollute the cached chroot
                 ["--bind", str(self.workdir), f"{r}{chroot.WORK_MOUNT}"]]
 
-    def _argv(self, argv: list[str]) -> list[str]:
+    def _argv(self, argv: list[str], user: int | None = None) -> list[str]:
         assert self.ns is not None
+        if user is not None:  # coreutils' chroot switches uid:gid after entering the root (/ on the host)
+            return self.ns.enter() + ["chroot", f"--userspec={user}:{user}", f"--groups={user}", str(self.root)] + argv
         return self.ns.enter() + (["chroot", str(self.root)] if self.in_chroot else []) + argv
 
     def _env(self) -> dict[str, str]:
@@ -210,17 +240,35 @@ class SlurmCluster:
             raise SlurmBootError(f"cannot tell the Slurm version from `slurmctld -V`: {out.stdout}{out.stderr}")
         return m.group(1)
 
+    def _open_database(self) -> None:
+        """This cluster's database: on the shared MariaDB, or on a private one started now."""
+        server = self._shared_db
+        if server is None:
+            self._own_db = server = mariadb.MariaDB(self.workdir / "mariadb")
+            server.start()
+        self.database = server.new_database()
+
     def _write_configs(self) -> None:
         node_count = overlay.count_nodes((self.config_dir / "slurm.conf").read_text())
-        base = free_port_block(node_count + 1)
+        base = free_port_block(node_count + 2)  # slurmctld, slurmdbd, then one per slurmd
         layout = overlay.Layout(work=self.work, host=socket.gethostname().split(".")[0],
-                                ctld_port=base, node_port_base=base + 1,
-                                legacy=_version_tuple(self.version) < (23, 2))
-        result = overlay.apply(self.config_dir, self.workdir, layout)
+                                ctld_port=base, node_port_base=base + 2,
+                                legacy=_version_tuple(self.version) < (23, 2),
+                                dbd_port=base + 1 if self.accounting else 0)
+        result = overlay.apply(self.config_dir, self.workdir, layout, self.database)
         self.overlay_result = result
         self.nodes_started = result.nodes
         for node in result.nodes:
             (self.workdir / "spool" / node).mkdir()
+        # readable by another uid (`run(user=...)`), except slurmdbd.conf (0600, the password)
+        etc = self.workdir / "etc"
+        for path in [etc, *etc.rglob("*")]:
+            if path.is_dir():
+                path.chmod(0o755)
+            elif path.is_file() and path.name != "slurmdbd.conf":
+                path.chmod(path.stat().st_mode | 0o444)
+        if self.accounting and not result.cluster_name:
+            raise SlurmBootError("accounting needs ClusterName in slurm.conf (the cluster slurmdbd records)")
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         out = open(self.workdir / "log" / f"{name.replace(':', '.')}.stdout", "wb")
@@ -264,13 +312,36 @@ class SlurmCluster:
 
     def _log_of(self, daemon: str) -> Path:
         """The daemon's log file, or its captured stdout if it died before opening that."""
-        logs = {"slurmctld": "slurmctld.log", "munged": "../munge/munged.log"}
+        logs = {"slurmctld": "slurmctld.log", "slurmdbd": "slurmdbd.log", "munged": "../munge/munged.log"}
         if daemon.startswith("slurmd:"):
             logs[daemon] = f"slurmd.{daemon.split(':', 1)[1]}.log"
         path = self.workdir / "log" / logs[daemon]
         if path.exists() and path.stat().st_size:
             return path
         return self.workdir / "log" / f"{daemon.replace(':', '.')}.stdout"
+
+    def _start_slurmdbd(self) -> None:
+        """slurmdbd, then the cluster registered in it before slurmctld starts.
+
+        slurmctld registers an unknown cluster itself when it first connects (22.05, 24.11 and
+        26.05 all do, creating the same `root` account and root user association), but 22.05's
+        slurmdbd then pushes the new associations to a controller that is not listening yet and
+        logs "error: update cluster: Connection refused". With the cluster added first, slurmctld
+        finds its cluster and associations on its first connection, on every version.
+        """
+        self._spawn("slurmdbd", ["slurmdbd", "-D"])  # -D: foreground, so we own the PID
+        last: list[subprocess.CompletedProcess] = []
+
+        def listed() -> bool:
+            last[:] = [self.run("sacctmgr", "-n", "-P", "list", "cluster", "format=cluster", check=False, timeout=10)]
+            return last[0].returncode == 0
+
+        if not self._until(listed, 30, "slurmdbd"):
+            raise SlurmBootError(f"slurmdbd (Slurm {self.version}, suite {self.suite}) does not answer "
+                                 f"`sacctmgr list cluster`:\n{last[0].stderr}\n"
+                                 f"last lines of {self._log_of('slurmdbd')}:\n{_tail(self._log_of('slurmdbd'))}")
+        if self.cluster_name not in last[0].stdout.split():
+            self.sacctmgr("add", "cluster", self.cluster_name)
 
     def _start_slurmctld(self) -> None:
         # -D: foreground, so we own the PID; -i: ignore unreadable state files
@@ -315,6 +386,7 @@ class SlurmCluster:
             if self.ns is not None:
                 self.swept = self.ns.sweep()
                 self.ns = None
+            self._close_database()
             self._lap("teardown", t)
             if self._own_workdir and self.workdir and not keep_workdir and not os.environ.get("ORCHGEN_SLURM_KEEP"):
                 shutil.rmtree(self.workdir, ignore_errors=True)
@@ -329,10 +401,17 @@ class SlurmCluster:
         slurmds = [p for n, p in self._daemons.items() if n.startswith("slurmd:")]
         procs.wait_gone([p.pid for p in slurmds], 10)
         for name, proc in self._daemons.items():
-            if name != "munged":
+            if name not in ("munged", "slurmdbd"):
                 procs.stop(proc, timeout_s=0 if name.startswith("slurmd:") else 10)
-        if "munged" in self._daemons:
-            procs.stop(self._daemons["munged"], timeout_s=0)
+        # slurmdbd after slurmctld (which sends it its last records), munged after both
+        for name in ("slurmdbd", "munged"):
+            if name in self._daemons:
+                procs.stop(self._daemons[name], timeout_s=0)
+
+    def _close_database(self) -> None:
+        if self._own_db is not None:
+            self._own_db.stop()
+            self._own_db = None
 
     def _wait_quiet(self, timeout_s: float) -> None:
         """Wait until no job is left (not even COMPLETING) and no slurmstepd runs.
@@ -360,9 +439,15 @@ class SlurmCluster:
 
     # ------------------------------------------------------------------ client commands
 
-    def run(self, *argv: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
-        """Run a Slurm client command (inside the chroot for newer suites) with SLURM_CONF set."""
-        result = subprocess.run(self._argv(list(argv)), capture_output=True, text=True, env=self._env(),
+    def run(self, *argv: str, timeout: float = 60, check: bool = True,
+            user: int | None = None) -> subprocess.CompletedProcess:
+        """Run a Slurm client command (inside the chroot for newer suites) with SLURM_CONF set.
+
+        `user`: a uid to run it as (its gid the same number, e.g. 65534, nobody:nogroup), for
+        what a user other than root may do. Needs the default work dir (under /tmp) or one whose
+        parents that uid can traverse.
+        """
+        result = subprocess.run(self._argv(list(argv), user), capture_output=True, text=True, env=self._env(),
                                 timeout=timeout, stdin=subprocess.DEVNULL)
         if check and result.returncode != 0:
             raise SlurmCommandError(self._command_report(argv, result), result)
@@ -378,18 +463,20 @@ class SlurmCluster:
         return (self.workdir / "log" / "slurmctld.log").read_text(errors="replace")
 
     def problems(self) -> list[str]:
-        """WARNING/error/fatal lines of slurmctld and the slurmds, minus HARMLESS, each once.
+        """WARNING/error/fatal lines of slurmctld, slurmdbd and the slurmds, minus HARMLESS, each once.
 
-        Each entry is "slurmctld: <message>", "slurmd <node>: <message>", or, for a message that
-        several slurmds logged alike, "slurmd on <n> nodes: <message>".
+        Each entry is "slurmctld: <message>", "slurmdbd: <message>", "slurmd <node>: <message>",
+        or, for a message that several slurmds logged alike, "slurmd on <n> nodes: <message>".
         """
-        harmless = HARMLESS + (WITHOUT_SLURMDBD if self.overlay_result.dropped_slurmdbd else [])
+        harmless = HARMLESS + (WITHOUT_SLURMDBD if self.overlay_result.dropped_slurmdbd else []) \
+            + (WITHOUT_TASK_CGROUP if self.overlay_result.dropped_task_cgroup else [])
         ctld = self._problem_lines(self.workdir / "log" / "slurmctld.log", harmless)
+        dbd = self._problem_lines(self.workdir / "log" / "slurmdbd.log", harmless + WITH_SLURMDBD)
         by_message: dict[str, list[str]] = {}  # slurmd message -> nodes that logged it, in order
         for node in self.nodes_started:
             for message in self._problem_lines(self.workdir / "log" / f"slurmd.{node}.log", harmless):
                 by_message.setdefault(message, []).append(node)
-        found = [f"slurmctld: {m}" for m in ctld]
+        found = [f"slurmctld: {m}" for m in ctld] + [f"slurmdbd: {m}" for m in dbd]
         for message, nodes in by_message.items():
             who = f"slurmd {nodes[0]}" if len(nodes) == 1 else f"slurmd on {len(nodes)} nodes"
             found.append(f"{who}: {message}")
@@ -434,36 +521,158 @@ class SlurmCluster:
             raise SlurmCommandError(self._command_report(("srun", *srun_args), result), result)
         return result
 
+    def submit(self, script: str, *sbatch_args: str, user: int | None = None) -> str:
+        """`sbatch ARGS script` (output in the work dir's jobs/); returns the job id at once.
+
+        Raises SlurmCommandError (its `.result` holds sbatch's stderr) if the submission is refused.
+        """
+        n = next(self._jobs)
+        if not script.startswith("#!"):
+            script = "#!/bin/sh\n" + script
+        path = self.workdir / "jobs" / f"job{n}.sh"
+        path.write_text(script)
+        path.chmod(0o755)  # readable by `user`, too
+        jobs = f"{self.work}/jobs"
+        argv = ("sbatch", "--parsable", f"--chdir={jobs}", f"--output={jobs}/job{n}.out", *sbatch_args,
+                f"{jobs}/job{n}.sh")
+        self._outputs[n] = self.workdir / "jobs" / f"job{n}.out"
+        job_id = self.run(*argv, user=user).stdout.strip().split(";")[0]
+        self._job_numbers[job_id] = n
+        return job_id
+
     def batch_wait(self, script: str, *sbatch_args: str, timeout: float = 60) -> str:
         """Submit `script` with `sbatch ARGS`, wait for it to end, return its output file's text.
 
         Like `sbatch --wait`, but polls every 0.1 s: sbatch's own --wait polls with growing sleeps
         and costs ~10 s per job. Raises SlurmCommandError unless the job COMPLETED with exit 0.
+        The job's id is `last_job_id` afterwards.
         """
-        n = next(self._jobs)
-        if not script.startswith("#!"):
-            script = "#!/bin/sh\n" + script
-        (self.workdir / "jobs" / f"job{n}.sh").write_text(script)
-        jobs = f"{self.work}/jobs"
-        argv = ("sbatch", "--parsable", f"--chdir={jobs}", f"--output={jobs}/job{n}.out", *sbatch_args,
-                f"{jobs}/job{n}.sh")
-        job_id = self.run(*argv).stdout.strip().split(";")[0]
-        record = self._wait_job(job_id, timeout)
-        output = self.workdir / "jobs" / f"job{n}.out"
+        job_id = self.last_job_id = self.submit(script, *sbatch_args)
+        record = self.wait_job(job_id, timeout)
+        output = self._outputs[self._job_numbers[job_id]]
         text = output.read_text(errors="replace") if output.exists() else ""
         if record.get("JobState") != "COMPLETED" or record.get("ExitCode") != "0:0":
             state = f"{record.get('JobState', 'still running')} ExitCode={record.get('ExitCode')} Reason={record.get('Reason')}"
-            raise SlurmCommandError(f"batch job {job_id} ({' '.join(argv)}) ended {state}\njob output:\n{text}\n"
+            raise SlurmCommandError(f"batch job {job_id} (sbatch {' '.join(sbatch_args)}) ended {state}\n"
+                                    f"job output:\n{text}\n"
                                     f"last lines of slurmctld.log:\n{_tail(self.workdir / 'log/slurmctld.log', 20)}")
         return text
 
-    def _wait_job(self, job_id: str, timeout: float) -> dict[str, str]:
+    def wait_job(self, job_id: str, timeout: float = 60) -> dict[str, str]:
         """The job's `scontrol show job` record once it has ended ({} and cancelled on timeout)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = parse.records(self.run("scontrol", "-o", "show", "job", job_id).stdout)
-            if found and found[0].get("JobState") in _JOB_ENDED:
-                return found[0]
+            record = self.job_record(job_id)
+            if record.get("JobState") in _JOB_ENDED:
+                return record
             time.sleep(0.1)
         self.run("scancel", job_id, check=False)
         return {}
+
+    def job_record(self, job_id: str) -> dict[str, str]:
+        """`scontrol -o show job ID` as a dict ({} once the controller has forgotten the job)."""
+        found = parse.records(self.run("scontrol", "-o", "show", "job", job_id, check=False).stdout)
+        return found[0] if found else {}
+
+    def job_tres(self, job_id: str) -> dict[str, str]:
+        """The TRES the controller allocated to the job: {"cpu": "1", "mem": "4000M", "node": "1",
+        "billing": "32", "gres/gpu": "2"}; empty while it is pending. scontrol prints them as
+        `TRES=` on 22.05 and as `AllocTRES=` (beside `ReqTRES=`) from 23.x on."""
+        record = self.job_record(job_id)
+        return parse.tres(record.get("AllocTRES", record.get("TRES", "")))
+
+    def billing(self, job_id: str) -> float:
+        """The billing TRES the controller computed for the job (TRESBillingWeights applied)."""
+        tres = self.job_tres(job_id)
+        if "billing" not in tres:
+            raise SlurmCommandError(f"job {job_id} has no billing TRES yet: {self.job_record(job_id)}")
+        return float(tres["billing"])
+
+    def wait_for(self, probe, timeout: float = 30, what: str = "condition"):
+        """Poll `probe()` every 0.1 s until it returns something truthy, and return that.
+
+        For what the daemons do asynchronously: slurmdbd pushes sacctmgr's changes to slurmctld,
+        and slurmctld sends job records to slurmdbd, each a moment later.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            value = probe()
+            if value or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if not value:
+            raise SlurmCommandError(f"timed out after {timeout} s waiting for {what} (Slurm {self.version}, "
+                                    f"suite {self.suite})\nproblems: {self.problems()}")
+        return value
+
+    # ------------------------------------------------------------------ accounting (accounting=True)
+
+    def _need_accounting(self) -> None:
+        if not self.accounting:
+            raise RuntimeError("this cluster runs without slurmdbd: boot it with SlurmCluster(..., accounting=True)")
+
+    def sacctmgr(self, *args: str, user: int | None = None) -> str:
+        """`sacctmgr -i ARGS` (no confirmation prompt); returns stdout, raises on failure."""
+        self._need_accounting()
+        return self.run("sacctmgr", "-i", *args, user=user).stdout
+
+    def add_accounts(self, shares: dict[str, int], users: tuple[str, ...] = ("root",),
+                     parent: str = "root", wait_s: float = 30) -> None:
+        """Accounts with their fair-share shares under `parent`, `users` in each; waits until
+        slurmctld (sshare) knows them all, so the next job can use them.
+
+            c.add_accounts({"nlp": 3, "vision": 1})   # root may then submit with -A nlp or -A vision
+        """
+        for account, share in shares.items():
+            self.sacctmgr("add", "account", account, f"cluster={self.cluster_name}", f"parent={parent}",
+                          f"fairshare={share}")
+        for user in users:
+            self.sacctmgr("add", "user", user, f"account={','.join(shares)}", f"cluster={self.cluster_name}")
+        want = {(a, u) for a in shares for u in users} | {(a, "") for a in shares}
+        self.wait_for(lambda: want <= {(r["account"], r["user"]) for r in self.sshare()}, wait_s,
+                      f"slurmctld to learn accounts {sorted(shares)} with users {list(users)}")
+
+    def associations(self, *where: str) -> list[dict[str, str]]:
+        """`sacctmgr list associations [WHERE...]`, one dict per association, keyed by sacctmgr's
+        column names: Cluster, Account, User, Partition, Share, ParentName, QOS, Def QOS, GrpTRES, MaxTRES."""
+        self._need_accounting()
+        out = self.run("sacctmgr", "-P", "list", "associations", *where,
+                       "format=Cluster,Account,User,Partition,Share,ParentName,QOS,DefaultQOS,GrpTRES,MaxTRES").stdout
+        return parse.table(out)
+
+    def sshare(self, *args: str) -> list[dict]:
+        """`sshare -a -l -P [ARGS]` as slurmctld computes it, one dict per association, in tree order:
+        account, user ("" for an account's own row), parent, level, raw_shares, norm_shares,
+        raw_usage, norm_usage, effective_usage, fairshare, level_fs (numbers as int/float; None
+        where sshare prints nothing), raw (the row as printed)."""
+        self._need_accounting()
+        return parse.sshare(self.run("sshare", "-a", "-l", "-P", *args).stdout)
+
+    def shares(self) -> dict[str, dict]:
+        """sshare's account rows by account name (the `root` account included)."""
+        return {r["account"]: r for r in self.sshare() if not r["user"]}
+
+    def sacct(self, *args: str, fields: str = "JobID,JobName,Account,User,Partition,State,ExitCode,AllocTRES,"
+                                               "ReqTRES,Elapsed") -> list[dict[str, str]]:
+        """`sacct -a -P -o FIELDS [ARGS]` (what slurmdbd recorded), one dict per job or step, keyed by
+        sacct's column names. E.g. c.sacct("-j", job_id, "-X") for the job's own allocation row.
+
+        Unless ARGS give a start time, every job since 2000 is listed: sacct's own default (since
+        midnight) would lose a test's early jobs when it runs across midnight.
+        """
+        self._need_accounting()
+        if not any(a.startswith(("-S", "--starttime")) for a in args):
+            args = ("--starttime=2000-01-01", *args)
+        return parse.table(self.run("sacct", "-a", "-P", "-o", fields, *args).stdout)
+
+    def sacct_job(self, job_id: str, wait_s: float = 30, ended: bool = True) -> dict:
+        """The job's allocation row in slurmdbd (`sacct -X -j ID`), waiting until it is there (and,
+        with `ended`, until slurmdbd has its end too); AllocTRES parsed into `alloc_tres`."""
+        def probe():
+            rows = self.sacct("-X", "-j", job_id)
+            if rows and (not ended or rows[0]["State"].split()[0] in _JOB_ENDED):
+                return rows[0]
+            return None
+        row = dict(self.wait_for(probe, wait_s, f"slurmdbd's record of job {job_id}"))
+        row["alloc_tres"] = parse.tres(row.get("AllocTRES", ""))
+        return row

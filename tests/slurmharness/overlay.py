@@ -10,12 +10,32 @@ slurm.conf
     with MULTIPLE_SLURMD, so one slurmd per node runs on this one host), and SlurmdParameters
     gets `config_overrides`, so slurmd reports the configured CPUs/RealMemory/Gres rather than
     this machine's. Everything else (partitions, GRES, topology, priority, scheduler) is kept.
-    Accounting (`AccountingStorage*`, `JobAcctGather*`, `AcctGather*`, `JobComp*`) is dropped:
-    there is no slurmdbd here, and `AccountingStorageTRES=gres/gpu` without one is fatal. For the
-    same reason, when the input used slurmdbd, `GRES/...` items leave TRESBillingWeights and
-    PriorityWeightTRES (fatal to parse without that TRES); their CPU/Mem weights stay.
     ProctrackType/TaskPlugin become proctrack/linuxproc (+ task/none on 22.05; later versions
     have no task/none, so TaskPlugin is left unset): cgroup writes fail in this sandbox.
+    `AcctGather*` (energy, profile, interconnect plugins: hardware) and `JobComp*` (a job
+    completion store elsewhere) are dropped; `JobCompType=jobcomp/none`.
+    Accounting depends on the cluster (`SlurmCluster(accounting=...)`):
+    * without (the default): `AccountingStorage*` and `JobAcctGather*` are dropped, as there is
+      no slurmdbd, and `AccountingStorageTRES=gres/gpu` without one is fatal
+      (`accounting_storage/none`, `jobacct_gather/none`). For the same reason, when the input
+      used slurmdbd, `GRES/...` items leave TRESBillingWeights and PriorityWeightTRES (fatal to
+      parse without that TRES); their CPU/Mem weights stay.
+    * with (`Layout.dbd_port`): only where slurmdbd is changes: `AccountingStorageType=
+      accounting_storage/slurmdbd`, `AccountingStorageHost=<hostname -s>`,
+      `AccountingStoragePort=<slurmdbd's free port>`, and `AccountingStoragePass=<the private
+      munge socket>` (connections to slurmdbd authenticate through the socket this key names,
+      not AuthInfo's: without it sacctmgr looks for /run/munge/munge.socket.2 and fails, on
+      22.05, 24.11 and 26.05 alike);
+      `AccountingStorageBackupHost`, `...ExternalHost`, `...User`, `...Loc` are dropped.
+      `JobAcctGatherType` becomes `jobacct_gather/linux` (reads /proc; the cgroup one cannot
+      work here). AccountingStorageEnforce, AccountingStorageTRES, the other JobAcctGather*
+      keys, TRESBillingWeights and PriorityWeightTRES are kept as written.
+    Node lines keep their CoreSpecCount and MemSpecLimit: slurmctld still takes the specialised
+    cores and memory out of what jobs get (scontrol shows CoreSpecCount, CPUSpecList, MemSpecLimit,
+    CPUEfctv), but without task/cgroup nothing confines slurmd to them, which slurmd logs as an
+    error ("Resource spec: Limited MemSpecLimit support. Slurmd daemon not memory constrained");
+    the cluster treats that line as harmless only when the input had task/cgroup
+    (`Overlaid.dropped_task_cgroup`).
 gres.conf
     `File=/dev/...` becomes `<work>/dev/...`, each expanded name a symlink to /dev/null (slurmd
     insists on a character device). `AutoDetect=nvml|nvidia|rsmi|oneapi|nrt` becomes `off`, and
@@ -30,6 +50,21 @@ cgroup.conf
     Copied and parsed as is. From 23.x on, slurmd initialises the cgroup plugin even with
     proctrack/linuxproc and fails without /sys/fs/cgroup, so `CgroupPlugin=disabled` replaces
     any CgroupPlugin line there (the other keys are still parsed and checked).
+slurmdbd.conf (with accounting only; written from scratch when the config dir has none)
+    A header of loopback values: `DbdHost=<hostname -s>` (slurmdbd checks it against its own
+    host name), `DbdAddr=127.0.0.1`, `DbdPort=<free port>`, `SlurmUser=root`, `AuthType=
+    auth/munge` with `AuthInfo=socket=<the private munge socket>`, `StorageType=
+    accounting_storage/mysql` and `StorageHost=127.0.0.1`, `StoragePort`, `StorageUser`,
+    `StoragePass`, `StorageLoc` of the cluster's own database on the private MariaDB (a random
+    password made per cluster), `PidFile`/`LogFile` under the work dir, `DebugLevel=info`. The
+    input's values of those keys are dropped, as are `StorageParameters` (TLS files of the real
+    server), `DbdBackupHost`/`DbdBackupAddr`, `AuthAlt*`, `TLS*`, `PluginDir` and
+    `ArchiveScript`; `ArchiveDir` moves under the work dir. Every other key (Purge*, Archive*,
+    TrackWCKey, PrivateData, CommitDelay ...) is kept. The file is mode 0600: it holds the
+    password, and slurmdbd refuses one that others can read.
+Permissions (set by cluster.py, on the copies)
+    etc/ and its files become readable by all (except slurmdbd.conf), and the work dir and the
+    munge socket's dir traversable, so that `run(..., user=UID)` can act as a user other than root.
 """
 from __future__ import annotations
 
@@ -38,8 +73,12 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .hostlist import expand, split_top
+
+if TYPE_CHECKING:
+    from .mariadb import Database
 
 # slurm.conf keys (lower case) whose value only makes sense on the production machines
 _DROP = {
@@ -65,6 +104,12 @@ _DROP = {
     "slurmdparameters",
 }
 _DROP_PREFIXES = ("accountingstorage", "jobacctgather", "acctgather", "jobcomp")
+# With accounting on (Layout.dbd_port): the accounting keys that name where slurmdbd is, or that
+# need hardware or cgroups; every other AccountingStorage*/JobAcctGather* key is kept as written.
+_DROP_WITH_DBD = {"accountingstoragetype", "accountingstoragehost", "accountingstorageport",
+                  "accountingstoragebackuphost", "accountingstoragepass", "accountingstorageexternalhost",
+                  "accountingstorageuser", "accountingstorageloc", "jobacctgathertype"}
+_DROP_PREFIXES_WITH_DBD = ("acctgather", "jobcomp")
 _CGROUP_KEYS = {"proctracktype", "taskplugin"}
 _TRES_WEIGHT_KEYS = {"tresbillingweights", "priorityweighttres"}
 _AUTODETECT = {"nvml", "nvidia", "rsmi", "oneapi", "nrt"}
@@ -79,10 +124,15 @@ class Layout:
     ctld_port: int
     node_port_base: int
     legacy: bool  # Slurm < 23.02: has task/none, no CgroupPlugin=disabled
+    dbd_port: int = 0  # slurmdbd's port; 0: no accounting (the overlay drops it)
 
     @property
     def etc(self) -> str:
         return f"{self.work}/etc"
+
+    @property
+    def accounting(self) -> bool:
+        return self.dbd_port != 0
 
 
 @dataclass
@@ -102,6 +152,8 @@ class Overlaid:
     devices: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     dropped_slurmdbd: bool = False  # the input used slurmdbd accounting, which the overlay removed
+    cluster_name: str = ""  # slurm.conf's ClusterName (the cluster slurmdbd must know)
+    dropped_task_cgroup: bool = False  # the input confined tasks with task/cgroup, which the overlay removed
 
 
 def _key(token: str) -> str:
@@ -118,7 +170,9 @@ def _logical_lines(text: str) -> list[str]:
     return [s for s in (ln.split("#", 1)[0].strip() for ln in text.splitlines()) if s]
 
 
-def _dropped(key: str) -> bool:
+def _dropped(key: str, lay: Layout) -> bool:
+    if lay.accounting:
+        return key in _DROP or key in _DROP_WITH_DBD or key.startswith(_DROP_PREFIXES_WITH_DBD)
     return key in _DROP or key.startswith(_DROP_PREFIXES)
 
 
@@ -144,8 +198,8 @@ def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str
     extra_slurmd_params: list[str] = []
     body: list[str] = []
     lines = _logical_lines(text)
-    out.dropped_slurmdbd = any(_key(ln) == "accountingstoragetype" and "slurmdbd" in _value(ln.split()[0])
-                               for ln in lines)
+    used_slurmdbd = any(_key(ln) == "accountingstoragetype" and "slurmdbd" in _value(ln.split()[0]) for ln in lines)
+    out.dropped_slurmdbd = used_slurmdbd and not lay.accounting
     for line in lines:
         if out.dropped_slurmdbd:
             line = _drop_gres_weights(line, out)
@@ -153,10 +207,14 @@ def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str
         key = _key(tokens[0])
         if key == "slurmdparameters":
             extra_slurmd_params += [p for p in _value(tokens[0]).split(",") if p and p != "config_overrides"]
+        if key == "clustername":
+            out.cluster_name = _value(tokens[0]).lower()  # slurmctld lower-cases it too
         if key == "include":
             body.append(_rewrite_include(line, lay, etc_files, out))
             continue
-        if _dropped(key) or (key in _CGROUP_KEYS):
+        if key == "taskplugin" and "task/cgroup" in _value(tokens[0]).split(","):
+            out.dropped_task_cgroup = True
+        if _dropped(key, lay) or (key in _CGROUP_KEYS):
             continue
         if key == "nodename":
             names_expr = _value(tokens[0])
@@ -213,14 +271,24 @@ def _header(lay: Layout, extra_slurmd_params: list[str]) -> list[str]:
         f"SlurmctldPidFile={w}/run/slurmctld.pid", f"SlurmdPidFile={w}/run/slurmd.%n.pid",
         f"SlurmctldLogFile={w}/log/slurmctld.log", f"SlurmdLogFile={w}/log/slurmd.%n.log",
         "SlurmctldDebug=info", "SlurmdDebug=info", "MailProg=/bin/true", "MpiDefault=none",
-        "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none",
-        "JobCompType=jobcomp/none",
+        *_accounting_header(lay), "JobCompType=jobcomp/none",
         "SlurmdParameters=" + ",".join(["config_overrides", *extra_slurmd_params]),
         "ProctrackType=proctrack/linuxproc",
     ]
     if lay.legacy:
         lines.append("TaskPlugin=task/none")  # 23.02+ has no task/none: TaskPlugin stays unset
     return lines + ["# --- end of overlay ---"]
+
+
+def _accounting_header(lay: Layout) -> list[str]:
+    if not lay.accounting:
+        return ["AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none"]
+    # jobacct_gather/linux reads /proc; the cgroup one cannot work without cgroup writes here
+    # AccountingStoragePass names the munge socket for connections to slurmdbd: AuthInfo's socket is
+    # not used for those (22.05's sacctmgr and slurmctld then try /run/munge/munge.socket.2)
+    return ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={lay.host}",
+            f"AccountingStoragePort={lay.dbd_port}", f"AccountingStoragePass={lay.work}/munge/munge.sock",
+            "JobAcctGatherType=jobacct_gather/linux"]
 
 
 def _rewrite_include(line: str, lay: Layout, etc_files: set[str], out: Overlaid) -> str:
@@ -329,11 +397,50 @@ def rewrite_cgroup_conf(text: str | None, lay: Layout) -> str | None:
     return "\n".join(["CgroupPlugin=disabled", *kept]) + "\n"
 
 
+# ---------------------------------------------------------------- slurmdbd.conf
+
+# slurmdbd.conf keys (lower case) replaced by loopback values: where slurmdbd and its database
+# are, who it runs as, how it authenticates, its files. Every other key (Purge*, Archive*,
+# TrackWCKey, PrivateData, CommitDelay, DebugFlags ...) is kept as written.
+_DBD_DROP = {
+    "dbdhost", "dbdaddr", "dbdport", "dbdbackuphost", "dbdbackupaddr", "slurmuser",
+    "authtype", "authinfo", "authalttypes", "authaltparameters", "tlstype", "tlsparameters",
+    "storagetype", "storagehost", "storagebackuphost", "storageport", "storageuser", "storagepass",
+    "storageloc", "storageparameters",  # StorageParameters names the TLS files of the real server
+    "pidfile", "logfile", "debuglevel", "debuglevelsyslog", "plugindir",
+    "archivedir", "archivescript",  # a path on the real machine, a program to run there
+}
+
+
+def rewrite_slurmdbd_conf(text: str | None, lay: Layout, db: "Database") -> str:
+    """slurmdbd.conf for loopback: the input's (if the config dir has one) or a minimal one."""
+    w = lay.work
+    header = [
+        "# --- loopback overlay (tests/slurmharness); the input's slurmdbd.conf follows, if any ---",
+        f"DbdHost={lay.host}", "DbdAddr=127.0.0.1", f"DbdPort={lay.dbd_port}", "SlurmUser=root",
+        "AuthType=auth/munge", f"AuthInfo=socket={w}/munge/munge.sock",
+        "StorageType=accounting_storage/mysql", f"StorageHost={db.host}", f"StoragePort={db.port}",
+        f"StorageUser={db.user}", f"StoragePass={db.password}", f"StorageLoc={db.name}",
+        f"PidFile={w}/run/slurmdbd.pid", f"LogFile={w}/log/slurmdbd.log", "DebugLevel=info",
+    ]
+    body = []
+    for line in _logical_lines(text or ""):
+        key = _key(line.split()[0])
+        if key in ("archivedir",):
+            body.append(f"ArchiveDir={w}/archive")
+        elif key not in _DBD_DROP:
+            body.append(line)
+    return "\n".join(header + ["# --- end of overlay ---"] + body) + "\n"
+
+
 # ---------------------------------------------------------------- the whole dir
 
 
-def apply(src: Path, host_work: Path, lay: Layout) -> Overlaid:
-    """Copy `src` to `<host_work>/etc`, rewrite it for `lay`, create the fake devices."""
+def apply(src: Path, host_work: Path, lay: Layout, db: "Database | None" = None) -> Overlaid:
+    """Copy `src` to `<host_work>/etc`, rewrite it for `lay`, create the fake devices.
+
+    With accounting (`lay.dbd_port` and the database `db`), also write etc/slurmdbd.conf.
+    """
     if not (src / "slurm.conf").is_file():
         raise FileNotFoundError(f"{src}/slurm.conf not found")
     etc = host_work / "etc"
@@ -347,6 +454,16 @@ def apply(src: Path, host_work: Path, lay: Layout) -> Overlaid:
     cgroup = rewrite_cgroup_conf(cg_path.read_text() if cg_path.is_file() else None, lay)
     if cgroup is not None:
         cg_path.write_text(cgroup)
+    if lay.accounting:
+        assert db is not None, "accounting needs a database"
+        dbd_path = etc / "slurmdbd.conf"
+        dbd = rewrite_slurmdbd_conf(dbd_path.read_text() if dbd_path.is_file() else None, lay, db)
+        dbd_path.unlink(missing_ok=True)
+        # it holds the database password; slurmdbd also refuses a file others can read
+        fd = os.open(dbd_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(dbd)
+        (host_work / "archive").mkdir(exist_ok=True)
     (host_work / "dev").mkdir(exist_ok=True)
     for name in sorted(out.devices):
         os.symlink("/dev/null", host_work / "dev" / name)

@@ -1,4 +1,6 @@
-"""Parsers for the one-line-per-record output of `scontrol -o show ...` and `scontrol show topology`."""
+"""Parsers for what Slurm's client commands print: `scontrol -o show ...` and `scontrol show
+topology` (Key=Value records), and the `-P` (parsable, `|`-separated) tables of sacctmgr, sshare
+and sacct, plus TRES strings (`cpu=2,mem=1G,billing=64,gres/gpu=2`)."""
 from __future__ import annotations
 
 import re
@@ -82,3 +84,65 @@ def blocks(text: str) -> dict[str, dict]:
             "aggregated": "AggregatedBlock" in rec,
         }
     return result
+
+
+# ---------------------------------------------------------------- -P tables and TRES
+
+
+def table(text: str) -> list[dict[str, str]]:
+    """A `-P` table with its header line (sacctmgr -P, sshare -P, sacct -P) -> one dict per row."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return []
+    header = lines[0].split("|")
+    return [dict(zip(header, ln.split("|"))) for ln in lines[1:]]
+
+
+def tres(text: str) -> dict[str, str]:
+    """`cpu=2,mem=1G,node=1,billing=64,gres/gpu=2` -> {"cpu": "2", ..., "gres/gpu": "2"}."""
+    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+
+
+def _number(value: str) -> int | float | None:
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return None
+
+
+_SSHARE_NUMBERS = {"RawShares": "raw_shares", "NormShares": "norm_shares", "RawUsage": "raw_usage",
+                   "NormUsage": "norm_usage", "EffectvUsage": "effective_usage", "FairShare": "fairshare",
+                   "LevelFS": "level_fs"}
+
+
+def sshare(text: str) -> list[dict]:
+    """`sshare -a -l -P` -> one dict per association, in tree order.
+
+    sshare indents the Account column by tree depth (one space per level, in -P output too):
+    `root` (level 0), ` nlp` (an account under root), `  nlp|alice` (a user of nlp). Each row gets
+    account, user ("" for an account's own row), level, parent (the enclosing account; for a
+    user row, its account), the numeric columns as int/float (None where empty; LevelFS may be
+    inf), and raw, the row as printed.
+    """
+    rows: list[dict] = []
+    accounts_at: dict[int, str] = {}  # level -> the account row last seen at that level
+    for rec in table(text):
+        printed = rec.get("Account", "")
+        level = len(printed) - len(printed.lstrip(" "))
+        account, user = printed.strip(), rec.get("User", "").strip()
+        if user:
+            parent = account
+        else:
+            accounts_at[level] = account
+            parent = accounts_at.get(level - 1, "") if level else ""
+        row = {"account": account, "user": user, "level": level, "parent": parent}
+        row |= {key: _number(rec.get(column, "")) for column, key in _SSHARE_NUMBERS.items()}
+        row["raw"] = rec
+        rows.append(row)
+    return rows

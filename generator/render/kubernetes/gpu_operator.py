@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...decide.plan import Plan
+from ...decide.plan import Plan, PoolSlice
 from ...spec.fabric import LABEL_PLANE
+from ...spec.hardware import MigLayout
+from ...yamlio import dump_yaml
 
 RDMA_FABRICS = ("infiniband", "roce")
 
@@ -89,6 +91,37 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(digits) or (0,)
 
 
+# MIG: the node label the MIG manager applies a configuration from (GPU Operator docs, "GPU Operator
+# with MIG"), the ConfigMap of ours it reads them from, and the configuration every other node keeps.
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_CONFIG_MAP = "orchgen-mig-parted-config"
+MIG_DISABLED = "all-disabled"
+
+
+def kube_managed_slices(plan: Plan) -> list[PoolSlice]:
+    """Pool slices whose nodes Kubernetes runs: its own plane's, and Slurm's when an operator runs it."""
+    out = list(plan.kube_plane.slices) if plan.kube_plane else []
+    slurm = plan.slurm_plane
+    if slurm is not None and slurm.host == "kubernetes":
+        out += list(slurm.slices)
+    return out
+
+
+def mig_layouts(plan: Plan) -> dict[str, MigLayout]:
+    """pool -> its MIG layout, for the pools on Kubernetes-run nodes that have one."""
+    return {s.pool: s.hardware.mig for s in kube_managed_slices(plan) if s.gpu_type and s.hardware.mig}
+
+
+def mig_parted_config(plan: Plan) -> dict[str, Any]:
+    """mig-parted's configuration file (version v1, `mig-configs`): `all-disabled` and one
+    `all-<profile>-x<n>` per layout in the plan, every GPU of the node cut alike."""
+    configs: dict[str, Any] = {MIG_DISABLED: [{"devices": "all", "mig-enabled": False}]}
+    for layout in mig_layouts(plan).values():
+        configs[layout.config_name] = [{"devices": "all", "mig-enabled": True,
+                                        "mig-devices": {layout.profile: layout.per_gpu}}]
+    return {"version": "v1", "mig-configs": configs}
+
+
 def gpudirect_rdma(plan: Plan) -> bool:
     """The operator owns the driver and the plan sets up an RDMA fabric for Kubernetes jobs."""
     net = plan.platform.network
@@ -135,12 +168,22 @@ def _driver(plan: Plan) -> dict[str, Any]:
 
 def values(plan: Plan) -> dict[str, Any]:
     keys = profile(plan)
+    migs = mig_layouts(plan)
     values: dict[str, Any] = {
         "driver": _driver(plan),
-        "mig": {"strategy": "single"},
+        # mixed with MIG: the device plugin advertises each instance as nvidia.com/mig-<profile>,
+        # which quotas count and pods ask for, beside the nvidia.com/gpu of pools without MIG
+        # (k8s-device-plugin's MIG strategies; `single` would call the instances nvidia.com/gpu).
+        "mig": {"strategy": "mixed" if migs else "single"},
         # The ServiceMonitor is created only where the Prometheus Operator's CRD exists.
         "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
     }
+    if migs:
+        # The MIG manager applies the layout named by each node's nvidia.com/mig.config label
+        # (node-labels.sh sets it) from this ConfigMap; mig-parted's default layouts put each
+        # profile's maximum on a GPU (all-1g.10gb: 7), not a per_gpu below it.
+        values["migManager"] = {"config": {"create": True, "name": MIG_CONFIG_MAP, "default": MIG_DISABLED,
+                                           "data": {"config.yaml": dump_yaml(mig_parted_config(plan)).decode()}}}
     toolkit: dict[str, Any] = {}
     env: list[dict[str, str]] = []
     if "k3s" in keys:
@@ -184,6 +227,7 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
     if plan.platform.provider != "gke" or "gpu-operator" not in plan.charts:
         return []
     from .common import meta
+    from .tenancy import NO_PRUNE
 
     ns = plan.charts["gpu-operator"].namespace
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta(GKE_QUOTA["name"], ns),
@@ -193,6 +237,5 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
                            "values": list(GKE_QUOTA["priority_classes"])}]}}}
     # The namespace is declared here so that the quota exists before the release's pods (Pulumi
     # creates manifest Namespaces first and the release waits for them). It is the release's home:
-    # never pruned with the manifests.
-    keep = {"argocd.argoproj.io/sync-options": "Prune=false", "kustomize.toolkit.fluxcd.io/prune": "disabled"}
-    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, annotations=keep)}, quota]
+    # never pruned with the manifests (tenancy.NO_PRUNE; Pulumi retains every manifest Namespace).
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, annotations=dict(NO_PRUNE))}, quota]

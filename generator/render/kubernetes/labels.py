@@ -8,9 +8,10 @@ script stays a few hundred kilobytes. Idempotent: --overwrite, and re-running ch
 
 Off bare metal the plan's node names are invented (the plan counts nodes; the provider names them):
 the script names no node. It checks that the provisioner's labels select as many nodes as the plan
-has (`expect_nodes`) and, in a hybrid, gives each pool's nodes their plane by label selector:
-`label -l` for a pool one plane owns, `assign_plane` (so many nodes to Slurm, the rest to
-Kubernetes, nodes already on Slurm first) for a pool both planes share.
+has (`expect_nodes`), gives a MIG pool's nodes nvidia.com/mig.config by label selector and, in a
+hybrid, gives each pool's nodes their plane by label selector: `label -l` for a pool one plane
+owns, `assign_plane` (so many nodes to Slurm, the rest to Kubernetes, nodes already on Slurm
+first) for a pool both planes share.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from itertools import groupby
 from ...spec import fabric
 from ...decide.plan import Plan
 from .common import SLURM_TAINT
+from .gpu_operator import MIG_CONFIG_LABEL, mig_layouts
 
 BATCH = 256  # node names per kubectl call: short command lines, few API round trips
 
@@ -74,18 +76,25 @@ def _node_labels(plan: Plan, node: str) -> dict[str, str]:
 
 
 def _labelled_nodes(plan: Plan) -> list[tuple[str, dict[str, str]]]:
-    """(node, labels) for every Kubernetes node this plan knows, in fabric order (bare metal)."""
+    """(node, labels) for every Kubernetes node this plan knows, in fabric order (bare metal). Nodes of
+    a MIG pool also get the GPU Operator's nvidia.com/mig.config: the MIG manager cuts their GPUs as it says."""
     kube, slurm = plan.kube_plane, plan.slurm_plane
+    migs = mig_layouts(plan)
     out: list[tuple[str, dict[str, str]]] = []
+
+    def with_mig(labels: dict[str, str]) -> dict[str, str]:
+        layout = migs.get(labels.get(fabric.LABEL_POOL, ""))
+        return {**labels, MIG_CONFIG_LABEL: layout.config_name} if layout else labels
+
     if kube:
         for node in kube.nodes:
             labels = _node_labels(plan, node)
             if plan.hybrid:
                 labels[fabric.LABEL_PLANE] = "kubernetes"
-            out.append((node, labels))
+            out.append((node, with_mig(labels)))
     if plan.hybrid and slurm and slurm.host == "kubernetes":
         for node in slurm.nodes:
-            out.append((node, {**_node_labels(plan, node), fabric.LABEL_PLANE: "slurm"}))
+            out.append((node, with_mig({**_node_labels(plan, node), fabric.LABEL_PLANE: "slurm"})))
     return out
 
 
@@ -115,7 +124,7 @@ def render_script(plan: Plan) -> str:
     taints = plan.hybrid is not None and any(lb.get(fabric.LABEL_PLANE) == "slurm" for _, lb in pairs)
     used = {k for _, lb in pairs for k in lb}
     names = [n for n in (fabric.LABEL_POOL, fabric.LABEL_LEAF, fabric.LABEL_SPINE, fabric.LABEL_NVLINK,
-                         fabric.LABEL_PLANE) if n in used]
+                         fabric.LABEL_PLANE, MIG_CONFIG_LABEL) if n in used]
     out = [HEADER.format(taint_word=" and taint" if taints else "", name=plan.name, source=plan.source,
                          labels=", ".join(names))]
     untaint = taints and plan.slurm_plane is not None and plan.slurm_plane.host == "kubernetes"
@@ -193,7 +202,7 @@ def _cloud_pools(plan: Plan) -> list[tuple[str, int, int]]:
             counts.setdefault(s.pool, [0, 0])[0] += len(s.nodes)
     for s in kube.slices if kube else ():
         counts.setdefault(s.pool, [0, 0])[1] += len(s.nodes)
-    order = [p.pool for p in plan.fabric.leaves]
+    order = [p for leaf in plan.fabric.leaves for p in leaf.pools]  # a leaf may hold several pools
     return [(p, *counts[p]) for p in sorted(counts, key=order.index)]
 
 
@@ -203,20 +212,21 @@ def _cloud_script(plan: Plan) -> str:
                                plane=fabric.LABEL_PLANE,
                                plane_words=" and gives them their plane (and the Slurm nodes its taint)" if hybrid else "")]
     taint = f"{SLURM_TAINT['key']}={SLURM_TAINT['value']}:{SLURM_TAINT['effect']}"
+    migs = mig_layouts(plan)
     for pool, on_slurm, on_kube in _cloud_pools(plan):
         sel = shlex.quote(_selector_text(plan.platform.selectors[pool]))
         out.append(f"# pool {pool}: {on_slurm + on_kube} node(s)"
                    + (f", {on_slurm} for Slurm and {on_kube} for Kubernetes" if hybrid else ""))
         out.append(f"expect_nodes {sel} {on_slurm + on_kube}")
-        if not hybrid:
-            continue
-        if on_slurm and on_kube:
+        if hybrid and on_slurm and on_kube:
             out.append(f"assign_plane {sel} {on_slurm} {on_kube}")
-        elif on_slurm:
+        elif hybrid and on_slurm:
             out.append(f"label -l {sel} {fabric.LABEL_PLANE}=slurm")
             out.append(f"taint -l {sel} {taint}")
-        else:
+        elif hybrid:
             out.append(f"label -l {sel} {fabric.LABEL_PLANE}=kubernetes")
+        if pool in migs:  # the MIG manager cuts the pool's GPUs (on both planes) as this label says
+            out.append(f"label -l {sel} {shlex.quote(f'{MIG_CONFIG_LABEL}={migs[pool].config_name}')}")
     if plan.slurm_plane is not None and plan.slurm_plane.host == "kubernetes":
         out.append("\n# Slurm's topology on a cloud: which VM sits under which switch is the provider's to say;")
         out.append("# orchgen sets no per-node topology annotation or tier label here (see README.md).")
