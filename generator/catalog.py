@@ -28,6 +28,16 @@ CATALOG: dict[str, Chart] = {
               "cert-manager", True, "cert-manager"),
         Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.0",
               "gpu-operator", True, "gpu-operator"),
+        # Mellanox/network-operator v26.4.1: the chart's Chart.yaml is 26.4.1, published in NVIDIA's
+        # NGC Helm repository beside the GPU Operator (its README: `helm repo add nvidia
+        # https://helm.ngc.nvidia.com/nvidia`, namespace network-operator).
+        Chart("network-operator", "https://helm.ngc.nvidia.com/nvidia", "network-operator", "26.4.1",
+              "network-operator", True, "network-operator"),
+        # aws/eks-charts stable/aws-efa-k8s-device-plugin (Chart.yaml v0.5.30, image v0.5.20), installed
+        # into kube-system as the EKS user guide does (`helm install efa eks/aws-efa-k8s-device-plugin
+        # -n kube-system`). Its defaults are not in the reference data: the bundle sets no values.
+        Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin",
+              "v0.5.30", "kube-system", False, "aws-efa-k8s-device-plugin"),
         Chart("kueue", "oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2",
               "kueue-system", True, "kueue"),
         Chart("volcano", "https://volcano-sh.github.io/helm-charts", "volcano", "1.15.1",

@@ -144,13 +144,13 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
 
 @cli.command()
 @click.argument("bundle_dir", metavar="BUNDLE", type=click.Path(path_type=str))
-@click.option("--crds", type=click.Path(path_type=str), default=None,
-              help="directory of CRD YAMLs (searched recursively) to check custom resources against")
+@click.option("--crds", type=click.Path(path_type=str), multiple=True,
+              help="directory of CRD YAMLs (searched recursively) to check custom resources against; repeatable")
 @click.option("--chart-defaults", type=click.Path(path_type=str), default=None,
               help="directory with <component>/values.yaml of each chart, to check Helm values keys")
 @click.option("--against", "old_bundle", metavar="OLD_BUNDLE", type=click.Path(path_type=str), default=None,
               help="the bundle applied now: summarize the re-plan and check it as updates of OLD_BUNDLE's objects")
-def validate(bundle_dir: str, crds: str | None, chart_defaults: str | None, old_bundle: str | None) -> None:
+def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None, old_bundle: str | None) -> None:
     """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors."""
     from .validate.bundle_checks import chart_defaults_dir, load_crds, validate_bundle
 

@@ -35,6 +35,12 @@ def reference_dir() -> Path:
     return path
 
 
+def crd_paths() -> list[Path]:
+    """Every CRD the bundle's custom resources are checked against: the pinned upstream ones, and
+    tests/data/crds (a checked subset of a CRD the reference lacks, with its source noted)."""
+    return [reference_dir(), REPO / "tests" / "data" / "crds"]
+
+
 def tool(name: str) -> str:
     """Path of an executable on PATH (or next to the running Python), or skip."""
     import sys

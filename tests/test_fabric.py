@@ -158,6 +158,7 @@ def test_shorthand_is_unchanged():
 
 def test_spines_no_switch_joins_plan_with_a_warning(tmp_path):
     doc = fleet([A100, L40S], {**SHARED, "spines": [{"name": "s1", "leaves": ["rack1"]}, {"name": "s2", "leaves": ["rack2"]}]})
+    doc["fleet"]["slurm"] = {"controllers": ["head01"]}  # else the placeholder SlurmctldHost warns too (issue 10)
     plan = plan_of(write(tmp_path, doc))
     fabric_warnings = lambda p: [w for w in p.warnings if w.field.startswith("fleet.fabric")]  # noqa: E731
     (w,) = fabric_warnings(plan)  # (a fleet without fleet.slurm also gets the controllers' warning)
@@ -181,10 +182,10 @@ def _lines_of(path: Path, needle: str) -> int:
 BAD = [
     ("leaf names a node no pool has", {"leaves": [{"name": "rack1", "nodes": "a100-[1-2],l40s-[1-2]"},
                                                   {"name": "rack2", "nodes": "a100-[3-5],l40s-[3-4]"}]},
-     "name: rack2", "fleet.fabric.leaves[1]", r"leaf rack2 names node a100-5, which no pool has"),
+     "a100-[3-5],l40s-[3-4]", "fleet.fabric.leaves[1].nodes", r"leaf rack2 names node a100-5, which no pool has"),
     ("node in two leaves", {"leaves": [{"name": "rack1", "nodes": "a100-[1-2],l40s-[1-2]"},
                                        {"name": "rack2", "nodes": "a100-[2-4],l40s-[3-4]"}]},
-     "name: rack2", "fleet.fabric.leaves[1]", r"node a100-2 is in two leaves: rack1 and rack2"),
+     "a100-[2-4],l40s-[3-4]", "fleet.fabric.leaves[1].nodes", r"node a100-2 is in two leaves: rack1 and rack2"),
     ("pool node in no leaf", {"leaves": [{"name": "rack1", "nodes": "a100-[1-2],l40s-[1-2]"},
                                          {"name": "rack2", "nodes": "a100-[3-4],l40s-3"}]},
      "leaves:", "fleet.fabric.leaves", r"1 node of pool l40s \(l40s-4\) in no leaf"),
@@ -287,10 +288,14 @@ def test_artifacts_follow_a_shared_leaf(tmp_path):
     assert "SwitchName=rack1 Nodes=a100-[1-2]\n" in conf and "SwitchName=rack2 Nodes=a100-[3-4]\n" in conf
     assert "SwitchName=spine Switches=rack[1-2]" in conf
     hyper = {h["metadata"]["name"]: h["spec"] for h in volcano.topology(plan)}
-    assert [m["selector"]["exactMatch"]["name"] for m in hyper["rack1"]["members"]] == ["l40s-1", "l40s-2"]
+    # issue 15: by the leaf label, which node-labels.sh sets on exactly this plane's nodes of the leaf
+    # (and, in a hybrid, the plane label, as every selector there: node-labels.sh sets it)
+    match = {LABEL_LEAF: "rack1", **({"orchgen.io/plane": "kubernetes"} if plan.hybrid else {})}
+    assert hyper["rack1"]["members"] == [{"type": "Node", "selector": {"labelMatch": {"matchLabels": match}}}]
     assert hyper["spine"]["tier"] == 2
     script = files["kubernetes/node-labels.sh"].decode()
     assert "label l40s-1 l40s-2 orchgen.io/leaf=rack1" in script
+    assert "a100-" not in script  # the Slurm nodes of the shared leaf are no Kubernetes nodes
     assert [s.leaf for s in plan.shared_leaves] == ["rack1", "rack2"]
     data = json.loads(files["plan.json"])
     assert data["fabric"]["leaves"][0] == {"name": "rack1", "nodes": "a100-[1-2],l40s-[1-2]", "pools": ["a100", "l40s"],

@@ -17,6 +17,7 @@ The expected pod count is worked out here from the decision, not taken from the 
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -199,3 +200,111 @@ def test_single_node_workloads_have_no_gang_forced(pid):
                 assert "pod-group-name" not in tmpl.get("metadata", {}).get("annotations", {})
                 assert "kueue.x-k8s.io/podset-preferred-topology" not in tmpl.get("metadata", {}).get(
                     "annotations", {}) or expected_pods(w) > 1
+
+
+# ---- the fabric invariant (issue 15) -------------------------------------------------------------
+#
+# A tightly coupled workload whose pods span nodes, on a plane with an RDMA-capable fabric, gets the
+# fabric in every pod that carries its collectives (a training job's pods, a RayCluster's workers):
+# the network's device resource in requests and limits, IPC_LOCK, NCCL's interface variables and, on
+# InfiniBand/RoCE, the secondary network by Multus' annotation, whose NetworkAttachmentDefinition
+# exists in the pod's namespace. Single-node, service and Ray-head/submitter pods get none of it.
+# "RDMA-capable" is worked out here from the input: a generic (bare-metal or VM) InfiniBand/RoCE
+# fabric, or EKS (EFA). GKE, AKS and OKE are not configured by orchgen (a warning says so).
+
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
+
+
+def fabric_of(plan) -> str | None:
+    if plan.platform.provider == "eks":
+        return "vpc.amazonaws.com/efa"
+    if plan.platform.provider == "generic" and plan.fabric.kind in ("infiniband", "roce"):
+        return "rdma/rdma_shared_device_a"
+    return None
+
+
+def collective_templates(files, w) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(templates of pods that run the collectives, templates of the workload's other pods)."""
+    if w.workload_class == "ray":
+        rc = _raycluster(files, w)
+        (job,) = _main_objects(files, w)
+        return ([g["template"] for g in rc["spec"]["workerGroupSpecs"]],
+                [rc["spec"]["headGroupSpec"]["template"], *_pod_templates(job)])
+    return [t for o in _main_objects(files, w) for t in _pod_templates(o)], []
+
+
+def fabric_parts(tmpl: dict[str, Any], resource: str) -> dict[str, Any]:
+    containers = tmpl["spec"]["containers"]
+    return {
+        "requests": {c.get("resources", {}).get("requests", {}).get(resource) for c in containers},
+        "limits": {c.get("resources", {}).get("limits", {}).get(resource) for c in containers},
+        "ipc_lock": all("IPC_LOCK" in c.get("securityContext", {}).get("capabilities", {}).get("add", [])
+                        for c in containers),
+        "env": {e["name"]: e.get("value") for c in containers for e in c.get("env", [])},
+        "network": tmpl.get("metadata", {}).get("annotations", {}).get(NETWORKS),
+    }
+
+
+def test_the_plans_cover_every_fabric():
+    from tests.test_k8s_manifests import PLANS as ALL
+
+    kinds = {fabric_of(p) for p in ALL.values()}
+    assert {"vpc.amazonaws.com/efa", "rdma/rdma_shared_device_a", None} <= kinds
+    assert any(p.fabric.kind == "roce" and fabric_of(p) for p in ALL.values())
+
+
+@pytest.mark.parametrize("pid", sorted(PLANS))
+def test_fabric_invariant(pid):
+    plan = PLANS[pid]
+    files = _bundle(plan)
+    resource = fabric_of(plan)
+    releases = [r["name"] for r in yaml.safe_load(files["kubernetes/helm/releases.yaml"])["releases"]]
+    network_objs = list(yaml.safe_load_all(files.get("kubernetes/manifests/35-network.yaml", b"")))
+    for w in plan.workloads:
+        if w.plane != plan.kube_plane.name:
+            continue
+        coupled = (w.facts.tightly_coupled and expected_pods(w) > 1 and w.workload_class != "service")
+        wired, others = collective_templates(files, w)
+        assert wired, w.name
+        for tmpl in others:
+            parts = fabric_parts(tmpl, resource or "rdma/rdma_shared_device_a")
+            assert parts["requests"] == {None} and not parts["network"], (w.name, "a pod without collectives")
+        for tmpl in wired:
+            if not (coupled and resource):
+                for res in ("rdma/rdma_shared_device_a", "vpc.amazonaws.com/efa"):
+                    parts = fabric_parts(tmpl, res)
+                    assert parts["requests"] == {None} == parts["limits"], (w.name, res)
+                    assert not parts["network"] and not parts["ipc_lock"], w.name
+                continue
+            parts = fabric_parts(tmpl, resource)
+            assert None not in parts["requests"] and parts["requests"] == parts["limits"], (w.name, parts)
+            assert all(int(n) >= 1 for n in parts["requests"])
+            assert parts["ipc_lock"], w.name
+            assert "NCCL_SOCKET_IFNAME" in parts["env"], w.name
+            if resource == "vpc.amazonaws.com/efa":
+                assert parts["env"].get("FI_PROVIDER") == "efa" and parts["network"] is None
+                assert "aws-efa-k8s-device-plugin" in releases
+                continue
+            assert parts["env"]["NCCL_IB_HCA"] == "mlx5" and parts["env"]["NCCL_SOCKET_IFNAME"] == "net1"
+            assert parts["requests"] == {"1"}
+            nad = [o for o in network_objs if o["kind"] == "NetworkAttachmentDefinition"
+                   and o["metadata"]["name"] == parts["network"] and o["metadata"]["namespace"] == w.tenant]
+            assert nad, (w.name, parts["network"])
+            (policy,) = [o for o in network_objs if o["kind"] == "NicClusterPolicy"]
+            config = json.loads(policy["spec"]["rdmaSharedDevicePlugin"]["config"])
+            assert [c["resourceName"] for c in config["configList"]] == [resource.split("/", 1)[1]]
+            assert "network-operator" in releases
+
+
+@pytest.mark.parametrize("pid", sorted(PLANS))
+def test_single_node_workloads_get_no_fabric(pid):
+    plan = PLANS[pid]
+    files = k8s.render(plan)
+    for w in plan.workloads:
+        if w.plane != plan.kube_plane.name or expected_pods(w) > 1:
+            continue
+        for o in _main_objects(files, w):
+            for tmpl in _pod_templates(o):
+                text = yaml.safe_dump(tmpl)
+                assert "rdma/" not in text and "vpc.amazonaws.com/efa" not in text and NETWORKS not in text
+                assert "IPC_LOCK" not in text

@@ -35,7 +35,7 @@ from generator.render import render
 from generator.render.gitops import argocd as gitops_argocd, common as gitops, flux as gitops_flux, wrap
 from generator.validate.crds import CRDRegistry
 
-from ._consumers import REPO, reference_dir, tool
+from ._consumers import REPO, crd_paths, reference_dir, tool
 from .conftest import all_examples, run_orchgen
 
 MODES = ("kustomize", "argocd", "flux")
@@ -107,7 +107,7 @@ def load_all(data: bytes) -> list[dict[str, Any]]:
 def registries() -> dict[str, CRDRegistry]:
     ref = reference_dir()
     return {"argocd": CRDRegistry.from_dir(ref / "argocd"), "flux": CRDRegistry.from_dir(ref / "flux"),
-            "all": CRDRegistry.from_dir(ref)}
+            "all": CRDRegistry.from_paths(crd_paths())}
 
 
 @pytest.fixture(scope="module")

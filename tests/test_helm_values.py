@@ -43,7 +43,8 @@ SLURM = {"name": "pretrain", "nodes": 4, "tightly_coupled": True, "bare_metal": 
 
 def synth(*, gang: str = "auto", bare_metal: bool = False, fabric: str = "ethernet", k3s: bool = False,
           ray: bool = False, tenants: int = 2, hybrid: str | None = None,
-          versions: dict[str, str] | None = None) -> Plan:
+          versions: dict[str, str] | None = None, provider: str = "generic", distribution: str = "upstream",
+          node_labels: dict[str, str] | None = None, gpu: str = "h100") -> Plan:
     """A small fleet; `hybrid` = slinky | soperator | partitioned adds a Slurm workload."""
     workloads = [dict(TRAIN, bare_metal=False), dict(SERVE, bare_metal=False)]
     if ray:
@@ -59,9 +60,11 @@ def synth(*, gang: str = "auto", bare_metal: bool = False, fabric: str = "ethern
     fleet = Fleet.model_validate({
         "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "synthetic"},
         "fleet": {
-            "bare_metal": bare_metal, "edge_or_dev": k3s,
+            "bare_metal": bare_metal, "edge_or_dev": k3s, "provider": provider,
+            "kubernetes_distribution": distribution,
             "fabric": {"kind": fabric, "nodes_per_leaf": 4, "leaves_per_spine": 2},
-            "pools": [{"name": "h100", "nodes": 16, "gpu": {"type": "h100", "count": 8}}],
+            "pools": [{"name": "h100", "nodes": 16, "gpu": {"type": gpu, "count": 8},
+                       **({"node_labels": node_labels} if node_labels else {})}],
         },
         "tenants": [{"name": n, "share": i + 1} for i, n in enumerate(names)],
         "workloads": workloads,
@@ -84,6 +87,16 @@ SYNTHETIC: dict[str, dict[str, Any]] = {
     "slinky-hybrid-ib": dict(hybrid="slinky", fabric="infiniband"),
     "soperator-hybrid": dict(hybrid="soperator", gang="volcano", ray=True),
     "partitioned-hybrid-ib": dict(hybrid="partitioned", bare_metal=True, fabric="infiniband"),
+    # provider and distribution profiles (tests/test_provider_profiles.py pins them to their docs)
+    "eks-efa-p5": dict(provider="eks", gang="kueue", node_labels={
+        "eks.amazonaws.com/nodegroup": "p5", "node.kubernetes.io/instance-type": "p5.48xlarge"}),
+    "gke-kai": dict(provider="gke", gang="kai", ray=True),
+    "aks-volcano": dict(provider="aks", gang="volcano"),
+    "oke-kueue": dict(provider="oke", gang="kueue", fabric="roce"),
+    "rke2-baremetal": dict(distribution="rke2", bare_metal=True, fabric="ethernet"),
+    "k3s-dist-ib-baremetal": dict(distribution="k3s", bare_metal=True, fabric="infiniband"),
+    "v100-peermem-ib-baremetal": dict(bare_metal=True, fabric="infiniband", gpu="v100"),
+    "old-operator-ib-baremetal": dict(bare_metal=True, fabric="infiniband", versions={"gpu-operator": "v24.9.2"}),
 }
 
 
@@ -150,12 +163,19 @@ def upstream_defaults(component: str) -> dict[str, Any]:
     return load_defaults(reference_dir() / catalog.CATALOG[component].values_reference / "values.yaml")
 
 
+# Charts whose defaults are not in the reference data: the bundle sets no value of theirs at all.
+NO_REFERENCE = {"aws-efa-k8s-device-plugin"}
+
+
 def test_every_values_key_exists_in_the_upstream_chart_defaults(plan: Plan) -> None:
     rels = released(plan)
-    assert rels, "a Kubernetes plane installs at least the GPU Operator"
+    assert rels or plan.platform.gpu_stack == "provider", "a Kubernetes plane installs at least the GPU Operator"
     for rel in rels:
         values = values_of(plan, rel["name"])
         assert isinstance(values, dict)
+        if rel["name"] in NO_REFERENCE:
+            assert values == {} and not (reference_dir() / catalog.CATALOG[rel["name"]].values_reference).exists()
+            continue
         assert unknown_keys(values, upstream_defaults(rel["name"])) == [], rel["name"]
 
 
@@ -274,7 +294,9 @@ def test_volcano_scheduler_conf_has_gang_and_topology_awareness(case: str) -> No
     queues = [o for o in kubernetes_objects(plan) if o["kind"] == "Queue"]
     assert queues and all(q["spec"]["reclaimable"] and q["spec"]["deserved"] for q in queues)
     assert "gang" in [p["name"] for p in conf["tiers"][0]["plugins"]]
-    assert ("network-topology-aware" in plugins) == bool(plan.fabric.levels)
+    # HyperNodes exist exactly when the plane has topology labels: the fabric's on bare metal, the
+    # provider's on a cloud (none on a generic cloud: the plan's leaves are not the provider's)
+    assert ("network-topology-aware" in plugins) == bool(plan.platform.topology)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,12 +419,21 @@ def test_the_renderer_is_registered() -> None:
 # The decisions in the values
 # ---------------------------------------------------------------------------------------------
 
-def test_gpu_operator_driver_rdma_and_k3s_toolkit(plan: Plan) -> None:
+def test_gpu_operator_driver_rdma_and_toolkit(plan: Plan) -> None:
+    """The operator owns the driver only on bare metal; GPUDirect RDMA only where Kubernetes jobs use
+    an RDMA fabric, by DMA-BUF where operator version and GPUs allow; the toolkit follows the
+    distribution's containerd (the per-provider settings: tests/test_provider_profiles.py)."""
+    if "gpu-operator" not in plan.charts:
+        assert plan.platform.provider == "oke"
+        return
     values = values_of(plan, "gpu-operator")
-    k3s = plan.kube_plane.name == "k3s"
     assert values["driver"]["enabled"] is plan.bare_metal
-    rdma = plan.bare_metal and plan.fabric.kind in ("infiniband", "roce") and not k3s
-    assert values["driver"].get("rdma") == ({"enabled": True, "useHostMofed": True} if rdma else None)
+    net = plan.platform.network
+    rdma = plan.bare_metal and net is not None and net.kind == "rdma-shared"
+    legacy = plan.charts["gpu-operator"].version < "v25.3" or any(
+        s.gpu_type == "v100" for s in plan.kube_plane.slices)
+    expected = None if not rdma else {"enabled": True, "useHostMofed": True} if legacy else {"useHostMofed": True}
+    assert values["driver"].get("rdma") == expected
     # MIG pools (issue 10): strategy mixed, and the MIG manager gets our layouts for their nodes
     migs = {s.pool: s.hardware.mig for s in plan.kube_plane.slices if s.gpu_type and s.hardware.mig}
     assert values["mig"] == {"strategy": "mixed" if migs else "single"}
@@ -417,11 +448,14 @@ def test_gpu_operator_driver_rdma_and_k3s_toolkit(plan: Plan) -> None:
         assert "migManager" not in values
     assert values["dcgmExporter"]["enabled"] is True
     env = {e["name"]: e["value"] for e in values.get("toolkit", {}).get("env", [])}
-    assert env == ({"CONTAINERD_CONFIG": "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
-                    "CONTAINERD_SOCKET": "/run/k3s/containerd/containerd.sock"} if k3s else {})
+    dist = plan.platform.distribution
+    assert ("CONTAINERD_CONFIG" in env) == (dist == "k3s")
+    assert env.get("CONTAINERD_SOCKET") == ("/run/k3s/containerd/containerd.sock" if dist in ("k3s", "rke2") else None)
 
 
 def test_gpu_operator_runs_on_every_gpu_node_of_a_hybrid(plan: Plan) -> None:
+    if "gpu-operator" not in plan.charts:
+        return
     values = values_of(plan, "gpu-operator")
     upstream = upstream_defaults("gpu-operator")
     plane = {"key": LABEL_PLANE, "operator": "Exists", "effect": "NoSchedule"}
@@ -498,13 +532,20 @@ def test_charts_said_to_keep_crds_in_templates_are_those_without_a_keep_value() 
 def test_readme_section_agrees_with_the_values(plan: Plan) -> None:
     readme = render_report(plan)["README.md"].decode()
     section = readme.split("## Kubernetes: Helm releases", 1)[1].split("\n## ", 1)[0]
-    values = values_of(plan, "gpu-operator")
-    assert ("`driver.enabled: true`" in section) == values["driver"]["enabled"]
-    assert ("`driver.enabled: false`" in section) == (not values["driver"]["enabled"])
-    assert ("`driver.rdma.enabled: true`" in section) == ("rdma" in values["driver"])
-    assert ("/run/k3s/containerd/containerd.sock" in section) == ("toolkit" in values)
     for rel in released(plan):
         assert f"| {rel['name']} |" in section
     if "kuberay-operator" in plan.charts and plan.gang_scheduler in ("volcano", "kai"):
         name = values_of(plan, "kuberay-operator")["batchScheduler"]["name"]
         assert f"`batchScheduler.name: {name}`" in section
+    if "gpu-operator" not in plan.charts:
+        assert "no GPU Operator release" in section
+        return
+    values = values_of(plan, "gpu-operator")
+    assert ("`driver.enabled: true`" in section) == values["driver"]["enabled"]
+    assert ("`driver.enabled: false`" in section) == (not values["driver"]["enabled"])
+    rdma = values["driver"].get("rdma", {})
+    assert ("`driver.rdma.enabled: true`" in section) == bool(rdma.get("enabled"))
+    assert ("`driver.rdma.useHostMofed: true`" in section) == (rdma == {"useHostMofed": True})
+    assert ("/run/k3s/containerd/containerd.sock" in section) == any(
+        e["value"] == "/run/k3s/containerd/containerd.sock" for e in values.get("toolkit", {}).get("env", []))
+    assert ("`toolkit.enabled: false`" in section) == (values.get("toolkit", {}).get("enabled") is False)

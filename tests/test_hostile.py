@@ -34,7 +34,7 @@ from generator.errors import OrchgenError
 from generator.decide import make_plan
 from generator.render import render
 from generator.validate.bundle_checks import load_crds, validate_bundle
-from tests._consumers import reference_dir
+from tests._consumers import crd_paths, reference_dir
 from tests.refusals import check_refusal
 from tests.conftest import all_examples
 
@@ -45,7 +45,7 @@ MAX_LEAVES = 160  # keeps one example's bundle to a few hundred objects, so CI s
 
 @cache
 def registry():
-    return load_crds(reference_dir())
+    return load_crds(crd_paths())
 
 
 # ---- (a) random valid fleets ---------------------------------------------------------------------

@@ -37,12 +37,47 @@ GPU = "nvidia.com/gpu"
 # ------------------------------------------------------------------ reading a bundle
 
 
+def _pairs(text: str) -> dict[str, str]:
+    return dict(p.split("=", 1) for p in text.split(","))
+
+
 def labels_script(files: dict[str, bytes]) -> tuple[dict[str, dict[str, str]], dict[str, list[dict[str, str]]]]:
     """node -> labels, node -> taints, as `kubectl label/taint node --overwrite` would leave them
-    after kubernetes/node-labels.sh (its `label`/`taint` lines: node names, then key=value args)."""
+    after kubernetes/node-labels.sh (its `label`/`taint` lines: node names, then key=value args).
+
+    Off bare metal the script names no node: it works on the nodes a pool's labels select. Then a
+    cluster is simulated as the provisioner would make it: `expect_nodes SEL N` is N nodes with the
+    labels SEL under made-up provider names (`vm-<pool labels>-<i>`), which `assign_plane` and
+    `label -l` / `taint -l` then label as kubectl would."""
     labels: dict[str, dict[str, str]] = {}
     taints: dict[str, list[dict[str, str]]] = {}
     for line in files["kubernetes/node-labels.sh"].decode().splitlines():
+        starts = ("expect_nodes ", "assign_plane ", "label -l ", "taint -l ")
+        words = shlex.split(line) if line.startswith(starts) else []
+        if words[:1] == ["expect_nodes"]:
+            sel = _pairs(words[1])
+            stem = "vm-" + "-".join(v for _, v in sorted(sel.items()))
+            for i in range(int(words[2])):
+                labels[f"{stem}-{i:04d}"] = dict(sel)
+            continue
+        if words[:1] == ["assign_plane"]:
+            sel, on_slurm = _pairs(words[1]), int(words[2])
+            for i, node in enumerate(n for n in sorted(labels) if all(labels[n].get(k) == v for k, v in sel.items())):
+                labels[node][LABEL_PLANE] = "slurm" if i < on_slurm else "kubernetes"
+                if i < on_slurm:
+                    taints.setdefault(node, []).append({"key": LABEL_PLANE, "value": "slurm", "effect": "NoSchedule"})
+            continue
+        if words[:2] in (["label", "-l"], ["taint", "-l"]):
+            sel = _pairs(words[2])
+            for node in [n for n in labels if all(labels[n].get(k) == v for k, v in sel.items())]:
+                for arg in words[3:]:
+                    key, _, value = arg.partition("=")
+                    if words[0] == "label":
+                        labels[node][key] = value
+                    else:
+                        val, _, effect = value.partition(":")
+                        taints.setdefault(node, []).append({"key": key, "value": val, "effect": effect})
+            continue
         if not line.startswith(("label ", "taint ")):
             continue
         verb, *words = shlex.split(line)
@@ -149,13 +184,22 @@ def planes_of(plan, files: dict[str, bytes]) -> tuple[set[str], set[str]]:
 
 def check_hybrid(plan, files: dict[str, bytes]) -> None:
     slurm, kube = planes_of(plan, files)
-    fleet = {n for leaf in plan.fabric.leaves for n in leaf.nodes}
     assert not slurm & kube, f"nodes on both planes: {sorted(slurm & kube)[:5]}"
-    assert slurm | kube == fleet, f"nodes on no plane: {sorted(fleet - slurm - kube)[:5]}"
-    assert slurm == set(plan.slurm_plane.nodes)
+    if plan.platform.cloud and plan.slurm_plane.host == "kubernetes":
+        # the provider's nodes (simulated): as many on each plane as the plan has, every one on one
+        fleet = set(labels_script(files)[0])
+        assert slurm | kube == fleet, f"nodes on no plane: {sorted(fleet - slurm - kube)[:5]}"
+        assert len(slurm) == len(plan.slurm_plane.nodes) and len(fleet) == sum(len(lf.nodes) for lf in plan.fabric.leaves)
+    else:
+        fleet = {n for leaf in plan.fabric.leaves for n in leaf.nodes}
+        assert slurm | kube == fleet, f"nodes on no plane: {sorted(fleet - slurm - kube)[:5]}"
+        assert slurm == set(plan.slurm_plane.nodes)
     if not plan.kube_plane:
         return
-    assert kube == set(plan.kube_plane.nodes)
+    if plan.platform.cloud:
+        assert len(kube) == len(plan.kube_plane.nodes)
+    else:
+        assert kube == set(plan.kube_plane.nodes)
     labels, taints = labels_script(files)
     if plan.slurm_plane.host == "bare-metal":  # Slurm's nodes are no Kubernetes nodes at all
         assert not set(labels) & slurm

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import stat
 import subprocess
 import time
@@ -17,11 +18,11 @@ import pytest
 import yaml
 
 from generator import spec
-from generator.spec.fabric import LABEL_HOSTNAME, LABEL_PLANE, LABEL_POOL
+from generator.spec.fabric import LABEL_HOSTNAME, LABEL_LEAF, LABEL_PLANE, LABEL_POOL
 from generator.decide import make_plan
-from generator.render.kubernetes import manifests as k8s
+from generator.render.kubernetes import kueue, manifests as k8s
 from generator.spec import Fleet
-from tests._consumers import REPO, require, reference_dir, tool, offline_kubeconfig
+from tests._consumers import crd_paths, REPO, require, tool, offline_kubeconfig
 
 EXAMPLES = REPO / "examples"
 SCHEDULERS = ("kueue", "volcano", "kai")
@@ -66,6 +67,37 @@ def edge_fleet(gang: str = "auto") -> dict[str, Any]:
                       {"name": "notebook", "gpus": 1}],
         "options": {"gang_scheduler": gang},
     }
+
+
+# Node groups as each provider names and labels them (the pools' node_labels or the provider default).
+PROVIDER_LABELS = {
+    "eks": {"eks.amazonaws.com/nodegroup": "h100-ng", "node.kubernetes.io/instance-type": "p5.48xlarge"},
+    "gke": {"cloud.google.com/gke-nodepool": "a3-mega"},
+    "aks": None,  # the default kubernetes.azure.com/agentpool=h100
+    "oke": None,  # the default oke.oraclecloud.com/pool.name=h100
+}
+
+
+def provider_fleet(provider: str, gang: str = "auto", **fleet: Any) -> dict[str, Any]:
+    """The platform fleet on a managed provider (its h100 pool labelled as that provider's node group)."""
+    data = platform_fleet(gang)
+    data["fleet"]["provider"] = provider
+    if PROVIDER_LABELS.get(provider):
+        data["fleet"]["pools"][0]["node_labels"] = dict(PROVIDER_LABELS[provider])
+    data["fleet"].update(fleet)
+    return data
+
+
+def bare_metal_fleet(gang: str = "auto", **fleet: Any) -> dict[str, Any]:
+    """The platform fleet on the site's own machines, its CPU pool also carrying the site's labels."""
+    data = platform_fleet(gang)
+    data["fleet"]["bare_metal"] = True
+    data["fleet"]["pools"][0]["hostnames"] = "gpu[01-16]"
+    data["fleet"]["pools"][1]["node_labels"] = {"example.com/rack-role": "cpu"}
+    for w in data["workloads"]:  # containers on the racks, so the gangs stay on Kubernetes, not Slurm
+        w["bare_metal"] = False
+    data["fleet"].update(fleet)
+    return data
 
 
 def long_names_fleet(gang: str) -> dict[str, Any]:
@@ -119,6 +151,16 @@ def all_plans() -> dict[str, Any]:
         plans[f"platform+{gang}"] = plan_from(platform_fleet(gang))
         plans[f"edge+{gang}"] = plan_from(edge_fleet(gang))
         plans[f"long-names+{gang}"] = plan_from(long_names_fleet(gang))
+        plans[f"bare-metal+{gang}"] = plan_from(bare_metal_fleet(gang))
+    plans["bare-metal"] = plan_from(bare_metal_fleet())
+    plans["bare-metal-roce-k3s"] = plan_from(bare_metal_fleet(
+        kubernetes_distribution="k3s", fabric={"kind": "roce", "nodes_per_leaf": 4, "leaves_per_spine": 2,
+                                               "rdma_network": {"interface": "ens1f0np0"}}))
+    plans["bare-metal-rke2-ethernet"] = plan_from(bare_metal_fleet(
+        kubernetes_distribution="rke2", fabric={"kind": "ethernet", "nodes_per_leaf": 4}))
+    for provider, gang in (("eks", "kueue"), ("eks", "volcano"), ("gke", "kai"), ("gke", "kueue"),
+                           ("aks", "volcano"), ("oke", "kueue"), ("oke", "kai")):
+        plans[f"{provider}+{gang}"] = plan_from(provider_fleet(provider, gang))
     return plans
 
 
@@ -130,7 +172,7 @@ def registry():
     require(_importable("jsonschema"), "jsonschema not installed")
     from generator.validate.crds import CRDRegistry
 
-    return CRDRegistry.from_dir(reference_dir())
+    return CRDRegistry.from_paths(crd_paths())
 
 
 def _importable(module: str) -> bool:
@@ -289,8 +331,16 @@ def test_references_resolve(pid):
             assert sp["parentQueue"] in kai_queues
         if o["kind"] == "HyperNode":
             for m in sp["members"]:
-                target = m["selector"]["exactMatch"]["name"]
-                assert target in (plane_nodes if m["type"] == "Node" else names("topology.volcano.sh/HyperNode"))
+                if m["type"] == "Node":  # nodes by the leaf label node-labels.sh sets, never by name
+                    match = dict(m["selector"]["labelMatch"]["matchLabels"])
+                    # in a hybrid also the plane label (a leaf may hold nodes of both planes)
+                    assert (LABEL_PLANE in match) == bool(plan.hybrid)
+                    assert match.pop(LABEL_PLANE, "kubernetes") == "kubernetes"
+                    (key, leaf), = match.items()
+                    assert key == LABEL_LEAF
+                    assert any(plan.fabric.leaf_of(n).name == leaf for n in plane_nodes), leaf
+                else:
+                    assert m["selector"]["exactMatch"]["name"] in names("topology.volcano.sh/HyperNode")
         if o["kind"] == "RayJob":
             assert (ns, sp["clusterSelector"]["ray.io/cluster"]) in by_kind["ray.io/RayCluster"]
         if o["kind"] == "Service" and sp.get("clusterIP") == "None":
@@ -319,11 +369,24 @@ def _selects(selector: dict[str, str], tmpl: dict[str, Any]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-@pytest.mark.parametrize("pid", sorted(PLANS))
+# Nodes known by their real names (bare metal, or generic machines whose pools list their hostnames)
+# and nodes known by their node group's labels (the plan's names only count them).
+NAMED_PLANS = sorted(pid for pid, p in PLANS.items() if not p.platform.cloud)
+CLOUD_PLANS = sorted(pid for pid, p in PLANS.items() if p.platform.cloud)
+
+
+def test_the_plans_cover_bare_metal_and_every_provider():
+    assert NAMED_PLANS and CLOUD_PLANS
+    assert {PLANS[pid].platform.provider for pid in CLOUD_PLANS} == {"generic", "eks", "gke", "aks", "oke"}
+    assert {PLANS[pid].platform.distribution for pid in PLANS} == {"upstream", "k3s", "rke2"}
+
+
+@pytest.mark.parametrize("pid", NAMED_PLANS)
 def test_selected_labels_are_labels_the_script_sets(pid):
-    """Flavors, topology levels and every pod's nodeSelector use labels node-labels.sh sets: each
-    flavor's / selector's labels together on at least one of this plane's nodes, and every
-    topology level on every node of the plane (Kueue and KAI need each level on each node)."""
+    """Bare metal: flavors, topology levels and every pod's nodeSelector use labels node-labels.sh
+    sets on the real hostnames: each flavor's / selector's labels together on at least one of this
+    plane's nodes, and every topology level on every node of the plane (Kueue and KAI need each
+    level on each node)."""
     plan = PLANS[pid]
     files = k8s.render(plan)
     labels, taints = script_labels(files["kubernetes/node-labels.sh"].decode())
@@ -360,11 +423,52 @@ def test_selected_labels_are_labels_the_script_sets(pid):
         assert not taints and all(LABEL_PLANE not in lb for lb in labels.values())
     migs = {s.pool: s.hardware.mig for s in plan.kube_plane.slices if s.gpu_type and s.hardware.mig}
     for n in labels:
-        expect = plan.fabric.node_labels(n)
+        expect = {**plan.platform.script_labels.get(plan.fabric.pool_of[n], {}), **plan.fabric.node_labels(n)}
         mig = migs.get(expect[LABEL_POOL])
         if mig:  # the MIG manager's layout for the node (issue 10)
             expect["nvidia.com/mig.config"] = mig.config_name
         assert {k: v for k, v in labels[n].items() if k != LABEL_PLANE} == expect
+
+
+@pytest.mark.parametrize("pid", CLOUD_PLANS)
+def test_cloud_pools_are_selected_by_their_node_group_labels(pid):
+    """Off bare metal every selector is the pool's node-group labels (plus the plane label in a
+    hybrid), node-labels.sh names no node and checks each pool's node count by those labels."""
+    plan = PLANS[pid]
+    files = k8s.render(plan)
+    selectors = plan.platform.selectors
+    for pool, sel in selectors.items():
+        assert sel and LABEL_HOSTNAME not in sel, pool
+    plane = {LABEL_PLANE: "kubernetes"} if plan.hybrid else {}
+    # flavors are content-named (issue 14): <pool>-<hash of the spec>
+    pool_of_flavor = {kueue.flavor_name(plan, s.pool): s.pool for s in plan.kube_plane.slices}
+    for _, o in docs(files, "kubernetes/manifests/") + docs(files, "kubernetes/workloads/"):
+        if o["kind"] == "ResourceFlavor":
+            assert o["spec"]["nodeLabels"] == {**selectors[pool_of_flavor[o["metadata"]["name"]]], **plane}
+        for tmpl in _pod_templates(o):
+            sel = tmpl["spec"]["nodeSelector"]
+            assert any(sel == {**s, **plane} for s in selectors.values()), sel
+    script = files["kubernetes/node-labels.sh"].decode()
+    invented = set(plan.kube_plane.nodes) | set(plan.slurm_plane.nodes if plan.slurm_plane else ())
+    assert not invented & set(re.findall(r"[A-Za-z0-9][-A-Za-z0-9.]*", script))
+    expected = [f"expect_nodes {shlex.quote(','.join(f'{k}={v}' for k, v in sorted(selectors[p].items())))} "
+                f"{n}" for p, n in pool_counts(plan)]
+    assert [li for li in script.splitlines() if li.startswith("expect_nodes ")] == expected
+
+
+def plan_pools(plan) -> list[str]:
+    return [p for leaf in plan.fabric.leaves for p in leaf.pools]  # a leaf may hold several pools
+
+
+def pool_counts(plan) -> list[tuple[str, int]]:
+    """Nodes Kubernetes runs per pool (both planes' with Slurm on Kubernetes), in fabric order."""
+    counts: dict[str, int] = {}
+    planes = [plan.kube_plane] + ([plan.slurm_plane] if plan.slurm_plane and plan.slurm_plane.host == "kubernetes" else [])
+    for pl in planes:
+        for s in pl.slices:
+            counts[s.pool] = counts.get(s.pool, 0) + len(s.nodes)
+    order = plan_pools(plan)
+    return sorted(counts.items(), key=lambda kv: order.index(kv[0]))
 
 
 @pytest.mark.parametrize("pid", sorted(PLANS))
@@ -380,7 +484,8 @@ def test_workloads_sit_in_their_tenant_namespace_on_their_pool(pid):
         for o in yaml.safe_load_all(files[f"kubernetes/workloads/{w.name}.yaml"]):
             assert o["metadata"]["namespace"] == w.tenant
             for tmpl in _pod_templates(o):
-                assert tmpl["spec"]["nodeSelector"][LABEL_POOL] == w.pool
+                pool = plan.platform.selectors.get(w.pool) or {LABEL_POOL: w.pool}
+                assert tmpl["spec"]["nodeSelector"] == {**pool, **({LABEL_PLANE: "kubernetes"} if plan.hybrid else {})}
     ns = {d["metadata"]["name"] for _, d in docs(files, "kubernetes/manifests/00-")}
     assert ns == tenants
 
@@ -420,7 +525,7 @@ def test_node_labels_script_is_valid_bash_and_labels_every_node(tmp_path):
     """bash -n, then a run against a recording stand-in for kubectl: every node labelled (and the
     Slurm nodes of a Slinky hybrid tainted), twice with the same calls (idempotent)."""
     bash = tool("bash")
-    for pid in ("cloud-training", "research-lab", "dev-ci", "platform"):
+    for pid in ("fsdp-pretraining+slinky", "research-lab", "dev-ci", "bare-metal"):
         plan = PLANS[pid]
         script = tmp_path / f"{pid}.sh"
         script.write_bytes(k8s.render(plan)["kubernetes/node-labels.sh"])
@@ -448,37 +553,78 @@ def test_node_labels_script_is_valid_bash_and_labels_every_node(tmp_path):
 def test_node_labels_script_annotates_slinky_nodes_as_the_slinky_renderer_says():
     from generator.render.kubernetes import slinky
 
-    plan = PLANS["cloud-training"]
+    plan = PLANS["fsdp-pretraining+slinky"]
     script = k8s.render(plan)["kubernetes/node-labels.sh"].decode()
     annotated = ["kubectl " + " ".join(["annotate", "node", "--overwrite", *line.split()[1:]])
                  for line in script.splitlines() if line.startswith("annotate ")]
     assert annotated == slinky.annotate_commands(plan) and annotated
     partitioned = k8s.render(PLANS["research-lab"])["kubernetes/node-labels.sh"].decode()
     assert not [line for line in partitioned.splitlines() if line.startswith("annotate ")]
+    cloud = k8s.render(PLANS["cloud-training"])["kubernetes/node-labels.sh"].decode()
+    assert not [line for line in cloud.splitlines() if line.startswith("annotate ")]
+    assert slinky.annotate_commands(PLANS["cloud-training"]) == []  # no per-leaf group of invented names
 
 
 def test_node_labels_script_untaints_only_moved_kubernetes_nodes(tmp_path):
     """A leaf moved from Slurm to Kubernetes (Slinky hybrid) loses the Slurm taint; others are left alone."""
     script = tmp_path / "s.sh"
-    script.write_bytes(k8s.render(PLANS["cloud-training"])["kubernetes/node-labels.sh"])
+    script.write_bytes(k8s.render(PLANS["fsdp-pretraining+slinky"])["kubernetes/node-labels.sh"])
     log = tmp_path / "log"
     fake = tmp_path / "kubectl"
     fake.write_text(f"""#!/bin/sh
 printf "%s\\n" "$*" >> {log}
 case "$1 $2" in
-  "get nodes") printf 'h100-025 nvidia.com/gpu orchgen.io/plane\\nl4-001 nvidia.com/gpu\\nh100-026 orchgen.io/plane\\n' ;;
+  "get nodes") printf 'gpu-001 nvidia.com/gpu orchgen.io/plane\\nl4-001 nvidia.com/gpu\\ngpu-002 orchgen.io/plane\\n' ;;
 esac
 """)
     fake.chmod(0o755)
     subprocess.run([tool("bash"), str(script)], check=True, env={**os.environ, "KUBECTL": str(fake)})
     untaints = [c for c in log.read_text().splitlines() if c.startswith("taint node") and c.endswith("-")]
-    assert untaints == ["taint node h100-025 h100-026 orchgen.io/plane:NoSchedule-"]
+    assert untaints == ["taint node gpu-001 gpu-002 orchgen.io/plane:NoSchedule-"]
+
+
+def test_cloud_script_assigns_planes_by_selector_and_keeps_slurm_nodes_there(tmp_path):
+    """Off bare metal (a Slinky hybrid whose h100 pool both planes share): the script asks kubectl
+    for the pool's nodes by label, keeps the nodes already on Slurm there, fills Slurm up to the
+    plan's count, gives the rest to Kubernetes, and names no node it was not given."""
+    plan = PLANS["cloud-training"]
+    script = tmp_path / "s.sh"
+    script.write_bytes(k8s.render(plan)["kubernetes/node-labels.sh"])
+    subprocess.run([tool("bash"), "-n", str(script)], check=True)
+    log = tmp_path / "log"
+    fake = tmp_path / "kubectl"
+    # the provider's node names: 32 h100 VMs, two of them (vm-30, vm-31) already on Slurm
+    fake.write_text(f"""#!/bin/bash
+printf "%s\\n" "$*" >> {log}
+if [[ "$1 $2" == "get nodes" ]]; then
+  case "$4" in
+    *pool=h100,orchgen.io/plane=slurm) printf 'vm-30\\nvm-31\\n' ;;
+    *pool=h100,orchgen.io/plane!=slurm) for i in $(seq -w 0 29); do echo vm-$i; done ;;
+    *pool=h100) for i in $(seq -w 0 31); do echo vm-$i; done ;;
+    *pool=l4) for i in 0 1 2 3 4 5 6 7; do echo l4vm-$i; done ;;
+  esac
+fi
+""")
+    fake.chmod(0o755)
+    proc = subprocess.run([tool("bash"), str(script)], env={**os.environ, "KUBECTL": str(fake)},
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "node-labels.sh:" not in proc.stderr, proc.stderr
+    calls = log.read_text().splitlines()
+    slurm = [c.split()[3] for c in calls if c.startswith("label node") and c.endswith("orchgen.io/plane=slurm")]
+    kube = [c.split()[3] for c in calls if c.startswith("label node") and c.endswith("orchgen.io/plane=kubernetes")
+            and " -l " not in c]
+    tainted = [c.split()[3] for c in calls if c.startswith("taint node") and c.endswith(":NoSchedule")]
+    on_slurm = sum(len(s.nodes) for s in plan.slurm_plane.slices if s.pool == "h100")
+    assert slurm[:2] == ["vm-30", "vm-31"] and len(slurm) == on_slurm == len(set(slurm))
+    assert tainted == slurm and not set(kube) & set(slurm) and len(kube) == 32 - on_slurm
+    assert "label node --overwrite -l orchgen.io/pool=l4 orchgen.io/plane=kubernetes" in calls
+    assert not re.search(r"h100-0\d\d", "\n".join(calls))  # the plan's invented names never reach kubectl
 
 
 def test_node_labels_script_reports_failures(tmp_path):
     bash = tool("bash")
     script = tmp_path / "s.sh"
-    script.write_bytes(k8s.render(PLANS["platform"])["kubernetes/node-labels.sh"])
+    script.write_bytes(k8s.render(PLANS["bare-metal"])["kubernetes/node-labels.sh"])
     fake = tmp_path / "kubectl"
     fake.write_text("#!/bin/sh\nexit 1\n")
     fake.chmod(0o755)
@@ -489,6 +635,9 @@ def test_node_labels_script_reports_failures(tmp_path):
 
 def test_16384_nodes_render_fast_and_compactly(tmp_path):
     data = platform_fleet()
+    data["fleet"]["bare_metal"] = True  # node-labels.sh names nodes only where their names are real
+    for w in data["workloads"]:
+        w["bare_metal"] = False  # containers on the racks: every node stays on Kubernetes
     data["fleet"]["fabric"] = {"kind": "infiniband", "nodes_per_leaf": 32, "leaves_per_spine": 16}
     data["fleet"]["pools"] = [{"name": "gb200", "nodes": 16384, "gpu": {"type": "gb200", "count": 4},
                                "cpus": 144, "memory_gib": 1800, "nvlink_domain_nodes": 18}]
@@ -523,7 +672,7 @@ def test_bundle_includes_the_kubernetes_files(example, tmp_path, orchgen):
     out = tmp_path / "out"
     orchgen("plan", example("grpo-rl"), "-o", out, check=True)
     for rel in ("kubernetes/manifests/00-namespaces.yaml", "kubernetes/manifests/20-kueue.yaml",
-                "kubernetes/manifests/30-topology.yaml", "kubernetes/manifests/40-ray.yaml",
+                "kubernetes/manifests/35-network.yaml", "kubernetes/manifests/40-ray.yaml",
                 "kubernetes/workloads/grpo-policy.yaml", "kubernetes/node-labels.sh"):
         assert (out / rel).is_file(), rel
     readme = (out / "README.md").read_text()
@@ -619,11 +768,12 @@ def test_real_kubectl_parses_the_scripts_commands(tmp_path):
     runs: it fails only on connecting, where a malformed label or taint fails before that."""
     kubectl = tool("kubectl")
     config = offline_kubeconfig(tmp_path)
-    script = k8s.render(PLANS["cloud-training"])["kubernetes/node-labels.sh"].decode()
-    lines = {w.split()[0]: w.split() for w in script.splitlines()
-             if w.startswith(("label ", "taint ", "annotate "))}
-    assert set(lines) == {"label", "taint", "annotate"}  # a Slinky hybrid: Slurm nodes are annotated too
-    for verb, words in lines.items():
+    script = k8s.render(PLANS["fsdp-pretraining+slinky"])["kubernetes/node-labels.sh"].decode()
+    script += k8s.render(PLANS["cloud-training"])["kubernetes/node-labels.sh"].decode()  # label -l SELECTOR
+    lines = {" ".join(w.split()[:2]) if w.split()[1] == "-l" else w.split()[0]: w.split()
+             for w in script.splitlines() if w.startswith(("label ", "taint ", "annotate "))}
+    assert set(lines) == {"label", "taint", "annotate -l", "label -l"}  # Slurm nodes annotated; cloud selectors
+    for verb, words in ((k.split()[0], v) for k, v in lines.items()):
         proc = subprocess.run([kubectl, verb, "node", "--overwrite", *words[1:]], capture_output=True, text=True,
                               env={**os.environ, "KUBECONFIG": str(config)}, timeout=60)
         assert proc.returncode != 0 and "refused" in proc.stderr, proc.stderr

@@ -27,7 +27,7 @@ from generator import spec
 from generator.decide import make_plan
 from generator.render import pulumi as pulumi_render
 from generator.render import render
-from tests._consumers import REPO, reference_dir, require
+from tests._consumers import crd_paths, REPO, require
 from tests.conftest import all_examples, run_orchgen
 
 SAMPLE = REPO / "tests" / "data" / "pulumi-sample"
@@ -57,7 +57,7 @@ def _kube_examples() -> list[Path]:
 def crds():
     from generator.validate.crds import CRDRegistry
 
-    return CRDRegistry.from_dir(reference_dir())
+    return CRDRegistry.from_paths(crd_paths())
 
 
 def _mocks(crds, kubernetes_version: str = "1.33"):

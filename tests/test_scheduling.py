@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from generator.render import report
-from generator.render.kubernetes import common, helm, kueue, manifests, ray
+from generator.render.kubernetes import common, helm, kueue, manifests, ray, volcano
 from generator.spec.fabric import LABEL_LEAF
 from tests._consumers import reference_dir
 from tests.test_k8s_manifests import PLANS
@@ -76,27 +76,56 @@ def _ray_plans(gang: str) -> list[str]:
             if plan.gang_scheduler == gang and common.queues_enabled(plan) and ray.objects(plan)]
 
 
+def _ray_pools(plan) -> dict[str, str]:
+    """RayCluster name -> its workload's pool."""
+    return {ray.cluster_name(w): w.pool for w in ray.ray_workloads(plan)}
+
+
+def _topology(plan) -> tuple[Obj | None, list[str]]:
+    topo = kinds(plan, "Topology")
+    assert len(topo) <= 1
+    return (topo[0], [lv["nodeLabel"] for lv in topo[0]["spec"]["levels"]]) if topo else (None, [])
+
+
 @pytest.mark.parametrize("pid", _ray_plans("kai"))
 def test_kai_ray_gangs_use_the_bundles_topology(pid):
+    """On a pool whose nodes carry the Topology's levels (every pool on bare metal, where the gang
+    prefers a leaf switch; the provider's labels on a cloud, issue 15), a Ray gang names the
+    Topology and prefers its narrowest shared level; elsewhere it names none."""
     plan = PLANS[pid]
-    [topo] = kinds(plan, "Topology")
-    levels = [lv["nodeLabel"] for lv in topo["spec"]["levels"]]
+    topo, levels = _topology(plan)
+    pools = _ray_pools(plan)
     for rc in kinds(plan, "RayCluster"):
-        ann = rc["metadata"]["annotations"]
-        assert ann[ray.KAI_TOPOLOGY] == topo["metadata"]["name"]
-        assert ann[ray.KAI_PREFERRED_PLACEMENT] == LABEL_LEAF and LABEL_LEAF in levels
+        ann = rc["metadata"].get("annotations") or {}
+        if common.pool_has_topology(plan, pools[rc["metadata"]["name"]]):
+            assert ann[ray.KAI_TOPOLOGY] == topo["metadata"]["name"]
+            assert ann[ray.KAI_PREFERRED_PLACEMENT] == common.preferred_level(plan) and ann[ray.KAI_PREFERRED_PLACEMENT] in levels
+            if plan.bare_metal:
+                assert ann[ray.KAI_PREFERRED_PLACEMENT] == LABEL_LEAF
+        else:
+            assert ray.KAI_TOPOLOGY not in ann and ray.KAI_PREFERRED_PLACEMENT not in ann
 
 
 @pytest.mark.parametrize("pid", _ray_plans("kueue"))
 def test_kueue_ray_worker_groups_prefer_a_level_of_their_flavors_topology(pid):
     plan = PLANS[pid]
-    [topo] = kinds(plan, "Topology")
-    levels = [lv["nodeLabel"] for lv in topo["spec"]["levels"]]
-    assert all(f["spec"]["topologyName"] == topo["metadata"]["name"] for f in kinds(plan, "ResourceFlavor"))
+    topo, levels = _topology(plan)
+    flavors = kinds(plan, "ResourceFlavor")
+    assert all(f["spec"]["topologyName"] == topo["metadata"]["name"] for f in flavors if "topologyName" in f["spec"])
+    if plan.bare_metal:  # every pool's flavor has the fabric's topology there
+        assert topo is not None and all("topologyName" in f["spec"] for f in flavors)
+    pools = _ray_pools(plan)
     for rc in kinds(plan, "RayCluster"):
+        on_topology = common.pool_has_topology(plan, pools[rc["metadata"]["name"]])
         for group in rc["spec"]["workerGroupSpecs"]:
-            level = group["template"]["metadata"]["annotations"][common.KUEUE_PREFERRED_TOPOLOGY]
-            assert level == LABEL_LEAF and level in levels
+            level = ((group["template"].get("metadata") or {}).get("annotations") or {}).get(
+                common.KUEUE_PREFERRED_TOPOLOGY)
+            if on_topology:
+                assert level == common.preferred_level(plan) and level in levels
+                if plan.bare_metal:
+                    assert level == LABEL_LEAF
+            else:  # Kueue cannot admit a TAS workload to a flavor without a topology
+                assert level is None
 
 
 @pytest.mark.parametrize("pid", _ray_plans("volcano"))
@@ -105,9 +134,15 @@ def test_volcano_ray_gangs_ask_for_network_topology(pid):
     crd = yaml.safe_load((reference_dir() / "volcano/crds/scheduling.volcano.sh_podgroups.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     modes = schema["networkTopology"]["properties"]["mode"]["enum"]
-    assert kinds(plan, "HyperNode") and plan.fabric.levels
+    levels = common.topology_levels(plan)
+    if plan.platform.cloud:  # HyperNodes discovered from the provider's labels (issue 15), none listed
+        assert not kinds(plan, "HyperNode")
+        assert (volcano.discovery_config(plan) is not None) == bool(levels)
+    else:
+        assert kinds(plan, "HyperNode") and plan.fabric.levels
     for rc in kinds(plan, "RayCluster"):
-        assert rc["metadata"]["labels"][ray.VOLCANO_NETWORK_TOPOLOGY_MODE] == "soft" and "soft" in modes
+        mode = (rc["metadata"].get("labels") or {}).get(ray.VOLCANO_NETWORK_TOPOLOGY_MODE)
+        assert mode == ("soft" if levels else None) and (mode is None or mode in modes)
 
 
 def test_no_gang_scheduler_no_placement_wiring():

@@ -205,13 +205,21 @@ def test_nodesets_run_on_exactly_their_pools_slurm_nodes(case):
     labels, taints = labels_script(files)
     for ns in nodesets:
         s = next(s for s in plan.slurm_plane.slices if s.pool == ns["metadata"]["name"])
-        assert reachable(ns["spec"]["nodeSelector"], ns["spec"]["tolerations"], labels, taints) == set(s.nodes)
+        where = reachable(ns["spec"]["nodeSelector"], ns["spec"]["tolerations"], labels, taints)
+        if plan.platform.cloud:  # the provider names the nodes (labels_script simulates them): count them
+            assert len(where) == len(s.nodes)
+        else:
+            assert where == set(s.nodes)
     gpu_filter = values["soperator-slurm-cluster"]["k8sNodeFilters"][0]
-    assert reachable(gpu_filter["nodeSelector"], gpu_filter["tolerations"], labels, taints) == set(plan.slurm_plane.nodes)
+    where = reachable(gpu_filter["nodeSelector"], gpu_filter["tolerations"], labels, taints)
+    assert (len(where) == len(plan.slurm_plane.nodes)) if plan.platform.cloud else where == set(plan.slurm_plane.nodes)
 
 
 def test_topology_label_commands_cover_every_slurm_node_once(case):
     plan, files, _, _ = case
+    if plan.platform.cloud:  # which VM sits under which switch is the provider's to say: no groups
+        assert soperator.topology_groups(plan) == [] and soperator.label_commands(plan) == []
+        return
     labels, _ = labels_script(files)
     covered: list[str] = []
     for selector, tiers in soperator.topology_groups(plan):

@@ -22,7 +22,7 @@ from generator import bundle, spec
 from generator.decide import make_plan
 from generator.render import render
 from generator.validate.bundle_checks import Report, load_crds, validate_bundle
-from tests._consumers import REPO, reference_dir
+from tests._consumers import REPO, crd_paths, reference_dir
 from tests.conftest import all_examples
 
 GITOPS = ("none", "kustomize", "argocd", "flux")
@@ -30,7 +30,7 @@ GITOPS = ("none", "kustomize", "argocd", "flux")
 
 @cache
 def registry():
-    return load_crds(reference_dir())
+    return load_crds(crd_paths())
 
 
 def _variant(example: str, **changes) -> spec.Fleet:
@@ -53,6 +53,10 @@ VARIANTS: dict[str, Callable[[], spec.Fleet]] = {
     # The Argo CD Applications with the GitOps repository's URL instead of the placeholder.
     "cloud-training-gitops-repo": lambda: _variant(
         "cloud-training", gitops_repo="https://git.example.org/platform/fleet-gitops.git"),
+    # Slinky on the site's own machines: node-labels.sh labels, taints and annotates real hostnames.
+    "slinky-bare-metal": lambda: _variant("fsdp-pretraining", slurm_on_kubernetes="slinky"),
+    "research-lab-slinky-split": lambda: _variant("research-lab", slurm_on_kubernetes="slinky",
+                                                  pool_of={"model-api": "h100"}),
 }
 
 
@@ -565,10 +569,23 @@ def test_plan_json_planes_overlap(broken):
 
 
 def test_slurm_node_on_kubernetes_without_taint(broken):
+    b = broken("slinky-bare-metal")
+    text = (b.root / LABELS).read_text()
+    node = next(ln.split()[1] for ln in text.splitlines() if ln.startswith("taint "))
+    b.edit(LABELS, text, "\n".join(ln for ln in text.splitlines() if not ln.startswith(f"taint {node}")) + "\n")
+    expect(b, LABELS, None, rf"node {node} is labelled orchgen.io/plane=slurm but not tainted NoSchedule")
+
+
+def test_cloud_slurm_nodes_without_taint(broken):
+    """Off bare metal the Slurm side of a shared pool is assigned by selector; untainted, Kubernetes
+    pods would land there too."""
     b = broken("cloud-training")
     text = (b.root / LABELS).read_text()
-    b.edit(LABELS, text, "\n".join(ln for ln in text.splitlines() if not ln.startswith("taint h100-001")) + "\n")
-    expect(b, LABELS, None, r"node h100-001 is labelled orchgen.io/plane=slurm but not tainted NoSchedule")
+    b.edit(LABELS, "assign_plane orchgen.io/pool=h100 30 2",  # the node-granular split (issue 11)
+             "expect_nodes orchgen.io/pool=h100 32\nlabel -l orchgen.io/pool=h100 orchgen.io/plane=slurm")
+    assert text != (b.root / LABELS).read_text()
+    expect(b, LABELS, None, r"nodes with orchgen.io/plane=slurm,orchgen.io/pool=h100 are labelled orchgen.io/plane=slurm "
+                            r"but not tainted NoSchedule")
 
 
 def test_gres_of_a_split_pool_differs_between_planes(broken):
@@ -743,3 +760,45 @@ def test_validation_libraries_are_main_dependencies():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     deps = " ".join(project["dependencies"])
     assert "jsonschema" in deps and "kubernetes-validate" in deps and "cel-python" in deps
+
+
+# ---- nodes as the real cluster knows them (issue 15) ---------------------------------------------
+
+
+def test_a_flavor_that_selects_only_part_of_its_pool(broken):
+    """Bare metal: every label an object selects is set by node-labels.sh on exactly its pool's
+    nodes. A leaf of l40s labelled as another pool leaves the l40s flavor and pods short."""
+    b = broken("research-lab")
+    text = (b.root / LABELS).read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("label ") and "orchgen.io/pool=l40s" in ln)
+    b.edit(LABELS, line, line.replace("orchgen.io/pool=l40s", "orchgen.io/pool=l40s-old"))
+    expect(b, "kubernetes/manifests/20-kueue.yaml", None,
+           r"ResourceFlavor l40s-[0-9a-f]{8}: selects 0 node\(s\) by orchgen.io/plane=kubernetes,orchgen.io/pool=l40s .* "
+           r"but pool l40s has 16 on the kubernetes plane")
+
+
+def test_a_pod_that_selects_a_pool_beyond_its_plane(broken):
+    """Bare metal, Slinky on a pool both planes share: a starter pod without the plane label would
+    select the pool's Slurm nodes too."""
+    b = broken("research-lab-slinky-split")
+    path = "kubernetes/workloads/model-api.yaml"
+    b.edit(path, "        orchgen.io/plane: kubernetes\n", "")
+    expect(b, path, None, r"Deployment model-api: selects 64 node\(s\) by orchgen.io/pool=h100 .* but pool h100 "
+                          r"has 2 on the kubernetes plane \(plan.json\): also gpu-h100-")  # the node-granular split
+
+
+def test_a_cloud_pod_selecting_a_node_by_name(broken):
+    b = broken("cloud-training")
+    path = "kubernetes/workloads/finetune-jobs.yaml"
+    line = b.edit(path, "        orchgen.io/plane: kubernetes\n",
+                  "        orchgen.io/plane: kubernetes\n        kubernetes.io/hostname: vm-0042\n")
+    expect(b, path, None, r"Job finetune-jobs: selects a node by name \(kubernetes.io/hostname\)")
+    assert line
+
+
+def test_a_cloud_bundle_naming_an_invented_node(broken):
+    """Off bare metal the plan's node names only count nodes: one written into a manifest is caught."""
+    b = broken("cloud-training")
+    flavor = re.search(r"name: (h100-[0-9a-f]{8})\n", (b.root / "kubernetes/manifests/20-kueue.yaml").read_text())[1]
+    b.edit("kubernetes/manifests/20-kueue.yaml", f"name: {flavor}\n", f"name: {flavor}\n  annotations: {{pinned: h100-007}}\n")
+    expect(b, "kubernetes/manifests/20-kueue.yaml", None, r"names node\(s\) h100-007, which only count nodes")

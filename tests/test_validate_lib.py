@@ -15,7 +15,7 @@ import yaml
 
 from generator.validate.crds import CRDRegistry, convert_schema
 from generator.validate.values import load_defaults, unknown_keys
-from tests._consumers import reference_dir, require
+from tests._consumers import crd_paths, reference_dir, require
 
 
 # ---------------------------------------------------------------------------------------------
@@ -33,7 +33,7 @@ def _crd_files() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def registry() -> CRDRegistry:
-    return CRDRegistry.from_dir(reference_dir())
+    return CRDRegistry.from_paths(crd_paths())
 
 
 def _cluster_queue() -> dict:

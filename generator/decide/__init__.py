@@ -7,6 +7,8 @@
 - `placement.py`: each workload's pool and tenant, held to what the split gave its plane;
 - `quotas.py`: the tenants' guarantees per pool (services' demand, then shares);
 - `sizing.py`: the pods of each Kubernetes workload's starter;
+- `platform.py`: where the Kubernetes plane runs: provider, distribution, how each pool's nodes
+  are known, provider topology labels, GPU stack, the fabric for multi-node jobs, scale envelope;
 - `slurm_names.py`: input rules that hold only once Slurm is decided on;
 - `plan.py`: the Plan and its parts (serialised to plan.json).
 

@@ -173,6 +173,59 @@ class Warning_:
 
 
 @dataclass(frozen=True)
+class Network:
+    """The fabric tightly coupled multi-node pods use, and what a pod asks for to get it."""
+
+    kind: str  # rdma-shared (NVIDIA Network Operator, bare metal IB/RoCE) | efa (EKS)
+    resource: str  # the extended resource a pod requests
+    per_node: dict[str, int]  # pool -> devices of one node (a pod taking part of a node gets its share)
+    env: tuple[tuple[str, str], ...]  # NCCL / libfabric variables
+    attachment: str | None = None  # NetworkAttachmentDefinition the pods attach
+    cni: str | None = None  # ipoib | macvlan
+    interface: str | None = None  # the parent netdev (None: macvlan's default-route interface)
+    subnet: str | None = None  # the nv-ipam pool
+
+    def devices(self, pool: str, gpus: int, gpus_per_node: int) -> int:
+        """What a pod with `gpus` of a node's `gpus_per_node` requests: its share, at least one."""
+        per_node = self.per_node.get(pool, 1)
+        if self.kind != "efa" or not gpus_per_node:
+            return 1
+        return max(1, per_node * gpus // gpus_per_node)
+
+
+@dataclass(frozen=True)
+class Platform:
+    provider: str = "generic"
+    distribution: str = "upstream"  # the Kubernetes plane's: an edge/dev plane is k3s
+    # pool -> the labels objects select it by; {} on bare metal (orchgen.io/pool, set by node-labels.sh)
+    selectors: dict[str, dict[str, str]] = field(default_factory=dict)
+    # pool -> labels node-labels.sh adds on bare metal (the pool's node_labels)
+    script_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    topology: tuple[str, ...] = ()  # level labels, broadest first, hostname excluded
+    preferred_level: str | None = None
+    topology_pools: tuple[str, ...] = ()  # pools whose nodes all carry the levels (flavors get them)
+    gpu_stack: str = "operator"  # operator: the GPU Operator release | provider: the provider's add-ons
+    network: Network | None = None
+    fabric_workloads: tuple[str, ...] = ()  # tightly coupled multi-pod workloads on the fabric
+
+    @property
+    def cloud(self) -> bool:
+        return bool(self.selectors)
+
+    def to_json(self) -> dict[str, Any]:
+        net = self.network
+        return {
+            "provider": self.provider, "distribution": self.distribution,
+            "node_selectors": self.selectors, "topology": list(self.topology),
+            "gpu_stack": self.gpu_stack,
+            "network": None if net is None else {
+                "kind": net.kind, "resource": net.resource, "per_node": net.per_node,
+                "attachment": net.attachment, "interface": net.interface, "subnet": net.subnet,
+                "workloads": list(self.fabric_workloads)},
+        }
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str
     source: str  # file name of the input (no directory: bundles must not depend on where they ran)
@@ -201,6 +254,8 @@ class Plan:
     slurm_accounting: str | None = None
     # options.slurm as written (render/slurm/ops.py resolves its `auto`s) 
     slurm_options: SlurmOptions = field(default_factory=SlurmOptions)
+    # where the Kubernetes plane runs and how its nodes are known (generator.decide.platform)
+    platform: Platform = field(default_factory=Platform)
 
     @property
     def kube_plane(self) -> Plane | None:
@@ -233,6 +288,7 @@ class Plan:
             },
             "reasons": list(self.reasons),
             **({"warnings": [str(w) for w in self.warnings]} if self.warnings else {}),
+            "platform": self.platform.to_json(),
             "planes": {name: _plane_json(p) for name, p in self.planes.items()},
             "split": self._split_json(),
             "fabric": _fabric_json(self.fabric),

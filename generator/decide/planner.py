@@ -10,10 +10,10 @@ from pathlib import Path
 from .. import catalog
 from ..spec import fabric as fabric_mod
 from ..spec.hardware import node_hardware
-from . import placement, quotas, slurm_names
+from . import placement, platform as platform_mod, quotas, slurm_names
 from .rules import RULES, recommend
 from .partition import split
-from .plan import Plan, Plane, PoolSlice, Tenant, Warning_, WorkloadDecision
+from .plan import Plan, Plane, Platform, PoolSlice, Tenant, Warning_, WorkloadDecision
 from ..errors import OrchgenError
 from ..spec.models import Fleet, Pool, format_path
 
@@ -34,7 +34,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     fab = _fabric(fleet, warnings)
 
     slurm = "slurm" if any(d.primary == "slurm" for d in decisions) else None
-    kube = _kube_plane(decisions, reasons)
+    kube = _kube_plane(decisions, reasons, fleet)
     hybrid, operator = _hybrid_mode(fleet, slurm, kube, reasons)
     if operator and kube is None:
         kube = "kubernetes"
@@ -85,7 +85,10 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     tenants, quota_reasons, quota_warnings = quotas.quotas(tenants, slices.get(kube, ()) if kube else (), placed)
     reasons.extend(quota_reasons)
     warnings.extend(quota_warnings)
-    charts = _charts(fleet, placed, kube, gang, operator)
+    kube_slices = slices.get(kube, ()) if kube else ()
+    draft = Plane(kube, "", None, kube_slices, (), (), ()) if kube else None
+    platform = platform_mod.decide(fleet, draft, placed, fab, reasons, warnings, file)
+    charts = _charts(fleet, placed, kube, gang, operator, platform)
     _controllers(fleet, bool(slurm) and not operator, warnings)
     planes: dict[str, Plane] = {}
     if slurm:
@@ -94,7 +97,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
                               _slurm_addons(placed, tenants, fab), ())
     if kube:
         planes[kube] = Plane(kube, "bare-metal" if fleet.fleet.bare_metal else "virtual-machines", None,
-                             slices.get(kube, ()),
+                             kube_slices,
                              tuple(d.name for d in placed if d.plane == kube or d.hybrid),
                              tuple(charts), ())
     return Plan(
@@ -121,6 +124,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         slurm_controllers=tuple(fleet.fleet.slurm.controllers) if fleet.fleet.slurm else (),
         slurm_accounting=fleet.fleet.slurm.accounting if fleet.fleet.slurm else None,
         slurm_options=fleet.options.slurm,
+        platform=platform,
     )
 
 
@@ -145,7 +149,7 @@ def per_workload(fleet: Fleet) -> list[WorkloadDecision]:
     from dataclasses import replace
 
     decisions = recommend(fleet)
-    kube = _kube_plane(decisions, [])
+    kube = _kube_plane(decisions, [], fleet)
     return [replace(d, plane="slurm" if d.primary == "slurm" else kube or "") for d in decisions]
 
 
@@ -181,13 +185,17 @@ def _slurm_ops_warnings(fleet: Fleet) -> list[Warning_]:
     return []
 
 
-def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:
+def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str], fleet: Fleet) -> str | None:
     full = [d.name for d in decisions
             if d.primary == "kubernetes" or d.ray_host == "kubernetes" or d.hybrid]
     small = [d.name for d in decisions if d.primary == "k3s" or d.ray_host == "k3s"]
     if full and small:
         reasons.append(f"k3s workloads ({', '.join(small)}) run on the fleet's Kubernetes plane: "
                        "one control plane, not a second small one beside it")
+    if small and not full and fleet.fleet.provider in platform_mod.MANAGED:
+        reasons.append(f"edge/dev workloads ({', '.join(small)}) run on {fleet.fleet.provider}'s Kubernetes: a "
+                       "managed provider's nodes run its own Kubernetes, not k3s")
+        return "kubernetes"
     return "kubernetes" if full else ("k3s" if small else None)
 
 
@@ -281,11 +289,13 @@ def _gang(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenant
 
 
 def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang: str | None,
-            operator: str | None) -> list[str]:
+            operator: str | None, platform: Platform) -> list[str]:
     """Releases the Kubernetes plane installs, CRD owners first (install order)."""
     if not kube:
         return []
-    out = ["gpu-operator"]
+    out = ["gpu-operator"] if platform.gpu_stack == "operator" else []
+    if platform.network is not None:
+        out.append({"rdma-shared": "network-operator", "efa": "aws-efa-k8s-device-plugin"}[platform.network.kind])
     if operator in ("slinky", "soperator"):  # both operators' webhooks take certificates from it
         out[:0] = ["cert-manager"]
     if gang == "kai":

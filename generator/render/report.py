@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..decide.plan import Plan
 from ..yamlio import dump_json
 from . import slurm
+from ..spec.checks import PROVIDER_POOL_LABEL
 from .kubernetes import common as kube_common, gpu_operator, helm, kueue, manifests, slinky, soperator
 from .templating import render_template
 
@@ -40,7 +41,9 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      kube_names=manifests.readme(plan) if plan.kube_plane else {},
                                      crd_owners=sorted(helm.CRD_GROUPS),
                                      crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts],
-                                     kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {}),
+                                     kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {},
+                                     gpu_operator_values=gpu_operator.values,
+                                     provisioner_of=provisioner_of, topology_note=topology_note),
     }
 
 
@@ -70,3 +73,37 @@ def kubelet_reserved(plan: Plan) -> list[dict[str, object]]:
 def operator_readme(plan: Plan) -> object:
     """The README's Slurm-on-Kubernetes section reads the operator's own summary."""
     return {"slinky": slinky.readme, "soperator": soperator.readme}[plan.slurm_plane.operator](plan)
+
+
+# Who sets a cloud pool's default selector (the same sources as generator/spec/checks.py).
+_SETS_POOL_LABEL = {
+    "eks": "EKS managed node groups (Karpenter or self-managed nodes: give node_labels)",
+    "gke": "GKE, on every node of the node pool",
+    "aks": "AKS, on every node of the agent pool",
+    "oke": "Oracle's terraform-oci-oke module (initial node label); other provisioners: give node_labels",
+}
+
+
+def provisioner_of(plan: Plan, pool: str) -> str:
+    """Who puts the labels that select a cloud pool on its nodes (the README's node table)."""
+    provider = plan.platform.provider
+    labels = plan.platform.selectors[pool]
+    if list(labels) == [PROVIDER_POOL_LABEL.get(provider)]:
+        return _SETS_POOL_LABEL[provider]
+    if list(labels) == ["orchgen.io/pool"]:
+        return ("your provisioner: register the nodes with `--node-labels=orchgen.io/pool=" + pool
+                + "` (or give node_labels)")
+    return "your provisioner (workload.yaml node_labels)"
+
+
+_TOPOLOGY_NOTES = {
+    "eks": "EKS sets them on the instance types EC2 instance topology supports (p4d, p5, p6, trn); nodes "
+           "without them are left out of topology-aware placement, so keep those pools on such types",
+    "gke": "GKE sets them on compactly placed VMs (reservations, A3 Ultra, A4 and later); Spot capacity is "
+           "rarely compact",
+    "oke": "OKE sets them at bootstrap when the capacity topology is available (dedicated capacity pools)",
+}
+
+
+def topology_note(plan: Plan) -> str:
+    return _TOPOLOGY_NOTES.get(plan.platform.provider, "")

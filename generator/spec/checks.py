@@ -11,6 +11,7 @@ are the decision's: generator/decide/slurm_names.py.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator
 
 from .. import catalog
@@ -39,6 +40,7 @@ def pool_hostnames(pool: Pool) -> list[str]:
 def check_fleet(fleet: Fleet) -> Iterator[Problem]:
     yield from _unique(fleet)
     yield from _pools(fleet)
+    yield from _platform(fleet)
     yield from _workloads(fleet)
     for name in sorted(fleet.options.versions):
         if name not in catalog.CATALOG:
@@ -101,6 +103,74 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
                        f"{pool.nvlink_domain_nodes} nodes"), (*at, "nvlink_domain_nodes")
     if total > MAX_FLEET_NODES:
         yield f"the fleet has {total} nodes; orchgen plans at most {MAX_FLEET_NODES}", ("fleet", "pools")
+
+
+# The node-pool label each managed provider puts on its nodes, and the names it allows for a pool
+# (so that the default selector `<label>=<pool name>` can match). Sources, per provider:
+# - eks: "Amazon EKS adds Kubernetes labels to managed node group instances ... prefixed with
+#   eks.amazonaws.com" (EKS user guide, managed-node-groups.adoc), eks.amazonaws.com/nodegroup=<node
+#   group name> among them (the key cluster-autoscaler reads as AWSNodePoolLabelKey). Karpenter or
+#   self-managed nodes carry no such label: give node_labels there.
+# - gke: cloud.google.com/gke-nodepool=<node pool name> (GKE "Node pools" and node labels docs);
+#   node pool names: lower-case letters, digits and '-', starting with a letter, at most 40.
+# - aks: kubernetes.azure.com/agentpool=<agent pool name> (AKS "Use labels", reserved system
+#   labels table); Linux pool names: lower-case letters and digits, starting with a letter, at most 12.
+# - oke: oke.oraclecloud.com/pool.name=<pool name>, the initial node label Oracle's terraform-oci-oke
+#   module (and oracle-quickstart/oci-hpc-oke, which builds on it) gives every node it creates.
+#   OKE itself sets no pool-name label: a pool provisioned otherwise needs node_labels.
+PROVIDER_POOL_LABEL = {
+    "eks": "eks.amazonaws.com/nodegroup",
+    "gke": "cloud.google.com/gke-nodepool",
+    "aks": "kubernetes.azure.com/agentpool",
+    "oke": "oke.oraclecloud.com/pool.name",
+}
+_POOL_NAME = {
+    "gke": (re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"), "lower-case letters, digits and '-', "
+            "starting with a letter, at most 40 characters"),
+    "aks": (re.compile(r"^[a-z][a-z0-9]{0,11}$"), "lower-case letters and digits, starting with a letter, "
+            "at most 12 characters"),
+}
+MANAGED_PROVIDERS = ("eks", "gke", "aks", "oke")
+# Label prefixes a pool's node_labels may not use: orchgen's own (node-labels.sh sets them) and a
+# node's name, which is exactly what a cloud pool must not be selected by.
+_RESERVED_LABELS = ("orchgen.io/", "kubernetes.io/hostname")
+
+
+def default_node_labels(provider: str, pool: str) -> dict[str, str]:
+    """How a cloud pool's nodes are selected when the input gives no node_labels. `generic`: the
+    orchgen pool label, which the provisioner sets (kubelet --node-labels)."""
+    return {PROVIDER_POOL_LABEL.get(provider, "orchgen.io/pool"): pool}
+
+
+def pool_node_labels(fleet: Fleet, pool: Pool) -> dict[str, str]:
+    return dict(pool.node_labels) if pool.node_labels else default_node_labels(fleet.fleet.provider, pool.name)
+
+
+def _platform(fleet: Fleet) -> Iterator[Problem]:
+    spec = fleet.fleet
+    if spec.bare_metal and spec.provider != "generic":
+        yield (f"bare_metal: true means the site's own machines (provider generic), not {spec.provider}'s; "
+               "drop one of the two"), ("fleet", "provider")
+    if spec.provider in MANAGED_PROVIDERS and spec.kubernetes_distribution != "upstream":
+        yield (f"{spec.provider} runs its own Kubernetes, not {spec.kubernetes_distribution}: leave "
+               "kubernetes_distribution at upstream"), ("fleet", "kubernetes_distribution")
+    net = spec.fabric.rdma_network
+    if net is not None and spec.fabric.kind == "ethernet":
+        yield ("an Ethernet fabric without RDMA has no RDMA network: set fabric.kind to infiniband or roce, "
+               "or drop rdma_network"), ("fleet", "fabric", "rdma_network")
+    for i, pool in enumerate(spec.pools):
+        at: Path_ = ("fleet", "pools", i)
+        for key in pool.node_labels or {}:
+            if key.startswith(_RESERVED_LABELS):
+                yield (f"{key} cannot select a pool: orchgen.io/ labels are node-labels.sh's, and a node's "
+                       "name is not how a pool is known"), (*at, "node_labels")
+        if pool.node_labels or spec.bare_metal or spec.provider not in _POOL_NAME:
+            continue
+        pattern, rule = _POOL_NAME[spec.provider]
+        if not pattern.match(pool.name):
+            yield (f"{spec.provider} node pool names are {rule}, so no {spec.provider} pool can be named "
+                   f"{pool.name!r}: give node_labels ({PROVIDER_POOL_LABEL[spec.provider]}: <your pool's "
+                   "name>)"), (*at, "name")
 
 
 def _workloads(fleet: Fleet) -> Iterator[Problem]:

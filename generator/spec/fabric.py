@@ -33,7 +33,7 @@ no switches says nothing about leaves: give `nodes_per_leaf` too, and the shorth
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -415,13 +415,15 @@ def _cabled(kind: str, source: str, source_file: str | None, pools: list[tuple[s
     _check_names(leaves + spines + ([core] if core else []))
     leaf_of: dict[str, str] = {}
     for leaf in leaves:
+        # a node's error points at the leaf's `nodes` in workload.yaml (an import's: at its line)
+        nodes_at = replace(leaf.where, path=(*leaf.where.path, "nodes")) if leaf.where.path else leaf.where
         for node in leaf.members:
             if node not in pool_of:
-                raise leaf.where.problem(f"leaf {leaf.name} names node {node}, which no pool has"
-                                         + _near(node, pool_of))
+                raise nodes_at.problem(f"leaf {leaf.name} names node {node}, which no pool has"
+                                       + _near(node, pool_of))
             if node in leaf_of:
-                raise leaf.where.problem(f"node {node} is in two leaves: {leaf_of[node]} and {leaf.name} "
-                                         "(a node is cabled to one leaf switch)")
+                raise nodes_at.problem(f"node {node} is in two leaves: {leaf_of[node]} and {leaf.name} "
+                                       "(a node is cabled to one leaf switch)")
             leaf_of[node] = leaf.name
     for pool, nodes, _ in pools:
         missing = [n for n in nodes if n not in leaf_of]

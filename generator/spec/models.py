@@ -65,6 +65,40 @@ def _host_path(value: str) -> str:
     return value
 
 
+# A node label as the API server takes it (apimachinery validation: qualified name, label value).
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# A Linux network interface name (IFNAMSIZ: at most 15 characters, no '/' or whitespace).
+_IFNAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}$")
+_CIDR4 = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})/(\d{1,2})$")
+
+
+def _node_labels(value: dict[str, str]) -> dict[str, str]:
+    for key, val in value.items():
+        prefix = key.split("/", 1)[0] if "/" in key else ""
+        if len(key) > 316 or len(prefix) > 253 or not _LABEL_KEY.match(key):
+            raise ValueError(f"{_short(key)} is not a label key (optional DNS-subdomain prefix and '/', then "
+                             "at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)")
+        if not isinstance(val, str) or len(val) > 63 or not _LABEL_VALUE.match(val):
+            raise ValueError(f"label {key}: {_short(val)} is not a label value (at most 63 letters, digits, "
+                             "'-', '_' or '.', starting and ending alphanumeric)")
+    return value
+
+
+def _ifname(value: str) -> str:
+    if not _IFNAME.match(value):
+        raise ValueError(f"{_short(value)} is not a network interface name (at most 15 characters)")
+    return value
+
+
+def _cidr4(value: str) -> str:
+    m = _CIDR4.match(value)
+    if not m or any(int(o) > 255 for o in m.groups()[:4]) or not 8 <= int(m.group(5)) <= 30:
+        raise ValueError(f"{_short(value)} is not an IPv4 subnet such as 172.16.0.0/16 (prefix /8 to /30)")
+    return value
+
+
 def _git_url(value: str) -> str:
     if len(value) > MAX_GIT_URL:
         raise ValueError(f"longer than {MAX_GIT_URL} characters (got {len(value)})")
@@ -85,6 +119,9 @@ Version = Annotated[str, AfterValidator(_version)]
 GitUrl = Annotated[str, AfterValidator(_git_url)]
 HostPath = Annotated[str, AfterValidator(_host_path),
                      WithJsonSchema({"type": "string", "pattern": HOST_PATH_PATTERN, "maxLength": 255})]
+NodeLabels = Annotated[dict[str, str], AfterValidator(_node_labels)]
+IfName = Annotated[str, AfterValidator(_ifname)]
+Cidr4 = Annotated[str, AfterValidator(_cidr4)]
 
 
 class _Model(BaseModel):
@@ -167,6 +204,22 @@ class Pool(_Model):
     nvlink_domain_nodes: int = Field(
         default=1, ge=1, le=1_024, description="nodes per NVLink domain (18 for GB200 NVL72)"
     )
+    node_labels: NodeLabels | None = Field(
+        default=None, max_length=16,
+        description="labels the provisioner puts on this pool's nodes (a cloud node group's, e.g. "
+        "{eks.amazonaws.com/nodegroup: h100-ng}); Kubernetes objects select the pool by them. Default "
+        "off bare metal: the provider's node-pool label with the pool's name",
+    )
+
+
+class RdmaNetwork(_Model):
+    """The secondary network tightly coupled Kubernetes jobs attach on a bare-metal InfiniBand/RoCE fabric."""
+
+    interface: IfName | None = Field(
+        default=None, description="the RDMA port's netdev on every node (`ibdev2netdev` shows it); "
+        "default ib0 on InfiniBand; required on RoCE")
+    subnet: Cidr4 = Field(default="172.16.0.0/16",
+                          description="addresses for the pods' fabric interfaces (must be unused on the nodes)")
 
 
 class FabricLeaf(_Model):
@@ -212,6 +265,8 @@ class Fabric(_Model):
     from_: FabricImport | None = Field(default=None, alias="from",
                                        description="import leaves and spines (and NVLink blocks) from a file, "
                                        "instead of leaves/spines")
+    rdma_network: RdmaNetwork | None = Field(
+        default=None, description="Kubernetes' secondary network on an RDMA fabric (bare metal)")
     # What the loader read from the `from` file (a spec.importers.ImportedFabric), so planning never
     # reads a file again. Private: not input, set only by spec.load. The FabricModel itself is built
     # from this section whenever it is needed, so a fleet changed in code never keeps a stale one.
@@ -230,9 +285,18 @@ class SlurmHosts(_Model):
                                     "default: controllers[0]")
 
 
+PROVIDERS = ("generic", "eks", "gke", "aks", "oke")
+DISTRIBUTIONS = ("upstream", "k3s", "rke2")
+
+
 class FleetSpec(_Model):
     bare_metal: bool = False
     edge_or_dev: bool = False
+    provider: Literal["generic", "eks", "gke", "aks", "oke"] = Field(
+        default="generic", description="where the Kubernetes nodes run; bare_metal: true implies generic")
+    kubernetes_distribution: Literal["upstream", "k3s", "rke2"] = Field(
+        default="upstream", description="the Kubernetes plane's distribution (an edge/dev plane is always k3s); "
+        "a managed provider (eks, gke, aks, oke) runs its own, upstream")
     slurm: SlurmHosts | None = Field(default=None, description="Slurm's controllers and accounting host")
     fabric: Fabric = Fabric()
     pools: list[Pool] = Field(min_length=1, max_length=256)

@@ -9,6 +9,7 @@ raise `OrchgenError`; everything wrong inside the bundle is a finding.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,16 +48,21 @@ class Report:
         return f"{self.root}: {verdict}{extra} ({self.files} files checked{skipped})"
 
 
-def load_crds(path: str | Path) -> CRDRegistry:
-    """The CRDs under a user's directory (recursively); a bad directory is a usage error."""
+def load_crds(paths: str | Path | Iterable[str | Path]) -> CRDRegistry:
+    """The CRDs under a user's directories (recursively); a bad directory is a usage error."""
     from .crds import CRDRegistry
 
-    try:
-        registry = CRDRegistry.from_dir(path)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise OrchgenError(f"cannot load CRDs: {exc}", str(path), field="--crds") from None
-    if not len(registry):
-        raise OrchgenError("holds no CustomResourceDefinition", str(path), field="--crds")
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    registry = CRDRegistry()
+    for path in paths:
+        try:
+            found = CRDRegistry.from_dir(path)
+            for crd_version in found:
+                registry.add(crd_version)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise OrchgenError(f"cannot load CRDs: {exc}", str(path), field="--crds") from None
+        if not len(found):
+            raise OrchgenError("holds no CustomResourceDefinition", str(path), field="--crds")
     return registry
 
 

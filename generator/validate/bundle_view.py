@@ -129,12 +129,35 @@ class Doc:
 
 
 @dataclass
+class NodeGroup:
+    """Nodes the script knows by a label selector, not by name (a cloud pool): how many the
+    provisioner gives (`expect_nodes`), the labels they carry (the selector's and what the script
+    adds by selector) and the taints it puts on them."""
+
+    labels: dict[str, str]
+    count: int
+    line: int
+    taints: list[str] = field(default_factory=list)
+
+
+@dataclass
 class NodeLabels:
-    """What kubernetes/node-labels.sh does: node -> labels, node -> taints, and the line of each."""
+    """What kubernetes/node-labels.sh does: node -> labels, node -> taints, and the line of each;
+    and the node groups it knows by selector only (`groups`)."""
 
     labels: dict[str, dict[str, str]] = field(default_factory=dict)
     taints: dict[str, list[str]] = field(default_factory=dict)
     line: dict[str, int] = field(default_factory=dict)  # first line that labels the node
+    groups: list[NodeGroup] = field(default_factory=list)
+
+    def population(self) -> list[tuple[dict[str, str], list[str], int]]:
+        """(labels, taints, node count) of every named node (count 1) and every selector group."""
+        return ([(lb, self.taints.get(n, []), 1) for n, lb in self.labels.items()]
+                + [(g.labels, g.taints, g.count) for g in self.groups])
+
+    def count(self, wanted: dict[str, str]) -> int:
+        """Nodes that carry every label of `wanted`."""
+        return sum(n for lb, _, n in self.population() if all(lb.get(k) == v for k, v in wanted.items()))
 
     def plane_nodes(self, kube: bool) -> set[str]:
         """Nodes the script gives to a Kubernetes plane (kube) or to Slurm; unmarked nodes count as
@@ -152,8 +175,10 @@ def parse_node_labels(text: str) -> NodeLabels:
     (and plain `kubectl label node ...` lines, for hand-written scripts)."""
     out = NodeLabels()
     for number, raw in enumerate(text.splitlines(), 1):
-        words = raw.split("#", 1)[0].split()
+        words = [w.strip("'\"") for w in raw.split("#", 1)[0].split()]
         if not words:
+            continue
+        if _selector_line(out, words, number):
             continue
         if words[0] in ("label", "taint"):
             verb, args = words[0], words[1:]
@@ -172,6 +197,43 @@ def parse_node_labels(text: str) -> NodeLabels:
             else:
                 out.taints.setdefault(node, []).extend(pairs)
     return out
+
+
+def _pairs_of(text: str) -> dict[str, str] | None:
+    try:
+        return dict(p.split("=", 1) for p in text.split(",") if p)
+    except ValueError:
+        return None
+
+
+def _selector_line(out: NodeLabels, words: list[str], number: int) -> bool:
+    """The script's lines about nodes known by selector: `expect_nodes SEL N`, `assign_plane SEL S K`,
+    `label -l SEL k=v...`, `taint -l SEL k=v:Effect`. True when the line was one of them."""
+    verb, args = words[0], words[1:]
+    if verb == "expect_nodes" and len(args) == 2 and args[1].isdigit():
+        sel = _pairs_of(args[0])
+        if sel is not None:
+            out.groups.append(NodeGroup(sel, int(args[1]), number))
+        return True
+    if verb == "assign_plane" and len(args) == 3 and args[1].isdigit() and args[2].isdigit():
+        sel = _pairs_of(args[0])
+        if sel is None:
+            return True
+        out.groups = [g for g in out.groups if g.labels != sel]
+        out.groups += [NodeGroup({**sel, LABEL_PLANE: "slurm"}, int(args[1]), number,
+                                 [f"{LABEL_PLANE}=slurm:NoSchedule"]),
+                       NodeGroup({**sel, LABEL_PLANE: "kubernetes"}, int(args[2]), number)]
+        return True
+    if verb in ("label", "taint") and len(args) >= 3 and args[0] == "-l":
+        sel = _pairs_of(args[1])
+        for group in out.groups if sel is not None else []:
+            if all(group.labels.get(k) == v for k, v in sel.items()):
+                if verb == "label":
+                    group.labels.update(p.split("=", 1) for p in args[2:] if "=" in p)
+                else:
+                    group.taints += [a for a in args[2:] if "=" in a or ":" in a]
+        return True
+    return False
 
 
 class Bundle:

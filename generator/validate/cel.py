@@ -211,7 +211,9 @@ def _prepare(node: dict[str, Any], value: Any) -> Any:
     if isinstance(value, bool):
         return celtypes.BoolType(value)
     if isinstance(value, int):
-        return celtypes.IntType(value)
+        if -2**63 <= value < 2**63:
+            return celtypes.IntType(value)
+        return celtypes.DoubleType(float(value))  # beyond CEL's int64: a JSON number, as a float
     if isinstance(value, float):
         return celtypes.DoubleType(value)
     if value is None:

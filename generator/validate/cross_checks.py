@@ -7,6 +7,11 @@
   the Kubernetes plane's GPUs per node in plan.json, a Slinky NodeSet's extraConfMap.Gres and its
   slurmd `nvidia.com/gpu` limit (they disagree -> nodes come up with Gres=(null));
 - no pod asks for more GPUs than a node of the pool it selects has;
+- nodes known by name (bare metal): every flavor, pod and NodeSet selecting a pool selects exactly
+  that pool's nodes on its plane as plan.json has them, by labels node-labels.sh sets;
+- nodes known by their node group's labels (a cloud, plan.json `platform.node_selectors`): nothing
+  selects a node by `kubernetes.io/hostname` or names one, and no node name of the plan (invented
+  there, for counting only) appears anywhere under kubernetes/ or gitops/;
 - the fabric is plan.json's everywhere: each leaf switch of the Slurm tree lists only nodes that
   plan.json's fabric cables to that leaf (a leaf split between the planes lists a part of them), each
   spine only leaves cabled to it, each block is one of plan.json's NVLink domains, and
@@ -20,15 +25,16 @@
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 from ..spec import hostlist
-from ..spec.fabric import LABEL_LEAF, LABEL_NVLINK, LABEL_PLANE, LABEL_POOL, LABEL_SPINE
+from ..spec.fabric import LABEL_HOSTNAME, LABEL_LEAF, LABEL_NVLINK, LABEL_PLANE, LABEL_POOL, LABEL_SPINE
 from ..decide.plan import KUBE_PLANES
 from .bundle_view import Bundle, Doc, Finding, error, as_list
-from .kube_refs import SCRIPT, pod_templates
+from .kube_refs import SCRIPT, pod_templates, set_elsewhere
 from .slinky_checks import nodeset_gres, slurm_values
 from .slurm_checks import CONF, GRES, TOPO_CONF, TOPO_YAML, load_conf
 from .slurm_conf import Topology, format_gres, parse_gres, parse_gres_conf, parse_topology_conf, parse_topology_yaml
@@ -64,6 +70,10 @@ def check(bundle: Bundle, kube_docs: list[Doc]) -> Iterator[Finding]:
     yield from _gres_per_pool(bundle)
     yield from _nodeset_gres(bundle)
     yield from _pods_fit(bundle, kube_docs)
+    if _cloud_selectors(bundle):
+        yield from _no_node_names(bundle, kube_docs)
+    else:
+        yield from _selectors_cover_their_pool(bundle, kube_docs)
     yield from _fabric(bundle)
     yield from _gres_names(bundle, kube_docs)
 
@@ -92,6 +102,11 @@ def _one_plane_per_node(bundle: Bundle) -> Iterator[Finding]:
                 yield error(SCRIPT, labels.line[node], f"node {node} is labelled {LABEL_PLANE}=slurm but not "
                                                        "tainted NoSchedule: Kubernetes pods would land on Slurm's node")
                 break
+        for group in labels.groups:
+            if group.labels.get(LABEL_PLANE) == "slurm" and not any(
+                    t.endswith((":NoSchedule", ":NoExecute")) for t in group.taints):
+                yield error(SCRIPT, group.line, f"nodes with {_pairs(group.labels)} are labelled {LABEL_PLANE}=slurm "
+                                                "but not tainted NoSchedule: Kubernetes pods would land on Slurm's nodes")
 
 
 def _pool_of(bundle: Bundle) -> dict[str, str]:
@@ -243,6 +258,116 @@ def _pods_fit(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
                             f"have {kube[pool][1]} (it would never schedule)")
 
 
+def _pairs(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _cloud_selectors(bundle: Bundle) -> dict[str, Any]:
+    platform = bundle.plan.get("platform")
+    selectors = platform.get("node_selectors") if isinstance(platform, dict) else None
+    return selectors if isinstance(selectors, dict) else {}
+
+
+def _selections(bundle: Bundle, docs: list[Doc]) -> Iterator[tuple[Doc, list[Any], dict[str, Any]]]:
+    """(document, path, node selector) of everything that picks nodes by label: ResourceFlavors, pod
+    templates, Soperator NodeSets and Slinky's NodeSets (the slurm release's values)."""
+    for doc in docs:
+        if not doc.path.startswith("kubernetes/") or not isinstance(doc.data.get("spec"), dict):
+            continue
+        spec = doc.data["spec"]
+        if doc.kind == "ResourceFlavor" and isinstance(spec.get("nodeLabels"), dict):
+            yield doc, ["spec", "nodeLabels"], spec["nodeLabels"]
+        if doc.kind == "NodeSet" and isinstance(spec.get("nodeSelector"), dict):
+            yield doc, ["spec", "nodeSelector"], spec["nodeSelector"]
+        for path, tmpl in pod_templates(doc):
+            sel = tmpl.get("spec", {}).get("nodeSelector") if isinstance(tmpl.get("spec"), dict) else None
+            if isinstance(sel, dict):
+                yield doc, [*path, "spec", "nodeSelector"], sel
+    values = slurm_values(bundle)
+    nodesets = values.data.get("nodesets") if values is not None else None
+    for name, ns in (nodesets or {}).items() if isinstance(nodesets, dict) else ():
+        pod = ns.get("podSpec") if isinstance(ns, dict) else None
+        sel = pod.get("nodeSelector") if isinstance(pod, dict) else None
+        if isinstance(sel, dict):
+            yield values, ["nodesets", name, "podSpec", "nodeSelector"], sel  # type: ignore[misc]
+
+
+def _plane_pool_nodes(bundle: Bundle) -> dict[tuple[str, str], set[str]]:
+    """(plane, pool) -> that pool's nodes on that plane, from plan.json ('kubernetes' covers k3s)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for name, plane in _planes(bundle).items():
+        key = "slurm" if name == "slurm" else "kubernetes"
+        for pool in as_list(plane.get("pools")):
+            if isinstance(pool, dict) and isinstance(pool.get("pool"), str):
+                out.setdefault((key, pool["pool"]), set()).update(_expand_all(pool.get("nodes")))
+    return out
+
+
+def _selectors_cover_their_pool(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
+    labels = bundle.node_labels
+    expected = _plane_pool_nodes(bundle)
+    if labels is None or not expected:
+        return
+    for doc, path, selector in _selections(bundle, docs):
+        pool = selector.get(LABEL_POOL)
+        plane = str(selector.get(LABEL_PLANE, "kubernetes"))
+        want = expected.get((plane, str(pool)))
+        if not isinstance(pool, str) or want is None:
+            continue
+        wanted = {str(k): str(v) for k, v in selector.items() if not set_elsewhere(str(k))}
+        got = {n for n, lb in labels.labels.items() if all(lb.get(k) == v for k, v in wanted.items())}
+        if got != want:
+            extra, missing = sorted(got - want), sorted(want - got)
+            detail = "; ".join(x for x in (f"also {_short(extra)}" if extra else "",
+                                           f"not {_short(missing)}" if missing else "") if x)
+            yield error(doc.path, doc.line_of(path),
+                        f"{doc.label}: selects {len(got)} node(s) by {_pairs(wanted)} in {SCRIPT}, but pool {pool} "
+                        f"has {len(want)} on the {plane} plane (plan.json): {detail}")
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9][-A-Za-z0-9.]*[A-Za-z0-9]|[A-Za-z0-9]")
+
+
+def _no_node_names(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
+    for doc in docs:
+        if not doc.path.startswith(("kubernetes/", "gitops/")):
+            continue
+        for path, _ in _hostname_selections(doc):
+            yield error(doc.path, doc.line_of(path), f"{doc.label}: selects a node by name ({LABEL_HOSTNAME}) "
+                                                     "although the provider names the nodes: select its pool's labels")
+    invented: set[str] = set()
+    for plane in _planes(bundle).values():
+        invented.update(_expand_all(plane.get("nodes")))
+    if not invented:
+        return
+    for path in bundle.files:
+        if not path.startswith(("kubernetes/", "gitops/")):
+            continue
+        text = bundle.text(path) or ""
+        hits = sorted(set(_TOKEN.findall(text)) & invented)
+        if hits:
+            line = next(i for i, ln in enumerate(text.splitlines(), 1) if hits[0] in _TOKEN.findall(ln))
+            yield error(path, line, f"names node(s) {_short(hits)}, which only count nodes in plan.json: the "
+                                    "provider names the nodes, select them by their pool's labels")
+
+
+def _hostname_selections(doc: Doc) -> Iterator[tuple[list[Any], Any]]:
+    spec = doc.data.get("spec") if isinstance(doc.data.get("spec"), dict) else {}
+    labels = spec.get("nodeLabels")
+    if doc.kind == "ResourceFlavor" and isinstance(labels, dict) and LABEL_HOSTNAME in labels:
+        yield ["spec", "nodeLabels", LABEL_HOSTNAME], None
+    if doc.kind == "HyperNode":
+        for i, m in enumerate(as_list(spec.get("members"))):
+            if isinstance(m, dict) and m.get("type") == "Node" and isinstance(m.get("selector"), dict) \
+                    and ("exactMatch" in m["selector"] or "regexMatch" in m["selector"]):
+                yield ["spec", "members", i], None
+    for path, tmpl in pod_templates(doc):
+        pod = tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {}
+        sel = pod.get("nodeSelector")
+        if (isinstance(sel, dict) and LABEL_HOSTNAME in sel) or pod.get("nodeName"):
+            yield [*path, "spec"], None
+
+
 # ------------------------------------------------------------------ the fabric, as plan.json has it
 
 
@@ -327,6 +452,8 @@ def _labels_follow(bundle: Bundle, fab: _Fabric) -> Iterator[Finding]:
                 yield error(SCRIPT, labels.line[node], f"node {node} is labelled {key}={got.get(key) or '(none)'} "
                                                        f"but plan.json's fabric says {value or '(none)'}")
                 break
+
+
 def _gres_names(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
     """The GRES string (and, with MIG, the Kubernetes resource) of each pool, identical everywhere."""
     planned = _planned_gres(bundle)

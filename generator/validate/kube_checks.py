@@ -36,7 +36,7 @@ CLUSTER_SCOPED_CUSTOM = frozenset({
                                     "WorkloadPriorityClass", "AdmissionCheck")
 } | {("scheduling.volcano.sh", "Queue"), ("topology.volcano.sh", "HyperNode"),
      ("scheduling.run.ai", "Queue"), ("kai.scheduler", "Topology"), ("nvidia.com", "ClusterPolicy"),
-     ("nvidia.com", "NVIDIADriver"), ("nvidia.com", "GPUCluster")})
+     ("nvidia.com", "NVIDIADriver"), ("nvidia.com", "GPUCluster"), ("mellanox.com", "NicClusterPolicy")})
 # Groups a GitOps controller brings itself: its objects need no release of ours.
 GITOPS_GROUPS = ("argoproj.io", "toolkit.fluxcd.io")
 

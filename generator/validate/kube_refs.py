@@ -142,27 +142,31 @@ def _spec_refs(doc: Doc, idx: Index, kai: dict, kai_parents: set) -> Iterator[Fi
             yield missing(["parentQueue"], "parent Queue", spec["parentQueue"])
 
 
+# Topology labels cloud providers put on their nodes (generator/decide/platform.py has the sources).
+PROVIDER_TOPOLOGY_PREFIXES = ("topology.k8s.aws/network-node-layer-", "cloud.google.com/gce-topology-",
+                              "oci.oraclecloud.com/rdma.")
+
+
 def set_elsewhere(key: str) -> bool:
     """Labels the kubelet, cloud providers or the GPU Operator (GFD, NFD) put on nodes themselves."""
     prefix = key.split("/", 1)[0] if "/" in key else ""
-    return prefix == "kubernetes.io" or prefix.endswith((".kubernetes.io", "k8s.io", "nvidia.com"))
+    return (prefix == "kubernetes.io" or prefix.endswith((".kubernetes.io", "k8s.io", "nvidia.com"))
+            or key.startswith(PROVIDER_TOPOLOGY_PREFIXES))
 
 
 def _unmatched(selector: dict[str, Any], labels: NodeLabels) -> dict[str, str] | None:
-    """The part of `selector` no single node carries in full (None when some node does)."""
+    """The part of `selector` no single node (or selector group of nodes) carries in full (None
+    when some does)."""
     wanted = {str(k): str(v) for k, v in selector.items() if not set_elsewhere(str(k))}
-    if not wanted:
+    if not wanted or labels.count(wanted):
         return None
-    for node_labels in labels.labels.values():
-        if all(node_labels.get(k) == v for k, v in wanted.items()):
-            return None
     return wanted
 
 
 def check_node_labels(bundle: Bundle, docs: list[Doc]) -> Iterator[Finding]:
     labels = bundle.node_labels or NodeLabels()
     source = SCRIPT if bundle.node_labels is not None else f"{SCRIPT} (absent)"
-    every_key = {k for lb in labels.labels.values() for k in lb}
+    every_key = {k for lb, _, _ in labels.population() for k in lb}
     for doc in docs:
         if not doc.path.startswith("kubernetes/") or not isinstance(doc.data.get("spec"), dict):
             continue

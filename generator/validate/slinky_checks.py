@@ -120,17 +120,18 @@ def _placement(bundle: Bundle, doc: Doc, nodesets: dict[str, dict]) -> Iterator[
         wanted = {str(k): str(v) for k, v in _map(spec, "nodeSelector").items() if not set_elsewhere(str(k))}
         if not wanted:
             continue
-        nodes = [n for n, lb in labels.labels.items() if all(lb.get(k) == v for k, v in wanted.items())]
+        hits = [(lb, taints) for lb, taints, n in labels.population() if n and all(lb.get(k) == v for k, v in wanted.items())]
+        count = labels.count(wanted)
         at = doc.line_of(["nodesets", name, "podSpec", "nodeSelector"])
         replicas = ns.get("replicas") if isinstance(ns.get("replicas"), int) else 0
-        if len(nodes) < replicas:
-            yield error(doc.path, at, f"NodeSet {name}: {replicas} replicas but only {len(nodes)} nodes carry "
+        if count < replicas:
+            yield error(doc.path, at, f"NodeSet {name}: {replicas} replicas but only {count} nodes carry "
                                       f"its nodeSelector in node-labels.sh: the rest stay Pending")
         # (key, value, effect); None matches anything (operator Exists, or no effect given)
         tolerated = {(t.get("key"), t.get("value") if t.get("operator") != "Exists" else None, t.get("effect"))
                      for t in spec.get("tolerations") or [] if isinstance(t, dict)}
-        for node in nodes[:1]:
-            for taint in labels.taints.get(node, []):
+        for _, node_taints in hits[:1]:
+            for taint in node_taints:
                 key, _, rest = taint.partition("=")
                 value, _, effect = rest.partition(":")
                 if not any(k in (None, key) and v in (None, value) and e in (None, effect) for k, v, e in tolerated):

@@ -202,38 +202,63 @@ def shape(plan: Plan, w: WorkloadDecision) -> PodShape:
                             s.memory_gib if s else None, resource, per_gpu)
 
 
+def pool_labels(plan: Plan, pool: str) -> dict[str, str]:
+    """How a pool's nodes are known. Bare metal: orchgen's pool label, which node-labels.sh sets on
+    the real hostnames. Off bare metal: the labels the provisioner sets (the pool's node_labels, or
+    the provider's node-pool label), never a node name, since the plan's names there are invented."""
+    cloud = plan.platform.selectors.get(pool)
+    return dict(cloud) if cloud is not None else {fabric.LABEL_POOL: pool}
+
+
 def node_selector(plan: Plan, pool: str) -> dict[str, str]:
-    """The labels node-labels.sh sets on this plane's nodes of `pool`. In a hybrid the plane label
-    is added, since a pool split between the planes has nodes of the same pool on both sides."""
-    out = {fabric.LABEL_POOL: pool}
+    """The labels this plane's nodes of `pool` carry. In a hybrid the plane label is added (node-
+    labels.sh sets it), since a pool split between the planes has nodes of the same pool on both sides."""
+    out = pool_labels(plan, pool)
     if plan.hybrid:
         out[fabric.LABEL_PLANE] = "kubernetes"
     return out
 
 
-def topology_levels(plan: Plan) -> list[dict[str, str]]:
-    """The Kueue / KAI Topology's `spec.levels`: the fabric's levels broadest first, the hostname
-    level last (Kueue allows it only there; both take the same shape)."""
-    return [{"nodeLabel": lv} for lv in (*plan.fabric.levels, fabric.LABEL_HOSTNAME)]
+def topology_spec_levels(plan: Plan) -> list[dict[str, str]]:
+    """The Kueue / KAI Topology's `spec.levels`: the plane's topology labels broadest first (the
+    fabric's on bare metal, the provider's on a cloud), the hostname level last (Kueue allows it
+    only there; both take the same shape)."""
+    return [{"nodeLabel": lv} for lv in (*topology_levels(plan), fabric.LABEL_HOSTNAME)]
 
 
 def topology_name(plan: Plan) -> str:
     """Kueue / KAI Topology object name (cluster-scoped): `<fleet>-fabric-<hash of the levels>`.
     Both CRDs make `spec.levels` immutable, and a fleet that grows a second leaf gains a spine
     level, so the name follows the levels (see `content_name`)."""
-    return content_name(f"{plan.name}-fabric", topology_levels(plan))
+    return content_name(f"{plan.name}-fabric", topology_spec_levels(plan))
+
+
+def topology_levels(plan: Plan) -> list[str]:
+    """The plane's topology labels, broadest first, without the hostname level: the fabric model's
+    on bare metal (node-labels.sh sets them), the provider's own on a cloud (decide.platform)."""
+    return list(plan.platform.topology)
 
 
 def has_topology(plan: Plan) -> bool:
-    return queues_enabled(plan) and bool(plan.fabric.levels) and bool(slices(plan))
+    return queues_enabled(plan) and bool(topology_levels(plan)) and bool(plan.platform.topology_pools)
+
+
+def pool_has_topology(plan: Plan, pool: str) -> bool:
+    """Whether the pool's flavor names the Topology (every node of the pool carries its levels)."""
+    return has_topology(plan) and pool in plan.platform.topology_pools
+
+
+def preferred_level(plan: Plan) -> str:
+    """The level a multi-pod gang prefers to fit in (a leaf switch on bare metal)."""
+    return plan.platform.preferred_level or fabric.LABEL_LEAF
 
 
 def level_topology(plan: Plan, api_version: str) -> list[dict[str, Any]]:
-    """A Kueue or KAI Topology named after its levels."""
+    """A Kueue or KAI Topology named after its levels (the provider's labels on a cloud)."""
     if not has_topology(plan):
         return []
     return [{"apiVersion": api_version, "kind": "Topology", "metadata": meta(topology_name(plan)),
-             "spec": {"levels": topology_levels(plan)}}]
+             "spec": {"levels": topology_spec_levels(plan)}}]
 
 
 def resources(shape_: PodShape, *, limits_cpu_memory: bool = False) -> dict[str, Any]:

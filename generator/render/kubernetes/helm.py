@@ -30,7 +30,7 @@ from typing import Any
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
-from . import cert_manager, gpu_operator, kai, kueue, ray, volcano
+from . import cert_manager, gpu_operator, kai, kueue, network_operator, ray, volcano
 
 HELM_DIR = "kubernetes/helm"
 
@@ -38,6 +38,10 @@ HELM_DIR = "kubernetes/helm"
 VALUES: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "cert-manager": cert_manager.values,
     "gpu-operator": gpu_operator.values,
+    "network-operator": network_operator.values,
+    # The EFA device plugin's defaults fit (its nodeAffinity already lists the EFA instance types):
+    # nothing to set, and so no key that could be missing from a chart we hold no defaults of.
+    "aws-efa-k8s-device-plugin": lambda plan: {},
     "kueue": kueue.values,
     "volcano": volcano.values,
     "kai-scheduler": kai.values,
@@ -52,6 +56,10 @@ ValuesBuilder = Callable[[Plan], dict[str, Any]]
 CRD_GROUPS: dict[str, tuple[str, ...]] = {
     "cert-manager": ("acme.cert-manager.io", "cert-manager.io"),
     "gpu-operator": ("nfd.k8s-sigs.io", "nvidia.com", "resource.nvidia.com"),
+    # the chart's crds/ (NicClusterPolicy and friends, Multus' NetworkAttachmentDefinition); the
+    # nv-ipam IPPool CRD comes from the operator itself once the NicClusterPolicy deploys nv-ipam,
+    # so an IPPool waits for this release too
+    "network-operator": ("k8s.cni.cncf.io", "mellanox.com", "nv-ipam.nvidia.com"),
     "kueue": ("kueue.x-k8s.io",),
     "volcano": ("batch.volcano.sh", "bus.volcano.sh", "config.volcano.sh", "flow.volcano.sh",
                 "nodeinfo.volcano.sh", "scheduling.volcano.sh", "shard.volcano.sh",
@@ -72,6 +80,8 @@ CRDS_IN_TEMPLATES = ("kueue", "volcano", "slurm-operator-crds")
 
 # Releases that must be running before another installs. Only names present in the plan count.
 _DEPENDS_ON: dict[str, tuple[str, ...]] = {
+    # its NFD labels (pci-15b3.present) come from the GPU Operator's NFD (nfd.enabled: false here)
+    "network-operator": ("gpu-operator",),
     # KubeRay's Volcano integration owns PodGroups: the operator does not start without their CRD.
     # KAI's integration only labels pods, but a RayCluster before KAI's webhooks would go unqueued.
     "kuberay-operator": ("volcano", "kai-scheduler"),

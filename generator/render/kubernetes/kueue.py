@@ -16,9 +16,9 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, content_name, devices, gpu_resources, has_topology,
-                     level_topology, meta, namespace_of, node_selector, queue_of, slices, tenant_namespaces,
-                     topology_name, unique, workloads as kube_workloads)
+from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, content_name, devices, gpu_resources,
+                     level_topology, meta, namespace_of, node_selector, pool_has_topology, queue_of, slices,
+                     tenant_namespaces, topology_name, unique, workloads as kube_workloads)
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -33,8 +33,10 @@ def cohort_name(plan: Plan) -> str:
 
 
 def flavor_spec(plan: Plan, pool: str) -> dict[str, Any]:
+    """The pool's nodes by the labels they carry (the provider's off bare metal), and the Topology
+    where every node of the pool carries its levels."""
     spec: dict[str, Any] = {"nodeLabels": node_selector(plan, pool)}
-    if has_topology(plan):
+    if pool_has_topology(plan, pool):
         spec["topologyName"] = topology_name(plan)
     return spec
 

@@ -1,9 +1,17 @@
 """kubernetes/node-labels.sh: labels (and in hybrids, taints) the nodes with the fabric's label names.
 
-The labels are fabric.node_labels(node), the same names the ResourceFlavors, Kueue/KAI Topologies,
-workload node selectors and Slurm NodeSet selectors use. Nodes with identical labels (a leaf, or an
-NVLink domain within it) are labelled in one kubectl call, so 16,384 nodes take a few hundred calls
-and the script stays a few hundred kilobytes. Idempotent: --overwrite, and re-running changes nothing.
+Bare metal: the labels are fabric.node_labels(node) (plus the pool's node_labels), the same names
+the ResourceFlavors, Kueue/KAI Topologies, workload node selectors and Slurm NodeSet selectors use,
+set on the real hostnames of the fleet model. Nodes with identical labels (a leaf, or an NVLink
+domain within it) are labelled in one kubectl call, so 16,384 nodes take a few hundred calls and the
+script stays a few hundred kilobytes. Idempotent: --overwrite, and re-running changes nothing.
+
+Off bare metal the plan's node names are invented (the plan counts nodes; the provider names them):
+the script names no node. It checks that the provisioner's labels select as many nodes as the plan
+has (`expect_nodes`), gives a MIG pool's nodes nvidia.com/mig.config by label selector and, in a
+hybrid, gives each pool's nodes their plane by label selector: `label -l` for a pool one plane
+owns, `assign_plane` (so many nodes to Slurm, the rest to Kubernetes, nodes already on Slurm
+first) for a pool both planes share.
 """
 from __future__ import annotations
 
@@ -62,9 +70,14 @@ fi
 """
 
 
+def _node_labels(plan: Plan, node: str) -> dict[str, str]:
+    labels = plan.fabric.node_labels(node)
+    return {**plan.platform.script_labels.get(labels[fabric.LABEL_POOL], {}), **labels}
+
+
 def _labelled_nodes(plan: Plan) -> list[tuple[str, dict[str, str]]]:
-    """(node, labels) for every Kubernetes node this plan knows, in fabric order. Nodes of a MIG pool
-    also get the GPU Operator's nvidia.com/mig.config: the MIG manager cuts their GPUs as it says."""
+    """(node, labels) for every Kubernetes node this plan knows, in fabric order (bare metal). Nodes of
+    a MIG pool also get the GPU Operator's nvidia.com/mig.config: the MIG manager cuts their GPUs as it says."""
     kube, slurm = plan.kube_plane, plan.slurm_plane
     migs = mig_layouts(plan)
     out: list[tuple[str, dict[str, str]]] = []
@@ -75,13 +88,13 @@ def _labelled_nodes(plan: Plan) -> list[tuple[str, dict[str, str]]]:
 
     if kube:
         for node in kube.nodes:
-            labels = plan.fabric.node_labels(node)
+            labels = _node_labels(plan, node)
             if plan.hybrid:
                 labels[fabric.LABEL_PLANE] = "kubernetes"
             out.append((node, with_mig(labels)))
     if plan.hybrid and slurm and slurm.host == "kubernetes":
         for node in slurm.nodes:
-            out.append((node, with_mig({**plan.fabric.node_labels(node), fabric.LABEL_PLANE: "slurm"})))
+            out.append((node, with_mig({**_node_labels(plan, node), fabric.LABEL_PLANE: "slurm"})))
     return out
 
 
@@ -105,6 +118,8 @@ def _slinky_annotations(plan: Plan) -> list[str]:
 
 
 def render_script(plan: Plan) -> str:
+    if plan.platform.cloud:
+        return _cloud_script(plan)
     pairs = _labelled_nodes(plan)
     taints = plan.hybrid is not None and any(lb.get(fabric.LABEL_PLANE) == "slurm" for _, lb in pairs)
     used = {k for _, lb in pairs for k in lb}
@@ -122,6 +137,99 @@ def render_script(plan: Plan) -> str:
             out += _lines("taint", nodes, [f"{t['key']}={t['value']}:{t['effect']}"])
     out += _slinky_annotations(plan)
     if untaint:
+        out.append(UNTAINT.format(key=SLURM_TAINT["key"], effect=SLURM_TAINT["effect"]))
+    out.append(FOOTER)
+    return "\n".join(out)
+
+
+CLOUD_HEADER = """#!/usr/bin/env bash
+# Fleet {name} runs on {provider} nodes, which the provisioner names and labels: this script names
+# no node. It checks that each pool's labels select as many nodes as the plan has{plane_words}.
+# Written by `orchgen plan {source}`; do not edit: re-run orchgen instead.
+# Idempotent: run it again after nodes join or are replaced.
+#   KUBECTL=/path/to/kubectl bash node-labels.sh   # another kubectl or context wrapper
+#   DRY_RUN=1 bash node-labels.sh                  # print what it would do
+set -uo pipefail
+KUBECTL="${{KUBECTL:-kubectl}}"
+PLANE={plane}
+failed=0
+run() {{
+  if [[ "${{DRY_RUN:-0}}" == 1 ]]; then echo "$*"; return; fi
+  "$@" || failed=1
+}}
+label() {{ run "$KUBECTL" label node --overwrite "$@"; }}
+taint() {{ run "$KUBECTL" taint node --overwrite "$@"; }}
+nodes_of() {{ "$KUBECTL" get nodes -l "$1" -o jsonpath='{{range .items[*]}}{{.metadata.name}}{{"\\n"}}{{end}}' | sort; }}
+# expect_nodes SELECTOR COUNT: the provisioner labels COUNT nodes with SELECTOR (warns otherwise)
+expect_nodes() {{
+  if [[ "${{DRY_RUN:-0}}" == 1 ]]; then echo "# expect $2 node(s) with $1"; return; fi
+  local have
+  have=$(nodes_of "$1" | grep -c .)
+  if [[ "$have" != "$2" ]]; then
+    echo "node-labels.sh: $have node(s) carry $1; the plan has $2 (check the node group's size and labels)" >&2
+  fi
+}}
+# assign_plane SELECTOR SLURM KUBERNETES: of the nodes SELECTOR selects, SLURM go to the Slurm plane
+# (label and taint), the rest to Kubernetes; nodes already on Slurm stay there first.
+assign_plane() {{
+  if [[ "${{DRY_RUN:-0}}" == 1 ]]; then
+    echo "# $2 node(s) with $1 -> $PLANE=slurm (tainted), $3 -> $PLANE=kubernetes"; return
+  fi
+  local nodes=() n
+  while read -r n; do [[ -n "$n" ]] && nodes+=("$n"); done < <(nodes_of "$1,$PLANE=slurm"; nodes_of "$1,$PLANE!=slurm")
+  if (( ${{#nodes[@]}} != $2 + $3 )); then
+    echo "node-labels.sh: ${{#nodes[@]}} node(s) carry $1; the plan has $(($2 + $3))" >&2
+  fi
+  for n in "${{nodes[@]:0:$2}}"; do
+    label "$n" "$PLANE=slurm"
+    taint "$n" "$PLANE=slurm:NoSchedule"
+  done
+  for n in "${{nodes[@]:$2}}"; do label "$n" "$PLANE=kubernetes"; done
+}}
+"""
+
+
+def _selector_text(selector: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+
+
+def _cloud_pools(plan: Plan) -> list[tuple[str, int, int]]:
+    """(pool, nodes on the Slurm plane, nodes on the Kubernetes plane) for every pool Kubernetes runs."""
+    kube, slurm = plan.kube_plane, plan.slurm_plane
+    counts: dict[str, list[int]] = {}
+    if slurm is not None and slurm.host == "kubernetes":
+        for s in slurm.slices:
+            counts.setdefault(s.pool, [0, 0])[0] += len(s.nodes)
+    for s in kube.slices if kube else ():
+        counts.setdefault(s.pool, [0, 0])[1] += len(s.nodes)
+    order = [p for leaf in plan.fabric.leaves for p in leaf.pools]  # a leaf may hold several pools
+    return [(p, *counts[p]) for p in sorted(counts, key=order.index)]
+
+
+def _cloud_script(plan: Plan) -> str:
+    hybrid = plan.hybrid is not None
+    out = [CLOUD_HEADER.format(name=plan.name, provider=plan.platform.provider, source=plan.source,
+                               plane=fabric.LABEL_PLANE,
+                               plane_words=" and gives them their plane (and the Slurm nodes its taint)" if hybrid else "")]
+    taint = f"{SLURM_TAINT['key']}={SLURM_TAINT['value']}:{SLURM_TAINT['effect']}"
+    migs = mig_layouts(plan)
+    for pool, on_slurm, on_kube in _cloud_pools(plan):
+        sel = shlex.quote(_selector_text(plan.platform.selectors[pool]))
+        out.append(f"# pool {pool}: {on_slurm + on_kube} node(s)"
+                   + (f", {on_slurm} for Slurm and {on_kube} for Kubernetes" if hybrid else ""))
+        out.append(f"expect_nodes {sel} {on_slurm + on_kube}")
+        if hybrid and on_slurm and on_kube:
+            out.append(f"assign_plane {sel} {on_slurm} {on_kube}")
+        elif hybrid and on_slurm:
+            out.append(f"label -l {sel} {fabric.LABEL_PLANE}=slurm")
+            out.append(f"taint -l {sel} {taint}")
+        elif hybrid:
+            out.append(f"label -l {sel} {fabric.LABEL_PLANE}=kubernetes")
+        if pool in migs:  # the MIG manager cuts the pool's GPUs (on both planes) as this label says
+            out.append(f"label -l {sel} {shlex.quote(f'{MIG_CONFIG_LABEL}={migs[pool].config_name}')}")
+    if plan.slurm_plane is not None and plan.slurm_plane.host == "kubernetes":
+        out.append("\n# Slurm's topology on a cloud: which VM sits under which switch is the provider's to say;")
+        out.append("# orchgen sets no per-node topology annotation or tier label here (see README.md).")
         out.append(UNTAINT.format(key=SLURM_TAINT["key"], effect=SLURM_TAINT["effect"]))
     out.append(FOOTER)
     return "\n".join(out)

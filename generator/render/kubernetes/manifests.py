@@ -3,10 +3,12 @@ kubernetes/node-labels.sh (Helm releases and their values are helm.py's, beside 
 
 Manifests are applied in file-name order (by Pulumi or GitOps), each file one multi-document YAML:
   00-namespaces.yaml  a Namespace per tenant
+  05-gpu-operator.yaml on GKE, the GPU Operator's namespace and the quota its pods need there
   10-quotas.yaml      a ResourceQuota on GPU requests per tenant namespace
   20-<scheduler>.yaml the gang scheduler's queues (Kueue flavors/cohort/queues, Volcano or KAI queues)
                       and, for Volcano and KAI, the admission policy keeping tenants in their queues
   30-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes)
+  35-network.yaml     the RDMA fabric for multi-node jobs (NicClusterPolicy, IPPool, attachments)
   40-ray.yaml         a RayCluster per Ray workload
 Files with nothing to say are not written. Returns {} without a Kubernetes plane.
 """
@@ -16,7 +18,7 @@ from typing import Any
 
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
-from . import kai, kueue, labels, ray, tenancy, volcano, workloads
+from . import gpu_operator, kai, kueue, labels, network_operator, ray, tenancy, volcano, workloads
 from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
 SCHEDULERS = {"kueue": kueue, "volcano": volcano, "kai": kai}
@@ -24,11 +26,13 @@ SCHEDULERS = {"kueue": kueue, "volcano": volcano, "kai": kai}
 
 def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """File name (under kubernetes/manifests/) -> its objects, in apply order."""
-    files = {"00-namespaces.yaml": tenancy.namespaces(plan), "10-quotas.yaml": tenancy.quotas(plan)}
+    files = {"00-namespaces.yaml": tenancy.namespaces(plan), "05-gpu-operator.yaml": gpu_operator.objects(plan),
+             "10-quotas.yaml": tenancy.quotas(plan)}
     if queues_enabled(plan):
         module = SCHEDULERS[plan.gang_scheduler or ""]
         files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan) + tenancy.queue_policy(plan)
         files["30-topology.yaml"] = module.topology(plan)
+    files["35-network.yaml"] = network_operator.objects(plan)
     files["40-ray.yaml"] = ray.objects(plan)
     return {name: objs for name, objs in files.items() if objs}
 

@@ -19,24 +19,28 @@ from typing import Any
 
 from ...decide import sizing
 from ...decide.plan import Plan, WorkloadDecision
-from ...spec import fabric
-from . import gang
+from . import fabric_wiring, gang
 from .common import (KUEUE_PREFERRED_TOPOLOGY, RAY_IMAGE, RAY_VERSION, PodShape, dns1035, has_topology, meta,
-                     namespace_of, node_selector, resources, shape, slice_of, topology_name)
+                     namespace_of, node_selector, pool_has_topology, preferred_level, resources, shape, slice_of,
+                     topology_levels, topology_name)
 
 KAI_TOPOLOGY = "kai.scheduler/topology"
 KAI_PREFERRED_PLACEMENT = "kai.scheduler/topology-preferred-placement"
 VOLCANO_NETWORK_TOPOLOGY_MODE = "volcano.sh/network-topology-mode"
 
 
-def topology_wiring(plan: Plan) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+def topology_wiring(plan: Plan, w: WorkloadDecision | None = None
+                    ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """(RayCluster labels, RayCluster annotations, worker template annotations) that make the
-    gang prefer one leaf switch under the plan's scheduler; empty without a topology."""
-    if plan.gang_scheduler == "kai" and has_topology(plan):
-        return {}, {KAI_TOPOLOGY: topology_name(plan), KAI_PREFERRED_PLACEMENT: fabric.LABEL_LEAF}, {}
-    if plan.gang_scheduler == "kueue" and has_topology(plan):
-        return {}, {}, {KUEUE_PREFERRED_TOPOLOGY: fabric.LABEL_LEAF}
-    if plan.gang_scheduler == "volcano" and plan.fabric.levels:
+    gang prefer one leaf switch (or the provider's narrowest shared level) under the plan's
+    scheduler; empty without a topology, or on a pool whose nodes do not carry its levels."""
+    on_topology = pool_has_topology(plan, w.pool) if w is not None else has_topology(plan)
+    if plan.gang_scheduler == "kai" and on_topology:
+        return {}, {KAI_TOPOLOGY: topology_name(plan), KAI_PREFERRED_PLACEMENT: preferred_level(plan)}, {}
+    if plan.gang_scheduler == "kueue" and on_topology:
+        return {}, {}, {KUEUE_PREFERRED_TOPOLOGY: preferred_level(plan)}
+    if plan.gang_scheduler == "volcano" and topology_levels(plan):
+        # HyperNodes exist (listed on bare metal, discovered by label on a cloud)
         return {VOLCANO_NETWORK_TOPOLOGY_MODE: "soft"}, {}, {}  # prefer the fewest HyperNode tiers
     return {}, {}, {}
 
@@ -64,7 +68,7 @@ def _pod(plan: Plan, w: WorkloadDecision, name: str, shape_: PodShape, image: st
 def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     sh = shape(plan, w)
     worker_image = f"{RAY_IMAGE}-gpu" if sh.gpus else RAY_IMAGE
-    labels, annotations, worker_annotations = topology_wiring(plan)
+    labels, annotations, worker_annotations = topology_wiring(plan, w)
     template = _pod(plan, w, "ray-worker", sh, worker_image)
     if worker_annotations:
         template["metadata"] = {"annotations": worker_annotations}
@@ -72,7 +76,8 @@ def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
         "groupName": "gpu-workers" if sh.gpus else "workers",
         "replicas": sh.pods, "minReplicas": sh.pods, "maxReplicas": sh.pods,
         "rayStartParams": {},
-        "template": template,
+        # the workers carry the gang's collectives: they get the fabric, the head does not
+        "template": fabric_wiring.wire(plan, w, sh, template),
     }
     return {
         "apiVersion": "ray.io/v1", "kind": "RayCluster",

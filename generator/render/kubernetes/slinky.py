@@ -36,7 +36,7 @@ from ...spec import fabric, hostlist
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
-from .common import GPU, SLURM_TAINT
+from .common import GPU, SLURM_TAINT, pool_labels
 from ..slurm import slurm_config
 from ..slurm.model import NodeGroup, Partition, SlurmModel, model
 
@@ -172,6 +172,8 @@ def annotation_groups(plan: Plan) -> list[tuple[dict[str, str], str]]:
     """(node-labels.sh labels that select a group of Slurm nodes, their annotation value), in
     fabric order: nodes of one leaf (and NVLink domain) share one value, so one `kubectl annotate
     -l` per group covers the plane."""
+    if plan.platform.cloud:  # the plan's node names are invented there: no per-leaf group to select
+        return []
     groups: dict[tuple[tuple[str, str], ...], str] = {}
     for node, spec in node_topology(plan).items():
         labels = plan.fabric.node_labels(node)
@@ -198,7 +200,8 @@ def gpu_resource(g: NodeGroup) -> str:
     return g.mig.resource if g.mig else GPU
 
 
-def _nodeset(pool: str, count: int, attrs: dict[str, str], resource: str = GPU) -> dict[str, Any]:
+def _nodeset(pool: str, count: int, attrs: dict[str, str], resource: str = GPU,
+             selector: dict[str, str] | None = None) -> dict[str, Any]:
     conf = dict(attrs)
     # the operator always gives a NodeSet's nodes the feature of its name (the pool): not twice
     features = [f for f in conf.pop("Features", "").split(",") if f and f != pool]
@@ -208,7 +211,8 @@ def _nodeset(pool: str, count: int, attrs: dict[str, str], resource: str = GPU) 
         "replicas": count,
         "extraConfMap": conf,
         "podSpec": {
-            "nodeSelector": {fabric.LABEL_POOL: pool, fabric.LABEL_PLANE: SLURM_TAINT["value"]},
+            # the pool's labels (orchgen's on bare metal, the provisioner's on a cloud) and the Slurm plane
+            "nodeSelector": {**(selector or {fabric.LABEL_POOL: pool}), fabric.LABEL_PLANE: SLURM_TAINT["value"]},
             "tolerations": [{**SLURM_TAINT, "operator": "Equal"}],
         },
     }
@@ -267,7 +271,9 @@ def slurm_values(plan: Plan) -> dict[str, Any]:
         "clusterName": m.cluster,
         "configFiles": config_files(m, files),
         "controller": {"extraConfMap": settings},
-        "nodesets": {g.pool: _nodeset(g.pool, len(g.nodes), nodes[g.pool], gpu_resource(g)) for g in m.groups},
+        "nodesets": {g.pool: _nodeset(g.pool, len(g.nodes), nodes[g.pool], gpu_resource(g),
+                                      pool_labels(plan, g.pool))
+                     for g in m.groups},
         "partitions": {p.name: _partition(p) for p in m.partitions if not own_partition(p)},
         # somewhere to run sbatch from: kubectl exec into it (no load balancer for SSH by default)
         "loginsets": {LOGIN_SET: {"enabled": True, "replicas": 1, "service": {"spec": {"type": "ClusterIP"}}}},

@@ -33,7 +33,7 @@ from typing import Any
 from ...spec import fabric
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
-from .common import GPU, MANAGED, SLURM_TAINT
+from .common import GPU, MANAGED, SLURM_TAINT, pool_labels
 from .helm import monitoring_installed
 from .slinky import conf_lines, gpu_resource, node_settings
 from ..slurm import slurm_config
@@ -66,10 +66,10 @@ def _toleration() -> dict[str, str]:
     return {**SLURM_TAINT, "operator": "Equal"}
 
 
-def _selector(pool: str | None = None) -> dict[str, str]:
+def _selector(pool: str | None = None, plan: Plan | None = None) -> dict[str, str]:
     out = {fabric.LABEL_PLANE: SLURM_TAINT["value"]}
-    if pool:
-        out[fabric.LABEL_POOL] = pool
+    if pool:  # the pool's labels: orchgen's on bare metal, the provisioner's on a cloud
+        out.update(pool_labels(plan, pool) if plan is not None else {fabric.LABEL_POOL: pool})
     return out
 
 
@@ -208,7 +208,7 @@ def nodeset(plan: Plan, pool: str, count: int, attrs: dict[str, str], gres: list
         resources[resource] = int(attrs["Gres"].rsplit(":", 1)[1])  # GPUs, or a MIG pool's instances
     spec: dict[str, Any] = {
         "replicas": count,
-        "nodeSelector": _selector(pool),
+        "nodeSelector": _selector(pool, plan),
         "tolerations": [_toleration()],
         "gpu": {"enabled": True, "nvidia": {}} if attrs.get("Gres") else {"enabled": False},
         "nodeConfig": {"features": attrs.get("Features", pool).split(","), "static": " ".join(static),
@@ -237,6 +237,8 @@ def topology_groups(plan: Plan) -> list[tuple[dict[str, str], dict[str, str]]]:
     controller. One group per leaf (and NVLink domain), in fabric order."""
     plane = plan.slurm_plane
     out: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    if plan.platform.cloud:  # the plan's node names are invented there: no per-leaf group to select
+        return []
     for node in plane.nodes if plane else []:
         labels = plan.fabric.node_labels(node)
         tiers = {f"{TOPOLOGY_LABEL_PREFIX}/tier-1": labels[fabric.LABEL_LEAF]}

@@ -13,8 +13,9 @@ from typing import Any
 
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
+from ...spec import fabric
 from .common import (VOLCANO_SCHEDULER, meta, namespace_of, plane_devices, plane_totals, queue_of, slices,
-                     tenant_devices, tenant_namespaces, tenant_totals)
+                     tenant_devices, tenant_namespaces, tenant_totals, topology_levels)
 
 MAX_WEIGHT = 65535  # Queue.spec.weight maximum
 
@@ -52,18 +53,24 @@ def _hypernode(name: str, tier: int, tier_name: str, members: list[dict[str, Any
 
 
 def topology(plan: Plan) -> list[dict[str, Any]]:
-    """Tier 1: a HyperNode per leaf with nodes of this plane, those nodes by exact name (a leaf split
-    between the planes lists only this plane's). Tier 2: one per spine label (fabric.spine_groups: a
-    leaf under several spines joins its first) over its leaves on this plane. Tier 3: the core over
-    them, when the fabric has one and there are several."""
+    """Bare metal: tier 1 a HyperNode per leaf with nodes of this plane, those nodes selected by the
+    leaf label node-labels.sh sets (labelMatch: a re-imaged or replaced node rejoins by its label, no
+    name in the object), in a hybrid with the plane label too (a leaf split between the planes holds
+    nodes of both). Tier 2: one per spine label (fabric.spine_groups: a leaf under several spines
+    joins its first) over its leaves on this plane. Tier 3: the core over them, when the fabric has
+    one and there are several. Off bare metal none: the controller discovers HyperNodes from the
+    provider's topology labels (`discovery_config`)."""
+    if plan.platform.cloud:
+        return []
     mine = {n for s in slices(plan) for n in s.nodes}
+    plane = {fabric.LABEL_PLANE: "kubernetes"} if plan.hybrid else {}
     out, kept = [], set()
     for leaf in plan.fabric.leaves:
-        nodes = [n for n in leaf.nodes if n in mine]
-        if nodes:
+        if any(n in mine for n in leaf.nodes):
             kept.add(leaf.name)
+            match = {fabric.LABEL_LEAF: leaf.name, **plane}
             out.append(_hypernode(leaf.name, 1, "leaf",
-                                  [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in nodes]))
+                                  [{"type": "Node", "selector": {"labelMatch": {"matchLabels": match}}}]))
     spines = []
     for spine, leaves in plan.fabric.spine_groups():
         below = [leaf for leaf in leaves if leaf in kept]
@@ -76,6 +83,21 @@ def topology(plan: Plan) -> list[dict[str, Any]]:
         out.append(_hypernode(plan.fabric.core, 3, "core",
                               [{"type": "HyperNode", "selector": {"exactMatch": {"name": s}}} for s in spines]))
     return out
+
+
+def discovery_config(plan: Plan) -> dict[str, Any] | None:
+    """Off bare metal, Volcano's HyperNode auto-discovery from node labels (volcano v1.15.1
+    docs/user-guide/how_to_use_hypernode_auto_discovery.md; the chart's `custom.controller_config_override`
+    carries the controller's configuration): the provider's topology labels broadest first, the
+    hostname last, as that guide's `networkTopologyTypes` lists them."""
+    levels = topology_levels(plan)
+    if not plan.platform.cloud or not levels:
+        return None
+    return {"networkTopologyDiscovery": [{
+        "source": "label", "enabled": True,
+        "config": {"networkTopologyTypes": {
+            plan.platform.provider: [{"nodeLabel": lv} for lv in [*levels, fabric.LABEL_HOSTNAME]]}},
+    }]}
 
 
 # --- the volcano release's values ------------------------------------------------------------
@@ -97,7 +119,7 @@ def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
         {"name": "overcommit"}, {"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
         {"name": "capacity"}, {"name": "nodeorder"}, {"name": "binpack"},
     ]
-    if plan.fabric.levels:
+    if topology_levels(plan):
         # Weight 10 (upstream's example) so HyperNode locality outweighs plain node scores.
         scoring.append({"name": "network-topology-aware", "arguments": {"weight": 10}})
     return {
@@ -129,6 +151,11 @@ def admission_config(plan: Plan) -> dict[str, Any]:
 
 def values(plan: Plan) -> dict[str, Any]:
     custom: dict[str, Any] = {"scheduler_config_override": dump_yaml(volcano_scheduler_conf(plan)).decode()}
+    discovery = discovery_config(plan)
+    if discovery is not None:
+        # a mapping, not text: volcano 1.15.1's templates/controllers.yaml writes it with `toYaml`
+        # into volcano-controller.conf, which would wrap a string in a YAML block scalar
+        custom["controller_config_override"] = discovery
     if plan.tenants:
         custom["enabled_admissions"] = ",".join([DEFAULT_ADMISSIONS, *TENANCY_ADMISSIONS])
         custom["admission_config_override"] = dump_yaml(admission_config(plan)).decode()

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...spec import fabric
 from ...decide.plan import Plan, WorkloadDecision
-from . import gang, ray
+from . import fabric_wiring, gang, ray
 from .common import (KAI_PODGROUP_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY, TRAIN_IMAGE, PodShape,
-                         dns1035, has_topology, indexed_name, meta, namespace_of, node_selector, queue_of,
-                         resources, shape, topology_name)
+                         dns1035, indexed_name, meta, namespace_of, node_selector, pool_has_topology,
+                         preferred_level, queue_of, resources, shape, topology_levels, topology_name)
 
 JOB_SECONDS = 300  # the placeholder job prints, then holds its GPUs this long, then succeeds
 
@@ -79,9 +78,11 @@ def _template(plan: Plan, w: WorkloadDecision, spec: dict[str, Any], labels: dic
 
 
 def _tas_annotations(plan: Plan, w: WorkloadDecision, sh: PodShape) -> dict[str, str]:
-    """Kueue topology-aware scheduling: keep a gang on one leaf switch when it fits (preferred)."""
-    if plan.gang_scheduler == "kueue" and has_topology(plan) and sh.pods > 1:
-        return {KUEUE_PREFERRED_TOPOLOGY: fabric.LABEL_LEAF}
+    """Kueue topology-aware scheduling: keep a gang on one leaf switch (or the provider's narrowest
+    shared level) when it fits (preferred). Only on a pool whose flavor has the topology: Kueue
+    cannot admit a TAS workload to a flavor without one."""
+    if plan.gang_scheduler == "kueue" and pool_has_topology(plan, w.pool) and sh.pods > 1:
+        return {KUEUE_PREFERRED_TOPOLOGY: preferred_level(plan)}
     return {}
 
 
@@ -100,7 +101,8 @@ def indexed_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
            "spec": {"completionMode": "Indexed", "completions": sh.pods, "parallelism": sh.pods,
                     # a gang is restarted as a whole, not pod by pod
                     "backoffLimit": 0 if w.gang_scheduler_required else 3,
-                    "template": _template(plan, w, spec, sel, _tas_annotations(plan, w, sh))}}
+                    "template": fabric_wiring.wire(plan, w, sh, _template(plan, w, spec, sel,
+                                                                          _tas_annotations(plan, w, sh)))}}
     return ([_headless_service(w, sel)] if sh.pods > 1 else []) + [job]
 
 
@@ -115,7 +117,8 @@ def volcano_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
     job_spec: dict[str, Any] = {
         "schedulerName": "volcano", "queue": queue_of(w.tenant), "minAvailable": gang, "maxRetry": 3,
         "tasks": [{"name": "worker", "replicas": sh.pods, "minAvailable": gang,
-                   "template": {"metadata": {"labels": {"orchgen.io/workload": w.name}}, "spec": spec}}],
+                   "template": fabric_wiring.wire(plan, w, sh, {"metadata": {"labels": {"orchgen.io/workload": w.name}},
+                                                                "spec": spec})}],
     }
     if sh.pods > 1:
         job_spec["plugins"] = {"svc": [], "env": []}
@@ -123,7 +126,7 @@ def volcano_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
         # a gang is restarted whole: a lost member leaves the others waiting on a collective
         job_spec["policies"] = [{"event": "PodEvicted", "action": "RestartJob"},
                                 {"event": "PodFailed", "action": "RestartJob"}]
-        if plan.fabric.levels:
+        if topology_levels(plan):  # HyperNodes exist (listed on bare metal, discovered by label on a cloud)
             job_spec["networkTopology"] = {"mode": "soft"}  # prefer the fewest HyperNode tiers
     return [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
              "metadata": meta(name, namespace_of(w.tenant)), "spec": job_spec}]
@@ -133,9 +136,9 @@ def kai_gang(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
     sh = shape(plan, w)
     pg_name = w.name
     pg_spec: dict[str, Any] = {"minMember": sh.pods, "queue": queue_of(w.tenant)}
-    if has_topology(plan):
+    if pool_has_topology(plan, w.pool):
         pg_spec["topologyConstraint"] = {"topology": topology_name(plan),
-                                         "preferredTopologyLevel": fabric.LABEL_LEAF}
+                                         "preferredTopologyLevel": preferred_level(plan)}
     out: list[dict[str, Any]] = [{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
                                   "metadata": meta(pg_name, namespace_of(w.tenant),
                                                    labels=gang.for_pods(plan, w.tenant).labels),
@@ -150,7 +153,7 @@ def kai_gang(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
             env.append({"name": "NODE_RANK", "value": str(rank)})
         spec = _pod_spec(plan, w, sh, forever=False, restart="Never", env=env)
         spec.update({"hostname": f"{stem}-{rank}", "subdomain": dns1035(w.name)} if sh.pods > 1 else {})
-        template = _template(plan, w, spec, sel, {KAI_PODGROUP_ANNOTATION: pg_name})
+        template = fabric_wiring.wire(plan, w, sh, _template(plan, w, spec, sel, {KAI_PODGROUP_ANNOTATION: pg_name}))
         md = meta(f"{w.name}-{rank}", namespace_of(w.tenant), labels=template["metadata"]["labels"],
                   annotations=template["metadata"]["annotations"])
         out.append({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": template["spec"]})

@@ -203,8 +203,11 @@ def _fabric_notes(plan: Plan) -> tuple[str, ...]:
         out.append(f"switches as imported from {fab.source_file} ({fab.source})")
     for shared in plan.shared_leaves:
         if "slurm" in shared.nodes:
-            others = "; ".join(f"{nodes} on the {plane} plane" for plane, nodes in shared.nodes.items()
-                               if plane != "slurm")
+            # off bare metal the plan's node names are invented (issue 15): say how many, not which
+            others = "; ".join(
+                f"{len(hostlist.expand(nodes)) if plan.platform.cloud else nodes} "
+                f"{'node(s) ' if plan.platform.cloud else ''}on the {plane} plane"
+                for plane, nodes in shared.nodes.items() if plane != "slurm")
             out.append(f"{shared.leaf} lists only the Slurm plane's nodes of the leaf ({others}): see the "
                        "README, How the nodes are split")
     return tuple(out)

@@ -1,0 +1,252 @@
+"""Where the Kubernetes plane really runs: the provider and distribution, how each pool's nodes are
+known, the topology labels the provider puts on them, who owns the GPU stack, the network tightly
+coupled jobs use, and whether the plane fits in one cluster.
+
+Bare metal (or generic machines whose every pool lists its hostnames): orchgen knows every node by
+its real hostname and labels it (kubernetes/node-labels.sh), so selectors and topologies use
+orchgen's own labels. Otherwise the node names in the plan are only for counting: objects select a
+pool by the labels its provisioner sets (`node_labels`, or the provider's node-pool label) and
+topologies use the labels the provider sets itself.
+
+Every provider-specific fact below names its source.
+"""
+from __future__ import annotations
+
+from ..errors import OrchgenError
+from ..spec import fabric as fabric_mod
+from ..spec import hostlist
+from ..spec.checks import pool_node_labels
+from ..spec.models import Fleet
+from .plan import Network, Plane, Platform, Warning_, WorkloadDecision
+
+# Kubernetes topology labels the providers put on GPU nodes, broadest level first (Kueue and KAI
+# want that order; kubernetes.io/hostname is appended by the Topology builder).
+# - eks: "Place distributed AI/ML workloads with network topology labels" (EKS user guide,
+#   ml-workload-topology): network-node-layer-1 is the top of the hierarchy, layer-3 the bottom
+#   for most supported instance types (layer-4 exists only on four-layer types, so it is left
+#   out: Kueue's TAS skips nodes that miss a level). Set on the EC2 instance-topology instance types.
+# - gke: "Schedule GKE workloads with Topology Aware Scheduling" (cloud.google.com/ai-hypercomputer/
+#   docs/workloads/schedule-gke-workloads-tas): block, sub-block and host of compactly placed VMs.
+# - oke: "Using RDMA network locality when running workloads on OKE" (oracle-quickstart/oci-hpc-oke
+#   docs/using-rdma-network-locality-when-running-workloads-on-oke.md): HPC island, network block,
+#   local block, set during bootstrap when the capacity topology is available.
+# aks documents no network-topology node labels: no topology there.
+PROVIDER_TOPOLOGY: dict[str, tuple[str, ...]] = {
+    "eks": ("topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
+            "topology.k8s.aws/network-node-layer-3"),
+    "gke": ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
+            "cloud.google.com/gce-topology-host"),
+    "oke": ("oci.oraclecloud.com/rdma.hpc_island_id", "oci.oraclecloud.com/rdma.network_block_id",
+            "oci.oraclecloud.com/rdma.local_block_id"),
+}
+# The level a gang prefers to fit in: the narrowest one several nodes share (GKE's host level is
+# one machine; its sub-block is the NVLink/RDMA rail group the TAS guide places gangs in).
+PREFERRED_LEVEL = {"eks": PROVIDER_TOPOLOGY["eks"][2], "gke": PROVIDER_TOPOLOGY["gke"][1],
+                   "oke": PROVIDER_TOPOLOGY["oke"][2]}
+
+RDMA_FABRICS = ("infiniband", "roce")
+MANAGED = ("eks", "gke", "aks", "oke")
+
+# The RDMA shared device plugin's resource (Network Operator's NicClusterPolicy examples and
+# k8s-rdma-shared-dev-plugin's default prefix `rdma`): one request gives a pod every HCA of the node.
+RDMA_SHARED_RESOURCE = "rdma/rdma_shared_device_a"
+FABRIC_NETWORK = "rdma-fabric"  # the NetworkAttachmentDefinition (and nv-ipam IPPool) name
+# The first IPoIB interface as the kernel's IPoIB driver names it (Linux Documentation/infiniband/
+# ipoib.rst: "ib0, ib1, ..."); a site whose udev renames it says so in fabric.rdma_network.interface.
+IPOIB_DEFAULT = "ib0"
+# Multus names a pod's first extra interface net1 (multus-cni docs: "net1" default for the first
+# additional network); NCCL's bootstrap and socket fallback then use the fabric, and its IB
+# transport every mlx5 HCA the shared device plugin exposed (NCCL env docs: NCCL_SOCKET_IFNAME,
+# NCCL_IB_HCA, prefix match).
+RDMA_ENV = (("NCCL_SOCKET_IFNAME", "net1"), ("NCCL_IB_HCA", "mlx5"))
+
+EFA_RESOURCE = "vpc.amazonaws.com/efa"  # the EFA device plugin's resource (EKS device-management-efa)
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"  # well-known label the kubelet sets
+# EFA interfaces per instance, only where the EKS user guide shows it: p5.48xlarge 32 (node-efa:
+# the NCCL test worker "consumes all the resources of a p5.48xlarge" with vpc.amazonaws.com/efa: 32;
+# device-management-efa: four EFA devices per GPU), p6-b200.48xlarge 8 (device-management-efa's
+# launch template: 8 EFA-only interfaces).
+EFA_PER_INSTANCE = {"p5.48xlarge": 32, "p6-b200.48xlarge": 8}
+# libfabric picks its provider by FI_PROVIDER (fi_provider(7)); the aws-ofi-nccl plugin in the
+# training image then runs NCCL over EFA. The pod's own interface with the VPC CNI is eth0.
+EFA_ENV = (("FI_PROVIDER", "efa"), ("NCCL_SOCKET_IFNAME", "eth0"))
+
+# Upstream's per-cluster envelope ("Considerations for large clusters",
+# kubernetes.io/docs/setup/best-practices/cluster-large): no more than 5,000 nodes, 150,000 pods in
+# total, 110 pods per node, 300,000 containers.
+MAX_NODES = 5_000
+MAX_PODS = 150_000
+# Daemon pods on every GPU node: the GPU Operator's operands (driver or validator, toolkit, device
+# plugin, GFD, DCGM exporter, MIG manager), NFD's worker, kube-proxy and the CNI.
+DAEMON_PODS_PER_NODE = 10
+
+
+def pods(d: WorkloadDecision) -> int:
+    """Pods of a workload: the planner's PodShape (decide.sizing), else one per node's worth of GPUs."""
+    if d.shape is not None:
+        return d.shape.pods
+    per_node = d.gpus_per_node
+    return max(d.facts.nodes, -(-d.gpus // per_node)) if per_node and d.gpus else d.facts.nodes
+
+
+def needs_fabric(d: WorkloadDecision, kube: str) -> bool:
+    """Tightly coupled across pods on the Kubernetes plane: the jobs NCCL must not run over TCP."""
+    return (d.plane == kube and d.facts.tightly_coupled and d.workload_class != "service"
+            and pods(d) > 1)
+
+
+def known_by_name(fleet: Fleet) -> bool:
+    """Whether the plan's node names are the nodes' real names: on bare metal (the fleet model's
+    hostnames), or on generic machines whose every pool lists its hostnames (workstations, on-prem
+    VMs). Otherwise the provider names the nodes and the plan's names only count them."""
+    spec = fleet.fleet
+    return spec.bare_metal or (spec.provider == "generic"
+                               and all(p.hostnames is not None and not p.node_labels for p in spec.pools))
+
+
+def kube_distribution(fleet: Fleet, kube: str) -> str:
+    return "k3s" if kube == "k3s" else fleet.fleet.kubernetes_distribution
+
+
+def decide(fleet: Fleet, kube: Plane | None, placed: list[WorkloadDecision], fab: fabric_mod.FabricModel,
+           reasons: list[str], warnings: list[Warning_], file: str | None = None) -> Platform:
+    spec = fleet.fleet
+    if kube is None:
+        return Platform(spec.provider, spec.kubernetes_distribution)
+    dist = kube_distribution(fleet, kube.name)
+    fabric_wl = tuple(d.name for d in placed if needs_fabric(d, kube.name))
+    pools = {s.pool for s in kube.slices}
+    if known_by_name(fleet):
+        selectors: dict[str, dict[str, str]] = {}
+        script = {p.name: dict(p.node_labels) for p in spec.pools if p.node_labels}
+        topology, preferred = tuple(fab.levels), fabric_mod.LABEL_LEAF
+        topo_pools = tuple(s.pool for s in kube.slices)
+    else:
+        selectors = {p.name: pool_node_labels(fleet, p) for p in spec.pools}
+        script = {}
+        topology = PROVIDER_TOPOLOGY.get(spec.provider, ())
+        preferred = PREFERRED_LEVEL.get(spec.provider)
+        # the provider labels only some instance types: topology only where a gang needs it
+        gang_pools = {d.pool for d in placed if d.name in fabric_wl}
+        topo_pools = tuple(s.pool for s in kube.slices if s.pool in gang_pools) if topology else ()
+        if not topology:
+            preferred = None
+        reasons.append(_cloud_reason(spec.provider, selectors, pools))
+    gpu_stack = "provider" if spec.provider == "oke" else "operator"
+    if gpu_stack == "provider":
+        reasons.append("no GPU Operator release on oke: Oracle's GPU node images carry the NVIDIA driver and "
+                       "container toolkit and OKE's NvidiaGpuPlugin add-on advertises nvidia.com/gpu (NVIDIA "
+                       "AI Cluster Runtime, \"OKE GPU Setup\"); orchgen has no Helm profile for them")
+    network = _network(fleet, kube, placed, fabric_wl, dist, reasons, warnings, file)
+    _scale(kube, fab, reasons, warnings)
+    return Platform(spec.provider, dist, selectors, script, topology if topo_pools else (),
+                    preferred if topo_pools else None, topo_pools, gpu_stack, network,
+                    fabric_wl if network else ())
+
+
+def _cloud_reason(provider: str, selectors: dict[str, dict[str, str]], pools: set[str]) -> str:
+    shown = "; ".join(f"{p}: {', '.join(f'{k}={v}' for k, v in sorted(selectors[p].items()))}"
+                      for p in sorted(pools))
+    return (f"nodes known by their labels, not by name (provider {provider}, not bare metal): objects select "
+            f"each pool by {shown or 'its labels'}")
+
+
+def _network(fleet: Fleet, kube: Plane, placed: list[WorkloadDecision], fabric_wl: tuple[str, ...], dist: str,
+             reasons: list[str], warnings: list[Warning_], file: str | None) -> Network | None:
+    spec = fleet.fleet
+    if not fabric_wl:
+        return None
+    names = ", ".join(fabric_wl)
+    if spec.provider == "eks":
+        return _efa(fleet, kube, placed, fabric_wl, reasons, warnings)
+    if spec.provider in MANAGED:
+        doc = {"gke": "GPUDirect-TCPX/TCPXO (A3 High/Mega, H100: GKE \"Maximize GPU network bandwidth with "
+                      "GPUDirect and multi-networking\") or GPUDirect RDMA (A3 Ultra H200, A4 B200: AI Hypercomputer "
+                      "\"Create a custom AI-optimized GKE cluster\")",
+               "aks": "InfiniBand on ND-series VMs (the NVIDIA Network Operator on AKS)",
+               "oke": "the RDMA cluster network's SR-IOV VFs (oracle-quickstart/oci-hpc-oke docs/"
+                      "running-rdma-workloads-on-oke.md)"}[spec.provider]
+        warnings.append(Warning_(
+            f"orchgen does not configure {spec.provider}'s GPU networking: {names} would run NCCL over the pod "
+            f"network; set up {doc} and add its resources to the starter manifests", "fleet.provider"))
+        return None
+    if spec.fabric.kind not in RDMA_FABRICS:
+        return None
+    if dist == "rke2":
+        raise OrchgenError(
+            "no Network Operator profile for rke2: RKE2 deploys its own Multus (cni: [multus, canal], docs.rke2.io "
+            "networking/multus_sriov) and documents no CNI directories for the Network Operator's; orchgen will not "
+            f"guess them for {names}. Use upstream or k3s, or attach the RDMA network yourself",
+            file, None, "fleet.kubernetes_distribution")
+    ib = spec.fabric.kind == "infiniband"
+    net = spec.fabric.rdma_network
+    iface = net.interface if net and net.interface else (IPOIB_DEFAULT if ib else None)
+    subnet = net.subnet if net else "172.16.0.0/16"
+    reasons.append(
+        f"{spec.fabric.kind} for {names}: the NVIDIA Network Operator's RDMA shared device plugin ({RDMA_SHARED_RESOURCE}) "
+        f"and a secondary {'IPoIB' if ib else 'macvlan'} network {FABRIC_NETWORK} on "
+        f"{iface or 'the default-route interface'} ({subnet}), so NCCL uses the fabric, not the pod network")
+    return Network("rdma-shared", RDMA_SHARED_RESOURCE, {s.pool: 1 for s in kube.slices}, RDMA_ENV,
+                   FABRIC_NETWORK, "ipoib" if ib else "macvlan", iface, subnet)
+
+
+def _efa(fleet: Fleet, kube: Plane, placed: list[WorkloadDecision], fabric_wl: tuple[str, ...],
+         reasons: list[str], warnings: list[Warning_]) -> Network:
+    by_pool = {p.name: p for p in fleet.fleet.pools}
+    per_node: dict[str, int] = {}
+    for s in kube.slices:
+        itype = (by_pool[s.pool].node_labels or {}).get(INSTANCE_TYPE_LABEL)
+        per_node[s.pool] = EFA_PER_INSTANCE.get(itype or "", 1)
+    for pool in sorted({d.pool for d in placed if d.name in fabric_wl}):
+        itype = (by_pool[pool].node_labels or {}).get(INSTANCE_TYPE_LABEL)
+        if itype not in EFA_PER_INSTANCE:
+            i = list(by_pool).index(pool)
+            what = f"instance type {itype}" if itype else "no instance type"
+            warnings.append(Warning_(
+                f"pool {pool} has {what} orchgen knows the EFA count of ({', '.join(sorted(EFA_PER_INSTANCE))}): "
+                f"its multi-node pods ask for 1 {EFA_RESOURCE} each, a fraction of the fabric; give node_labels "
+                f"{INSTANCE_TYPE_LABEL} of a known type or edit the count", f"fleet.pools[{i}].node_labels"))
+    reasons.append(f"EFA for {', '.join(fabric_wl)}: the EFA device plugin release and {EFA_RESOURCE} requests "
+                   "(EKS device-management-efa), so NCCL runs over EFA, not the pod network")
+    return Network("efa", EFA_RESOURCE, per_node, EFA_ENV)
+
+
+def _scale(kube: Plane, fab: fabric_mod.FabricModel, reasons: list[str], warnings: list[Warning_]) -> None:
+    nodes = len(kube.nodes)
+    gpus = sum(s.gpus for s in kube.slices)
+    pods_ = gpus + DAEMON_PODS_PER_NODE * nodes
+    if nodes <= MAX_NODES and pods_ <= MAX_PODS:
+        return
+    over = (f"{nodes:,} nodes (at most {MAX_NODES:,})" if nodes > MAX_NODES
+            else f"up to {pods_:,} pods (at most {MAX_PODS:,})")
+    warnings.append(Warning_(
+        f"the {kube.name} plane has {over}: beyond upstream Kubernetes' per-cluster envelope (5,000 nodes, "
+        "150,000 pods, 110 pods per node: kubernetes.io/docs/setup/best-practices/cluster-large); "
+        f"split it into {_split(kube, fab)}", "fleet.pools"))
+
+
+def _split(kube: Plane, fab: fabric_mod.FabricModel, limit: int = MAX_NODES) -> str:
+    """Clusters of whole spines (or, under a spine too big for one cluster, whole leaves), in fabric
+    order, each at most `limit` nodes: the fabric's own boundaries, so no cluster's jobs cross a core."""
+    mine = set(kube.nodes)
+    # this plane's nodes per leaf (a leaf split between the planes counts only its part here)
+    count = {leaf.name: sum(1 for n in leaf.nodes if n in mine) for leaf in fab.leaves}
+    leaves = [leaf for leaf in fab.leaves if count[leaf.name]]
+    units: list[tuple[str, int]] = []
+    for spine in fab.spines or ():
+        below = [leaf for leaf in leaves if leaf.spine == spine.name]
+        size = sum(count[leaf.name] for leaf in below)
+        if below and size <= limit:
+            units.append((spine.name, size))
+        else:
+            units += [(leaf.name, count[leaf.name]) for leaf in below]
+    if not fab.spines:
+        units = [(leaf.name, count[leaf.name]) for leaf in leaves]
+    clusters: list[list[tuple[str, int]]] = [[]]
+    for name, size in units:
+        if clusters[-1] and sum(n for _, n in clusters[-1]) + size > limit:
+            clusters.append([])
+        clusters[-1].append((name, size))
+    parts = [f"{hostlist.compress([n for n, _ in c])} ({sum(n for _, n in c):,} nodes)" for c in clusters]
+    shown = "; ".join(parts[:6]) + (f"; ... ({len(parts) - 6} more)" if len(parts) > 6 else "")
+    return f"{len(clusters)} clusters of at most {limit:,} nodes along the fabric: {shown}"

@@ -1,0 +1,125 @@
+"""NVIDIA Network Operator (Mellanox/network-operator v26.4.1): the network-operator release's values
+and kubernetes/manifests/35-network.yaml, for a plan whose Kubernetes jobs use a bare-metal
+InfiniBand or RoCE fabric (`platform.network.kind == "rdma-shared"`).
+
+- values: the chart's defaults except `nfd.enabled: false`: the GPU Operator release in the same
+  bundle runs Node Feature Discovery with the NodeFeature API, whose PCI whitelist (class 02) gives
+  the `feature.node.kubernetes.io/pci-15b3.present` label the operator needs (the chart README:
+  "If NFD is already deployed in the cluster, make sure to pass --set nfd.enabled=false"); on k3s
+  the operator's CNI directories are k3s's (`operator.cniBinDirectory`, `operator.cniNetworkDirectory`).
+- a NicClusterPolicy (mellanox.com/v1alpha1, CRD in the chart): the RDMA shared device plugin
+  (`rdma/rdma_shared_device_a`: every Mellanox HCA of the fabric's link type, shared by up to 63
+  pods), Multus with the containernetworking plugins, the IPoIB CNI on InfiniBand, and NVIDIA's
+  IPAM (nv-ipam). No ofedDriver: the hosts' network drivers are used (DMA-BUF needs no MOFED).
+  Component images and tags are the release's own (example/crs/mellanox.com_v1alpha1_
+  nicclusterpolicy_cr.yaml at the tag: nvcr.io/nvidia/mellanox, `network-operator-v<version>`).
+- an nv-ipam IPPool (nv-ipam.nvidia.com/v1alpha1) in the operator's namespace: the fabric subnet,
+  a block of addresses per node (example/crs/nvidia.com_v1alpha1_nv_ipam_ippool_cr.yaml). Its CRD
+  is created by the operator once the NicClusterPolicy deploys nv-ipam (manifests/state-nv-ipam-cni/
+  005-nv-ipam.nvidia.com_ippools.yaml), not by the chart: the README says to re-run `pulumi up`
+  when the first run finds no IPPool kind yet.
+- a NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) per tenant namespace with a fabric workload:
+  IPoIB on InfiniBand, macvlan on RoCE, configured as the operator's own IPoIBNetwork / MacvlanNetwork
+  controllers write them (manifests/state-ipoib-network, state-macvlan-network at the tag).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...decide.plan import Network, Plan
+from .common import meta, namespace_of, slices
+
+API = "mellanox.com/v1alpha1"
+IPAM_API = "nv-ipam.nvidia.com/v1alpha1"
+NAD_API = "k8s.cni.cncf.io/v1"
+REPOSITORY = "nvcr.io/nvidia/mellanox"
+POLICY_NAME = "nic-cluster-policy"  # the name the operator's examples and docs use
+RDMA_HCA_MAX = 63  # pods sharing one node's HCAs (the NicClusterPolicy examples' value)
+MELLANOX_VENDOR = "15b3"  # PCI vendor ID of NVIDIA (Mellanox) NICs
+# k3s's CNI directories ("Multus and IPAM plugins", k3s-io/docs docs/networking/multus-ipams.md):
+# binaries in /var/lib/rancher/k3s/data/current/bin, configuration in .../agent/etc/cni/net.d.
+K3S_CNI_BIN = "/var/lib/rancher/k3s/data/current/bin"
+K3S_CNI_CONF = "/var/lib/rancher/k3s/agent/etc/cni/net.d"
+
+
+def network(plan: Plan) -> Network | None:
+    net = plan.platform.network
+    return net if net is not None and net.kind == "rdma-shared" else None
+
+
+def image_tag(plan: Plan) -> str:
+    """The operator's component image tag for the pinned (or overridden) chart version."""
+    return f"network-operator-v{plan.charts['network-operator'].version.lstrip('v')}"
+
+
+def _component(plan: Plan, image: str) -> dict[str, str]:
+    return {"image": image, "repository": REPOSITORY, "version": image_tag(plan)}
+
+
+def device_plugin_config(net: Network) -> str:
+    """k8s-rdma-shared-dev-plugin's configList: one resource over every Mellanox HCA whose link is
+    the fabric's (selectors vendors / linkTypes, Mellanox/k8s-rdma-shared-dev-plugin README)."""
+    name = net.resource.split("/", 1)[1]
+    link = "infiniband" if net.cni == "ipoib" else "ether"
+    return json.dumps({"configList": [{"resourceName": name, "rdmaHcaMax": RDMA_HCA_MAX,
+                                       "selectors": {"vendors": [MELLANOX_VENDOR], "linkTypes": [link]}}]},
+                      sort_keys=True)
+
+
+def nic_cluster_policy(plan: Plan, net: Network) -> dict[str, Any]:
+    secondary: dict[str, Any] = {"cniPlugins": _component(plan, "plugins"),
+                                 "multus": _component(plan, "multus-cni")}
+    if net.cni == "ipoib":
+        secondary["ipoib"] = _component(plan, "ipoib-cni")
+    spec = {
+        "rdmaSharedDevicePlugin": {**_component(plan, "k8s-rdma-shared-dev-plugin"),
+                                   "config": device_plugin_config(net)},
+        "secondaryNetwork": secondary,
+        "nvIpam": {**_component(plan, "nvidia-k8s-ipam"), "enableWebhook": False},
+    }
+    return {"apiVersion": API, "kind": "NicClusterPolicy", "metadata": meta(POLICY_NAME), "spec": spec}
+
+
+def per_node_block(plan: Plan) -> int:
+    """Addresses nv-ipam gives each node: one per pod the node can hold (a pod takes at least one
+    GPU, or the whole node on a CPU pool), at least 2."""
+    return max([2, *(s.gpus_per_node for s in slices(plan))])
+
+
+def ip_pool(plan: Plan, net: Network) -> dict[str, Any]:
+    return {"apiVersion": IPAM_API, "kind": "IPPool",
+            "metadata": meta(net.attachment or "", plan.charts["network-operator"].namespace),
+            "spec": {"subnet": net.subnet, "perNodeBlockSize": per_node_block(plan)}}
+
+
+def cni_config(net: Network) -> str:
+    config: dict[str, Any] = {"cniVersion": "0.3.1", "name": net.attachment, "type": net.cni}
+    if net.interface:  # macvlan without a master uses the node's default-route interface
+        config["master"] = net.interface
+    if net.cni == "macvlan":
+        config["mode"] = "bridge"
+    config["ipam"] = {"type": "nv-ipam", "poolName": net.attachment}
+    return json.dumps(config, sort_keys=True)
+
+
+def attachments(plan: Plan, net: Network) -> list[dict[str, Any]]:
+    tenants = sorted({w.tenant for w in plan.workloads if w.name in plan.platform.fabric_workloads})
+    return [{"apiVersion": NAD_API, "kind": "NetworkAttachmentDefinition",
+             "metadata": meta(net.attachment or "", namespace_of(t)), "spec": {"config": cni_config(net)}}
+            for t in tenants]
+
+
+def objects(plan: Plan) -> list[dict[str, Any]]:
+    """35-network.yaml: the policy (it creates the IPPool CRD), the pool, the attachments."""
+    net = network(plan)
+    if net is None:
+        return []
+    return [nic_cluster_policy(plan, net), ip_pool(plan, net), *attachments(plan, net)]
+
+
+def values(plan: Plan) -> dict[str, Any]:
+    out: dict[str, Any] = {"nfd": {"enabled": False}}
+    if plan.platform.distribution == "k3s":
+        out["operator"] = {"cniBinDirectory": K3S_CNI_BIN, "cniNetworkDirectory": K3S_CNI_CONF}
+    return out
