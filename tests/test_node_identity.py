@@ -84,7 +84,9 @@ def fleets(draw) -> dict[str, Any]:
         "workloads": workloads,
         "options": {"gang_scheduler": draw(st.sampled_from(["auto", "kueue", "volcano", "kai"])),
                     "slurm_on_kubernetes": draw(st.sampled_from(["auto", "soperator", "none"])),
-                    "gitops": draw(st.sampled_from(["none", "kustomize", "argocd", "flux"]))},
+                    "gitops": draw(st.sampled_from(["none", "kustomize", "argocd", "flux"])),
+                    # two controllers need a StateSaveLocation both mount, or validate says so
+                    "slurm": {"state_save_location": "/shared/slurm/statesave"}},
     }
 
 
