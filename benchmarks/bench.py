@@ -44,7 +44,7 @@ def fleet(nodes: int) -> dict:
         workloads.append(w)
     return {
         "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": f"bench-{nodes}"},
-        "fleet": {"bare_metal": True, "fabric": {"kind": "infiniband", "nodes_per_leaf": 16,
+        "fleet": {"bare_metal": True, "slurm": {"controllers": ["slurm-ctl01"]}, "fabric": {"kind": "infiniband", "nodes_per_leaf": 16,
                                                   "leaves_per_spine": 16}, "pools": pools},
         "tenants": [{"name": f"t{k:02d}", "share": 1 + k % 4} for k in range(tenants)],
         "workloads": workloads,

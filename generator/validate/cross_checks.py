@@ -486,8 +486,9 @@ def _slurm_gres_names(bundle: Bundle, planned: dict[str, tuple[str, _Gres]]) -> 
     if text is None:
         return
     gconf = parse_gres_conf(GRES, text, [])
+    defined = conf.node_names  # a set built per access: once, not once per node
     for pool, (plane, want) in planned.items():
-        nodes = [n for n, p in pool_of.items() if p == pool and n in conf.node_names]
+        nodes = [n for n, p in pool_of.items() if p == pool and n in defined]
         if not nodes:
             continue
         node = nodes[0]  # typed lines against slurm.conf: slurm_checks._gres_agree
