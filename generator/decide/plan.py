@@ -10,6 +10,7 @@ from typing import Any
 from ..spec import hostlist
 from ..catalog import Chart
 from ..spec.fabric import FabricModel
+from ..spec.models import SlurmHosts
 
 PLANES = ("slurm", "kubernetes", "k3s")
 KUBE_PLANES = ("kubernetes", "k3s")
@@ -45,6 +46,7 @@ class WorkloadDecision:
     pool: str = ""
     gpus: int = 0  # demand: total GPUs (0 on a CPU pool)
     gpus_per_node: int = 0
+    max_time: int | None = None  # minutes (workloads[].max_time); None: the site's options.slurm.max_time
 
     def recommendation(self) -> dict[str, Any]:
         """The stable `recommend --format json` shape."""
@@ -110,6 +112,9 @@ class Tenant:
     share: int
     implicit: bool  # no tenants in the input: one tenant named after the fleet
     quotas: dict[str, Quota] = field(default_factory=dict)  # Kubernetes-plane pool -> nominal quota
+    users: tuple[str, ...] = ()  # Slurm: users of the tenant's account
+    unix_group: str | None = None  # Slurm: a Unix group whose members join the tenant's account
+    max_gpus: int | None = None  # Slurm: GrpTRES=gres/gpu cap of the tenant's account
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,11 @@ class Plan:
     gitops_repo: str | None = None
     warnings: tuple[Warning_, ...] = ()
     strict: bool = False  # options.strict: a warning refuses the plan
+    # Slurm site policy (options.slurm), in minutes: a job's default time limit, and the MaxTime of a
+    # partition none of whose workloads sets max_time
+    slurm_default_time: int = 240
+    slurm_max_time: int = 10_080
+    slurm_hosts: SlurmHosts | None = None  # fleet.slurm: controllers and the accounting host
 
     @property
     def kube_plane(self) -> Plane | None:
@@ -184,6 +194,9 @@ class Plan:
                     "share": t.share,
                     "implicit": t.implicit,
                     "quotas": {pool: vars(q) for pool, q in t.quotas.items()},
+                    **({"users": list(t.users)} if t.users else {}),
+                    **({"unix_group": t.unix_group} if t.unix_group else {}),
+                    **({"max_gpus": t.max_gpus} if t.max_gpus else {}),
                 }
                 for t in self.tenants
             ],
@@ -195,6 +208,7 @@ class Plan:
                     "tenant": w.tenant,
                     "pool": w.pool,
                     "gpus": w.gpus,
+                    **({"max_time_minutes": w.max_time} if w.max_time else {}),
                     "facts": vars(w.facts),
                 }
                 for w in self.workloads

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import catalog
 from ..spec import fabric as fabric_mod
+from ..spec import slurmtime
 from ..spec.checks import pool_hostnames
 from . import slurm_names
 from .rules import recommend
@@ -51,7 +52,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     tenants = _tenants(fleet)
     default = _default_pools(fleet, decisions, slurm, kube)
     placed = [_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or tenants[0].name,
-                     pools, slurm, kube)
+                     pools, slurm, kube, w.max_time)
               for d, w in zip(decisions, fleet.workloads)]
 
     native_kube = any(d.plane in ("kubernetes", "k3s") or d.hybrid for d in placed)
@@ -106,6 +107,9 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         reasons=tuple(reasons),
         warnings=tuple(warnings),
         strict=fleet.options.strict,
+        slurm_default_time=slurmtime.minutes(fleet.options.slurm.default_time),
+        slurm_max_time=slurmtime.minutes(fleet.options.slurm.max_time),
+        slurm_hosts=fleet.fleet.slurm,
     )
 
 
@@ -165,7 +169,8 @@ def _default_pools(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str |
 def _tenants(fleet: Fleet) -> list[Tenant]:
     if not fleet.tenants:
         return [Tenant(fleet.metadata.name, 1, True)]
-    return [Tenant(t.name, t.share, False) for t in fleet.tenants]
+    return [Tenant(t.name, t.share, False, users=tuple(t.users), unix_group=t.unix_group, max_gpus=t.max_gpus)
+            for t in fleet.tenants]
 
 
 def _class_of(d: WorkloadDecision) -> str:
@@ -178,14 +183,15 @@ def _class_of(d: WorkloadDecision) -> str:
 
 
 def _place(d: WorkloadDecision, pool_name: str, gpus: int | None, tenant: str, pools: dict[str, Pool],
-           slurm: str | None, kube: str | None) -> WorkloadDecision:
+           slurm: str | None, kube: str | None, max_time: str | None = None) -> WorkloadDecision:
     from dataclasses import replace
 
     pool = pools[pool_name]
     per_node = pool.gpu.count if pool.gpu else 0
     plane = slurm if d.primary == "slurm" else kube
     return replace(d, plane=plane or "", workload_class=_class_of(d), tenant=tenant, pool=pool_name,
-                   gpus=gpus if gpus is not None else d.facts.nodes * per_node, gpus_per_node=per_node)
+                   gpus=gpus if gpus is not None else d.facts.nodes * per_node, gpus_per_node=per_node,
+                   max_time=slurmtime.minutes(max_time) if max_time else None)
 
 
 def _repool(d: WorkloadDecision, slices: dict[str, tuple[PoolSlice, ...]]) -> WorkloadDecision:

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from . import slurmtime
+
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
 MAX_FLEET_NODES = 65_536
@@ -17,6 +19,10 @@ MAX_FLEET_NODES = 65_536
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GPU_TYPE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+$")
+# A POSIX user or group name as Slurm keeps it (sacctmgr lower-cases user names): it is written
+# into accounts.sh as a shell word, so the characters are a safe subset (no quotes, spaces, `$`).
+_UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_.-]*$")
+MAX_UNIX_NAME = 32
 # A Git clone URL that Argo CD and Flux both accept, in the three forms Git hosts hand out. The
 # characters are a safe subset on purpose: the URL lands in YAML, in a README code block and in a
 # shell command there, so no quotes, backticks, spaces or `$`. No credentials: controllers take
@@ -55,6 +61,18 @@ def _version(value: str) -> str:
     return value
 
 
+def _unix_name(value: str) -> str:
+    if len(value) > MAX_UNIX_NAME or not _UNIX_NAME.match(value):
+        raise ValueError(f"{_short(value)} is not a user or group name (lower-case letters, digits, '_', "
+                         f"'.', '-', starting with a letter or '_', at most {MAX_UNIX_NAME} characters)")
+    return value
+
+
+def _slurm_time(value: str) -> str:
+    slurmtime.minutes(value)  # raises ValueError with the accepted forms
+    return value
+
+
 def _git_url(value: str) -> str:
     if len(value) > MAX_GIT_URL:
         raise ValueError(f"longer than {MAX_GIT_URL} characters (got {len(value)})")
@@ -73,6 +91,8 @@ Name = Annotated[str, AfterValidator(_dns_label)]
 GpuType = Annotated[str, AfterValidator(_gpu_type)]
 Version = Annotated[str, AfterValidator(_version)]
 GitUrl = Annotated[str, AfterValidator(_git_url)]
+UnixName = Annotated[str, AfterValidator(_unix_name)]
+SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
 
 
 class _Model(BaseModel):
@@ -135,6 +155,18 @@ class FleetSpec(_Model):
 class Tenant(_Model):
     name: Name
     share: int = Field(default=1, ge=1, le=1_000_000)
+    users: list[UnixName] = Field(
+        default_factory=list, max_length=100_000,
+        description="Slurm: users of this tenant's account (accounts.sh adds their associations)",
+    )
+    unix_group: UnixName | None = Field(
+        default=None, description="Slurm: the members of this Unix group (getent group, and the users whose "
+        "primary group it is) join this tenant's account when accounts.sh runs",
+    )
+    max_gpus: int | None = Field(
+        default=None, ge=1, le=16 * MAX_FLEET_NODES * 64,
+        description="Slurm: GPUs the tenant's running jobs may hold at once (GrpTRES=gres/gpu=N); absent: no cap",
+    )
 
 
 class Workload(_Model):
@@ -149,6 +181,22 @@ class Workload(_Model):
     tenant: str | None = None
     pool: str | None = None
     gpus: int | None = Field(default=None, ge=0, le=16 * MAX_FLEET_NODES * 64)
+    max_time: SlurmTime | None = Field(
+        default=None, description="Slurm: the longest a job of this workload may run (a Slurm time such as "
+        "\"2-00:00:00\"); its partitions' MaxTime covers it. Default: options.slurm.max_time",
+    )
+
+
+class SlurmOptions(_Model):
+    """Site policy of the Slurm plane that no fleet fact decides."""
+
+    default_time: SlurmTime = Field(
+        default="04:00:00", description="time limit of a job that gives none (partitions' DefaultTime, "
+        "at most their MaxTime): backfill plans with it, so it must not be unlimited",
+    )
+    max_time: SlurmTime = Field(
+        default="7-00:00:00", description="MaxTime of a partition none of whose workloads sets max_time",
+    )
 
 
 class Options(_Model):
@@ -163,6 +211,7 @@ class Options(_Model):
         description="refuse (exit 2) instead of warning: a placeholder the site must fill, demand "
         "beyond capacity or quota, a workload given a tenant it did not name",
     )
+    slurm: SlurmOptions = SlurmOptions()
     gitops_repo: GitUrl | None = Field(
         default=None,
         description="clone URL of the GitOps repository that Argo CD / Flux read this bundle from "
