@@ -255,12 +255,12 @@ class SlurmCluster:
         self.nodes_started = result.nodes
         for node in result.nodes:
             (self.workdir / "spool" / node).mkdir()
-        # readable by another uid (`run(user=...)`), except slurmdbd.conf (0600, the password)
+        # readable by another uid (`run(user=...)`), except slurmdbd.conf and its password file (0600)
         etc = self.workdir / "etc"
         for path in [etc, *etc.rglob("*")]:
             if path.is_dir():
                 path.chmod(0o755)
-            elif path.is_file() and path.name != "slurmdbd.conf":
+            elif path.is_file() and path.name not in ("slurmdbd.conf", *result.secret_files):
                 path.chmod(path.stat().st_mode | 0o444)
         if self.accounting and not result.cluster_name:
             raise SlurmBootError("accounting needs ClusterName in slurm.conf (the cluster slurmdbd records)")
