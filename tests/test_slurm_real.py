@@ -170,7 +170,13 @@ def check_blocks(c: SlurmCluster, p: Planned, base: int, *args: str) -> None:
 
 
 def check_partitions(c: SlurmCluster, p: Planned, block_topology: str | None = None) -> None:
-    want = {"all": (p.nodes, True)} | {pool: (nodes, False) for pool, nodes in p.pools.items()}
+    # the default is CPU-only when the plane has CPU pools (one: its own partition; several: `cpu`)
+    cpu_pools = [pool for pool in p.pools if not p.gres[pool]]
+    default = "all" if not cpu_pools else (cpu_pools[0] if len(cpu_pools) == 1 else "cpu")
+    want = {"all": (p.nodes, default == "all")}
+    want |= {pool: (nodes, pool == default) for pool, nodes in p.pools.items()}
+    if len(cpu_pools) > 1:
+        want["cpu"] = ([n for pool in cpu_pools for n in p.pools[pool]], True)
     want |= {cls: ([n for pool in pools for n in p.pools[pool]], False) for cls, pools in p.classes().items()}
     parts = c.partitions()
     assert set(parts) == set(want)

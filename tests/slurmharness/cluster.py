@@ -102,8 +102,17 @@ class SlurmCluster:
     """
 
     def __init__(self, config_dir: Path, *, suite: str = HOST_SUITE, workdir: Path | None = None,
-                 wait_idle_s: float = 90, accounting: bool = False, database: mariadb.MariaDB | None = None):
+                 wait_idle_s: float = 90, accounting: bool = False, database: mariadb.MariaDB | None = None,
+                 unix_users: dict[str, int | tuple[int, int]] | None = None,
+                 unix_groups: dict[str, tuple[int, list[str]]] | None = None):
         """`wait_idle_s=0` starts the daemons without waiting for IDLE (to inspect broken nodes).
+
+        `unix_users` ({name: uid} or {name: (uid, primary gid)}) and `unix_groups` ({name: (gid,
+        [members])}): accounts that exist for this cluster only, as a site's LDAP would provide them:
+        the namespace sees copies of /etc/passwd and /etc/group with these added (a user given only a
+        uid gets a group of its own, gid = uid),
+        so `getent`, sacctmgr, slurmctld and `run(..., user=UID)` all resolve them; the machine's own
+        files are never touched.
 
         `accounting=True` runs slurmdbd (the config dir's slurmdbd.conf, overlaid, or a minimal
         one) and keeps slurm.conf's accounting and TRES weights. Its database lives on `database`
@@ -112,6 +121,8 @@ class SlurmCluster:
         """
         self.config_dir = Path(config_dir)
         self.suite = suite
+        self.unix_users = dict(unix_users or {})
+        self.unix_groups = dict(unix_groups or {})
         self.wait_idle_s = wait_idle_s
         self.accounting = accounting or database is not None
         self._shared_db = database
@@ -209,13 +220,31 @@ class SlurmCluster:
         (self.workdir / "munge").chmod(0o711)
 
     def _mounts(self) -> list[list[str]]:
-        """Mounts of the namespace: for a chroot, /proc, a private /tmp and the work dir."""
-        if not self.in_chroot:
-            return []
-        r = self.root
-        return [["-t", "proc", "proc", f"{r}/proc"],
-                ["-t", "tmpfs", "tmpfs", f"{r}/tmp"],  # job files never pollute the cached chroot
-                ["--bind", str(self.workdir), f"{r}{chroot.WORK_MOUNT}"]]
+        """Mounts of the namespace: for a chroot, /proc, a private /tmp and the work dir; with
+        `unix_users`/`unix_groups`, /etc/passwd and /etc/group (of the root) with them added."""
+        mounts = []
+        if self.in_chroot:
+            r = self.root
+            mounts = [["-t", "proc", "proc", f"{r}/proc"],
+                      ["-t", "tmpfs", "tmpfs", f"{r}/tmp"],  # job files never pollute the cached chroot
+                      ["--bind", str(self.workdir), f"{r}{chroot.WORK_MOUNT}"]]
+        if self.unix_users or self.unix_groups:
+            nss = self.workdir / "nss"
+            nss.mkdir()
+            root = str(self.root).rstrip("/")
+            passwd = Path(f"{root}/etc/passwd").read_text()
+            group = Path(f"{root}/etc/group").read_text()
+            ids = {name: v if isinstance(v, tuple) else (v, v) for name, v in self.unix_users.items()}
+            passwd += "".join(f"{name}:x:{uid}:{gid}:{name}:/nonexistent:/usr/sbin/nologin\n"
+                              for name, (uid, gid) in ids.items())
+            group += "".join(f"{name}:x:{uid}:\n" for name, (uid, gid) in ids.items() if uid == gid)
+            group += "".join(f"{name}:x:{gid}:{','.join(members)}\n"
+                             for name, (gid, members) in self.unix_groups.items())
+            for name, text in (("passwd", passwd), ("group", group)):
+                (nss / name).write_text(text)
+                (nss / name).chmod(0o644)
+                mounts.append(["--bind", str(nss / name), f"{root}/etc/{name}"])
+        return mounts
 
     def _argv(self, argv: list[str], user: int | None = None) -> list[str]:
         assert self.ns is not None

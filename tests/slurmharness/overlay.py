@@ -19,7 +19,9 @@ slurm.conf
       no slurmdbd, and `AccountingStorageTRES=gres/gpu` without one is fatal
       (`accounting_storage/none`, `jobacct_gather/none`). For the same reason, when the input
       used slurmdbd, `GRES/...` items leave TRESBillingWeights and PriorityWeightTRES (fatal to
-      parse without that TRES); their CPU/Mem weights stay.
+      parse without that TRES); their CPU/Mem weights stay, and a key left with no weight at all
+      (`PriorityWeightTRES=GRES/gpu=2000`) goes. PreemptType=preempt/qos is kept: it parses, and
+      without slurmdbd there is simply no QOS to preempt by.
     * with (`Layout.dbd_port`): only where slurmdbd is changes: `AccountingStorageType=
       accounting_storage/slurmdbd`, `AccountingStorageHost=<hostname -s>`,
       `AccountingStoragePort=<slurmdbd's free port>`, and `AccountingStoragePass=<the private
@@ -203,6 +205,8 @@ def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str
     for line in lines:
         if out.dropped_slurmdbd:
             line = _drop_gres_weights(line, out)
+            if not line:  # `PriorityWeightTRES=GRES/gpu=N` alone: nothing of the line is left
+                continue
         tokens = line.split()
         key = _key(tokens[0])
         if key == "slurmdparameters":
