@@ -159,7 +159,7 @@ class Partition:
     why: str
     max_time: int = 0  # minutes
     default_time: int = 0  # minutes
-    cpu_per_gpu: int = 0  # DefCpuPerGPU; 0: the partition has no GPUs
+    cpu_per_gpu: int = 0  # DefCpuPerGPU; 0: no GPUs, or fewer CPUs than GPUs on a node
     mem_per_gpu: int = 0  # DefMemPerGPU (MiB)
     billing: Billing | None = None  # TRESBillingWeights; None without accounting
 
@@ -178,8 +178,10 @@ class Partition:
             parts.append("Default=YES")
         parts += [f"DefaultTime={self.default_time_str}", f"MaxTime={self.max_time_str}", "State=UP",
                   f"DefMemPerCPU={self.def_mem_per_cpu}"]
-        if self.cpu_per_gpu:
-            parts += [f"DefCpuPerGPU={self.cpu_per_gpu}", f"DefMemPerGPU={self.mem_per_gpu}"]
+        if self.cpu_per_gpu:  # 0: a node with fewer CPUs than GPUs, where no whole CPU per GPU fits
+            parts.append(f"DefCpuPerGPU={self.cpu_per_gpu}")
+        if self.mem_per_gpu:
+            parts.append(f"DefMemPerGPU={self.mem_per_gpu}")
         if self.billing:
             parts.append(f"TRESBillingWeights={self.billing.value}")
         if self.topology:
