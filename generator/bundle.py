@@ -3,12 +3,23 @@
 The whole bundle is rendered in memory first ({relative path: bytes}); only then is it written:
 into a staging directory beside the target, which is swapped in with one rename (an atomic
 exchange where Linux offers it). An interrupted run leaves the previous bundle whole. A
-directory orchgen did not write (no marker file) is never overwritten without --force.
+directory orchgen did not write (no marker file) is never overwritten without --force. A symbolic
+link is written through (the directory it points to gets the bundle; the link stays). Files and
+directories get the modes the user's umask gives, as `cp` or `git checkout` would.
+
+Operator-owned files (`OPERATOR_OWNED`) live in the bundle but belong to the operator: a Pulumi
+stack's config file (`pulumi/Pulumi.<stack>.yaml`) holds the cluster's kubeconfig context, the
+stack's secrets and its passphrase salt, which `pulumi config set` and `pulumi stack init` write
+there. orchgen renders a seed for the bundle's own stack; `write` uses it only where the bundle
+has no such file yet, and carries every operator-owned file of the previous bundle into the new
+one byte for byte (other stacks' files included). `diff` (--check) ignores them: they are not
+orchgen's to compare.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fnmatch
 import os
 import shutil
 import tempfile
@@ -21,6 +32,25 @@ MARKER = ".orchgen-bundle"
 MARKER_TEXT = b"This directory is written by `orchgen plan`; edits here are replaced on the next run.\n"
 
 Files = dict[str, bytes]
+
+# Bundle paths (fnmatch patterns, `/`-separated) whose files the operator owns once they exist.
+OPERATOR_OWNED = ("pulumi/Pulumi.*.yaml",)
+
+
+def operator_owned(path: str) -> bool:
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in OPERATOR_OWNED)
+
+
+def _kept(target: Path) -> Files:
+    """The operator-owned files of the bundle at `target` (none unless orchgen wrote it)."""
+    if not _is_bundle(target):
+        return {}
+    out: Files = {}
+    for path in sorted(target.rglob("*")):
+        rel = path.relative_to(target).as_posix()
+        if path.is_file() and not path.is_symlink() and operator_owned(rel):
+            out[rel] = path.read_bytes()
+    return out
 
 
 def check_paths(files: Files) -> None:
@@ -59,25 +89,65 @@ def _exchange(a: Path, b: Path) -> bool:
     return rc == 0
 
 
+def _resolve(target: Path) -> Path:
+    """The directory the bundle goes to. A symbolic link is written through: the bundle replaces
+    the directory it points to (under the same rules: orchgen's marker, or --force), and the link
+    stays. A link to nothing is refused, as are the root and the directory orchgen runs in."""
+    if target.is_symlink() and not target.exists():
+        raise OrchgenError(f"is a symbolic link to {os.readlink(target)}, which does not exist; "
+                           "orchgen writes through a link only to a directory that exists", str(target))
+    real = Path(os.path.realpath(target))
+    if real == real.parent:
+        raise OrchgenError("is the root of the file system; write the bundle to a directory of its own",
+                           str(target))
+    here = Path(os.path.realpath(os.getcwd()))
+    if real == here or real in here.parents:
+        raise OrchgenError("is the current directory or holds it; orchgen replaces the bundle directory "
+                           "whole, so write it from outside", str(target))
+    return real
+
+
+def _modes(stage: Path) -> None:
+    """The modes a user's umask gives (mkdtemp made the stage 0700): the bundle is committed and shared."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for dirpath, dirnames, names in os.walk(stage):
+        os.chmod(dirpath, 0o777 & ~mask)
+        for name in names:
+            path = os.path.join(dirpath, name)
+            os.chmod(path, (0o777 if name.endswith((".sh", ".sbatch")) else 0o666) & ~mask)
+
+
 def write(files: Files, target: Path, force: bool = False) -> None:
+    """Write the bundle to `target`. Whatever the file system refuses (no such place, no permission,
+    a read-only or virtual file system) is an OrchgenError naming `target`, never a traceback."""
     check_paths(files)
-    target = Path(target)
+    shown = str(target)
+    try:
+        _write(files, _resolve(Path(target)), force, shown)
+    except OSError as exc:
+        name = str(exc.filename or "")
+        where = f" ({name})" if name and name != shown and ".orchgen-" not in name else ""
+        raise OrchgenError(f"cannot write the bundle: {exc.strerror or exc}{where}", shown) from None
+
+
+def _write(files: Files, target: Path, force: bool, shown: str) -> None:
     if target.exists() and not target.is_dir():
-        raise OrchgenError("exists and is not a directory", str(target))
+        raise OrchgenError("exists and is not a directory", shown)
     if target.is_dir() and any(target.iterdir()) and not _is_bundle(target) and not force:
         raise OrchgenError(f"is not empty and was not written by orchgen (no {MARKER}); "
-                           "pass --force to replace it", str(target))
+                           "pass --force to replace it", shown)
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in target.parent.glob(f".{target.name}.orchgen-new-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by a run that was killed mid-write
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-new-", dir=target.parent))
     try:
-        for rel, data in sorted({**files, MARKER: MARKER_TEXT}.items()):
+        # the operator's files win over the seeds (read last, so as late as possible before the swap)
+        for rel, data in sorted({**files, **_kept(target), MARKER: MARKER_TEXT}.items()):
             dest = stage / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
-            if rel.endswith((".sh", ".sbatch")):
-                dest.chmod(0o755)
+        _modes(stage)
         _fsync_tree(stage)
         if not target.exists():
             os.rename(stage, target)
@@ -116,5 +186,7 @@ def diff(files: Files, target: Path) -> Diff:
             if path.is_file() or path.is_symlink():
                 on_disk.add(path.relative_to(target).as_posix())
     on_disk.discard(MARKER)
-    changed = sorted(p for p in files if p in on_disk and (target / p).read_bytes() != files[p])
-    return Diff(tuple(changed), tuple(sorted(set(files) - on_disk)), tuple(sorted(on_disk - set(files))))
+    on_disk = {p for p in on_disk if not operator_owned(p)}
+    ours = {p: data for p, data in files.items() if not operator_owned(p)}
+    changed = sorted(p for p in ours if p in on_disk and (target / p).read_bytes() != ours[p])
+    return Diff(tuple(changed), tuple(sorted(set(ours) - on_disk)), tuple(sorted(on_disk - set(ours))))

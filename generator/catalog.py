@@ -22,7 +22,9 @@ class Chart:
 CATALOG: dict[str, Chart] = {
     c.component: c
     for c in (
-        Chart("cert-manager", "https://charts.jetstack.io", "cert-manager", "v1.21.1",
+        # cert-manager's own install docs at the pinned release publish the chart as OCI
+        # (oci://quay.io/jetstack/charts/cert-manager, tag = the version with its `v`).
+        Chart("cert-manager", "oci://quay.io/jetstack/charts", "cert-manager", "v1.21.1",
               "cert-manager", True, "cert-manager"),
         Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.0",
               "gpu-operator", True, "gpu-operator"),

@@ -25,20 +25,25 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False):
         fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update={"gitops": gitops})})
     try:
         plan = make_plan(fleet, path)
-        _warn(plan, locate)
         if not render:
+            _warn(plan, locate, bundle=False)
             return plan, None
         from .render import render as render_files
 
-        return plan, render_files(plan)
+        files = render_files(plan)
+        _warn(plan, locate, bundle=True)  # after rendering: a refusal there is the one line printed
+        return plan, files
     except OrchgenError as err:
         raise locate(err) from None
 
 
-def _warn(plan, locate) -> None:
+def _warn(plan, locate, bundle: bool) -> None:
     """Each warning as one stderr line naming file:line: field; under options.strict the first one
-    refuses the plan instead (exit 2, nothing written)."""
+    refuses the plan instead (exit 2, nothing written). Warnings about the bundle's placeholders
+    only when a bundle is written (`recommend` needs no fleet.slurm)."""
     for warning in plan.warnings:
+        if warning.bundle_only and not bundle:
+            continue
         err = locate(OrchgenError(warning.message, None, None, warning.field))
         if plan.strict:
             err.message += " (options.strict: true refuses what would otherwise be a warning)"
@@ -56,36 +61,56 @@ def cli() -> None:
 @click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def recommend(workload: str, fmt: str) -> None:
-    """Show the plane, add-ons and reasons per workload and for the fleet."""
-    plan, _ = _load_plan(workload)
+    """Show the plane, add-ons and reasons per workload and for the fleet. A fleet that cannot be
+    planned still gets its per-workload decisions (they do not depend on the split), then the error."""
+    from . import spec
+    from .decide import make_plan, per_workload
+
+    fleet, locate = spec.load_located(workload)
+    try:
+        plan = make_plan(fleet, workload)
+        _warn(plan, locate, bundle=False)
+    except OrchgenError as err:
+        _show_workloads(per_workload(fleet), fmt, fleet.metadata.name)
+        raise locate(err) from None
     if fmt == "json":
-        fleet = plan.to_json()
+        data = plan.to_json()
         out = {
-            "fleet": {k: fleet[k] for k in ("name", "hybrid", "gang_scheduler", "reasons")}
+            "fleet": {k: data[k] for k in ("name", "hybrid", "gang_scheduler", "reasons")}
             | {"planes": {n: {k: p[k] for k in ("host", "operator", "node_count", "gpus", "addons")}
-                          for n, p in fleet["planes"].items()}},
+                          for n, p in data["planes"].items()}},
             "workloads": [w.recommendation() for w in plan.workloads],
         }
         click.echo(json.dumps(out, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{plan.name}: per workload", show_lines=True)
-    for col in ("workload", "primary", "plane", "gang", "add-ons", "why"):
-        table.add_column(col)
-    for w in plan.workloads:
-        primary = w.primary + (f" on {w.ray_host}" if w.ray_host else "") + (" (hybrid)" if w.hybrid else "")
-        table.add_row(w.name, primary, w.plane, "REQUIRED" if w.gang_scheduler_required else "-",
-                      ", ".join(w.addons), "\n".join(w.reasons))
-    console = Console(width=max(120, Console().width))
-    console.print(table)
+    console = _show_workloads(plan.workloads, fmt, plan.name)
     console.print(f"[bold]{plan.name}: fleet[/bold]")
     for name, p in plan.planes.items():
         host = f" on Kubernetes ({p.operator})" if p.operator else ""
         console.print(f"  {name}{host}: {len(p.nodes)} nodes; add-ons: {', '.join(p.addons) or '-'}")
     for line in plan.reasons:
         console.print(f"  - {line}", highlight=False)
+
+
+def _show_workloads(workloads, fmt: str, name: str):
+    """The per-workload table; in JSON only when the fleet failed (`fleet` is then null)."""
+    if fmt == "json":
+        click.echo(json.dumps({"fleet": None, "workloads": [w.recommendation() for w in workloads]}, indent=2))
+        return None
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{name}: per workload", show_lines=True)
+    for col in ("workload", "primary", "plane", "gang", "add-ons", "why"):
+        table.add_column(col)
+    for w in workloads:
+        primary = w.primary + (f" on {w.ray_host}" if w.ray_host else "") + (" (hybrid)" if w.hybrid else "")
+        plane = w.plane + (" (pinned)" if w.pinned else "")
+        table.add_row(w.name, primary, plane, "REQUIRED" if w.gang_scheduler_required else "-",
+                      ", ".join(w.addons), "\n".join(w.reasons))
+    console = Console(width=max(120, Console().width))
+    console.print(table)
+    return console
 
 
 @cli.command()
@@ -123,13 +148,17 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
               help="directory of CRD YAMLs (searched recursively) to check custom resources against")
 @click.option("--chart-defaults", type=click.Path(path_type=str), default=None,
               help="directory with <component>/values.yaml of each chart, to check Helm values keys")
-def validate(bundle_dir: str, crds: str | None, chart_defaults: str | None) -> None:
+@click.option("--against", "old_bundle", metavar="OLD_BUNDLE", type=click.Path(path_type=str), default=None,
+              help="the bundle applied now: summarize the re-plan and check it as updates of OLD_BUNDLE's objects")
+def validate(bundle_dir: str, crds: str | None, chart_defaults: str | None, old_bundle: str | None) -> None:
     """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors."""
     from .validate.bundle_checks import chart_defaults_dir, load_crds, validate_bundle
 
     registry = load_crds(crds) if crds else None
     defaults = chart_defaults_dir(chart_defaults) if chart_defaults else None
-    report = validate_bundle(bundle_dir, registry, defaults)
+    report = validate_bundle(bundle_dir, registry, defaults, against=old_bundle)
+    for line in report.replan:
+        click.echo(line)
     for notice in report.notices:
         click.echo(f"notice: {notice}")
     for finding in report.findings:

@@ -10,6 +10,16 @@ It reads the bundle's own files at run time and nothing else:
   namespace (a manifest Namespace, else the release that creates it), and custom resources for
   the release that installs their CRD (its `crds` list). Namespaces are declared first of all.
 
+What a re-plan must not take with it is kept in the cluster when it leaves the bundle
+(`retain_on_delete`: Pulumi forgets it and deletes nothing): the manifests' Namespaces (a renamed or
+removed tenant's workloads and data stay until someone deletes them on purpose), and the releases
+that install CRDs (an uninstall would delete the CRDs the Kueue and Volcano charts keep in their
+templates, and with them every queue and workload). Objects whose frozen fields change come with a
+new name from orchgen, so they are a create plus a delete, never an update the API server refuses.
+
+The stack's config file (Pulumi.<stack>.yaml) is the operator's: this program reads only
+`kubernetes:context` from it, and orchgen never rewrites it once it exists.
+
 It needs only pulumi, pulumi-kubernetes and PyYAML (pulumi/requirements.txt): no orchgen, and no
 network until the Kubernetes provider talks to the cluster named by `kubernetes:context`.
 """
@@ -109,7 +119,9 @@ def install_releases(releases: list[dict[str, Any]], kube_dir: Path, provider: k
             **values_args(kube_dir, rel),
             **chart_source(rel),
             opts=pulumi.ResourceOptions(provider=provider,
-                                        depends_on=deps + ([own_namespace] if own_namespace else [])),
+                                        depends_on=deps + ([own_namespace] if own_namespace else []),
+                                        # a release that installs CRDs is never uninstalled by Pulumi
+                                        retain_on_delete=bool(rel["crds"])),
         )
     return installed
 
@@ -186,7 +198,9 @@ def declare_namespaces(files: list[tuple[str, list[dict[str, Any]]]],
                        provider: k8s.Provider) -> dict[str, pulumi.Resource]:
     """The manifests' Namespaces, declared before anything else whatever file holds them: releases
     and namespaced objects wait for their own."""
-    return {obj["metadata"]["name"]: declare(obj, False, pulumi.ResourceOptions(provider=provider))
+    # retain_on_delete: a tenant that leaves the bundle keeps its namespace (and what runs in it)
+    return {obj["metadata"]["name"]: declare(obj, False, pulumi.ResourceOptions(provider=provider,
+                                                                                 retain_on_delete=True))
             for _, objs in files for obj in objs if is_namespace(obj)}
 
 

@@ -7,7 +7,8 @@
   metadata.name (auto-naming would append a random suffix) and a type token that matches the
   object (a built-in sent as a custom resource would reach the provider under the wrong type).
 - `RecordingMonitor` is Pulumi's MockMonitor that also keeps each registration's dependency URNs
-  (Pulumi's own drops them), so tests can see `depends_on` as the engine would.
+  and resource options (protect, retainOnDelete, deleteBeforeReplace, replaceOnChanges; Pulumi's
+  own drops them), so tests can see `depends_on` and the options as the engine would.
 - `run_program` executes a bundle's pulumi/__main__.py with runpy (as the Pulumi CLI does: as
   __main__, with its own file name) after the mocks are installed.
 
@@ -69,6 +70,7 @@ class Declared:
     inputs: dict[str, Any]
     dependencies: tuple[str, ...] = ()  # URNs, explicit depends_on and input dependencies alike
     provider: str = ""  # provider reference ("<urn>::<id>"), "" for the default provider
+    options: dict[str, Any] = field(default_factory=dict)  # protect, retainOnDelete, ... as registered
 
     @property
     def is_object(self) -> bool:
@@ -120,13 +122,16 @@ class RecordingMonitor(MockMonitor):
 
     def __init__(self, mocks: ValidatingMocks) -> None:
         super().__init__(mocks)
-        self.registrations: dict[str, tuple[str, str, tuple[str, ...], str]] = {}
+        self.registrations: dict[str, tuple[str, str, tuple[str, ...], str, dict[str, Any]]] = {}
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (Pulumi's gRPC method name)
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
+            options = {"protect": bool(request.protect), "retainOnDelete": bool(request.retainOnDelete),
+                       "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+                       "replaceOnChanges": tuple(request.replaceOnChanges)}
             self.registrations[response.urn] = (request.type, request.name, tuple(request.dependencies),
-                                                request.provider)
+                                                request.provider, options)
         return response
 
 
@@ -164,6 +169,6 @@ def run_program(program: Path, mocks: ValidatingMocks, config: dict[str, str],
 
     execute()
     run = Run(mocks)
-    for urn, (typ, name, deps, provider) in monitor.registrations.items():
-        run.resources.append(Declared(urn, typ, name, mocks.inputs.get((typ, name), {}), deps, provider))
+    for urn, (typ, name, deps, provider, options) in monitor.registrations.items():
+        run.resources.append(Declared(urn, typ, name, mocks.inputs.get((typ, name), {}), deps, provider, options))
     return run

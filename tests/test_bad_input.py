@@ -38,6 +38,81 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     for i in range(9)
 )
 
+DGX_C = ("NodeName=gpu001 CPUs=224 Boards=1 SocketsPerBoard=2 CoresPerSocket=56 ThreadsPerCore=2 "
+         "RealMemory=2063937")
+DGX_C_48 = DGX_C.replace("CoresPerSocket=56", "CoresPerSocket=48").replace("CPUs=224", "CPUs=192")
+LAYOUT = "      cpu: {sockets: 2, cores_per_socket: 56, threads_per_core: 2}\n"
+
+
+def hw(extra: str, text: str = BASE) -> str:
+    """BASE with node-hardware lines added to its pool after memory_gib (they start on line 17)."""
+    return text.replace("      memory_gib: 2048\n", "      memory_gib: 2048\n" + extra)
+
+
+def gpu(extra: str, gpu_type: str = "h100") -> str:
+    """BASE with more keys in its pool's gpu mapping (line 14)."""
+    return BASE.replace("gpu: {type: h100, count: 8}", f"gpu: {{type: {gpu_type}, count: 8, {extra}}}")
+
+
+def slurmd_c(line: str) -> str:
+    return f'      slurmd_c: "{line}"\n'
+
+
+# Node hardware (issue 10): each disagreement is one line naming the field it is about.
+HARDWARE = [
+    ("cpu-vs-cpus", hw("      cpu: {sockets: 2, cores_per_socket: 48, threads_per_core: 2}\n"), 15,
+     r"fleet\.pools\[0\]\.cpus: cpus is 224 but cpu gives 2 sockets x 48 cores x 2 threads = 192"),
+    ("cpu-vs-slurmd-c", hw(slurmd_c(DGX_C_48), BASE.replace("      cpus: 224\n", LAYOUT)), 15,
+     r"fleet\.pools\[0\]\.cpu: cpu is 2 sockets x 56 cores x 2 threads but slurmd_c says 2 .* x 48 x 2"),
+    ("cpus-vs-slurmd-c", hw(slurmd_c(DGX_C_48)), 15, r"fleet\.pools\[0\]\.cpus: cpus is 224 but slurmd_c says CPUs=192"),
+    ("memory-below-slurmd-c", hw(slurmd_c(DGX_C.replace("RealMemory=2063937", "RealMemory=1031937"))), 16,
+     r"fleet\.pools\[0\]\.memory_gib: memory_gib 2048 \(2097152 MiB\) does not fit slurmd_c's RealMemory=1031937"),
+    ("memory-above-slurmd-c", hw(slurmd_c(DGX_C.replace("RealMemory=2063937", "RealMemory=2163937"))), 16,
+     r"fleet\.pools\[0\]\.memory_gib: .* never more"),
+    ("slurmd-c-unknown-key", hw(slurmd_c("NodeName=gpu001 CPUs=224 Sockets=2")), 17,
+     r"fleet\.pools\[0\]\.slurmd_c: not a `slurmd -C` line: unknown key 'Sockets'"),
+    ("slurmd-c-inconsistent", hw(slurmd_c(DGX_C.replace("CPUs=224", "CPUs=200"))), 17,
+     r"slurmd_c: not a `slurmd -C` line: CPUs=200 but Boards x SocketsPerBoard x CoresPerSocket x ThreadsPerCore = 224"),
+    ("slurmd-c-missing-keys", hw(slurmd_c("NodeName=gpu001 CPUs=224 RealMemory=2063937")), 17,
+     r"slurmd_c: not a `slurmd -C` line: lacks Boards, SocketsPerBoard, CoresPerSocket, ThreadsPerCore"),
+    ("slurmd-c-no-nodename", hw(slurmd_c("CPUs=224 Boards=1")), 17, r"slurmd_c: .*does not start with NodeName="),
+    ("slurmd-c-not-a-number", hw(slurmd_c(DGX_C.replace("RealMemory=2063937", "RealMemory=2T"))), 17,
+     r"slurmd_c: .*RealMemory=2T is not a positive whole number"),
+    ("reserved-all-cores", hw("      reserved: {cores: 224}\n"), 17,
+     r"fleet\.pools\[0\]\.reserved\.cores: reserves 224 cores but the node has 224 \(1 sockets x 224\)"),
+    ("reserved-all-memory", hw("      reserved: {memory_gib: 2048}\n"), 17,
+     r"fleet\.pools\[0\]\.reserved\.memory_gib: reserves 2048 GiB but the node has 2048 GiB"),
+    ("reserved-above-reported", hw(slurmd_c(DGX_C) + "      reserved: {memory_gib: 2040}\n",
+                                   BASE.replace("      cpus: 224\n", "")), 17,
+     r"reserved\.memory_gib: reserves 2040 GiB but the node has 2015\.6 GiB"),
+    ("gpu-sockets-length", gpu("sockets: [0, 1]"), 14, r"fleet\.pools\[0\]\.gpu\.sockets: lists 2 sockets for 8 GPUs"),
+    ("gpu-socket-the-node-lacks", gpu("sockets: [0, 0, 0, 0, 1, 1, 1, 1]"), 14,
+     r"fleet\.pools\[0\]\.gpu\.sockets: names socket 1 but the node has 1 socket"),
+    ("gpu-socket-negative", gpu("sockets: [0, 0, 0, 0, -1, 1, 1, 1]"), 14, r"gpu\.sockets\[4\]: .*greater than or equal to 0"),
+    ("mig-profile-not-offered", gpu("mig: {profile: 1g.5gb, per_gpu: 7}"), 14,
+     r"fleet\.pools\[0\]\.gpu\.mig\.profile: h100 offers no MIG profile '1g\.5gb'; it offers 1g\.10gb \(up to 7\)"),
+    ("mig-too-many", gpu("mig: {profile: 3g.40gb, per_gpu: 3}"), 14,
+     r"fleet\.pools\[0\]\.gpu\.mig\.per_gpu: 2 instances of 3g\.40gb fit on one h100, not 3"),
+    ("mig-unknown-gpu-type", gpu("mig: {profile: 1g.10gb, per_gpu: 7}", "l40s"), 14,
+     r"fleet\.pools\[0\]\.gpu\.mig: orchgen does not know the MIG profiles of GPU type 'l40s'"),
+    ("mig-profile-name", gpu("mig: {profile: 1g.10gb+me, per_gpu: 1}"), 14,
+     r"gpu\.mig\.profile: '1g\.10gb\+me' is not a MIG profile name"),
+    ("mig-without-nvml", gpu("autodetect: nvidia, mig: {profile: 1g.10gb, per_gpu: 7}"), 14,
+     r"fleet\.pools\[0\]\.gpu\.autodetect: MIG needs autodetect: nvml"),
+    ("mig-with-sockets", BASE.replace("      cpus: 224\n", LAYOUT).replace(
+        "count: 8}", "count: 8, sockets: [0, 0, 0, 0, 1, 1, 1, 1], mig: {profile: 1g.10gb, per_gpu: 7}}"), 14,
+     r"gpu\.sockets: gpu\.sockets with MIG"),
+    ("autodetect-nvidia-before-2411", gpu("autodetect: nvidia") + 'options:\n  slurm_version: "23.11"\n', 14,
+     r"fleet\.pools\[0\]\.gpu\.autodetect: AutoDetect=nvidia needs Slurm 24\.11"),
+    ("autodetect-unknown", gpu("autodetect: rsmi"), 14, r"gpu\.autodetect: .*'nvml', 'nvidia' or 'off'"),
+    ("slurmd-c-gres-count", hw(slurmd_c(DGX_C + " Gres=gpu:nvidia_h100_80gb_hbm3:4")), 14,
+     r"gpu\.count: slurmd_c found Gres=gpu:nvidia_h100_80gb_hbm3:4 \(4\) but the pool has 8 GPUs"),
+    ("controller-not-a-hostname", BASE.replace("  bare_metal: true\n", "  bare_metal: true\n  slurm: {controllers: [Head_01]}\n"),
+     7, r"fleet\.slurm\.controllers\[0\]: 'Head_01' is not a DNS-1123 label"),
+    ("cpu-unknown-key", hw("      cpu: {sockets: 2, cores: 56}\n", BASE.replace("      cpus: 224\n", "")), 16,
+     r"fleet\.pools\[0\]\.cpu\.cores: unknown key"),
+]
+
 # (id, text, expected line or None, regex the message must match)
 CASES = [
     ("malformed-yaml", BASE.replace("  name: lab", "  name: [lab"), None, r"malformed YAML"),
@@ -81,6 +156,7 @@ CASES = [
     ("unicode-name", BASE.replace("- name: train", "- name: tr\u00e4in"), 20, r"workloads\[0\]\.name: .*DNS-1123"),
     ("python-tag", BASE.replace("  name: lab", "  name: !!python/object:os.system lab"), 4, r"unsupported YAML tag"),
     ("binary", "\xff\xfe", None, r"not UTF-8|malformed"),
+    *HARDWARE,
     # Slurm policy (issue 12): time strings as Slurm reads them, with a time limit backfill can plan with
     ("max-time-format", BASE.replace("    pool: h100", "    pool: h100\n    max_time: 2days"), 25,
      r"workloads\[0\]\.max_time: '2days' is not a Slurm time: write MM, MM:SS, HH:MM:SS, D-HH"),
@@ -147,8 +223,9 @@ LATE = [  # refused after loading, by the planner or a renderer: still file:line
      .replace("workloads:\n", "workloads:\n  - {name: rl, nodes: 2, tightly_coupled: true, "
                               "python_native_pipeline: true, pool: training}\n"),
      11, r"fleet\.pools\[0\]\.name: pool 'training' would give a Slurm partition the name 'training'"),
+    # a one-leaf pool both planes want: refused only with options.split: leaf since issue 11
     ("plane-without-nodes", BASE.replace("nodes_per_leaf: 4", "nodes_per_leaf: 8")
-     + "  - {name: api, long_lived_services: true, bare_metal: false, pool: h100}\n", 19,
+     + "  - {name: api, long_lived_services: true, bare_metal: false, pool: h100}\noptions: {split: leaf}\n", 19,
      r"workloads: the kubernetes plane gets no nodes"),
 ]
 
@@ -163,3 +240,40 @@ def test_late_refusals_name_the_line(tmp_path, orchgen, name, text, line, patter
     assert proc.stderr.startswith(f"orchgen: {path}:{line}: "), proc.stderr
     assert re.search(pattern, proc.stderr), proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_hardware_base_is_valid(tmp_path, orchgen):
+    """The issue's hardware fields, all given and agreeing, plan without a word on stderr."""
+    text = hw("      reserved: {cores: 4, memory_gib: 64}\n" + slurmd_c(DGX_C),
+              BASE.replace("      cpus: 224\n", LAYOUT)
+              .replace("  bare_metal: true\n", "  bare_metal: true\n  slurm: {controllers: [head01, head02], accounting: head01}\n")
+              .replace("count: 8}", "count: 8, sockets: [0, 0, 0, 0, 1, 1, 1, 1], autodetect: off}"))
+    text += "options:\n  slurm: {state_save_location: /shared/slurm/statesave}\n"  # two controllers share it
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    proc = orchgen("plan", path, "-o", tmp_path / "out")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_missing_controllers_warn_on_plan_refuse_under_strict_and_never_bother_recommend(tmp_path, orchgen):
+    """A bare-metal Slurm plane without fleet.slurm: `plan` writes the bundle and warns naming
+    fleet.slurm.controllers; options.strict refuses (exit 2, nothing written); `recommend`, which
+    writes nothing, says nothing about it."""
+    path = tmp_path / "fleet.yaml"
+    path.write_text(BASE)
+    proc = orchgen("plan", path, "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith(f"orchgen: warning: {path}:5: fleet.slurm.controllers: not given: ")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "SlurmctldHost=set-fleet-slurm-controllers" in (tmp_path / "out/slurm/slurm.conf").read_text()
+    readme = (tmp_path / "out/README.md").read_text()
+    assert readme.index("## First: name the Slurm controllers") < readme.index("## Decision")
+    rec = orchgen("recommend", path)
+    assert rec.returncode == 0 and rec.stderr == ""
+    path.write_text(BASE + "options:\n  strict: true\n")
+    proc = orchgen("plan", path, "-o", tmp_path / "strict")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"orchgen: {path}:5: fleet.slurm.controllers: ") and "options.strict" in proc.stderr
+    assert not (tmp_path / "strict").exists()
+    rec = orchgen("recommend", path)
+    assert rec.returncode == 0 and rec.stderr == ""

@@ -120,18 +120,23 @@ def test_interrupted_write_keeps_previous_bundle(tmp_path, monkeypatch, example,
     assert [p.name for p in tmp_path.iterdir()] == ["out"], "staging directory left behind"
 
 
+def ours(files: dict[str, bytes]) -> dict[str, bytes]:
+    """A bundle's files less the operator's (a Pulumi stack file outlives re-plans of another fleet)."""
+    return {p: d for p, d in files.items() if not bundle.operator_owned(p)}
+
+
 def test_killed_at_any_moment_leaves_a_whole_bundle(tmp_path, example):
     """SIGKILL `orchgen plan` at spread-out moments: the target is always one whole bundle."""
     old_src, new_src = example("dev-ci"), example("research-lab")
     out = tmp_path / "out"
     subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(old_src), "-o", str(out)], check=True,
                    capture_output=True)
-    old = tree(out)
+    old = ours(tree(out))
     start = time.monotonic()
     subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(new_src), "-o", str(tmp_path / "ref")],
                    check=True, capture_output=True)
     duration = time.monotonic() - start
-    new = tree(tmp_path / "ref")
+    new = ours(tree(tmp_path / "ref"))
     for i in range(12):
         proc = subprocess.Popen([sys.executable, "-m", "generator.cli", "plan",
                                  str(new_src if i % 2 == 0 else old_src), "-o", str(out)],
@@ -139,4 +144,135 @@ def test_killed_at_any_moment_leaves_a_whole_bundle(tmp_path, example):
         time.sleep(duration * (0.5 + i / 12))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert tree(out) in (old, new)
+        assert ours(tree(out)) in (old, new)
+
+
+# ---- the output side: places orchgen cannot or will not write, links, modes ---------------------
+
+@pytest.mark.parametrize("where", ["proc", "under-a-file"])
+def test_an_impossible_output_is_one_line_exit_2(tmp_path, orchgen, example, where):
+    if where == "proc":
+        target = Path("/proc") / "orchgen-no-such-dir"
+    else:
+        (tmp_path / "file").write_text("x")
+        target = tmp_path / "file" / "out"
+    proc = orchgen("plan", example("dev-ci"), "-o", target)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"orchgen: {target}: cannot write the bundle: "), proc.stderr
+    assert "internal error" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_force_writes_through_a_symlink_to_a_directory(tmp_path, orchgen, example):
+    """--force replaces what the link points to; the link stays a link."""
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    (real / "precious.txt").write_text("keep me")
+    link.symlink_to(real)
+    proc = orchgen("plan", example("dev-ci"), "-o", link)
+    assert proc.returncode == 2 and "--force" in proc.stderr and "internal error" not in proc.stderr
+    assert proc.stderr.startswith(f"orchgen: {link}: is not empty")
+    assert tree(real) == {"precious.txt": b"keep me"}
+    proc = orchgen("plan", example("dev-ci"), "-o", link, "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert (real / "plan.json").is_file() and not (real / "precious.txt").exists()
+    assert tree(link) == tree(real)
+    # now a bundle: no --force needed, and --check reads through the link too
+    assert orchgen("plan", example("research-lab"), "-o", link).returncode == 0
+    assert link.is_symlink() and orchgen("plan", example("research-lab"), "-o", link, "--check").returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"], "staging left behind"
+
+
+def test_a_dangling_symlink_is_refused(tmp_path, orchgen, example):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "gone")
+    proc = orchgen("plan", example("dev-ci"), "-o", link, "--force")
+    assert proc.returncode == 2 and "which does not exist" in proc.stderr
+    assert link.is_symlink() and not (tmp_path / "gone").exists()
+
+
+def test_the_current_directory_is_refused(tmp_path, orchgen, example):
+    out = tmp_path / "out"
+    assert orchgen("plan", example("dev-ci"), "-o", out).returncode == 0
+    before = tree(out)
+    proc = orchgen("plan", example("dev-ci"), "-o", ".", cwd=out)
+    assert proc.returncode == 2 and "is the current directory" in proc.stderr
+    assert tree(out) == before
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_modes_follow_the_umask(tmp_path, example, umask):
+    out = tmp_path / "out"
+
+    def run(src):
+        subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(src), "-o", str(out)], check=True,
+                       capture_output=True, preexec_fn=lambda: os.umask(umask))
+
+    for src in (example("dev-ci"), example("research-lab")):  # a first write, then a replacement
+        run(src)
+        dirs = [out] + [p for p in out.rglob("*") if p.is_dir()]
+        files = [p for p in out.rglob("*") if p.is_file()]
+        assert {p.stat().st_mode & 0o777 for p in dirs} == {0o777 & ~umask}
+        scripts = {p for p in files if p.suffix in (".sh", ".sbatch")}
+        assert scripts and {p.stat().st_mode & 0o777 for p in scripts} == {0o777 & ~umask}
+        assert {p.stat().st_mode & 0o777 for p in set(files) - scripts} == {0o666 & ~umask}
+
+
+# --- the operator's files: a Pulumi stack's config survives every re-plan ----------------------
+
+OPERATOR_STACK = b"""\
+encryptionsalt: v1:Zm9vYmFyYmF6:v1:cXV1eA==:c2VjcmV0
+config:
+  kubernetes:context: prod-east   # set with pulumi config set
+  research-lab:token:
+    secure: v1:AAAABBBBCCCC:DDDDEEEE
+"""
+
+
+def test_a_replan_keeps_the_operators_stack_file_byte_for_byte(tmp_path, orchgen, example):
+    src, out = example("research-lab"), tmp_path / "out"
+    orchgen("plan", src, "-o", out, check=True)
+    stack = out / "pulumi" / "Pulumi.research-lab.yaml"
+    seed = stack.read_bytes()
+    assert b"REPLACE-WITH-YOUR-KUBECONFIG-CONTEXT" in seed  # the first plan writes the seed
+    stack.write_bytes(OPERATOR_STACK)
+    other = out / "pulumi" / "Pulumi.staging.yaml"  # `pulumi stack init staging` made another
+    other.write_bytes(b"config:\n  kubernetes:context: staging\n")
+    (out / "README.md").write_text("stale\n")
+    check = orchgen("plan", src, "-o", out, "--check")  # the operator's files are not a difference
+    assert check.returncode == 1 and check.stdout.count("changed:") == 1 and "Pulumi." not in check.stdout
+    orchgen("plan", src, "-o", out, check=True)
+    assert stack.read_bytes() == OPERATOR_STACK
+    assert other.read_bytes() == b"config:\n  kubernetes:context: staging\n"
+    assert (out / "README.md").read_text() != "stale\n"  # everything else is orchgen's, rewritten
+    assert orchgen("plan", src, "-o", out, "--check").returncode == 0
+    # a different plan into the same directory keeps them too, and seeds its own stack
+    orchgen("plan", example("grpo-rl"), "-o", out, check=True)
+    grpo = example("grpo-rl")
+    assert stack.read_bytes() == OPERATOR_STACK
+    assert (out / "pulumi" / "Pulumi.grpo-rl.yaml").read_bytes() == render(
+        make_plan(spec.load(grpo), grpo))["pulumi/Pulumi.grpo-rl.yaml"]
+
+
+def test_only_stack_files_are_the_operators(tmp_path, example):
+    """The allow-list is narrow: an edited Pulumi.yaml or program is orchgen's and is rewritten."""
+    assert bundle.operator_owned("pulumi/Pulumi.research-lab.yaml")
+    for path in ("pulumi/Pulumi.yaml", "pulumi/__main__.py", "Pulumi.x.yaml", "pulumi/sub/Pulumi.x.yaml",
+                 "kubernetes/helm/releases.yaml"):
+        assert not bundle.operator_owned(path), path
+    src, out = example("grpo-rl"), tmp_path / "out"
+    files = render(make_plan(spec.load(src), src))
+    bundle.write(files, out)
+    (out / "pulumi" / "Pulumi.yaml").write_text("edited\n")
+    bundle.write(files, out)
+    assert (out / "pulumi" / "Pulumi.yaml").read_bytes() == files["pulumi/Pulumi.yaml"]
+
+
+def test_stack_files_of_a_foreign_directory_are_not_carried(tmp_path, example):
+    """--force replaces a directory orchgen did not write whole: nothing of it is carried."""
+    src, out = example("grpo-rl"), tmp_path / "out"
+    (out / "pulumi").mkdir(parents=True)
+    (out / "pulumi" / "Pulumi.grpo-rl.yaml").write_bytes(OPERATOR_STACK)
+    files = render(make_plan(spec.load(src), src))
+    bundle.write(files, out, force=True)
+    assert (out / "pulumi" / "Pulumi.grpo-rl.yaml").read_bytes() == files["pulumi/Pulumi.grpo-rl.yaml"]

@@ -39,7 +39,7 @@ def test_plan_and_recommend_do_not_import_heavy_packages(example):
     code = (
         "import sys; from generator.cli import main; sys.argv=['orchgen','plan',%r,'-o',%r];\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy=[m for m in ('pulumi','pulumi_kubernetes','jsonschema','kubernetes_validate','grpc') if m in sys.modules]\n"
+        "heavy=[m for m in ('pulumi','pulumi_kubernetes','jsonschema','kubernetes_validate','celpy','lark','grpc') if m in sys.modules]\n"
         "print('HEAVY:' + ','.join(heavy))"
     )
     import tempfile

@@ -89,6 +89,8 @@ def test_recommend_json_shape_and_order(tmp_path, example):
     names = [w["name"] for w in data["workloads"]]
     assert names == ["pretrain-70b", "vision-sweeps", "model-api", "eval-batch"]
     for w in data["workloads"]:
-        assert set(w) == {"name", "primary", "ray_host", "gang_scheduler_required", "hybrid", "addons", "reasons"}
+        assert set(w) == {"name", "primary", "ray_host", "gang_scheduler_required", "hybrid", "addons", "reasons",
+                          "plane", "pinned"}
+        assert w["plane"] in {"slurm", "kubernetes", "k3s"} and w["pinned"] is False
         assert w["primary"] in {"slurm", "kubernetes", "k3s", "ray"}
         assert w["ray_host"] in {"kubernetes", "k3s", None}

@@ -2,12 +2,14 @@
 that ALL its pods go under the gang scheduler at once; a single-node workload has no gang forced.
 
 Per scheduler, "under the gang" means:
-- Kueue: the top object (Job / RayCluster) names an existing LocalQueue, Kueue admits it whole, and
-  the kueue release's configuration has waitForPodsReady (all-or-nothing start) when the Helm
-  values are in the bundle;
+- Kueue: the top object (Job / RayCluster) goes to an existing LocalQueue (by its label, or for a
+  starter naming none, the tenant namespace's LocalQueue `default`: tests/test_tenancy.py), Kueue
+  admits it whole, and the kueue release's configuration has waitForPodsReady (all-or-nothing
+  start) when the Helm values are in the bundle;
 - Volcano: a Volcano Job with schedulerName volcano and minAvailable = its pod count (every task's
   minAvailable = its replicas); a RayCluster with KubeRay's volcano labels and fixed replicas, and
-  KubeRay's batchScheduler.name = volcano in its values when present;
+  KubeRay's batchScheduler.name = volcano in its values when present; a Deployment is given Volcano
+  and its tenant's queue by the namespace (tests/test_tenancy.py);
 - KAI: a PodGroup with minMember = the pod count and exactly that many owner-less pods naming it,
   each with schedulerName kai-scheduler; a RayCluster with the KAI queue label, and KubeRay's
   batchScheduler.name = kai-scheduler when present.
@@ -22,6 +24,7 @@ import yaml
 
 from generator.render.kubernetes import manifests as k8s
 from tests.test_k8s_manifests import PLANS, _pod_templates
+from tests.test_tenancy import kueue_local_queue, pods_of, volcano_podgroup_queue, volcano_scheduler_of
 
 QUEUE_LABEL = {"kueue": "kueue.x-k8s.io/queue-name", "kai": "kai.scheduler/queue"}
 
@@ -71,7 +74,10 @@ def check_raycluster(plan, files, w, gang: bool) -> None:
     for g in groups:  # the operators size the gang from these: all equal, so no worker is outside it
         assert g["minReplicas"] == g["replicas"] == g["maxReplicas"]
     sched = plan.gang_scheduler
-    if sched in QUEUE_LABEL:
+    if sched == "kueue":  # the tenant namespace's LocalQueue `default`, by name (tests/test_tenancy.py)
+        assert labels.get(QUEUE_LABEL[sched]) == "default"
+        assert kueue_local_queue(plan, rc) == "default"
+    elif sched in QUEUE_LABEL:
         assert labels.get(QUEUE_LABEL[sched]) == w.tenant
     if sched == "volcano":
         assert labels.get("ray.io/scheduler-name") == "volcano"
@@ -88,9 +94,9 @@ def check_raycluster(plan, files, w, gang: bool) -> None:
     assert job["kind"] == "RayJob" and job["spec"]["clusterSelector"]["ray.io/cluster"] == rc["metadata"]["name"]
 
 
-def check_kueue(files, w, gang: bool) -> None:
+def check_kueue(plan, files, w, gang: bool) -> None:
     (job,) = _main_objects(files, w)
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == w.tenant
+    assert kueue_local_queue(plan, job) == "default"  # its namespace's queue, onto the tenant's
     if job["kind"] == "Job":
         pods = expected_pods(w)
         assert job["spec"]["completionMode"] == "Indexed"
@@ -103,13 +109,13 @@ def check_kueue(files, w, gang: bool) -> None:
             assert wfpr is not None and wfpr.get("enable", True) is not False
 
 
-def check_volcano(files, w, gang: bool) -> None:
+def check_volcano(plan, files, w, gang: bool) -> None:
     (obj,) = _main_objects(files, w)
     if obj["kind"] == "Deployment":
         assert not gang
-        tmpl = obj["spec"]["template"]
-        assert tmpl["spec"]["schedulerName"] == "volcano"
-        assert tmpl["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == w.tenant
+        for pod in pods_of(obj):
+            assert volcano_scheduler_of(plan, pod) == "volcano"
+            assert volcano_podgroup_queue(plan, w.tenant, None) == w.tenant
         return
     assert obj["apiVersion"] == "batch.volcano.sh/v1alpha1" and obj["spec"]["schedulerName"] == "volcano"
     tasks = obj["spec"]["tasks"]
@@ -169,9 +175,9 @@ def test_gang_invariant(pid):
         if w.workload_class == "ray":
             check_raycluster(plan, files, w, gang)
         elif plan.gang_scheduler == "kueue":
-            check_kueue(files, w, gang)
+            check_kueue(plan, files, w, gang)
         elif plan.gang_scheduler == "volcano":
-            check_volcano(files, w, gang)
+            check_volcano(plan, files, w, gang)
         elif plan.gang_scheduler == "kai":
             check_kai(files, w, gang)
 

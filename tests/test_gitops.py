@@ -238,6 +238,52 @@ def test_argocd_and_flux_objects_validate_against_their_crds(bundles, registries
         assert registries[mode].validate(obj) == [], (obj["kind"], obj["metadata"]["name"])
 
 
+ARGO_NO_PRUNE = ("argocd.argoproj.io/sync-options", "Prune=false")
+FLUX_NO_PRUNE = ("kustomize.toolkit.fluxcd.io/prune", "disabled")
+
+
+def _annotated(obj: dict[str, Any], pair: tuple[str, str]) -> bool:
+    return (obj["metadata"].get("annotations") or {}).get(pair[0]) == pair[1]
+
+
+@pytest.mark.parametrize(("name", "mode"), [c for c in CASES if c[0] != "sample"],
+                         ids=[i for c, i in zip(CASES, IDS) if c[0] != "sample"])
+def test_namespaces_are_never_pruned(bundles, name, mode):
+    """Renaming or removing a tenant must not delete its namespace: the built Namespaces carry both
+    tools' no-prune annotations, whatever the mode (the manifests are the same files for all)."""
+    built = kustomize(bundles(name, mode) / "kubernetes")
+    namespaces = [o for o in built if o["kind"] == "Namespace"]
+    assert namespaces
+    for ns in namespaces:
+        assert _annotated(ns, ARGO_NO_PRUNE) and _annotated(ns, FLUX_NO_PRUNE), ns["metadata"]
+
+
+@pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
+def test_crd_owning_releases_are_never_pruned_by_argocd(bundles, name):
+    """A release that leaves releases.yaml must not take its CRDs (and every queue) with it: its
+    Application is not pruned by the root Application and prunes nothing itself; other releases'
+    Applications are pruned as usual (their removal is meant)."""
+    root = bundles(name, "argocd")
+    apps = release_apps(kustomize(root / "gitops"))
+    for rel in releases_of(root):
+        app = apps[rel["name"]]
+        owner = bool(rel["crds"])
+        assert _annotated(app, ARGO_NO_PRUNE) == owner, rel["name"]
+        assert ("Prune=false" in app["spec"]["syncPolicy"]["syncOptions"]) == owner
+        assert app["spec"]["syncPolicy"]["automated"]["prune"] == (not owner)
+        # no resources finalizer: deleting the Application by hand orphans, never uninstalls
+        assert "finalizers" not in app["metadata"]
+
+
+@pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
+def test_crd_owning_releases_are_never_pruned_by_flux(bundles, name):
+    root = bundles(name, "flux")
+    releases = {o["metadata"]["name"]: o for o in kustomize(root / "gitops/releases")
+                if o["kind"] == "HelmRelease"}
+    for rel in releases_of(root):
+        assert _annotated(releases[rel["name"]], FLUX_NO_PRUNE) == bool(rel["crds"]), rel["name"]
+
+
 def scope(registries: dict[str, CRDRegistry], obj: dict[str, Any]) -> str:
     crd = registries["all"].get(obj["apiVersion"], obj["kind"])
     if crd is not None:
@@ -568,6 +614,21 @@ def test_helm_repository_names_are_dns_labels():
         "https://charts.example.com/" + "very-long-path/" * 10)]
     assert names[:2] == ["helm-ngc-nvidia-com-nvidia", "ray-project-github-io-kuberay-helm"]
     assert all(re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", n) for n in names)
+
+
+def test_kai_under_argocd_is_refused_in_one_line(tmp_path):
+    """KAI 0.13's Config is a pre-install Helm hook, which Argo CD runs before the chart's CRDs
+    exist: orchgen refuses the combination, naming the field; Flux and Kustomize modes plan."""
+    data = yaml.safe_load((REPO / "examples/cloud-training.yaml").read_text())
+    data["options"].update(gang_scheduler="kai", gitops="argocd")
+    src = tmp_path / "kai.yaml"
+    src.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = run_orchgen("plan", src, "-o", tmp_path / "out")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "options.gitops" in proc.stderr and "kai-scheduler" in proc.stderr and "PreSync" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    for mode in ("flux", "kustomize"):
+        assert run_orchgen("plan", src, "-o", tmp_path / mode, "--gitops", mode).returncode == 0
 
 
 def test_a_release_named_manifests_would_collide_with_the_manifests_application():

@@ -247,9 +247,15 @@ def test_wait_for_pods_ready_check_knows_both_api_versions() -> None:
     assert not wait_for_pods_ready_on({"apiVersion": "config.kueue.x-k8s.io/v1beta2"})
 
 
+def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
+    from generator.render.kubernetes import manifests
+
+    return [o for objs in manifests.manifests(plan).values() for o in objs]
+
+
 # Scheduler plugins of Volcano 1.15 that a conf may name here (pkg/scheduler/plugins).
 VOLCANO_PLUGINS = {"priority", "gang", "conformance", "overcommit", "drf", "predicates", "proportion",
-                   "nodeorder", "binpack", "network-topology-aware"}
+                   "capacity", "nodeorder", "binpack", "network-topology-aware"}
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if plan_of(c).gang_scheduler == "volcano"], ids=_id)
@@ -258,9 +264,15 @@ def test_volcano_scheduler_conf_has_gang_and_topology_awareness(case: str) -> No
     values = values_of(plan, "volcano")
     assert "scheduler_config_override" in upstream_defaults("volcano")["custom"]
     conf = yaml.safe_load(values["custom"]["scheduler_config_override"])
-    assert [a.strip() for a in conf["actions"].split(",")] == ["enqueue", "allocate", "backfill"]
+    # deserved, borrowing and reclaimable as the README says: the capacity plugin (never with
+    # proportion) and the reclaim action (Volcano 1.15 docs/user-guide/how_to_use_capacity_plugin.md)
+    assert [a.strip() for a in conf["actions"].split(",")] == ["enqueue", "allocate", "preempt", "reclaim",
+                                                               "backfill"]
     plugins = [p["name"] for tier in conf["tiers"] for p in tier["plugins"]]
     assert set(plugins) <= VOLCANO_PLUGINS and len(plugins) == len(set(plugins))
+    assert "capacity" in plugins and "proportion" not in plugins
+    queues = [o for o in kubernetes_objects(plan) if o["kind"] == "Queue"]
+    assert queues and all(q["spec"]["reclaimable"] and q["spec"]["deserved"] for q in queues)
     assert "gang" in [p["name"] for p in conf["tiers"][0]["plugins"]]
     assert ("network-topology-aware" in plugins) == bool(plan.fabric.levels)
 
@@ -391,7 +403,18 @@ def test_gpu_operator_driver_rdma_and_k3s_toolkit(plan: Plan) -> None:
     assert values["driver"]["enabled"] is plan.bare_metal
     rdma = plan.bare_metal and plan.fabric.kind in ("infiniband", "roce") and not k3s
     assert values["driver"].get("rdma") == ({"enabled": True, "useHostMofed": True} if rdma else None)
-    assert values["mig"] == {"strategy": "single"}
+    # MIG pools (issue 10): strategy mixed, and the MIG manager gets our layouts for their nodes
+    migs = {s.pool: s.hardware.mig for s in plan.kube_plane.slices if s.gpu_type and s.hardware.mig}
+    assert values["mig"] == {"strategy": "mixed" if migs else "single"}
+    if migs:
+        config = values["migManager"]["config"]
+        assert config["create"] is True and config["default"] == "all-disabled"
+        layouts = yaml.safe_load(config["data"]["config.yaml"])["mig-configs"]
+        for mig in migs.values():
+            assert layouts[mig.config_name] == [{"devices": "all", "mig-enabled": True,
+                                                 "mig-devices": {mig.profile: mig.per_gpu}}]
+    else:
+        assert "migManager" not in values
     assert values["dcgmExporter"]["enabled"] is True
     env = {e["name"]: e["value"] for e in values.get("toolkit", {}).get("env", [])}
     assert env == ({"CONTAINERD_CONFIG": "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
@@ -442,13 +465,30 @@ def test_kai_images_come_from_the_published_registry() -> None:
         assert values["defaultQueue"]["createDefaultQueue"] is False
 
 
-def test_cert_manager_installs_its_crds() -> None:
+def test_cert_manager_installs_its_crds_and_keeps_them() -> None:
     plans = [plan_of(c) for c in CASES if "cert-manager" in plan_of(c).charts]
     assert plans
     for plan in plans:
         values = values_of(plan, "cert-manager")
-        assert values == {"crds": {"enabled": True}}
+        assert values == {"crds": {"enabled": True, "keep": True}}  # keep: helm.sh/resource-policy
         assert "installCRDs" not in values
+        # where cert-manager's install docs publish the chart (Flux: OCIRepository, Argo CD: OCI source)
+        rel = next(r for r in helm.releases(plan) if r["name"] == "cert-manager")
+        assert (rel["repo"], rel["chart"]) == ("oci://quay.io/jetstack/charts", "cert-manager")
+
+
+def test_charts_said_to_keep_crds_in_templates_are_those_without_a_keep_value() -> None:
+    """The README's uninstall warning names exactly the CRD-owning charts whose upstream values
+    have no CRD keep switch (cert-manager has crds.keep; the others keep CRDs in crds/)."""
+    assert set(helm.CRDS_IN_TEMPLATES) <= set(helm.CRD_GROUPS)
+    for component in helm.CRDS_IN_TEMPLATES:
+        path = reference_dir() / catalog.CATALOG[component].values_reference / "values.yaml"
+        if not path.exists():  # slurm-operator-crds: a chart without values
+            assert (path.parent / "Chart.yaml").is_file() or path.parent.is_dir(), path
+            continue
+        text = yaml.safe_dump(upstream_defaults(component))
+        assert "resource-policy" not in text and "keep" not in text, component
+    assert upstream_defaults("cert-manager")["crds"]["keep"] is True
 
 
 # ---------------------------------------------------------------------------------------------

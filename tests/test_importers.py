@@ -190,6 +190,7 @@ def test_one_root_over_all_spines_is_implied(tmp_path):
                     "SwitchName=p1 Switches=s1\nSwitchName=p2 Switches=s2\nSwitchName=core Switches=p[1-2]\n")
     fab = import_topology_conf(path)
     assert spines(fab) == {"p1": ("s1",), "p2": ("s2",)}
+    assert (fab.core, fab.core_line) == ("core", 5)  # kept apart: a re-rendered tree is the file's
 
 
 @pytest.mark.parametrize("text,line,message", [

@@ -182,6 +182,24 @@ def check_dependencies(bundle: Path, run) -> None:
         previous = [by_key[_key(o)].urn for o in docs]
 
 
+def check_options(bundle: Path, run) -> None:
+    """What a re-plan must not delete is retained: Namespaces and the releases that install CRDs
+    (`retain_on_delete`); nothing else is, so a removed object really goes. Nothing is `protect`ed
+    (that would stop every `pulumi up` that removes it) and nothing relies on replace options:
+    objects with frozen fields get new names from orchgen instead (tests/test_replan.py)."""
+    releases = {r["name"]: r for r in _releases(bundle)}
+    for r in run.resources:
+        if not r.typ.startswith("kubernetes:"):
+            continue
+        if r.typ == RELEASE:
+            keep = bool(releases[r.name]["crds"])
+        else:
+            keep = r.is_object and (r.inputs["apiVersion"], r.inputs["kind"]) == ("v1", "Namespace")
+        assert r.options["retainOnDelete"] == keep, (r.typ, r.name, r.options)
+        assert not r.options["protect"] and not r.options["deleteBeforeReplace"], (r.typ, r.name)
+        assert not r.options["replaceOnChanges"], (r.typ, r.name)
+
+
 def check_run(bundle: Path, run) -> None:
     run.mocks.check()  # every object valid against its upstream schema
     assert run.mocks.calls == []  # no provider functions: nothing is looked up at preview
@@ -193,6 +211,7 @@ def check_run(bundle: Path, run) -> None:
     check_releases(bundle, run)
     check_objects(bundle, run)
     check_dependencies(bundle, run)
+    check_options(bundle, run)
 
 
 # --- the renderer ---------------------------------------------------------------------------------
@@ -263,6 +282,19 @@ def test_sample_bundle_installs_under_mocks(tmp_path: Path, crds) -> None:
     assert run.named(RELEASE, "kuberay-operator").urn in account.dependencies  # the namespace's creator
     assert run.named("kubernetes:core/v1:ResourceQuota", "nlp/gpus").inputs["spec"]["hard"] == {
         "requests.nvidia.com/gpu": "48"}
+
+
+def test_options_check_fails_when_the_program_retains_nothing(tmp_path: Path, crds) -> None:
+    """check_options has teeth: the program with retain_on_delete switched off fails it."""
+    bundle = _sample_bundle(tmp_path)
+    program = bundle / "pulumi" / "__main__.py"
+    text = program.read_text()
+    assert text.count("retain_on_delete=") == 2
+    program.write_text(text.replace("retain_on_delete=True", "retain_on_delete=False")
+                       .replace('retain_on_delete=bool(rel["crds"])', "retain_on_delete=False"))
+    run = pulumi_mocks.run_program(program, _mocks(crds), CONTEXT)
+    with pytest.raises(AssertionError):
+        check_options(bundle, run)
 
 
 def test_placeholder_context_stops_the_program(tmp_path: Path, crds) -> None:
@@ -369,3 +401,21 @@ def test_example_bundle_installs_under_mocks(example: Path, tmp_path: Path, crds
     pinned = {(c.repo, c.chart): c.version for c in plan.charts.values()}
     for rel in _releases(bundle):  # the plan's pinned versions (catalog + options.versions) reach Pulumi
         assert run.named(RELEASE, rel["name"]).inputs["version"] == pinned[(rel["repo"], rel["chart"])]
+
+
+@pytest.mark.parametrize("gang", ["volcano", "kai"])
+def test_scheduler_variants_install_under_mocks(gang: str, tmp_path: Path, crds) -> None:
+    """The examples run Kueue; under Volcano and KAI the bundle also holds the tenant namespaces'
+    ValidatingAdmissionPolicy: a built-in kind the program must declare typed, and valid."""
+    data = yaml.safe_load((REPO / "examples" / "research-lab.yaml").read_text())
+    data["options"]["gang_scheduler"] = gang
+    src = tmp_path / "research-lab.yaml"
+    src.write_text(yaml.safe_dump(data, sort_keys=False))
+    bundle = tmp_path / "bundle"
+    run_orchgen("plan", src, "-o", bundle, check=True)
+    run = pulumi_mocks.run_program(bundle / "pulumi" / "__main__.py", _mocks(crds), CONTEXT,
+                                   project="research-lab", stack="research-lab")
+    check_run(bundle, run)
+    policy = run.named("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+                       "research-lab-tenant-queues")
+    assert policy.inputs["spec"]["matchConstraints"]["namespaceSelector"]

@@ -34,6 +34,9 @@ def kube_fleets(draw) -> dict[str, Any]:
                              "pool": draw(st.sampled_from(pools))["name"]}
         if tenants:
             w["tenant"] = draw(st.sampled_from(tenants))["name"]
+        pool = next(p for p in pools if p["name"] == w["pool"])
+        if pool.get("gpu") and draw(st.booleans()):
+            w["gpus"] = draw(st.integers(0, pool["nodes"] * pool["gpu"]["count"]))
         workloads.append(w)
     return {
         "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "prop"},
@@ -57,16 +60,20 @@ def _objects(files: dict[str, bytes], name: str) -> list[dict[str, Any]]:
 
 def check_kueue(plan, files) -> None:
     flavors: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for cq in (o for o in _objects(files, "20-kueue.yaml") if o["kind"] == "ClusterQueue"):
+    objs = _objects(files, "20-kueue.yaml")
+    # a flavor is named after its spec (content name), its pool is its orchgen.io/pool label
+    pool_of = {o["metadata"]["name"]: o["spec"]["nodeLabels"]["orchgen.io/pool"]
+               for o in objs if o["kind"] == "ResourceFlavor"}
+    for cq in (o for o in objs if o["kind"] == "ClusterQueue"):
         tenant = next(t for t in plan.tenants if t.name == cq["metadata"]["name"])
         for rg in cq["spec"]["resourceGroups"]:
             for fl in rg["flavors"]:
                 q = {r["name"]: r["nominalQuota"] for r in fl["resources"]}
                 got = (int(q["nvidia.com/gpu"]), int(q["cpu"]), _gib(q["memory"]))
-                want = tenant.quotas[fl["name"]]
+                want = tenant.quotas[pool_of[fl["name"]]]
                 assert got == (want.gpus, want.cpus, want.memory_gib)
                 for i, v in enumerate(got):
-                    flavors[fl["name"]][i] += v
+                    flavors[pool_of[fl["name"]]][i] += v
     for s in plan.kube_plane.slices:
         n = len(s.nodes)
         assert flavors[s.pool] == [s.gpus, s.cpus * n, s.memory_gib * n], s.pool
@@ -85,7 +92,7 @@ def _tenant_sum(tenant) -> tuple[int, int, int]:
 
 def check_volcano(plan, files) -> None:
     total = [0, 0, 0]
-    queues = _objects(files, "20-volcano.yaml")
+    queues = [o for o in _objects(files, "20-volcano.yaml") if o["kind"] == "Queue"]
     assert {q["metadata"]["name"] for q in queues} == {t.name for t in plan.tenants}
     for q in queues:
         tenant = next(t for t in plan.tenants if t.name == q["metadata"]["name"])
@@ -97,7 +104,8 @@ def check_volcano(plan, files) -> None:
         for i, v in enumerate(got):
             total[i] += v
     assert tuple(total) == _plane(plan)
-    # weights keep the shares' order (proportion plugin divides by weight)
+    # weights keep the shares' order (what the proportion plugin would divide by; the bundle runs
+    # the capacity plugin, which reads `deserved`)
     w = {q["metadata"]["name"]: q["spec"]["weight"] for q in queues}
     for a in plan.tenants:
         for b in plan.tenants:
@@ -110,7 +118,7 @@ MB_PER_GIB = 2**30 / 10**6
 
 def check_kai(plan, files) -> None:
     total = [0, 0, 0]
-    queues = _objects(files, "20-kai.yaml")
+    queues = [o for o in _objects(files, "20-kai.yaml") if o["kind"] == "Queue"]
     parent = queues[0]
     assert "parentQueue" not in parent["spec"]
     children = queues[1:]
@@ -137,6 +145,26 @@ def check_kai(plan, files) -> None:
 CHECKS = {"kueue": check_kueue, "volcano": check_volcano, "kai": check_kai}
 
 
+def check_services_guaranteed(plan) -> None:
+    """Each tenant's quota on a pool covers what its services' pods ask for there, where all the
+    services fit in the pool; where they do not, the shares decide and the short ones are warned."""
+    from generator.decide.quotas import largest_remainder
+
+    for s in plan.kube_plane.slices:
+        asks = [sum(d.shape.pods * d.shape.gpus for d in plan.workloads
+                    if d.tenant == t.name and d.pool == s.pool and d.workload_class == "service")
+                for t in plan.tenants]
+        got = [t.quotas[s.pool].gpus for t in plan.tenants]
+        if sum(asks) <= s.gpus:
+            assert all(g >= a for g, a in zip(got, asks)), (s.pool, got, asks)
+        else:
+            assert got == largest_remainder(s.gpus, [t.share for t in plan.tenants])
+            short = {t.name for t, g, a in zip(plan.tenants, got, asks) if a > g}
+            warned = {w.message.split("'")[0].removeprefix("tenant ") for w in plan.warnings
+                      if w.message.startswith("tenant ") and f"on pool {s.pool} " in w.message}
+            assert short <= warned, (short, plan.warnings)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kube_fleets())
 def test_rendered_nominal_quotas_add_up_to_capacity(data):
@@ -150,6 +178,7 @@ def test_rendered_nominal_quotas_add_up_to_capacity(data):
         assert sum(t.quotas[s.pool].cpus for t in plan.tenants) == s.cpus * n
         assert sum(t.quotas[s.pool].memory_gib for t in plan.tenants) == s.memory_gib * n
     CHECKS[plan.gang_scheduler](plan, files)
+    check_services_guaranteed(plan)
     for rq in _objects(files, "10-quotas.yaml"):  # borrowing is on: the namespace cap is the plane
         assert rq["spec"]["hard"]["requests.nvidia.com/gpu"] == str(_plane(plan)[0])
 

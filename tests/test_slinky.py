@@ -325,8 +325,9 @@ def test_nodes_and_partitions_are_slurm_configs(case):
     assert rendered == want
 
 
-def parse_gres(text: str, names: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """(comment lines, node -> the rest of its gres.conf line), node names mapped by `names`."""
+def parse_gres(text: str, names: dict[str, str] | None = None) -> tuple[list[str], dict[str, list[str]]]:
+    """(comment lines, node -> the rest of each of its gres.conf lines), node names mapped by `names`.
+    A node has a line per socket run of GPUs when the pool gives gpu.sockets (Cores=, issue 10)."""
     comments, per_node = [], {}
     for line in text.splitlines():
         if not line.startswith("NodeName="):
@@ -334,7 +335,7 @@ def parse_gres(text: str, names: dict[str, str] | None = None) -> tuple[list[str
             continue
         hosts, rest = line.split(" ", 1)
         for node in hostlist.expand(hosts.split("=", 1)[1]):
-            per_node[(names or {}).get(node, node)] = rest
+            per_node.setdefault((names or {}).get(node, node), []).append(rest)
     return comments, per_node
 
 
@@ -386,9 +387,9 @@ def test_gres_agrees_everywhere(case):
         assert ns["extraConfMap"]["Gres"] == line["Gres"] == f"gpu:{gpu_type}:{count}"
         assert ns["slurmd"]["resources"]["limits"]["nvidia.com/gpu"] == count
         for name in names:
-            fields = dict(x.split("=", 1) for x in gres_lines[name].split())
-            assert fields["Name"] == "gpu" and fields["Type"] == gpu_type
-            assert len(hostlist.expand(fields["File"])) == count
+            found = [dict(x.split("=", 1) for x in rest.split()) for rest in gres_lines[name]]
+            assert all(f["Name"] == "gpu" and f["Type"] == gpu_type for f in found)
+            assert sum(len(hostlist.expand(f["File"])) for f in found) == count
 
 
 # ------------------------------------------------------------------ on the Kubernetes nodes
@@ -439,6 +440,18 @@ def test_readme_tells_how_to_annotate_and_what_runs_where():
         assert cmd in section
     assert "| gb200 | 8 | `gb200-[0-7]` | gpu:gb200:4 | 4 |" in section
     assert "kubectl -n slurm create secret generic slurm-mariadb" in section
+    for ref in slinky.AUTH_KEYS.values():  # the keys the chart no longer makes
+        assert f"kubectl -n slurm create secret generic {ref['name']} --from-file={ref['key']}=" in section
+
+
+def test_auth_keys_are_referenced_never_made_by_the_chart(case):
+    """The chart's own keys come from `lookup` + a random fallback, new on every `helm template`
+    (Argo CD) for an immutable Secret: off, and the chart reads the operator's Secrets instead."""
+    _, files, values = case
+    for key, ref in slinky.AUTH_KEYS.items():
+        assert values["slurm"][key] == {"create": False, "secretRef": ref}
+    blob = b"".join(files.values()).decode()
+    assert "randAscii" not in blob and "slurm.key:" not in blob  # and no key material in the bundle
 
 
 # ------------------------------------------------------------------ limits of the mapping

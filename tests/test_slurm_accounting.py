@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from generator import bundle
 from generator.decide import make_plan
 from generator.render import render
 from generator.spec import load
@@ -171,9 +172,8 @@ def planned_bundle(tmp_path: Path, fleet: dict) -> Path:
     source = tmp_path / f"{fleet['metadata']['name']}.yaml"
     source.write_text(yaml.safe_dump(fleet, sort_keys=False))
     out = tmp_path / "bundle"
-    for name, data in render(make_plan(load(source), source.name)).items():
-        (out / name).parent.mkdir(parents=True, exist_ok=True)
-        (out / name).write_bytes(data)
+    # as `orchgen plan` writes it: scripts (task-prolog.sh, accounts.sh) executable
+    bundle.write(render(make_plan(load(source), source.name)), out)
     return out
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from generator import bundle
 from generator.decide import make_plan
 from generator.render import render
 from generator.render.slurm.model import model
@@ -68,7 +69,8 @@ def policy_fleet(version: str, users: list[str] | None = None) -> dict:
                        "max_time": "2-00:00:00"},
                       {"name": "prep", "nodes": 2, "tightly_coupled": True, "pool": "cpu", "tenant": "vision",
                        "max_time": "12:00:00"}],
-        "options": {"slurm_version": version},
+        # Debian forky's 26.05 is built without mpi/pmix, which `auto` picks from 23.11 (test_slurm_real.py)
+        "options": {"slurm_version": version, **({"slurm": {"mpi": "pmi2"}} if version == "26.05" else {})},
     }
 
 
@@ -78,9 +80,7 @@ def planned(tmp_path: Path, fleet: dict, name: str = "bundle"):
     source.write_text(yaml.safe_dump(fleet, sort_keys=False))
     plan = make_plan(load(source), source.name)
     out = tmp_path / name
-    for path, data in render(plan).items():
-        (out / path).parent.mkdir(parents=True, exist_ok=True)
-        (out / path).write_bytes(data)
+    bundle.write(render(plan), out)  # as `orchgen plan` writes it: scripts (task-prolog.sh, accounts.sh) executable
     return out, model(plan)
 
 
@@ -271,7 +271,10 @@ def test_scavenger_job_is_requeued_for_a_normal_one(cluster):
         cluster.wait_for(lambda: running(cluster, scavenger), 30, "the scavenger job on every GPU node")
         normal = cluster.submit("sleep 300", "-A", "nlp", "-p", "h100", "-N", "1", "--exclusive")
         cluster.wait_for(lambda: running(cluster, normal), 60, "the normal job to start")
-        record = cluster.job_record(scavenger)
+        # the requeued job is COMPLETING while its other nodes tear down (with PrologFlags=Contain, its
+        # extern step too) before it is PENDING again
+        record = cluster.wait_for(lambda: (r := cluster.job_record(scavenger))["JobState"] != "COMPLETING" and r,
+                                  30, "the preempted job to finish completing")
         assert record["JobState"] in ("PENDING", "REQUEUED", "CONFIGURING", "RUNNING") and int(record["Restarts"]) >= 1
         assert nodes_of(cluster, normal) <= set(h100)
         states = cluster.wait_for(lambda: [r["State"] for r in cluster.sacct("-j", scavenger, "-D", "-X")

@@ -73,14 +73,16 @@ def nodes_gres_slurm_conf(conf: str) -> dict[str, str | None]:
 
 
 def nodes_gres_gres_conf(text: str) -> dict[str, str]:
-    out = {}
+    """node -> gpu:<type>:<count> over its gres.conf lines (one per socket run of GPUs with Cores=)."""
+    found: dict[str, tuple[str, int]] = {}
     for r in records(text):
         assert r["Name"] == "gpu"
         count = len(hostlist.expand(r["File"]))
         for n in hostlist.expand(r["NodeName"]):
-            assert n not in out, f"{n} twice in gres.conf"
-            out[n] = f"gpu:{r['Type']}:{count}"
-    return out
+            gtype, before = found.get(n, (r["Type"], 0))
+            assert gtype == r["Type"], f"{n} has two GPU types in gres.conf"
+            found[n] = (gtype, before + count)
+    return {n: f"gpu:{t}:{c}" for n, (t, c) in found.items()}
 
 
 def tree_of(files: dict[str, str]) -> dict[str, dict]:
@@ -353,11 +355,20 @@ def test_two_domain_sizes(tmp_path):
 def test_nvlink_domains_are_never_split_between_planes(tmp_path):
     workloads = [{"name": "pt", "nodes": 8, "tightly_coupled": True, "pool": "gb200"},
                  {"name": "svc", "long_lived_services": True, "bare_metal": False, "pool": "gb200", "gpus": 80}]
-    # 8-node leaves under 18-node domains: no leaf boundary is also a domain boundary inside the pool
+    # 8-node leaves under 18-node domains: no leaf boundary is also a domain boundary inside the pool,
+    # so whole leaves cannot split it (options.split: leaf refuses, as orchgen always did) ...
     doc = fleet(pools=[dict(GB200)], workloads=workloads, fabric={"kind": "infiniband", "nodes_per_leaf": 8},
-                version="25.11")
+                version="25.11", split="leaf")
     with pytest.raises(OrchgenError, match="never splits a leaf or an NVLink domain"):
         plan_of(tmp_path, doc)
+    # ... and since issue 11 the default (auto) splits by node, at the domain boundary
+    doc["options"]["split"] = "auto"
+    plan = plan_of(tmp_path, doc)
+    assert plan.slurm_plane.nodes == list(plan.fabric.domains[0].nodes)
+    assert plan.kube_plane.nodes == list(plan.fabric.domains[1].nodes)
+    assert any("kubernetes gets 18 nodes for a demand of 20: NVLink domains are never split" in r
+               for r in plan.reasons)
+    slurm_config(plan)
     # 9-node leaves: every second leaf boundary is a domain boundary, so the split lands on one
     doc = fleet(pools=[dict(GB200)], workloads=workloads, fabric={"kind": "infiniband", "nodes_per_leaf": 9},
                 version="25.11")
@@ -406,7 +417,8 @@ def test_no_secret_is_ever_written(tmp_path):
     secret_keys = {"storagepass", "accountingstoragepass", "jwtkey", "authinfo"}
     for name, plan in all_cases(tmp_path):
         for fname, text in slurm_config(plan).items():
-            keys = {k.lower() for r in records(text) for k in r} if fname.endswith(".conf") else set()
+            slurm_format = fname in ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")  # key=value files
+            keys = {k.lower() for r in records(text) for k in r} if slurm_format else set()
             assert not keys & secret_keys, (name, fname)
             assert not re.search(r"BEGIN .*PRIVATE KEY|password\s*=", text, re.I), (name, fname)
 
@@ -425,7 +437,7 @@ def test_ray_launcher(tmp_path):
 def test_shell_scripts_parse_and_pass_shellcheck(tmp_path):
     scripts = {n: t for n, t in slurm_config(plan_of(tmp_path, fleet(**MULTI))).items()
                if n.endswith((".sh", ".sbatch"))}
-    assert set(scripts) == {"accounts.sh", "ray-pipeline.sbatch"}
+    assert set(scripts) == {"accounts.sh", "ray-pipeline.sbatch", "gpu-health.sh", "task-prolog.sh"}
     for name, text in scripts.items():
         (tmp_path / name).write_text(text)
         shell = "bash" if text.startswith("#!/bin/bash") else "sh"
@@ -453,7 +465,10 @@ def test_ten_thousand_nodes_render_fast_and_compressed(tmp_path, version):
     start = time.perf_counter()
     files = slurm_config(plan)
     assert time.perf_counter() - start < 5
-    assert len(files["slurm.conf"]) < 8_000 and len(files["gres.conf"]) < 2_000
+    # the why-comments of both the hardware/ops and the policy blocks are ~8 KB on their own; what
+    # must stay small whatever the node count is the configuration itself
+    body = "\n".join(ln for ln in files["slurm.conf"].splitlines() if not ln.startswith("#"))
+    assert len(body) < 3_000 and len(files["slurm.conf"]) < 12_000 and len(files["gres.conf"]) < 2_000
     assert [r["NodeName"] for r in records(files["slurm.conf"]) if "NodeName" in r] == [
         "h100-[0001-8192]", "gb200-[0001-4032]"]
     topo = files.get("topology.conf") or files["topology.yaml"]
@@ -470,7 +485,8 @@ def test_deterministic(tmp_path):
         out = tmp_path / f"out{seed}"
         subprocess.run(ORCHGEN + ["plan", str(path), "-o", str(out)], check=True, capture_output=True,
                        cwd=REPO, env={**os.environ, "PYTHONHASHSEED": seed})
-        digests.add(tuple(sorted((p.name, p.read_bytes()) for p in (out / "slurm").iterdir())))
+        digests.add(tuple(sorted((p.relative_to(out).as_posix(), p.read_bytes())
+                                 for p in (out / "slurm").rglob("*") if p.is_file())))
     assert len(digests) == 1
     text = "".join(slurm_config(plan).values())
     # no timestamp; time limits (DefaultTime=04:00:00, MaxTime=7-00:00:00) are durations, not times
@@ -541,7 +557,7 @@ def test_cli_refuses_a_split_nvlink_domain(tmp_path):
                 workloads=[{"name": "pt", "nodes": 8, "tightly_coupled": True, "pool": "gb200"},
                            {"name": "svc", "long_lived_services": True, "bare_metal": False, "pool": "gb200",
                             "gpus": 80}],
-                fabric={"kind": "infiniband", "nodes_per_leaf": 8}, version="24.11")
+                fabric={"kind": "infiniband", "nodes_per_leaf": 8}, version="24.11", split="leaf")
     result, out = run_cli(tmp_path, doc)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
@@ -602,6 +618,28 @@ def test_gpu_defaults_follow_the_usable_node_shape(tmp_path):
     assert "DefCpuPerGPU" not in line and int(line["DefMemPerGPU"]) > 0
 
 
+def test_gpu_defaults_and_billing_follow_reserved_and_mig(tmp_path):
+    """DefCpuPerGPU/DefMemPerGPU/DefMemPerCPU and the GPU billing weight count what jobs may use: the
+    CPUs less CoreSpecCount's cores x threads, RealMemory less MemSpecLimit; with MIG, per instance."""
+    pool = {"name": "h100", "nodes": 4, "cpu": {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2},
+            "memory_gib": 2048, "reserved": {"cores": 4, "memory_gib": 64}, "gpu": {"type": "h100", "count": 8}}
+    doc = fleet(pools=[pool], workloads=[{"name": "t", "nodes": 2, "tightly_coupled": True, "tenant": "nlp"}],
+                tenants=[{"name": "nlp", "share": 1}])
+    files = slurm_config(plan_of(tmp_path, doc))
+    node = next(r for r in records(files["slurm.conf"]) if "NodeName" in r)
+    real, spec = int(node["RealMemory"]), int(node["MemSpecLimit"])
+    assert (node["CoreSpecCount"], spec) == ("4", 64 * 1024)
+    line = _part(files, "h100")
+    assert int(line["DefCpuPerGPU"]) == (224 - 4 * 2) // 8 == 27
+    assert int(line["DefMemPerGPU"]) == (real - spec) // 8
+    assert int(line["DefMemPerCPU"]) == (real - spec) // (224 - 8)
+    assert line["TRESBillingWeights"].endswith(f"GRES/gpu={(224 - 8) / 8}")
+    mig = dict(pool, gpu={"type": "h100", "count": 8, "mig": {"profile": "1g.10gb", "per_gpu": 7}})
+    files = slurm_config(plan_of(tmp_path, dict(doc, fleet=dict(doc["fleet"], pools=[mig]))))
+    line = _part(files, "h100")  # --gres=gpu:1 is one of 56 instances
+    assert int(line["DefCpuPerGPU"]) == 216 // 56 and int(line["DefMemPerGPU"]) == (real - spec) // 56
+
+
 def test_default_partition_is_cpu_only_when_there_is_a_cpu_pool(tmp_path):
     parts = partitions_of(slurm_config(plan_of(tmp_path, fleet(**MULTI)))["slurm.conf"])
     assert [n for n, p in parts.items() if p.get("Default") == "YES"] == ["cpu"]
@@ -651,7 +689,7 @@ def test_no_tenants_no_billing_qos_or_slurmdbd_files(tmp_path):
     assert {"DefaultTime", "MaxTime", "DefCpuPerGPU", "DefMemPerGPU", "SchedulerParameters"} <= keys
 
 
-@pytest.mark.parametrize("hosts,want", [(None, "slurmdbd"), ({"controllers": ["ctl1", "ctl2"]}, "ctl1"),
+@pytest.mark.parametrize("hosts,want", [(None, "set-fleet-slurm-controllers"), ({"controllers": ["ctl1", "ctl2"]}, "ctl1"),
                                         ({"controllers": ["ctl1"], "accounting": "db1"}, "db1")])
 def test_slurmdbd_conf_host_and_no_password(tmp_path, hosts, want):
     doc = fleet(**MULTI)
@@ -660,9 +698,11 @@ def test_slurmdbd_conf_host_and_no_password(tmp_path, hosts, want):
     for version, line in (("22.05", "Include /etc/slurm/slurmdbd-storage-pass.conf"),
                           ("25.11", "StoragePassScript=/etc/slurm/slurmdbd-storage-pass.sh")):
         doc["options"]["slurm_version"] = version
-        text = slurm_config(plan_of(tmp_path, doc))["slurmdbd.conf"]
+        files = slurm_config(plan_of(tmp_path, doc))
+        text = files["slurmdbd.conf"]
         recs = records(text)
         assert {"DbdHost": want} in recs
+        assert {"AccountingStorageHost": want} in records(files["slurm.conf"])  # the same host
         assert line in [ln for ln in text.splitlines() if not ln.startswith("#")]
         assert not [r for r in recs if "StoragePass" in r]
         assert ("placeholder" in text) is (hosts is None)

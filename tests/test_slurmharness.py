@@ -12,13 +12,15 @@ debootstrap chroot, ~25 s each). The overlay and parser tests at the top need no
 """
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.slurmharness import SlurmBootError, SlurmCluster, expand_hostlist, require_slurm
-from tests.slurmharness import overlay, parse, procs
+from tests.slurmharness import nhc, overlay, parse, procs
 
 SAMPLES = Path(__file__).parent / "data" / "slurm-sample"
 LAB = SAMPLES / "lab-tree"
@@ -101,6 +103,23 @@ def test_overlay_fakes_gpu_device_files_and_autodetection():
                                  "NodeName=gpu-a100-[001-002] Name=gpu Type=a100 File=/w/dev/nvidia[0-3]"]
 
 
+def test_overlay_keeps_node_hardware_and_gpu_affinity():
+    """Sockets, specialised cores and memory, and gres.conf's Cores= reach the booted Slurm unchanged;
+    only task/cgroup goes (and the cluster then forgives slurmd's "Limited MemSpecLimit support")."""
+    node = ("NodeName=dgx[01-02] CPUs=224 Boards=1 SocketsPerBoard=2 CoresPerSocket=56 ThreadsPerCore=2 "
+            "RealMemory=2053618 CoreSpecCount=4 MemSpecLimit=65536 Gres=gpu:h100:8 State=UNKNOWN")
+    conf = f"TaskPlugin=task/cgroup,task/affinity\nGresTypes=gpu\n{node}\n"
+    text, found, node_lines = overlay.rewrite_slurm_conf(conf, _layout(), set())
+    assert found.dropped_task_cgroup
+    assert f"{node} NodeHostname=box NodeAddr=127.0.0.1 Port=[20001-20002]" in text.splitlines()
+    gres = overlay.rewrite_gres_conf("NodeName=dgx[01-02] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55\n"
+                                     "NodeName=dgx[01-02] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111\n",
+                                     _layout(), node_lines, found)
+    assert gres.splitlines() == ["NodeName=dgx[01-02] Name=gpu Type=h100 File=/w/dev/nvidia[0-3] Cores=0-55",
+                                 "NodeName=dgx[01-02] Name=gpu Type=h100 File=/w/dev/nvidia[4-7] Cores=56-111"]
+    assert not overlay.rewrite_slurm_conf("TaskPlugin=task/affinity\n", _layout(), set())[1].dropped_task_cgroup
+
+
 def test_overlay_defaults_includes_and_slurmd_parameters():
     conf = ("Include /etc/slurm/nodes.conf\nInclude /etc/slurm/missing.conf\n"
             "SlurmdParameters=l3cache_as_socket,config_overrides\n"
@@ -121,6 +140,70 @@ def test_overlay_defaults_includes_and_slurmd_parameters():
                                      "NodeName=n3 Name=gpu File=/w/dev/nvidia0"]
     gres = overlay.rewrite_gres_conf("NodeName=n[1-2] Name=gpu Type=l40s Count=2\n", _layout(), node_lines, found)
     assert gres == "NodeName=n[1-2] Name=gpu Type=l40s Count=2\n"
+
+
+def test_overlay_runs_shipped_programs_from_the_copy_and_drops_the_others():
+    conf = ("TaskProlog=/etc/slurm/task-prolog.sh\nProlog=/etc/slurm/prolog.sh\nHealthCheckProgram=/usr/sbin/nhc\n"
+            "HealthCheckInterval=300\nMpiDefault=pmix\nTmpFS=/scratch\nNodeName=n1 CPUs=8\n")
+    text, found, _ = overlay.rewrite_slurm_conf(conf, _layout(), {"task-prolog.sh"})
+    lines = text.splitlines()
+    assert "TaskProlog=/w/etc/task-prolog.sh" in lines and not any(ln.startswith("Prolog=") for ln in lines)
+    assert not any(ln.startswith("HealthCheckProgram") for ln in lines) and "HealthCheckInterval=300" in lines
+    assert "MpiDefault=pmix" in lines  # kept: whether the packages' plugin loads is part of the proof
+    assert "TmpFS=/w/tmp/%n" in lines and "TmpFS=/scratch" not in lines  # each node its own /tmp
+    assert found.health_check == "/usr/sbin/nhc"
+    lay = overlay.Layout(**{**vars(_layout()), "health_check": "/w/nhc/nhc-standin.sh"})
+    assert "HealthCheckProgram=/w/nhc/nhc-standin.sh" in overlay.rewrite_slurm_conf(conf, lay, set())[0].splitlines()
+
+
+def test_overlay_controller_pair_and_imex_major():
+    conf = ("SlurmctldHost=ctl1\nSlurmctldHost=ctl2\nSlurmctldTimeout=120\nCommunicationParameters=block_null_hash\n"
+            "SwitchType=switch/nvidia_imex\nSwitchParameters=imex_channel_count=2048\nNodeName=n1 CPUs=8\n")
+    assert overlay.count_controllers(conf) == 2
+    lay = overlay.Layout(**{**vars(_layout()), "controllers": 2, "failover_timeout_s": 10, "imex_dev_major": 4000})
+    lines = overlay.rewrite_slurm_conf(conf, lay, set())[0].splitlines()
+    assert [ln for ln in lines if ln.startswith(("SlurmctldHost", "SlurmctldTimeout", "CommunicationParameters",
+                                                 "SwitchParameters"))] == [
+        "SlurmctldHost=orchgen-ctld1(127.0.0.1)", "SlurmctldHost=orchgen-ctld2(127.0.0.2)",
+        "SwitchParameters=imex_channel_count=2048,imex_dev_major=4000",
+        "CommunicationParameters=block_null_hash,NoCtldInAddrAny", "SlurmctldTimeout=10"]
+    hosts = overlay.hosts_file("127.0.0.1 localhost\n", 2).splitlines()
+    assert hosts[-2:] == ["127.0.0.1 orchgen-ctld1", "127.0.0.2 orchgen-ctld2"]
+    assert str(overlay.pick_free_major()) not in [ln.split()[0] for ln in Path("/proc/devices").read_text().splitlines()
+                                                  if ln.strip() and ln.split()[0].isdigit()]
+
+
+def test_nhc_standin_runs_nhc_conf_checks_and_drains_like_nhc(tmp_path):
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "nhc.conf").write_text(
+        "* || export NHC_RM=slurm\n* || check_fs_mount_rw -f /\n"
+        "{n[01-02]} || check_cmd_output -C check_gpus -t 20 -m '!/^FAIL/' -M '%L' /etc/slurm/check.sh 8 h100\n")
+    (etc / "check.sh").write_text('#!/bin/sh\n[ "$SLURMD_NODENAME" = n02 ] && { echo "FAIL: 7 of $1 $2"; exit 1; }\n'
+                                  'echo ok\n')
+    (etc / "check.sh").chmod(0o755)
+    (tmp_path / "log").mkdir()
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "scontrol").write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {tmp_path}/scontrol.log\n')
+    (tmp_path / "bin" / "scontrol").chmod(0o755)
+    standin = nhc.write_standin(etc, str(tmp_path), ["n01", "n02", "n03"])
+    run = lambda node: subprocess.run([standin], env={"SLURMD_NODENAME": node}, capture_output=True, text=True)
+    assert [run(n).returncode for n in ("n01", "n02", "n03")] == [0, 1, 0]
+    assert (tmp_path / "scontrol.log").read_text() == (
+        "update|State=DRAIN|NodeName=n02|Reason=NHC: check_gpus:  FAIL: 7 of 8 h100.|")
+    log = (tmp_path / "log" / "nhc.log").read_text()
+    assert "not run here: export NHC_RM=slurm; check_fs_mount_rw -f /" in log
+    assert nhc.matches("{n[01-02],x}", "x") and not nhc.matches("{n[01-02]}", "n03") and nhc.matches("*", "n03")
+
+
+def test_adopt_never_takes_the_tests_own_namespace(tmp_path):
+    ns = procs.MountNamespace([], tmp_path / "ns.log")
+    try:
+        ns.adopt(os.getpid(), timeout_s=0.2)  # a process still in the test's namespace is never adopted
+        assert ns.nested == set()
+        assert os.getpid() not in ns.members() and not [p for p in ns.members() if p != ns.holder.pid]
+    finally:
+        ns.sweep()
 
 
 def test_parse_fields_with_spaces_in_values():

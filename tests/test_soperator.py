@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from typing import Any
 
 import pytest
@@ -104,10 +105,12 @@ def test_values_keys_exist_in_the_chart_defaults(case):
     defaults = load_defaults(ref / "slurm-cluster" / "values.yaml")
     assert unknown_keys(cluster, soperator.chart_defaults(defaults, cluster)) == []
     found = unknown_keys(cluster, defaults)
-    # The only ones: externalDB's host/user/password reference, which the chart's defaults carry as
+    # The only ones: externalDB's host and password reference, which the chart's defaults carry as
     # comments and its template requires when externalDB is enabled; the CRD field they fill has them.
+    # Never `user`: no template of the 4.1.7 chart reads it (the README's post-install patch sets it).
     db = cluster.get("slurmNodes", {}).get("accounting", {}).get("externalDB", {})
-    assert found == [f"slurmNodes.accounting.externalDB.{k}: unknown key" for k in sorted({"host", "user", "passwordSecretKeyRef"} & set(db))]
+    assert "user" not in db
+    assert found == [f"slurmNodes.accounting.externalDB.{k}: unknown key" for k in sorted({"host", "passwordSecretKeyRef"} & set(db))]
     if db:
         assert schema_errors(db, "slurmNodes", "accounting", "externalDB") == []
 
@@ -179,8 +182,8 @@ def test_nodes_and_gres_are_slurm_configs(case):
         if g.gres:
             assert static["Gres"] == line["Gres"] == g.gres
             assert spec["slurmd"]["resources"]["nvidia.com/gpu"] == g.gpus and spec["gpu"]["enabled"] is True
-            gres_line = next(ln for ln in files["gres.conf"].splitlines() if ln.startswith(f"NodeName={g.hostlist} "))
-            assert spec["nodeConfig"]["gresConfig"] == [gres_line.split(" ", 1)[1]]
+            gres_lines = [ln for ln in files["gres.conf"].splitlines() if ln.startswith(f"NodeName={g.hostlist} ")]
+            assert spec["nodeConfig"]["gresConfig"] == [ln.split(" ", 1)[1] for ln in gres_lines]
         else:
             assert "Gres" not in static and "gresConfig" not in spec["nodeConfig"] and spec["gpu"] == {"enabled": False}
 
@@ -226,3 +229,48 @@ def test_readme_section():
     for cmd in soperator.label_commands(plan):
         assert cmd in section
     assert "topology/block, block size 18" in section and "jail-pvc" in section
+
+
+# ------------------------------------------------------------------ installs that converge
+
+
+def test_no_monitoring_objects_without_the_prometheus_operator(case):
+    """Both charts render monitoring.coreos.com ServiceMonitors by default (soperator
+    templates/servicemonitor.yaml, helm-slurm-cluster templates/sconfigcontroller-servicemonitor.yaml)
+    and no bundle installs the Prometheus Operator's CRDs: every switch is off, the operator's too."""
+    plan, _, values, _ = case
+    from generator.render.kubernetes import helm
+
+    assert not helm.monitoring_installed(plan)
+    assert values["soperator"]["serviceMonitor"] == {"enabled": False}
+    assert values["soperator"]["controllerManager"]["manager"]["env"] == {"isPrometheusCrdInstalled": "false"}
+    assert values["soperator-slurm-cluster"]["sConfigController"] == {"serviceMonitor": {"enabled": False}}
+    defaults = load_defaults(reference_dir() / "soperator" / "soperator" / "values.yaml")
+    assert defaults["serviceMonitor"]["enabled"] is True  # what we turn off is on upstream
+    cluster_defaults = load_defaults(reference_dir() / "soperator" / "slurm-cluster" / "values.yaml")
+    assert cluster_defaults["sConfigController"]["serviceMonitor"]["enabled"] is True
+
+
+def test_monitoring_follows_a_release_that_installs_its_crds(monkeypatch):
+    from generator.render.kubernetes import helm
+
+    plan = PLANS["soperator-lab"]()
+    monkeypatch.setitem(helm.CRD_GROUPS, "gpu-operator", (*helm.CRD_GROUPS["gpu-operator"], helm.MONITORING_GROUP))
+    assert soperator.operator_values(plan)["serviceMonitor"] == {"enabled": True}
+    assert soperator.cluster_values(plan)["sConfigController"]["serviceMonitor"]["enabled"] is True
+
+
+def test_external_db_user_is_a_documented_patch_the_crd_accepts():
+    plan = spec_plan(REPO / "examples" / "soperator-lab.yaml")
+    assert model(plan).accounting
+    text = render(plan)["README.md"].decode()
+    section = text.split("## Slurm on Kubernetes (Soperator)")[1].split("\n## ")[0]
+    cmd = soperator.db_user_patch(plan)
+    assert cmd in section and f"slurmcluster {model(plan).cluster} " in cmd
+    patch = json.loads(cmd.split("-p '", 1)[1].rstrip("'"))
+    db = patch["spec"]["slurmNodes"]["accounting"]["externalDB"]
+    assert db == {"user": soperator.DB_USER}
+    values = yaml.safe_load(render(plan)["kubernetes/helm/soperator-slurm-cluster.values.yaml"])
+    merged = {**values["slurmNodes"]["accounting"]["externalDB"], **db}
+    assert schema_errors(merged, "slurmNodes", "accounting", "externalDB") == []
+    assert schema_errors({**merged, "usr": "x"}, "slurmNodes", "accounting", "externalDB")  # teeth

@@ -72,6 +72,63 @@ def test_every_reference_crd_loads_and_its_schemas_compile() -> None:
     assert seen >= 40  # 37 CRDs, several with two versions
 
 
+def _eager(path: Path) -> list[tuple]:
+    """What a full parse of a CRD file says about each version (the loader reads schemas lazily)."""
+    out = []
+    for doc in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader):
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+            spec = doc["spec"]
+            out += [(spec["group"], v["name"], spec["names"]["kind"], spec.get("scope", "Namespaced"),
+                     bool(v.get("served")), bool(v.get("storage")), v["schema"]["openAPIV3Schema"])
+                    for v in spec["versions"]]
+    return sorted(out, key=lambda t: (t[0], t[2], t[1]))
+
+
+def test_lazy_loading_reads_what_a_full_parse_reads() -> None:
+    for path in _crd_files():
+        reg = CRDRegistry.from_paths([path])
+        assert not any(c._document._data for c in reg), f"{path}: parsed in full before it was needed"
+        got = [(c.group, c.version, c.kind, c.scope, c.served, c.storage, c.openapi_schema) for c in reg]
+        assert got == _eager(path), path
+
+
+_CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: widgets.x.io}}
+spec:
+  group: x.io
+  names: {{kind: Widget, plural: widgets}}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+{schema}"""
+
+
+@pytest.mark.parametrize("schema", [
+    # a comment at column 0 inside the schema block does not end the block
+    "        openAPIV3Schema:\n          type: object\n# note\n          properties:\n            size: {type: integer}\n",
+    # flow style on the key's line: nothing to cut
+    "        openAPIV3Schema: {type: object, properties: {size: {type: integer}}}\n",
+])
+def test_lazy_loading_of_unusual_layouts(tmp_path, schema) -> None:
+    (tmp_path / "w.yaml").write_text("--- # widgets\n" + _CRD.format(schema=schema) + "---\n{{ not yaml }}: [\n")
+    [crd] = CRDRegistry.from_dir(tmp_path)
+    assert (crd.kind, crd.version, crd.served) == ("Widget", "v1", True)
+    assert crd.openapi_schema == {"type": "object", "properties": {"size": {"type": "integer"}}}
+
+
+def test_a_broken_schema_is_a_load_error_when_first_needed(tmp_path) -> None:
+    from generator.validate.crds import CRDLoadError
+
+    (tmp_path / "w.yaml").write_text(_CRD.format(schema="        openAPIV3Schema:\n          properties: [\n"))
+    [crd] = CRDRegistry.from_dir(tmp_path)  # nothing outside the schema is wrong
+    with pytest.raises(CRDLoadError, match=r"w\.yaml: not valid YAML"):
+        crd.errors({"apiVersion": "x.io/v1", "kind": "Widget"})
+
+
 def test_registry_knows_the_reference_kinds(registry: CRDRegistry) -> None:
     for api_version, kind in [
         ("kueue.x-k8s.io/v1beta2", "ClusterQueue"), ("kueue.x-k8s.io/v1beta1", "LocalQueue"),
@@ -454,3 +511,38 @@ def test_kubernetes_version_mapping(builtin) -> None:
     assert builtin.schema_version("1.9") == versions[0]      # older than bundled: oldest (not "1.9" > "1.33")
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}
     assert builtin.validate_builtin(ns, "1.999") == [] and builtin.validate_builtin(ns, "1.9") == []
+
+
+def _first_error_of_the_library(obj: dict, version: str) -> tuple | None:
+    import kubernetes_validate as kv
+
+    try:
+        kv.validate(obj, version, strict=True)
+    except kv.ValidationError as e:
+        return list(e.absolute_path), e.validator, e.message
+    return None
+
+
+def test_cached_validators_report_what_the_library_reports(builtin) -> None:
+    """validate_builtin keeps one validator per kind; the first error must stay the library's own."""
+    import jsonschema
+
+    dep_unknown, dep_type, dep_list = _deployment(), _deployment(), _deployment()
+    dep_unknown["spec"]["template"]["spec"]["containers"][0]["imagePulPolicy"] = "Always"
+    dep_type["spec"]["replicas"] = "two"
+    dep_list["spec"]["template"]["spec"]["containers"] = {"name": "web"}
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "a"},
+             "spec": {"hard": {"pods": [1]}}}
+    objects = [_deployment(), dep_unknown, dep_type, dep_list, quota,
+               {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labelz": {}}}]
+    for version in ("1.33.0", builtin.bundled_versions()[0]):
+        for obj in objects * 2:  # twice: the second time through the cached validator
+            want = _first_error_of_the_library(obj, version)
+            try:
+                builtin._validator(version, obj["apiVersion"], obj["kind"]).validate(obj)
+                got = None
+            except jsonschema.ValidationError as e:
+                got = list(e.absolute_path), e.validator, e.message
+            assert got == want, (version, obj)
+    assert sum(_first_error_of_the_library(o, "1.33.0") is not None for o in objects) == 5
+    assert builtin._validator.cache_info().hits > 0

@@ -10,7 +10,9 @@ from typing import Any
 from ..spec import hostlist
 from ..catalog import Chart
 from ..spec.fabric import FabricModel
-from ..spec.models import SlurmHosts
+from ..spec import slurmtime
+from ..spec.hardware import NodeHardware
+from ..spec.models import SlurmOptions
 
 PLANES = ("slurm", "kubernetes", "k3s")
 KUBE_PLANES = ("kubernetes", "k3s")
@@ -27,6 +29,22 @@ class Facts:
     multi_tenant: bool
     python_native_pipeline: bool
     edge_or_dev: bool
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """How a Kubernetes workload maps onto pods: one pod per node's worth of GPUs (sizing.py)."""
+
+    pods: int
+    gpus: int  # per pod, whole GPUs
+    cpu: int  # cores requested per pod
+    memory_gib: int  # requested per pod
+    gpu_resource: str = "nvidia.com/gpu"  # what the pod asks for: nvidia.com/gpu, or a MIG pool's instances
+    gpus_per_device: int = 1  # devices of gpu_resource per whole GPU (MIG: per_gpu)
+
+    @property
+    def gpu_devices(self) -> int:
+        return self.gpus * self.gpus_per_device
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,10 @@ class WorkloadDecision:
     gpus: int = 0  # demand: total GPUs (0 on a CPU pool)
     gpus_per_node: int = 0
     max_time: int | None = None  # minutes (workloads[].max_time); None: the site's options.slurm.max_time
+    pinned: bool = False  # workloads[].plane pins it (the rules did not choose its plane)
+    # the pods its starter asks for on a Kubernetes plane (None elsewhere); a RayCluster's head too
+    shape: PodShape | None = None
+    ray_head: PodShape | None = None
 
     def recommendation(self) -> dict[str, Any]:
         """The stable `recommend --format json` shape."""
@@ -58,12 +80,15 @@ class WorkloadDecision:
             "hybrid": self.hybrid,
             "addons": list(self.addons),
             "reasons": list(self.reasons),
+            "plane": self.plane,
+            "pinned": self.pinned,
         }
 
 
 @dataclass(frozen=True)
 class PoolSlice:
-    """The part of a pool (whole leaves) that one plane owns."""
+    """The part of a pool that one plane owns: its nodes in fabric order, and the leaves they sit on
+    (a leaf split by node, or shared with another pool, is listed by both planes)."""
 
     pool: str
     plane: str
@@ -71,9 +96,10 @@ class PoolSlice:
     leaves: tuple[str, ...]
     gpu_type: str | None
     gpus_per_node: int
-    cpus: int
-    memory_gib: int
+    cpus: int  # logical CPUs a node leaves to jobs and pods: the reserved cores' threads taken out
+    memory_gib: int  # GiB a node leaves to jobs and pods: the reserved memory taken out
     nvlink_domain_nodes: int
+    hardware: NodeHardware  # each node as the site has it: sockets, cores, memory, GPU affinity, MIG
 
     @property
     def gpus(self) -> int:
@@ -82,6 +108,26 @@ class PoolSlice:
     @property
     def hostlist(self) -> str:
         return hostlist.compress(self.nodes)
+
+
+@dataclass(frozen=True)
+class PoolSplit:
+    """How one pool was divided between the planes: `how` is whole (one plane), leaf or node."""
+
+    pool: str
+    how: str
+    nodes: dict[str, int]  # plane -> nodes it got
+    demand: dict[str, int]  # plane -> nodes its workloads want
+    why: str
+
+
+@dataclass(frozen=True)
+class SharedLeaf:
+    """A leaf switch with nodes on both planes: it carries both planes' traffic."""
+
+    leaf: str
+    nodes: dict[str, str]  # plane -> its nodes on this leaf, as a hostlist
+    cost: str
 
 
 @dataclass(frozen=True)
@@ -124,6 +170,8 @@ class Warning_:
 
     message: str
     field: str  # the workload.yaml field it is about, e.g. "workloads[2].tenant"
+    # about what `plan` writes (a placeholder in the bundle): `recommend`, which writes nothing, skips it
+    bundle_only: bool = False
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
@@ -149,11 +197,25 @@ class Plan:
     gitops_repo: str | None = None
     warnings: tuple[Warning_, ...] = ()
     strict: bool = False  # options.strict: a warning refuses the plan
-    # Slurm site policy (options.slurm), in minutes: a job's default time limit, and the MaxTime of a
-    # partition none of whose workloads sets max_time
-    slurm_default_time: int = 240
-    slurm_max_time: int = 10_080
-    slurm_hosts: SlurmHosts | None = None  # fleet.slurm: controllers and the accounting host
+    # How the pools both planes want were split (options.split), and the leaves with both planes' nodes
+    split_mode: str = "auto"
+    pool_splits: tuple[PoolSplit, ...] = ()
+    shared_leaves: tuple[SharedLeaf, ...] = ()
+    # fleet.slurm: SlurmctldHost lines (primary first) and AccountingStorageHost; () = not given
+    slurm_controllers: tuple[str, ...] = ()
+    slurm_accounting: str | None = None
+    # options.slurm as written (render/slurm/ops.py resolves its `auto`s) 
+    slurm_options: SlurmOptions = field(default_factory=SlurmOptions)
+
+    @property
+    def slurm_default_time(self) -> int:
+        """options.slurm.default_time in minutes: a job's default time limit (partitions' DefaultTime)."""
+        return slurmtime.minutes(self.slurm_options.default_time)
+
+    @property
+    def slurm_max_time(self) -> int:
+        """options.slurm.max_time in minutes: MaxTime of a partition none of whose workloads sets max_time."""
+        return slurmtime.minutes(self.slurm_options.max_time)
 
     @property
     def kube_plane(self) -> Plane | None:
@@ -187,6 +249,7 @@ class Plan:
             "reasons": list(self.reasons),
             **({"warnings": [str(w) for w in self.warnings]} if self.warnings else {}),
             "planes": {name: _plane_json(p) for name, p in self.planes.items()},
+            "split": self._split_json(),
             "fabric": _fabric_json(self.fabric),
             "tenants": [
                 {
@@ -216,6 +279,15 @@ class Plan:
         }
 
 
+    def _split_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.split_mode,
+            "pools": [{"pool": s.pool, "how": s.how, "nodes": s.nodes, "demand": s.demand, "why": s.why}
+                      for s in self.pool_splits],
+            "shared_leaves": [{"leaf": s.leaf, "nodes": s.nodes, "cost": s.cost} for s in self.shared_leaves],
+        }
+
+
 def _plane_json(p: Plane) -> dict[str, Any]:
     return {
         "host": p.host,
@@ -229,7 +301,7 @@ def _plane_json(p: Plane) -> dict[str, Any]:
                 "nodes": s.hostlist,
                 "node_count": len(s.nodes),
                 "leaves": s.leaves,
-                "gpu": {"type": s.gpu_type, "count": s.gpus_per_node} if s.gpu_type else None,
+                "gpu": _gpu_json(s),
             }
             for s in p.slices
         ],
@@ -239,14 +311,27 @@ def _plane_json(p: Plane) -> dict[str, Any]:
     }
 
 
+def _gpu_json(s: PoolSlice) -> dict[str, Any] | None:
+    if not s.gpu_type:
+        return None
+    out: dict[str, Any] = {"type": s.gpu_type, "count": s.gpus_per_node}
+    mig = s.hardware.mig
+    if mig is not None:  # the MIG layout every place its GRES appears must agree on (orchgen validate)
+        out["mig"] = {"profile": mig.profile, "per_gpu": mig.per_gpu}
+    return out
+
+
 def _fabric_json(f: FabricModel) -> dict[str, Any]:
     return {
         "kind": f.kind,
+        "source": f.source,  # shorthand | leaves | topology_conf | topology_yaml | ibnetdiscover
+        **({"file": f.source_file} if f.source_file else {}),
         "nodes_per_leaf": f.nodes_per_leaf,
         "core": f.core,
         "spines": [{"name": s.name, "leaves": list(s.leaves)} for s in f.spines],
         "leaves": [
-            {"name": leaf.name, "pool": leaf.pool, "spine": leaf.spine, "nodes": hostlist.compress(leaf.nodes)}
+            {"name": leaf.name, "pools": list(leaf.pools), "spines": list(leaf.spines),
+             "nodes": hostlist.compress(leaf.nodes)}
             for leaf in f.leaves
         ],
         "nvlink_domains": [

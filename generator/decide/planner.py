@@ -10,11 +10,11 @@ from pathlib import Path
 from .. import catalog
 from ..spec import fabric as fabric_mod
 from ..spec import slurmtime
-from ..spec.checks import pool_hostnames
-from . import slurm_names
-from .rules import recommend
+from ..spec.hardware import node_hardware
+from . import placement, quotas, slurm_names
+from .rules import RULES, recommend
 from .partition import split
-from .plan import Plan, Plane, PoolSlice, Quota, Tenant, Warning_, WorkloadDecision
+from .plan import Plan, Plane, PoolSlice, Tenant, Warning_, WorkloadDecision
 from ..errors import OrchgenError
 from ..spec.models import Fleet, Pool, format_path
 
@@ -28,14 +28,11 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     file = str(source)
     decisions = recommend(fleet)
     for message, loc in slurm_names.problems(fleet, decisions):
-        raise OrchgenError(message, file, None, format_path(loc))
+        raise OrchgenError(message + _pinned_to_slurm(decisions), file, None, format_path(loc))
     reasons: list[str] = []
     warnings: list[Warning_] = []  # what the user must hear about; errors under options.strict
     pools = {p.name: p for p in fleet.fleet.pools}
-    hosts = {p.name: pool_hostnames(p) for p in fleet.fleet.pools}
-    fab = fabric_mod.build(fleet.fleet.fabric.kind, fleet.fleet.fabric.nodes_per_leaf,
-                           fleet.fleet.fabric.leaves_per_spine,
-                           [(p.name, hosts[p.name], p.nvlink_domain_nodes) for p in fleet.fleet.pools])
+    fab = _fabric(fleet, warnings)
 
     slurm = "slurm" if any(d.primary == "slurm" for d in decisions) else None
     kube = _kube_plane(decisions, reasons)
@@ -44,19 +41,23 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         kube = "kubernetes"
         reasons.append(f"Slurm runs on Kubernetes ({operator}): a Kubernetes plane hosts it")
     slurm_version = _slurm_version(fleet, operator, reasons)
+    overridden = [d.name for d in decisions if d.pinned and (d.primary == "slurm") != RULES[0].matches(d.facts)]
+    pins = f" (or is pinned there: {', '.join(overridden)})" if overridden else ""
     if slurm and not kube:
-        reasons.append("Slurm only: every workload is tightly coupled multi-node batch on bare metal")
+        reasons.append(f"Slurm only: every workload is tightly coupled multi-node batch on bare metal{pins}")
     elif kube and not slurm:
-        reasons.append(f"{kube} only: no workload is tightly coupled multi-node on bare metal")
+        reasons.append(f"{kube} only: no workload is tightly coupled multi-node on bare metal{pins}")
 
-    tenants = _tenants(fleet)
-    default = _default_pools(fleet, decisions, slurm, kube)
-    placed = [_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or tenants[0].name,
+    tenants, default_tenant = placement.tenants_of(fleet)
+    warnings.extend(placement.tenant_warnings(fleet, default_tenant))
+    default = placement.default_pools(fleet, decisions, slurm, kube)
+    placed = [_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or default_tenant,
                      pools, slurm, kube, w.max_time)
               for d, w in zip(decisions, fleet.workloads)]
 
     native_kube = any(d.plane in ("kubernetes", "k3s") or d.hybrid for d in placed)
     demand: dict[str, dict[str, int]] = {}
+    job: dict[str, dict[str, int]] = {}  # plane -> pool -> nodes of its largest job
     for d in placed:
         for plane in ([d.plane] + ([kube] if d.hybrid and kube else [])):
             if plane is None:
@@ -65,20 +66,28 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
             need = max(d.facts.nodes, -(-d.gpus // per_node)) if plane == d.plane else 1
             demand.setdefault(plane, {}).setdefault(d.pool, 0)
             demand[plane][d.pool] += need
-    parts = split(fab, list(pools), demand, slurm, kube if native_kube else None, file)
+            # a Slurm allocation or a gang starts all its nodes at once: a split must not cut below it
+            starts = d.facts.nodes if plane == d.plane and (plane == slurm or d.gang_scheduler_required) else 1
+            job.setdefault(plane, {})[d.pool] = max(job.get(plane, {}).get(d.pool, 0), starts)
+    parts = split(fab, list(pools), demand, slurm, kube if native_kube else None, file, fleet.options.split, job)
     reasons.extend(parts.reasons)
     if kube and not native_kube:
-        parts.plane_leaves[kube] = {}
+        parts.plane_nodes[kube] = {}
 
-    leaf_nodes = {leaf.name: leaf.nodes for leaf in fab.leaves}
-    slices = {plane: tuple(_slice(pools[pool], plane, leaves, leaf_nodes)
-                           for pool, leaves in by_pool.items() if leaves)
-              for plane, by_pool in parts.plane_leaves.items()}
-    placed = [_repool(d, slices) for d in placed]
+    slices = {plane: tuple(_slice(pools[pool], plane, nodes, fab) for pool, nodes in by_pool.items() if nodes)
+              for plane, by_pool in parts.plane_nodes.items()}
+    placed = placement.settle(fleet, placed, slices, demand, file)
+    placed = [placement.sized(d, pools[d.pool]) for d in placed]
+    warnings.extend(placement.capacity_warnings(fleet, placed, slices))
 
+    if slurm and not operator:
+        warnings.extend(_slurm_ops_warnings(fleet))
     gang = _gang(fleet, placed, kube, tenants, reasons)
-    tenants = _quotas(tenants, slices.get(kube, ()) if kube else ())
+    tenants, quota_reasons, quota_warnings = quotas.quotas(tenants, slices.get(kube, ()) if kube else (), placed)
+    reasons.extend(quota_reasons)
+    warnings.extend(quota_warnings)
     charts = _charts(fleet, placed, kube, gang, operator)
+    _controllers(fleet, bool(slurm) and not operator, warnings)
     planes: dict[str, Plane] = {}
     if slurm:
         planes[slurm] = Plane(slurm, "kubernetes" if operator else "bare-metal", operator, slices[slurm],
@@ -107,10 +116,70 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         reasons=tuple(reasons),
         warnings=tuple(warnings),
         strict=fleet.options.strict,
-        slurm_default_time=slurmtime.minutes(fleet.options.slurm.default_time),
-        slurm_max_time=slurmtime.minutes(fleet.options.slurm.max_time),
-        slurm_hosts=fleet.fleet.slurm,
+        split_mode=fleet.options.split,
+        pool_splits=parts.pools,
+        shared_leaves=parts.shared,
+        slurm_controllers=tuple(fleet.fleet.slurm.controllers) if fleet.fleet.slurm else (),
+        slurm_accounting=fleet.fleet.slurm.accounting if fleet.fleet.slurm else None,
+        slurm_options=fleet.options.slurm,
     )
+
+
+def _fabric(fleet: Fleet, warnings: list[Warning_]) -> fabric_mod.FabricModel:
+    """The fabric model the loader resolved; a fabric no switch joins is planned, with a warning."""
+    fab = fabric_mod.of(fleet)
+    islands = fab.islands()
+    if len(islands) > 1:
+        given = fleet.fleet.fabric
+        where = "fleet.fabric.from" if given.from_ else "fleet.fabric.spines"
+        groups = "; ".join(", ".join(group) for group in islands[:3]) + ("; ..." if len(islands) > 3 else "")
+        warnings.append(Warning_(
+            f"no switch joins the leaves {groups}: Slurm places no job across them (its topology/tree has no "
+            "switch above both) and Kubernetes sees no common spine; if a core switch joins the spines, "
+            "name it (fleet.fabric.core, or the core line of the imported file)", where))
+    return fab
+
+
+def per_workload(fleet: Fleet) -> list[WorkloadDecision]:
+    """The per-workload decisions with the plane each runs on, which no split changes: what
+    `recommend` shows when the fleet as a whole cannot be planned."""
+    from dataclasses import replace
+
+    decisions = recommend(fleet)
+    kube = _kube_plane(decisions, [])
+    return [replace(d, plane="slurm" if d.primary == "slurm" else kube or "") for d in decisions]
+
+
+def _pinned_to_slurm(decisions: list[WorkloadDecision]) -> str:
+    """Where only pins bring Slurm into the plan, a Slurm refusal says so."""
+    on_slurm = [(i, d) for i, d in enumerate(decisions) if d.primary == "slurm"]
+    if not on_slurm or not all(d.pinned and not RULES[0].matches(d.facts) for _, d in on_slurm):
+        return ""
+    i, d = on_slurm[0]
+    return f" (Slurm is in the plan because workloads[{i}].plane pins {d.name} to it)"
+
+
+def _controllers(fleet: Fleet, bare_metal_slurm: bool, warnings: list[Warning_]) -> None:
+    """slurmctld starts only on a host whose gethostname() is a SlurmctldHost, so a bare-metal Slurm
+    plane needs the real names; without them the bundle carries a placeholder (an operator runs
+    Slurm on Kubernetes under its own names)."""
+    if bare_metal_slurm and fleet.fleet.slurm is None:
+        warnings.append(Warning_(
+            "not given: slurm.conf gets a placeholder SlurmctldHost, and slurmctld starts only on a host "
+            "whose short hostname is a SlurmctldHost; set fleet.slurm.controllers to the controllers' "
+            "hostnames (primary first)", "fleet.slurm.controllers", bundle_only=True))
+
+
+def _slurm_ops_warnings(fleet: Fleet) -> list[Warning_]:
+    """A backup controller with the host-local default StateSaveLocation: the backup would take over
+    with none of the primary's jobs (slurm.conf(5) StateSaveLocation: "readable and writable by both")."""
+    controllers = fleet.fleet.slurm.controllers if fleet.fleet.slurm else []
+    if len(controllers) > 1 and fleet.options.slurm.state_save_location is None:
+        return [Warning_(f"{len(controllers)} Slurm controllers ({', '.join(controllers)}) need a StateSaveLocation "
+                         "on a filesystem both mount (NFS or similar); the default /var/spool/slurmctld is local to "
+                         "each host, so a backup would take over with none of the primary's jobs: set it to the "
+                         "shared directory", "options.slurm.state_save_location")]
+    return []
 
 
 def _kube_plane(decisions: list[WorkloadDecision], reasons: list[str]) -> str | None:
@@ -137,11 +206,11 @@ def _hybrid_mode(fleet: Fleet, slurm: str | None, kube: str | None,
         return None, None
     if opt == "none" or fleet.fleet.bare_metal:
         why = "options.slurm_on_kubernetes=none" if opt == "none" else "fleet.bare_metal=true"
-        reasons.append(f"hybrid, partitioned ({why}): Slurm and {kube} each own whole leaves of the "
-                       "fleet; no node is in both")
+        reasons.append(f"hybrid, partitioned ({why}): Slurm and {kube} each own their part of the "
+                       "fleet's nodes; no node is in both")
         return "partitioned", None
     reasons.append("hybrid, Slurm on Kubernetes with Slinky (fleet.bare_metal=false): Kubernetes runs "
-                   "every node and Slurm's slurmd run as pods on the Slurm leaves")
+                   "every node and Slurm's slurmd run as pods on the Slurm plane's nodes")
     return "slurm-on-kubernetes", "slinky"
 
 
@@ -154,23 +223,6 @@ def _slurm_version(fleet: Fleet, operator: str | None, reasons: list[str]) -> st
         reasons.append(f"Slurm {runs}, not options.slurm_version={asked}: {operator}'s pinned images run "
                        f"{runs}, and the configuration is written for the Slurm that reads it")
     return runs
-
-
-def _default_pools(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str | None,
-                   kube: str | None) -> dict[bool, str]:
-    """Pool of a workload that names none: {on Slurm?: pool}. Slurm takes the first GPU pool;
-    Kubernetes the first GPU pool Slurm does not claim, so services do not split a training pool."""
-    gpu_pools = [p.name for p in fleet.fleet.pools if p.gpu] or [p.name for p in fleet.fleet.pools]
-    claimed = {w.pool or gpu_pools[0] for d, w in zip(decisions, fleet.workloads) if d.primary == "slurm"}
-    free = [p for p in gpu_pools if p not in claimed]
-    return {True: gpu_pools[0], False: free[0] if (slurm and kube and free) else gpu_pools[0]}
-
-
-def _tenants(fleet: Fleet) -> list[Tenant]:
-    if not fleet.tenants:
-        return [Tenant(fleet.metadata.name, 1, True)]
-    return [Tenant(t.name, t.share, False, users=tuple(t.users), unix_group=t.unix_group, max_gpus=t.max_gpus)
-            for t in fleet.tenants]
 
 
 def _class_of(d: WorkloadDecision) -> str:
@@ -194,22 +246,14 @@ def _place(d: WorkloadDecision, pool_name: str, gpus: int | None, tenant: str, p
                    max_time=slurmtime.minutes(max_time) if max_time else None)
 
 
-def _repool(d: WorkloadDecision, slices: dict[str, tuple[PoolSlice, ...]]) -> WorkloadDecision:
-    """A workload whose pool went wholly to the other plane runs on its own plane's first GPU pool."""
-    from dataclasses import replace
-
-    mine = slices.get(d.plane, ())
-    if not mine or any(s.pool == d.pool for s in mine):
-        return d
-    target = next((s for s in mine if s.gpus_per_node), mine[0])
-    return replace(d, pool=target.pool, gpus_per_node=target.gpus_per_node)
-
-
-def _slice(pool: Pool, plane: str, leaves: list[str], leaf_nodes: dict[str, tuple[str, ...]]) -> PoolSlice:
-    return PoolSlice(pool=pool.name, plane=plane, nodes=tuple(n for leaf in leaves for n in leaf_nodes[leaf]),
-                     leaves=tuple(leaves), gpu_type=pool.gpu.type if pool.gpu else None,
-                     gpus_per_node=pool.gpu.count if pool.gpu else 0, cpus=pool.cpus,
-                     memory_gib=pool.memory_gib, nvlink_domain_nodes=pool.nvlink_domain_nodes)
+def _slice(pool: Pool, plane: str, nodes: tuple[str, ...], fab: fabric_mod.FabricModel) -> PoolSlice:
+    hw = node_hardware(pool)
+    leaves = tuple(dict.fromkeys(fab.leaf_of(n).name for n in nodes))
+    return PoolSlice(pool=pool.name, plane=plane, nodes=nodes, leaves=leaves,
+                     gpu_type=pool.gpu.type if pool.gpu else None,
+                     gpus_per_node=pool.gpu.count if pool.gpu else 0, cpus=hw.allocatable_cpus,
+                     memory_gib=hw.allocatable_memory_gib, nvlink_domain_nodes=fab.domain_nodes(pool.name),
+                     hardware=hw)
 
 
 def _gang(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenants: list[Tenant],
@@ -236,30 +280,6 @@ def _gang(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenant
         return "kueue"
     reasons.append("no gang scheduler (auto): no workload is tightly coupled across nodes on Kubernetes")
     return None
-
-
-def _largest_remainder(total: int, shares: list[int]) -> list[int]:
-    """Split `total` by `shares` into integers that add up to `total` exactly."""
-    weight = sum(shares)
-    exact = [total * s / weight for s in shares]
-    out = [int(x) for x in exact]
-    order = sorted(range(len(shares)), key=lambda i: (-(exact[i] - out[i]), i))
-    for i in order[: total - sum(out)]:
-        out[i] += 1
-    return out
-
-
-def _quotas(tenants: list[Tenant], slices: tuple[PoolSlice, ...]) -> list[Tenant]:
-    from dataclasses import replace
-
-    shares = [t.share for t in tenants]
-    per: list[dict[str, Quota]] = [{} for _ in tenants]
-    for s in slices:
-        n = len(s.nodes)
-        columns = [_largest_remainder(total, shares) for total in (s.gpus, s.cpus * n, s.memory_gib * n)]
-        for i, (g, c, m) in enumerate(zip(*columns)):
-            per[i][s.pool] = Quota(g, c, m)
-    return [replace(t, quotas=q) for t, q in zip(tenants, per)]
 
 
 def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang: str | None,

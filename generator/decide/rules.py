@@ -4,6 +4,11 @@ Per workload, the first rule that matches picks the primary plane; the gang inva
 hybrid rule are then applied on top. One deliberate difference from the guide's own labeller:
 a tightly coupled multi-node Ray job hosted on k3s requires a gang scheduler too, because the
 guide's invariant says anything tightly coupled and multi-node on a Kubernetes scheduler does.
+
+A pin (`workloads[].plane`) overrides the rules and stays the first reason, naming the rule it
+overrode: `slurm` takes the Slurm rule whatever the facts; `kubernetes` skips it, so the facts still
+choose between Ray (on KubeRay), k3s and Kubernetes, and the gang invariant still holds. Whether the
+pinned plane can run the workload at all is the fleet's question (generator/decide/placement.py).
 """
 from __future__ import annotations
 
@@ -52,15 +57,38 @@ def _fmt(f: Facts, *names: str) -> str:
     return ", ".join(f"{n}={str(getattr(f, n)).lower()}" for n in names)
 
 
-def decide_workload(name: str, f: Facts) -> WorkloadDecision:
-    """The guide's rules for one workload; every choice carries the rule and the facts it read."""
-    rule = next(r for r in RULES if r.matches(f))
+def _pick(f: Facts, pin: str) -> tuple[Rule, Rule]:
+    """(the rule that decides, the rule the facts match). A `kubernetes` pin skips the one Slurm
+    rule (the first match of the others decides between Ray, k3s and Kubernetes); a `slurm` pin
+    takes the Slurm rule whatever the facts."""
+    natural = next(r for r in RULES if r.matches(f))
+    if pin == "slurm":
+        return RULES[0], natural
+    if pin == "kubernetes":
+        return next(r for r in RULES if r.primary != "slurm" and r.matches(f)), natural
+    return natural, natural
+
+
+def _pin_reason(pin: str, rule: Rule, natural: Rule, f: Facts) -> str:
+    if rule is natural:
+        return f"pinned by the input (plane: {pin}); rule {natural.name} agrees"
+    why = natural.why.format(nodes=f.nodes, ray_host="k3s" if f.edge_or_dev else "kubernetes")
+    return f"pinned by the input (plane: {pin}), overriding rule {natural.name}: {why}"
+
+
+def decide_workload(name: str, f: Facts, pin: str = "auto") -> WorkloadDecision:
+    """The guide's rules for one workload; every choice carries the rule and the facts it read.
+    `pin` (workloads[].plane): auto, or the plane the input pins it to, which overrides the rules."""
+    rule, natural = _pick(f, pin)
     ray_host = ("k3s" if f.edge_or_dev else "kubernetes") if rule.primary == "ray" else None
     reasons = [f"rule {rule.name}: {rule.why.format(nodes=f.nodes, ray_host=ray_host)}"]
     addons: list[str] = []
     coupled_multinode = f.tightly_coupled and f.nodes > 1
-    if rule.primary == "slurm":
+    if rule.primary == "slurm" and not rule.matches(f):
+        reasons = []  # pinned to Slurm against the rules: the pin is the reason (inserted below)
+    elif rule.primary == "slurm":
         reasons[0] += f" ({_fmt(f, 'tightly_coupled', 'nodes', 'bare_metal')})"
+    if rule.primary == "slurm":
         addons.append("slurm-topology")
         if f.python_native_pipeline:
             addons.append("ray-on-slurm")
@@ -87,6 +115,8 @@ def decide_workload(name: str, f: Facts) -> WorkloadDecision:
     if hybrid:
         addons.append("kubernetes-services")
         reasons.append("hybrid: Slurm-primary with long-lived services, which get a Kubernetes pool")
+    if pin != "auto":
+        reasons.insert(0, _pin_reason(pin, rule, natural, f))
     return WorkloadDecision(
         name=name,
         facts=f,
@@ -96,8 +126,9 @@ def decide_workload(name: str, f: Facts) -> WorkloadDecision:
         hybrid=hybrid,
         addons=tuple(addons),
         reasons=tuple(reasons),
+        pinned=pin != "auto",
     )
 
 
 def recommend(fleet: Fleet) -> list[WorkloadDecision]:
-    return [decide_workload(w.name, facts_of(w, fleet)) for w in fleet.workloads]
+    return [decide_workload(w.name, facts_of(w, fleet), w.plane) for w in fleet.workloads]

@@ -5,8 +5,12 @@ Four files, only for a plan with a Kubernetes or k3s plane:
   environment the operator activates. No `virtualenv:` option on purpose: a venv inside the bundle
   would be deleted by the next `orchgen plan` (it replaces the whole directory) and reported by
   `orchgen plan --check`.
-- Pulumi.<plan.name>.yaml: the stack's config, `kubernetes:context` set to a placeholder that the
-  program refuses, so nothing is installed before the operator names the cluster.
+- Pulumi.<plan.name>.yaml: the seed of the stack's config, `kubernetes:context` set to a placeholder
+  that the program refuses, so nothing is installed before the operator names the cluster. The
+  file is the operator's (`generator.bundle.OPERATOR_OWNED`): written only where the bundle has
+  none, kept byte for byte by every later plan. orchgen owns no stack setting: everything it
+  decides is in ../kubernetes, which the program reads, so there is nothing of orchgen's to keep in
+  the stack's config and nothing of the operator's that a re-plan can clobber.
 - requirements.txt and __main__.py: copied byte for byte from the package `generator.stacks`
   (stacks/ in the repository), which is the one place the program and its version pins live.
 """

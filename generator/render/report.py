@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..decide.plan import Plan
 from ..yamlio import dump_json
 from . import slurm
-from .kubernetes import slinky, soperator
+from .kubernetes import common as kube_common, gpu_operator, helm, kueue, manifests, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -35,8 +35,36 @@ def render(plan: Plan) -> dict[str, bytes]:
         "plan.json": dump_json(plan.to_json()),
         "README.md": render_template("README.md.j2", plan=plan, mermaid=mermaid(plan),
                                      titles=PLANE_TITLES, slurm_summary=slurm.summary,
-                                     slurm_operator=operator_readme),
+                                     slurm_operator=operator_readme, gpu_quota=gpu_quota,
+                                     mig_layouts=gpu_operator.mig_layouts, kubelet_reserved=kubelet_reserved,
+                                     kube_names=manifests.readme(plan) if plan.kube_plane else {},
+                                     crd_owners=sorted(helm.CRD_GROUPS),
+                                     crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts],
+                                     kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {}),
     }
+
+
+def gpu_quota(plan: Plan, tenant: object) -> str:
+    """A tenant's ResourceQuota GPU caps as the README shows them: `16`, or with MIG pools
+    `16 gpu, 112 mig-1g.10gb` (resources in the ResourceQuota's order)."""
+    caps = kube_common.resource_quota_gpus(plan, tenant)  # type: ignore[arg-type]
+    if list(caps) == [kube_common.GPU]:
+        return str(caps[kube_common.GPU])
+    return ", ".join(f"{n} {r.removeprefix('nvidia.com/')}" for r, n in caps.items())
+
+
+def kubelet_reserved(plan: Plan) -> list[dict[str, object]]:
+    """Per Kubernetes pool with `reserved`: what the kubelet should keep from pods (system-reserved),
+    in Kubernetes' units: the reserved cores' threads as CPUs, the memory in Gi."""
+    out = []
+    for s in gpu_operator.kube_managed_slices(plan):
+        hw = s.hardware
+        if hw.reserved_cores or hw.reserved_memory_gib:
+            cpu = hw.reserved_cores * hw.threads_per_core
+            parts = ([f"cpu={cpu}"] if cpu else []) + ([f"memory={hw.reserved_memory_gib}Gi"] if hw.reserved_memory_gib else [])
+            out.append({"pool": s.pool, "hostlist": s.hostlist, "value": ",".join(parts), "cpu": cpu,
+                        "memory_gib": hw.reserved_memory_gib, "cores": hw.reserved_cores})
+    return out
 
 
 def operator_readme(plan: Plan) -> object:

@@ -5,7 +5,8 @@
   errors as `file:line: field: message`;
 - `checks.py`: rules that span fields (references, duplicates, hostnames);
 - `hostlist.py`: Slurm hostlist expand / compress;
-- `fabric.py`: the one fabric model (node -> leaf -> spine, NVLink domains) and its node labels;
+- `fabric.py`: the one fabric model (node -> leaf -> spine, NVLink domains), built from the leaves as
+  cabled, an import or the shorthand, and its node labels;
 - `importers.py`: the cabling from the files sites keep (topology.conf, topology.yaml, ibnetdiscover).
 
 May import: errors, catalog and the standard library / PyYAML / pydantic. Never the decision

@@ -1,4 +1,6 @@
-"""Rules of workload.yaml that span fields: references, duplicates, hostnames.
+"""Rules of workload.yaml that span fields: references, duplicates, hostnames, node hardware
+(`hardware.problems`: sockets x cores x threads against cpus and slurmd -C, reservations, GPU
+sockets, MIG profiles).
 
 Each rule yields (message, path); `load` turns the first into an error with its line.
 Everything here is something a real consumer would reject later (Slurm: a node defined twice, a
@@ -12,7 +14,7 @@ import difflib
 from collections.abc import Iterator
 
 from .. import catalog
-from . import hostlist
+from . import hardware, hostlist
 from .models import MAX_FLEET_NODES, Fleet, Path_, Pool, _dns_label
 
 # Namespaces a tenant cannot take: Kubernetes' own and the ones our releases install into.
@@ -45,6 +47,11 @@ def check_fleet(fleet: Fleet) -> Iterator[Problem]:
         if tenant.name in RESERVED_NAMESPACES:
             yield (f"{tenant.name!r} is reserved (a system or add-on namespace); pick another tenant name",
                    ("tenants", i, "name"))
+    defaults = [t.name for t in fleet.tenants if t.default]
+    if len(defaults) > 1:
+        i = next(i for i, t in enumerate(fleet.tenants) if t.default and t.name == defaults[1])
+        yield (f"a second default tenant ({defaults[0]!r} is marked default: true already); at most one "
+               "tenant takes the workloads that name none", ("tenants", i, "default"))
 
 
 def _unique(fleet: Fleet) -> Iterator[Problem]:
@@ -83,6 +90,9 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
                 yield f"hostname {name!r} is {where}: a node can be defined once", (*at, "hostnames")
                 break
             owner[name] = pool.name
+        for message, where in hardware.problems(pool, fleet.options.slurm_version):
+            yield message, (*at, *where)
+            break
         if pool.nvlink_domain_nodes > 1:
             if pool.gpu is None:
                 yield "an NVLink domain needs GPUs: this pool has no gpu", (*at, "nvlink_domain_nodes")

@@ -15,7 +15,8 @@ Any problem raises `OrchgenError(message, file, line, field)` with field `fabric
 nothing is guessed. Decisions a reader would ask about:
 
 * Two tiers. A tree is leaves and spines. One root switch over exactly all the spines (a core) is
-  accepted and dropped, since it only says "one fabric"; any other deeper shape is refused.
+  accepted and kept apart as `core` (re-rendered, the tree is the file's); any other deeper shape is
+  refused.
 * Slurm's rules are kept where Slurm itself is fatal (a switch with both or neither of Nodes and
   Switches, a name over 64 characters, a duplicate switch, an undefined child, a bad BlockSizes),
   and also where it only warns (a node under two leaves) or says nothing (a node in two blocks).
@@ -74,6 +75,8 @@ class ImportedFabric:
     spines: tuple[ImportedSpine, ...]
     blocks: tuple[ImportedBlock, ...]
     source: str  # the file it was read from
+    core: str | None = None  # the one root over all the spines, when the file has one
+    core_line: int = 0
 
 
 # ---------------------------------------------------------------- shared: the file, errors, hostlists
@@ -136,11 +139,15 @@ class _Switch:
     children: list[str] | None  # a spine's (or the core's) switches
 
 
-def _tree(src: _Source, switches: list[_Switch]) -> tuple[tuple[ImportedLeaf, ...], tuple[ImportedSpine, ...]]:
+_Tree = tuple[tuple[ImportedLeaf, ...], tuple[ImportedSpine, ...], _Switch | None]
+
+
+def _tree(src: _Source, switches: list[_Switch]) -> _Tree:
     by_name = _check_switches(src, switches)
     _check_loops(src, switches, by_name)
     leaves = _leaves(src, switches)
-    return leaves, _spines(src, switches, {leaf.name for leaf in leaves})
+    spines, core = _spines(src, switches, {leaf.name for leaf in leaves})
+    return leaves, spines, core
 
 
 def _check_switches(src: _Source, switches: list[_Switch]) -> dict[str, _Switch]:
@@ -195,7 +202,8 @@ def _leaves(src: _Source, switches: list[_Switch]) -> tuple[ImportedLeaf, ...]:
     return tuple(out)
 
 
-def _spines(src: _Source, switches: list[_Switch], leaves: set[str]) -> tuple[ImportedSpine, ...]:
+def _spines(src: _Source, switches: list[_Switch],
+            leaves: set[str]) -> tuple[tuple[ImportedSpine, ...], _Switch | None]:
     uppers = [s for s in switches if s.children is not None]
     spines = [s for s in uppers if all(c in leaves for c in s.children)]
     names = {s.name for s in spines}
@@ -212,8 +220,8 @@ def _spines(src: _Source, switches: list[_Switch], leaves: set[str]) -> tuple[Im
         missing = sorted(names - set(cores[0].children))
         raise src.error(cores[0].line, f"switch {cores[0].name} is above some spines but not {missing[0]}: "
                         "only one root over all the spines is accepted above them")
-    # the one root over all the spines, if any, is left out: it adds nothing to "one fabric"
-    return tuple(ImportedSpine(s.name, tuple(s.children), s.line) for s in spines)
+    # the one root over all the spines, if any, is kept apart: it is not a spine
+    return tuple(ImportedSpine(s.name, tuple(s.children), s.line) for s in spines), (cores[0] if cores else None)
 
 
 def _blocks(src: _Source, blocks: list[ImportedBlock]) -> tuple[ImportedBlock, ...]:
@@ -344,8 +352,8 @@ def import_topology_conf(path: str | Path) -> ImportedFabric:
             _conf_block_sizes(src, number, pairs["BlockSizes"])
             sizes_line = number
     if switches:
-        leaves, spines = _tree(src, switches)
-        return ImportedFabric(leaves, spines, (), src.file)
+        leaves, spines, core = _tree(src, switches)
+        return ImportedFabric(leaves, spines, (), src.file, core.name if core else None, core.line if core else 0)
     if blocks:
         return ImportedFabric((), (), _blocks(src, blocks), src.file)
     raise src.error(sizes_line or 1, "no SwitchName or BlockName line: nothing to import")
@@ -521,8 +529,9 @@ def import_topology_yaml(path: str | Path) -> ImportedFabric:
     tree, block = _pick(src, topologies, "tree"), _pick(src, topologies, "block")
     if tree is None and block is None:
         raise src.error(topologies[0].line if topologies else 1, "no tree or block topology: nothing to import")
-    leaves, spines = trees[tree.name] if tree else ((), ())
-    return ImportedFabric(leaves, spines, blocks[block.name] if block else (), src.file)
+    leaves, spines, core = trees[tree.name] if tree else ((), (), None)
+    return ImportedFabric(leaves, spines, blocks[block.name] if block else (), src.file,
+                          core.name if core else None, core.line if core else 0)
 
 
 # ---------------------------------------------------------------- ibnetdiscover

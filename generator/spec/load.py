@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import OrchgenError
+from . import fabric
 from .checks import check_fleet
 from .models import Fleet, Path_, _short, format_path
 
@@ -140,11 +141,12 @@ def _allowed_keys(data: Any, loc: tuple[Any, ...]) -> list[str]:
     for part in loc:
         if isinstance(part, int):
             continue
-        field = getattr(model, "model_fields", {}).get(part)
+        fields = {f.alias or name: f for name, f in getattr(model, "model_fields", {}).items()}
+        field = fields.get(part)
         if field is None:
             return []
         model = _model_of(field.annotation)
-    return sorted(getattr(model, "model_fields", {}))
+    return sorted(f.alias or name for name, f in getattr(model, "model_fields", {}).items())
 
 
 def _model_of(annotation: Any) -> Any:
@@ -185,6 +187,14 @@ def load_located(path: str | Path) -> tuple[Fleet, Callable[[OrchgenError], Orch
         raise src.error(_message(first, data) + more, _loc(first)) from None
     for message, loc in check_fleet(fleet):
         raise src.error(message, loc)
+    try:  # the fabric as cabled: imports are read here, their errors name the imported file's line
+        imported = fabric.read_import(fleet, Path(path).parent)
+        fabric.resolve(fleet, None, imported)  # every cabling error now, with its line
+        fleet.fleet.fabric._imported = imported
+    except fabric.FabricProblem as p:
+        if p.file:
+            raise OrchgenError(p.message, p.file, p.line, p.field) from None
+        raise src.error(p.message, p.path) from None
     return fleet, locate
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
 from . import slurmtime
 
@@ -23,6 +23,9 @@ _VERSION = re.compile(r"^[0-9]+\.[0-9]+$")
 # into accounts.sh as a shell word, so the characters are a safe subset (no quotes, spaces, `$`).
 _UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_.-]*$")
 MAX_UNIX_NAME = 32
+# A path on the Slurm hosts: it lands in slurm.conf, nhc.conf and shell lines, so a safe subset
+HOST_PATH_PATTERN = r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$"
+_HOST_PATH = re.compile(HOST_PATH_PATTERN)
 # A Git clone URL that Argo CD and Flux both accept, in the three forms Git hosts hand out. The
 # characters are a safe subset on purpose: the URL lands in YAML, in a README code block and in a
 # shell command there, so no quotes, backticks, spaces or `$`. No credentials: controllers take
@@ -73,6 +76,13 @@ def _slurm_time(value: str) -> str:
     return value
 
 
+def _host_path(value: str) -> str:
+    if len(value) > 255 or not _HOST_PATH.match(value) or "/../" in f"{value}/" or "/./" in f"{value}/":
+        raise ValueError(f"{_short(value)} is not an absolute path of letters, digits and '._+-' "
+                         "(no spaces, quotes, '..' or trailing '/'; at most 255 characters)")
+    return value
+
+
 def _git_url(value: str) -> str:
     if len(value) > MAX_GIT_URL:
         raise ValueError(f"longer than {MAX_GIT_URL} characters (got {len(value)})")
@@ -93,6 +103,8 @@ Version = Annotated[str, AfterValidator(_version)]
 GitUrl = Annotated[str, AfterValidator(_git_url)]
 UnixName = Annotated[str, AfterValidator(_unix_name)]
 SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
+HostPath = Annotated[str, AfterValidator(_host_path),
+                     WithJsonSchema({"type": "string", "pattern": HOST_PATH_PATTERN, "maxLength": 255})]
 
 
 class _Model(BaseModel):
@@ -104,9 +116,54 @@ class Metadata(_Model):
     name: Name
 
 
+_MIG_PROFILE = re.compile(r"^[1-8]g\.[0-9]{1,4}gb$")
+
+
+def _mig_profile(value: str) -> str:
+    if not _MIG_PROFILE.match(value):
+        raise ValueError(f"{_short(value)} is not a MIG profile name such as 1g.10gb or 3g.40gb "
+                         "(media-extension profiles, +me, are not supported)")
+    return value
+
+
+MigProfile = Annotated[str, AfterValidator(_mig_profile)]
+
+
+class Mig(_Model):
+    """Every GPU of the pool cut into the same MIG layout."""
+
+    profile: MigProfile = Field(description="MIG profile (GPU instance), e.g. 1g.10gb; see generator/spec/mig.py")
+    per_gpu: int = Field(ge=1, le=7, description="instances of that profile on each GPU")
+
+
 class Gpu(_Model):
     type: GpuType = Field(description="GRES type, e.g. h100")
     count: int = Field(ge=1, le=64, description="GPUs per node")
+    sockets: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
+        default=None, description="the CPU socket of each GPU (from 0), for GPU-CPU affinity (gres.conf Cores=)")
+    autodetect: Literal["nvml", "nvidia", "off"] | None = Field(
+        default=None, description="gres.conf AutoDetect: nvml | nvidia (Slurm 24.11+) | off; default off, "
+        "nvml with mig")
+    mig: Mig | None = Field(default=None, description="optional: every GPU of the pool in this MIG layout")
+
+    @field_validator("autodetect", mode="before")
+    @classmethod
+    def _off_is_off(cls, value: Any) -> Any:
+        # YAML 1.1 (PyYAML) reads an unquoted `off` as false: that is what the user wrote
+        return "off" if value is False else value
+
+
+class Cpu(_Model):
+    sockets: int = Field(ge=1, le=64)
+    cores_per_socket: int = Field(ge=1, le=1_024)
+    threads_per_core: int = Field(ge=1, le=8)
+
+
+class Reserved(_Model):
+    """Kept from jobs and pods for the OS and the node agents (slurmd, kubelet)."""
+
+    cores: int = Field(default=0, ge=0, le=16_384, description="whole cores (Slurm CoreSpecCount)")
+    memory_gib: int = Field(default=0, ge=0, le=1_048_576, description="GiB (Slurm MemSpecLimit)")
 
 
 class Pool(_Model):
@@ -117,19 +174,68 @@ class Pool(_Model):
         description="Slurm hostlist of the pool's nodes; default <pool>-[001-NNN]",
     )
     gpu: Gpu | None = Field(default=None, description="omit for a CPU-only pool")
-    cpus: int = Field(default=64, ge=1, le=16_384)
-    memory_gib: int = Field(default=256, ge=4, le=1_048_576)
+    cpu: Cpu | None = Field(default=None, description="sockets x cores per socket x threads per core")
+    cpus: int | None = Field(
+        default=None, ge=1, le=16_384,
+        description="logical CPUs; alone it means 1 socket of `cpus` cores, 1 thread each (default 64)")
+    memory_gib: int | None = Field(default=None, ge=4, le=1_048_576,
+                                   description="installed memory (default 256, or from slurmd_c)")
+    reserved: Reserved | None = Field(default=None, description="for the OS and the node agents")
+    slurmd_c: str | None = Field(
+        default=None, max_length=1_024,
+        description="the line `slurmd -C` prints on one node: gives cpu and memory")
     nvlink_domain_nodes: int = Field(
         default=1, ge=1, le=1_024, description="nodes per NVLink domain (18 for GB200 NVL72)"
     )
 
 
+class FabricLeaf(_Model):
+    """A leaf switch as cabled: its name and the nodes cabled to it, of any pools."""
+
+    name: Name = Field(description="the switch's name: Slurm's SwitchName, the orchgen.io/leaf label, "
+                       "the Volcano HyperNode")
+    nodes: str = Field(max_length=1_000_000, description="Slurm hostlist of the nodes cabled to it")
+
+
+class FabricSpine(_Model):
+    name: Name
+    leaves: list[Name] = Field(min_length=1, max_length=65_536, description="the leaves cabled to it")
+
+
+class FabricImport(_Model):
+    """The file the site keeps its fabric in, relative to workload.yaml; exactly one."""
+
+    topology_conf: str | None = Field(default=None, min_length=1, max_length=4_096,
+                                      description="Slurm topology.conf (topology/tree or topology/block)")
+    topology_yaml: str | None = Field(default=None, min_length=1, max_length=4_096,
+                                      description="Slurm topology.yaml (25.05+)")
+    ibnetdiscover: str | None = Field(default=None, min_length=1, max_length=4_096,
+                                      description="infiniband-diags ibnetdiscover output")
+
+
 class Fabric(_Model):
+    """The fabric as cabled (`leaves`/`spines`, or `from` a file the site keeps), or the shorthand
+    `nodes_per_leaf`/`leaves_per_spine`, which cuts each pool's hostlist into leaves."""
+
     kind: Literal["infiniband", "roce", "ethernet"] = "ethernet"
-    nodes_per_leaf: int = Field(default=32, ge=1, le=4_096)
+    nodes_per_leaf: int = Field(default=32, ge=1, le=4_096,
+                                description="shorthand: nodes under one leaf switch, by hostlist position")
     leaves_per_spine: int | None = Field(
-        default=None, ge=1, le=4_096, description="absent: one spine over all leaves"
+        default=None, ge=1, le=4_096, description="shorthand; absent: one spine over all leaves"
     )
+    leaves: list[FabricLeaf] | None = Field(default=None, min_length=1, max_length=65_536,
+                                            description="the leaf switches as cabled, instead of nodes_per_leaf")
+    spines: list[FabricSpine] | None = Field(default=None, min_length=1, max_length=4_096,
+                                             description="with leaves; absent: one spine over all leaves")
+    core: Name | None = Field(default=None, description="with spines: the switch above the spines "
+                              "(three tiers); absent: none")
+    from_: FabricImport | None = Field(default=None, alias="from",
+                                       description="import leaves and spines (and NVLink blocks) from a file, "
+                                       "instead of leaves/spines")
+    # What the loader read from the `from` file (a spec.importers.ImportedFabric), so planning never
+    # reads a file again. Private: not input, set only by spec.load. The FabricModel itself is built
+    # from this section whenever it is needed, so a fleet changed in code never keeps a stale one.
+    _imported: Any = PrivateAttr(default=None)
 
 
 class SlurmHosts(_Model):
@@ -167,6 +273,10 @@ class Tenant(_Model):
         default=None, ge=1, le=16 * MAX_FLEET_NODES * 64,
         description="Slurm: GPUs the tenant's running jobs may hold at once (GrpTRES=gres/gpu=N); absent: no cap",
     )
+    default: bool = Field(
+        default=False,
+        description="the tenant of every workload that names none (at most one tenant is marked)",
+    )
 
 
 class Workload(_Model):
@@ -178,6 +288,11 @@ class Workload(_Model):
     multi_tenant: bool = False
     python_native_pipeline: bool = False
     edge_or_dev: bool | None = Field(default=None, description="default: fleet.edge_or_dev")
+    plane: Literal["auto", "slurm", "kubernetes"] = Field(
+        default="auto",
+        description="auto: the decision guide's rules; slurm / kubernetes: pinned there (refused, "
+        "with the reason, where that plane cannot run it)",
+    )
     tenant: str | None = None
     pool: str | None = None
     gpus: int | None = Field(default=None, ge=0, le=16 * MAX_FLEET_NODES * 64)
@@ -188,8 +303,35 @@ class Workload(_Model):
 
 
 class SlurmOptions(_Model):
-    """Site policy of the Slurm plane that no fleet fact decides."""
+    """options.slurm: the GPU-node operations of a bare-metal Slurm plane (the README's Slurm section
+    says what each does and how to install what Slurm does not ship). Each is on by default where a
+    GPU site expects it; `auto` resolves from the fleet and the Slurm version. default_time/max_time
+    are the site's job time limits (partitions' DefaultTime/MaxTime, and backfill's window)."""
 
+    health_check: bool = Field(
+        default=True, description="LBNL NHC as HealthCheckProgram with a generated nhc.conf (GPU count and type, "
+        "fabric ports, health_check_mounts); a failing node is drained with the reason")
+    health_check_interval: int = Field(default=300, ge=30, le=86_400, description="HealthCheckInterval, seconds")
+    health_check_mounts: list[HostPath] = Field(
+        default_factory=list, max_length=64,
+        description="filesystems every Slurm node must have mounted read-write (e.g. /home, /scratch)")
+    containers: Literal["auto", "pyxis", "none"] = Field(
+        default="auto", description="pyxis + enroot (srun --container-image); auto: pyxis when a Slurm pool has GPUs")
+    mpi: Literal["auto", "pmix", "pmi2", "none"] = Field(
+        default="auto", description="MpiDefault; auto: pmix from Slurm 23.11 (older mpi/pmix needs PMIx's "
+        "development package on every node), else none")
+    containment: bool = Field(
+        default=True, description="PrologFlags=Contain, for pam_slurm_adopt: ssh into a job's node lands in its cgroup")
+    kill_on_bad_exit: bool = Field(default=True, description="KillOnBadExit=1: one crashed rank ends the step")
+    unkillable_step_timeout: int = Field(
+        default=180, ge=60, le=3_600, description="UnkillableStepTimeout, seconds (GPU teardown outlasts the 60 s default)")
+    imex: bool = Field(
+        default=True, description="switch/nvidia_imex (Slurm 24.05+) when a pool's NVLink domains span nodes")
+    nccl: bool = Field(default=True, description="NCCL settings for fleet.fabric.kind, given to every task by TaskProlog")
+    state_save_location: HostPath | None = Field(
+        default=None, description="StateSaveLocation; with more than one controller it must be a shared filesystem "
+        "both mount (default /var/spool/slurmctld, host-local)")
+    # Site policy that no fleet fact decides (issue 12): time limits, in Slurm time strings
     default_time: SlurmTime = Field(
         default="04:00:00", description="time limit of a job that gives none (partitions' DefaultTime, "
         "at most their MaxTime): backfill plans with it, so it must not be unlimited",
@@ -202,6 +344,12 @@ class SlurmOptions(_Model):
 class Options(_Model):
     gang_scheduler: Literal["auto", "kueue", "volcano", "kai"] = "auto"
     slurm_on_kubernetes: Literal["auto", "slinky", "soperator", "none"] = "auto"
+    split: Literal["auto", "leaf", "node"] = Field(
+        default="auto",
+        description="how a pool both planes want is split: whole leaf switches (leaf), contiguous blocks of "
+        "nodes within a leaf (node), or auto: whole leaves where they fit the demands, by node where a pool "
+        "has one leaf or a whole leaf would waste more than a plane's demand",
+    )
     gitops: Literal["none", "kustomize", "argocd", "flux"] = "none"
     slurm_version: Version = "25.11"
     kubernetes_version: Version = "1.33"
@@ -211,13 +359,14 @@ class Options(_Model):
         description="refuse (exit 2) instead of warning: a placeholder the site must fill, demand "
         "beyond capacity or quota, a workload given a tenant it did not name",
     )
-    slurm: SlurmOptions = SlurmOptions()
     gitops_repo: GitUrl | None = Field(
         default=None,
         description="clone URL of the GitOps repository that Argo CD / Flux read this bundle from "
         "(the bundle sits at <metadata.name>/ in it); argocd writes it into its Applications",
         json_schema_extra={"pattern": GIT_URL_PATTERN, "maxLength": MAX_GIT_URL},
     )
+    slurm: SlurmOptions = Field(default_factory=SlurmOptions,
+                                description="GPU-node operations and site policy (time limits) of bare-metal Slurm")
 
 
 class Fleet(_Model):

@@ -1,12 +1,14 @@
 """`orchgen validate`: checks of a written bundle, ours or hand-edited, before it is applied.
 
 `bundle_checks.validate_bundle` runs them all over a `bundle_view` of the directory: Slurm
-(`slurm_conf`, `slurm_checks`), Kubernetes objects against built-in schemas (`builtin`) and CRDs
-(`crds`), Helm values against chart defaults (`values`, `helm_checks`), Slinky (`slinky_checks`),
-references between files (`kube_refs`, `cross_checks`) and secrets (`secrets_check`).
+(`slurm_conf`, `slurm_checks`), Kubernetes objects against built-in schemas (`builtin`), CRDs
+(`crds`) and their CEL rules (`cel`), Helm values against chart defaults (`values`,
+`helm_checks`), Slinky (`slinky_checks`), references between files (`kube_refs`, `cross_checks`)
+and secrets (`secrets_check`). `replan` compares a bundle with an older one (`--against`): what a
+re-plan creates, changes and deletes, and the updates the API server would refuse.
 
 May import: generator.spec (hostlists, fabric labels), generator.decide.plan's constants,
 generator.render where a renderer owns a format, bundle, errors, catalog. It reads files only:
-never the input workload.yaml, never the planner. jsonschema and kubernetes-validate are imported
-here alone, so `plan` never loads them.
+never the input workload.yaml, never the planner. jsonschema, kubernetes-validate and cel-python
+are imported here alone, so `plan` never loads them.
 """

@@ -8,7 +8,10 @@ Library behaviour this module works around:
 - an unknown kind or apiVersion raises `SchemaNotFoundError` (its CLI only warns about it);
 - a minor newer than the newest bundled one raises `VersionNotSupportedError`; an older one fails
   with IndexError; and it compares versions as strings. So the requested version is mapped here to a
-  bundled one first: the newest bundled minor <= requested, else the oldest bundled.
+  bundled one first: the newest bundled minor <= requested, else the oldest bundled;
+- `kubernetes_validate.validate` reads the kind's schema and the version's whole `_definitions.json`
+  (~1.4 MB) again for every object (~8 ms each). So this module builds the same validator the library
+  builds (same files, same registry, Draft 2020-12) once per (version, apiVersion, kind) and keeps it.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from .crds import format_path  # same path style as CRD errors
+from .paths import format_path  # same path style as CRD errors
 
 __all__ = ["validate_builtin", "is_builtin", "bundled_versions", "schema_version"]
 
@@ -50,6 +53,7 @@ def validate_builtin(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
 
     kubernetes-validate reports only the first schema error, so the list has at most one of those.
     """
+    import jsonschema
     import kubernetes_validate as kv
     from kubernetes_validate.utils import VersionNotSupportedError
 
@@ -60,8 +64,8 @@ def validate_builtin(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
         # Checked first because the library's lookup ignores the group's domain (see is_builtin).
         return [f"(root): no built-in schema for {obj['apiVersion']} {obj['kind']}"]
     try:
-        kv.validate(obj, version, strict=True)
-    except kv.ValidationError as e:
+        _validator(version, obj["apiVersion"], obj["kind"]).validate(obj)
+    except jsonschema.ValidationError as e:
         if e.validator == "additionalProperties" and e.validator_value is False:
             # Name the unknown key in the path, as the CRD validator does.
             known = e.schema.get("properties", {})
@@ -74,6 +78,36 @@ def validate_builtin(obj: dict[str, Any], kubernetes_version: str) -> list[str]:
     except (kv.InvalidSchemaError, VersionNotSupportedError) as e:  # a broken install, not the object
         return [f"(root): kubernetes-validate failed: {e.message}"]
     return []
+
+
+@functools.lru_cache(maxsize=None)
+def _validator(version: str, api_version: str, kind: str) -> Any:
+    """What `kubernetes_validate.validate(obj, version, strict=True)` builds for this kind, built once.
+
+    `version` is a bundled one (schema_version), so the library's own version lookup is the identity.
+    """
+    import jsonschema
+    from kubernetes_validate.utils import SchemaNotFoundError, schema_contents
+    from referencing import Registry, Resource
+
+    # The library's file naming: the group's domain dropped, "/" -> "-" (rbac.authorization.k8s.io/v1 -> rbac-v1).
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = schema_contents(f"kubernetes-json-schema/v{version}-local-strict/{kind.lower()}-{group_version}.json",
+                                 version)
+    except FileNotFoundError:
+        raise SchemaNotFoundError(version=version, kind=kind, api_version=api_version) from None
+    registry = _definitions(version) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+@functools.lru_cache(maxsize=None)
+def _definitions(version: str) -> Any:
+    from kubernetes_validate.utils import schema_contents
+    from referencing import Resource
+
+    return Resource.from_contents(
+        schema_contents(f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", version))
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,4 +1,6 @@
 """`orchgen validate`: every check of a bundle on disk, as one report of `path:line: message` findings.
+With `--against OLD`, also what applying the bundle over OLD changes (`Report.replan`) and the updates
+the API server would refuse (generator.validate.replan).
 
 The bundle may be ours or hand-edited. CRDs and chart defaults come only from directories the user
 names (nothing here needs orchgen's reference data); a check whose input is missing is skipped with
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OrchgenError
-from . import cross_checks, helm_checks, kube_checks, kube_refs, secrets_check, slinky_checks, slurm_checks
+from . import cross_checks, helm_checks, kube_checks, kube_refs, replan, secrets_check, slinky_checks, slurm_checks
 from .bundle_view import Bundle, Finding, error
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     files: int = 0
+    replan: list[str] = field(default_factory=list)  # with --against: what the re-plan changes
 
     @property
     def errors(self) -> list[Finding]:
@@ -64,24 +67,42 @@ def chart_defaults_dir(path: str | Path) -> Path:
     return path
 
 
-def open_bundle(path: str | Path) -> Bundle:
+def open_bundle(path: str | Path, option: str | None = None) -> Bundle:
+    """The bundle at `path` (`option` names the command-line option it came from, for messages)."""
     root = Path(path)
     if not root.is_dir():
-        raise OrchgenError("no such bundle directory" if not root.exists() else "is not a directory", str(root))
+        raise OrchgenError("no such bundle directory" if not root.exists() else "is not a directory", str(root),
+                           field=option)
     try:
         present = [m for m in BUNDLE_MARKS if (root / m).exists()]
         bundle = Bundle(root)
     except OSError as exc:
-        raise OrchgenError(f"cannot read the bundle: {exc.strerror}", str(root)) from None
+        raise OrchgenError(f"cannot read the bundle: {exc.strerror}", str(root), field=option) from None
     if not present:
-        raise OrchgenError("is not an orchgen bundle (no plan.json, slurm/, kubernetes/ or gitops/)", str(root))
+        raise OrchgenError("is not an orchgen bundle (no plan.json, slurm/, kubernetes/ or gitops/)", str(root),
+                           field=option)
     return bundle
 
 
 def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
-                    chart_defaults: Path | None = None) -> Report:
+                    chart_defaults: Path | None = None, against: str | Path | None = None) -> Report:
+    from .crds import CRDLoadError
+
     bundle = open_bundle(path)
+    old = open_bundle(against, "--against") if against is not None else None
     report = Report(str(path), files=len(bundle.files))
+    try:
+        found = _findings(bundle, crds, chart_defaults, report)
+        if old is not None:
+            found += _against(bundle, old, str(against), crds, report)
+    except CRDLoadError as exc:  # a CRD's schema is parsed when first needed: still the user's --crds
+        raise OrchgenError(f"cannot load CRDs: {exc}", field="--crds") from None
+    _ = bundle.plan  # a broken plan.json is a finding even if no check needed it
+    report.findings = sorted(set(found + bundle.problems), key=lambda f: (f.path, f.line, f.message))
+    return report
+
+
+def _findings(bundle: Bundle, crds: CRDRegistry | None, chart_defaults: Path | None, report: Report) -> list[Finding]:
     notices = report.notices
     if crds is None and bundle.under("kubernetes/") + bundle.under("gitops/"):
         notices.append("no --crds: custom resources not checked against CRD schemas")
@@ -91,6 +112,7 @@ def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
     found += kube_checks.check_shapes(docs)
     objs = [d for d in docs if isinstance(d.data, dict)]
     found += kube_checks.check_schemas(objs, kube_checks.kubernetes_version(bundle), crds, notices)
+    found += kube_checks.check_rules(objs, crds)
     found += kube_checks.check_scope(objs, crds)
     found += kube_checks.check_duplicates(objs)
     found += helm_checks.check_releases(bundle)
@@ -104,9 +126,18 @@ def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
     found += slinky_checks.check(bundle)
     found += cross_checks.check(bundle, objs)
     found += _secrets(bundle)
-    _ = bundle.plan  # a broken plan.json is a finding even if no check needed it
-    report.findings = sorted(set(found + bundle.problems), key=lambda f: (f.path, f.line, f.message))
-    return report
+    return found
+
+
+def _against(bundle: Bundle, old: Bundle, old_root: str, crds: CRDRegistry | None, report: Report) -> list[Finding]:
+    report.replan = replan.summarize(bundle, old).lines(old_root)
+    found = list(replan.check_updates(bundle, old, crds)) if crds is not None else []
+    if crds is None:
+        report.notices.append("no --crds: updates not checked against the CRDs' transition rules")
+    # OLD's broken files are not this bundle's errors, but their objects were left out of the comparison
+    report.notices += [f"--against: {old_root}/{p.path}:{p.line}: {p.message}; its objects not compared"
+                       for p in old.problems]
+    return found
 
 
 def _secrets(bundle: Bundle) -> list[Finding]:

@@ -12,27 +12,34 @@ structural-schema checks:
   misspelt field is an error (the API server would silently prune it, which is worse);
 - Go regexes with an inline flag after `^` (`^(?i)...`) are rewritten for Python's `re`;
 - the root `metadata` (`{type: object}` in every CRD) gets a loose ObjectMeta schema;
-- `x-kubernetes-*` keys are dropped. CEL rules (`x-kubernetes-validations`) are NOT evaluated, and
-  `format` is left as an annotation (validators are built without a format checker).
+- `x-kubernetes-*` keys are dropped and `format` is left as an annotation (validators are built
+  without a format checker). CEL rules (`x-kubernetes-validations`) are evaluated separately, by
+  `CRDVersion.cel` (generator.validate.cel).
 
 Converted schemas and validators are built lazily per (apiVersion, kind) and cached, because some
-CRDs are large (Soperator's SlurmCluster, KubeRay) and a caller usually needs only a few kinds.
+CRDs are large (Soperator's SlurmCluster, KubeRay) and a caller usually needs only a few kinds. For
+the same reason loading reads each CRD document without its `openAPIV3Schema` blocks (~99% of the
+text: group, kind, scope and versions are all outside them) and parses a document in full only when
+one of its versions' schemas is first needed (`CRDLoadError` if that part turns out not to be YAML).
 """
 from __future__ import annotations
 
 import copy
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import yaml
 
-if TYPE_CHECKING:  # jsonschema is imported when a validator is first built (it is a test extra)
+from .paths import format_path
+
+if TYPE_CHECKING:  # jsonschema and celpy are imported when a validator is first built
     from jsonschema import Draft7Validator
 
-__all__ = ["CRDRegistry", "CRDVersion", "convert_schema", "format_path"]
+    from .cel import CelSchema
+
+__all__ = ["CRDLoadError", "CRDRegistry", "CRDVersion", "convert_schema", "format_path"]
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the big CRDs load ~10x faster
 
@@ -104,19 +111,6 @@ def convert_schema(schema: dict[str, Any], *, root: bool = True) -> dict[str, An
     return out
 
 
-def format_path(parts: Iterable[Any]) -> str:
-    """`["spec", "resourceGroups", 0, "flavors"]` -> `spec.resourceGroups[0].flavors`."""
-    text = ""
-    for part in parts:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z0-9_$@-]+", str(part)):
-            text += f".{part}" if text else str(part)
-        else:  # keys such as `nvidia.com/gpu` would be ambiguous after a dot
-            text += f"[{json.dumps(str(part))}]"
-    return text or "(root)"
-
-
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -147,9 +141,72 @@ def _messages(error: Any) -> list[tuple[list[Any], str]]:
     return [(path, message)]
 
 
+class CRDLoadError(ValueError):
+    """A CRD file turned out unreadable only when its schema was first needed."""
+
+
+_SEPARATOR = re.compile(r"^---[ \t]*(?:#.*)?$", re.M)
+_SCHEMA_KEY = re.compile(r"( *)openAPIV3Schema:[ \t]*(?:#.*)?")
+
+
+@dataclass
+class _Document:
+    """One document of a CRD file: its text, parsed in full on first use (or at once, see _documents)."""
+
+    text: str
+    source: str
+    _data: Any = field(default=None, repr=False)
+
+    def data(self) -> Any:
+        if self._data is None:
+            try:
+                self._data = yaml.load(self.text, Loader=_Loader)
+            except yaml.YAMLError as e:
+                raise CRDLoadError(f"{self.source}: not valid YAML: {e}") from e
+        return self._data
+
+
+def _without_schemas(text: str) -> str:
+    """The text less the block under each `openAPIV3Schema:` key (which then reads as null).
+
+    A block-style mapping's content is every following line indented deeper than its key; blank and
+    comment lines inside it belong to it too. Anything else (flow style, anchors) is left as it is.
+    """
+    out, depth = [], -1
+    for line in text.splitlines(keepends=True):
+        if depth >= 0:
+            body = line.lstrip(" ")
+            if not body.strip() or body.startswith("#") or len(line) - len(body) > depth:
+                continue
+            depth = -1
+        m = _SCHEMA_KEY.fullmatch(line.rstrip("\r\n"))
+        if m:
+            depth = len(m.group(1))
+        out.append(line)
+    return "".join(out)
+
+
+def _documents(text: str, source: str) -> Iterator[tuple[Any, _Document]]:
+    """(what the document says outside its schemas, the document) for each CRD document of a file."""
+    for chunk in _SEPARATOR.split(text):
+        if "CustomResourceDefinition" not in chunk:
+            continue  # not a CRD: Helm templates and such are not parsed at all (they may not be YAML)
+        try:
+            yield yaml.load(_without_schemas(chunk), Loader=_Loader), _Document(chunk, source)
+            continue
+        except yaml.YAMLError:
+            pass  # a separator with content after it, an alias into a schema ...: parse it all now
+        try:
+            docs = list(yaml.load_all(chunk, Loader=_Loader))
+        except yaml.YAMLError as e:
+            raise ValueError(f"{source}: not valid YAML: {e}") from e
+        for doc in docs:
+            yield doc, _Document(chunk, source, doc)
+
+
 @dataclass
 class CRDVersion:
-    """One served-or-not version of one CRD; `schema` and `validator` are built on first use."""
+    """One served-or-not version of one CRD; the schema, `validator` and `cel` are built on first use."""
 
     group: str
     version: str
@@ -158,12 +215,34 @@ class CRDVersion:
     served: bool
     storage: bool
     source: str  # file the CRD came from, for messages
-    openapi_schema: dict[str, Any] = field(repr=False)
+    _document: _Document = field(repr=False, compare=False)
+    _index: int = field(repr=False, compare=False)  # in the document's spec.versions
+    _schema: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
     _validator: "Draft7Validator | None" = field(default=None, init=False, repr=False, compare=False)
+    _cel: "CelSchema | None" = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+    @property
+    def openapi_schema(self) -> dict[str, Any]:
+        if self._schema is None:
+            try:
+                version = self._document.data()["spec"]["versions"][self._index]
+                schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            except (KeyError, IndexError, TypeError, AttributeError) as e:  # the full text disagrees
+                raise CRDLoadError(f"{self.source}: {self.kind} {self.version}: no schema ({e!r})") from None
+            # A v1 CRD must have a schema; be lenient and accept anything if one is missing.
+            self._schema = schema or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        return self._schema
+
+    def same_definition(self, other: "CRDVersion") -> bool:
+        if (self.scope, self.served) != (other.scope, other.served):
+            return False
+        if (self._document.text, self._index) == (other._document.text, other._index):
+            return True  # the same file twice: no need to parse it
+        return self.openapi_schema == other.openapi_schema
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -177,6 +256,15 @@ class CRDVersion:
             self._validator = Draft7Validator(convert_schema(self.openapi_schema))
         return self._validator
 
+    @property
+    def cel(self) -> "CelSchema":
+        """The version's CEL rules, compiled on first use."""
+        if self._cel is None:
+            from .cel import CelSchema
+
+            self._cel = CelSchema(self.openapi_schema)
+        return self._cel
+
     def errors(self, obj: dict[str, Any]) -> list[str]:
         """Schema errors only, sorted by path then message."""
         return [f"{path}: {message}" for path, message in self._errors(obj)]
@@ -189,7 +277,8 @@ class CRDVersion:
         return sorted(found)
 
 
-def _versions_of(doc: dict[str, Any], source: str) -> list[CRDVersion]:
+def _versions_of(doc: dict[str, Any], document: _Document) -> list[CRDVersion]:
+    source = document.source
     if doc.get("apiVersion") != "apiextensions.k8s.io/v1":
         raise ValueError(f"{source}: only apiextensions.k8s.io/v1 CRDs are supported, not {doc.get('apiVersion')}")
     spec = doc["spec"]
@@ -197,12 +286,9 @@ def _versions_of(doc: dict[str, Any], source: str) -> list[CRDVersion]:
         CRDVersion(
             group=spec["group"], version=v["name"], kind=spec["names"]["kind"],
             scope=spec.get("scope", "Namespaced"), served=bool(v.get("served", False)),
-            storage=bool(v.get("storage", False)), source=source,
-            # A v1 CRD must have a schema; be lenient and accept anything if one is missing.
-            openapi_schema=(v.get("schema") or {}).get("openAPIV3Schema")
-            or {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            storage=bool(v.get("storage", False)), source=source, _document=document, _index=i,
         )
-        for v in spec.get("versions", [])
+        for i, v in enumerate(spec.get("versions", []))
     ]
 
 
@@ -219,8 +305,7 @@ class CRDRegistry:
         old = self._versions.get(key)
         # The same CRD loaded twice is fine; two different definitions of one kind would make the
         # result depend on load order, so refuse.
-        if old is not None and (old.openapi_schema, old.scope, old.served) != (
-                crd_version.openapi_schema, crd_version.scope, crd_version.served):
+        if old is not None and not old.same_definition(crd_version):
             raise ValueError(f"conflicting CRDs for {key[0]} {key[1]}: {old.source} and {crd_version.source}")
         self._versions[key] = crd_version
 
@@ -239,14 +324,10 @@ class CRDRegistry:
         for file in files:
             text = file.read_text(encoding="utf-8")
             if "CustomResourceDefinition" not in text:
-                continue  # values.yaml, Helm templates ...: not parsed at all (templates may not be YAML)
-            try:
-                docs = list(yaml.load_all(text, Loader=_Loader))
-            except yaml.YAMLError as e:
-                raise ValueError(f"{file}: not valid YAML: {e}") from e
-            for doc in docs:
+                continue  # values.yaml and such: not read any further
+            for doc, document in _documents(text, str(file)):
                 if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                    for crd_version in _versions_of(doc, str(file)):
+                    for crd_version in _versions_of(doc, document):
                         registry.add(crd_version)
         return registry
 

@@ -59,8 +59,13 @@ def check_releases(bundle: Bundle) -> Iterator[Finding]:
         if repo and not repo.startswith(("https://", "oci://")):
             yield error(RELEASES, doc.line_of(["releases", i, "repo"]),
                         f"release {name}: repo must be an https:// Helm repository or an oci:// registry")
-        for dep in rel.get("dependsOn") or []:
-            if dep not in placed:
+        deps = rel.get("dependsOn") or []
+        if not isinstance(deps, list):  # a hand edit can make it anything; a list of names is the contract
+            yield error(RELEASES, doc.line_of(["releases", i, "dependsOn"]),
+                        f"release {name}: dependsOn must be a list of release names")
+            deps = []
+        for dep in deps:
+            if not isinstance(dep, str) or dep not in placed:
                 yield error(RELEASES, doc.line_of(["releases", i, "dependsOn"]),
                             f"release {name} depends on {dep}, which is not installed before it")
         values = rel.get("values")
@@ -142,14 +147,15 @@ def check_gitops_values(docs: list[Doc], bundle: Bundle) -> Iterator[Finding]:
             continue
         spec = doc.data.get("spec") if isinstance(doc.data.get("spec"), dict) else {}
         if doc.kind == "Application" and isinstance(spec.get("source"), dict):
-            helm = spec["source"].get("helm") or {}
+            helm = spec["source"].get("helm")
+            helm = helm if isinstance(helm, dict) else {}  # a damaged file: never crash on it
             at = ["spec", "source", "helm", "valuesObject"]
             name, values = helm.get("releaseName"), helm.get("valuesObject")
         elif doc.kind == "HelmRelease":
             name, values, at = spec.get("releaseName") or doc.name, spec.get("values"), ["spec", "values"]
         else:
             continue
-        if name in by_release and values is not None and values != by_release[name]:
+        if isinstance(name, str) and name in by_release and values is not None and values != by_release[name]:
             yield error(doc.path, doc.line_of(at), f"{doc.label}: values differ from {HELM}/{name}.values.yaml "
                                                    "(Pulumi and GitOps would install different settings)")
 

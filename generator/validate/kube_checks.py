@@ -1,7 +1,8 @@
 """Checks of the Kubernetes objects of a bundle (kubernetes/ and gitops/, kustomizations aside).
 
-- custom resources against their CRD schemas (`--crds`), built-in kinds against kubernetes-validate
-  in strict mode (the plan's Kubernetes version, default 1.33);
+- custom resources against their CRD schemas (`--crds`) and the CEL rules in them, as the API server
+  checks a new object; built-in kinds against kubernetes-validate in strict mode (the plan's
+  Kubernetes version, default 1.33);
 - cluster-scoped objects carry no namespace (kustomize and Argo CD would otherwise misplace them);
 - no object is defined twice; every custom resource's API group is installed by a release.
 Releases and values are in `helm_checks`; queue, flavor and label references in `kube_refs`.
@@ -104,6 +105,19 @@ def check_schemas(docs: list[Doc], version: str, registry: CRDRegistry | None,
         for message in messages:
             parts, _ = split_message(message)
             yield error(doc.path, doc.line_of(parts), f"{doc.label}: {message.removeprefix('(root): ')}")
+
+
+def check_rules(docs: list[Doc], registry: CRDRegistry | None) -> Iterator[Finding]:
+    """Every CEL rule (`x-kubernetes-validations`) that a custom resource breaks on CREATE."""
+    if registry is None:
+        return
+    for doc in _valid(docs):
+        crd = registry.get(doc.api_version, doc.kind)
+        if crd is None:
+            continue  # check_schemas says so
+        for violation in crd.cel.check_create(doc.data).violations:
+            yield error(doc.path, doc.line_of(list(violation.path)),
+                        f"{doc.label}: {str(violation).removeprefix('(root): ')}")
 
 
 def is_custom(api_version: str) -> bool:

@@ -8,7 +8,11 @@
 - AccountingStorageTRES only with AccountingStorageType=accounting_storage/slurmdbd;
 - the topology plugin matches the topology file present and the Slurm version (topology.yaml from
   25.05 and no TopologyPlugin line; topology.conf with topology/tree or topology/block, block from 23.11);
-- batch scripts name existing partitions.
+- batch scripts name existing partitions;
+- SlurmctldHost names real controllers: not orchgen's placeholder (written when workload.yaml has no
+  fleet.slurm), and at least one (slurmctld starts only where its own hostname is one of them).
+- the GPU-node operations (health checks, IMEX, controllers' state, TaskProlog, SPANK, MPI):
+  `slurm_ops_checks`.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from ..spec import hostlist
+from ..render.slurm.model import PLACEHOLDER_CONTROLLER
+from . import slurm_ops_checks
 from .bundle_view import Bundle, Finding, error, warning
 from .slurm_conf import (GresConf, SlurmConf, Topology, format_gres, parse_gres_conf, parse_slurm_conf,
                          parse_topology_conf, parse_topology_yaml)
@@ -67,12 +73,29 @@ def check(bundle: Bundle, notices: list[str]) -> Iterator[Finding]:
     if version is None:
         notices.append("Slurm version unknown (no plan.json versions.slurm): version rules of the "
                        "topology plugin not checked")
+    yield from _controllers(conf.path, bundle.text(CONF) or "")
     yield from _topology_nodes(conf, topologies)
     yield from _partitions(conf, topologies)
     yield from _gres(bundle, conf)
     yield from _accounting(conf)
     yield from _topology_plugin(bundle, conf, topologies, version_tuple(version), version)
     yield from _batch_scripts(bundle, conf)
+    yield from slurm_ops_checks.check(bundle, conf, version_tuple(version), version)
+
+
+_CTLD = re.compile(r"^\s*(?:SlurmctldHost|ControlMachine)\s*=\s*([^\s(#]+)", re.I)
+
+
+def _controllers(path: str, text: str) -> Iterator[Finding]:
+    """slurmctld compares its own gethostname() with every SlurmctldHost line (slurm.conf(5))."""
+    hosts = [(n, m.group(1)) for n, raw in enumerate(text.splitlines(), 1) if (m := _CTLD.match(raw))]
+    if not hosts:
+        yield error(path, 0, "no SlurmctldHost line: slurmctld has no host to start on")
+    for number, host in hosts:
+        if host == PLACEHOLDER_CONTROLLER:
+            yield error(path, number, f"SlurmctldHost={host} is orchgen's placeholder: set fleet.slurm.controllers "
+                                      "in workload.yaml to the controllers' short hostnames and plan again "
+                                      "(slurmctld starts only on a host whose own hostname is a SlurmctldHost)")
 
 
 def _topologies(bundle: Bundle, problems: list[Finding]) -> list[Topology]:

@@ -95,6 +95,7 @@ class NodeLine:
 class SlurmConf:
     path: str
     params: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (value, line), last wins
+    every: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # key -> each (value, line), in order
     nodes: list[NodeLine] = field(default_factory=list)
     partitions: list[Line] = field(default_factory=list)
     nodesets: dict[str, list[str]] = field(default_factory=dict)
@@ -103,6 +104,10 @@ class SlurmConf:
     def param(self, key: str) -> tuple[str | None, int]:
         value, line = self.params.get(key.lower(), (None, 0))
         return value, line
+
+    def all(self, key: str) -> list[tuple[str, int]]:
+        """Every (value, line) of a key that may repeat, e.g. SlurmctldHost."""
+        return self.every.get(key.lower(), [])
 
     @property
     def node_names(self) -> set[str]:
@@ -138,6 +143,7 @@ def parse_slurm_conf(path: str, text: str, problems: list[Finding]) -> SlurmConf
         else:
             for key, value in ln.params.items():
                 conf.params[key] = (value, ln.line)
+                conf.every.setdefault(key, []).append((value, ln.line))
     return conf
 
 
@@ -149,6 +155,12 @@ class GresConf:
     node_line: dict[str, int] = field(default_factory=dict)
     everywhere: dict[tuple[str, str | None], int] = field(default_factory=dict)  # lines without NodeName
     first_line: int = 0
+    detect: dict[str, str] = field(default_factory=dict)  # node -> its node-specific AutoDetect value
+    detect_all: str | None = None  # a global AutoDetect line's value
+
+    def autodetect_of(self, node: str) -> str:
+        """The AutoDetect in effect for a node (gres.conf(5): node-specific trumps global), lower-cased."""
+        return (self.detect.get(node) or self.detect_all or "off").lower()
 
 
 def parse_gres_conf(path: str, text: str, problems: list[Finding]) -> GresConf:
@@ -157,6 +169,12 @@ def parse_gres_conf(path: str, text: str, problems: list[Finding]) -> GresConf:
         conf.first_line = conf.first_line or ln.line
         if ln.get("autodetect") and ln.get("autodetect", "").lower() != "off":
             conf.autodetect = True
+        if ln.get("autodetect"):
+            if ln.get("nodename"):
+                for node in expand(path, ln.line, ln.get("nodename") or "", problems):
+                    conf.detect[node] = ln.get("autodetect") or "off"
+            else:
+                conf.detect_all = ln.get("autodetect")
         name = ln.get("name")
         if not name:
             continue

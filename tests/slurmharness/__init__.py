@@ -31,6 +31,12 @@ Users and groups that exist only for one cluster (a site's LDAP, say), for accou
 (the namespace's /etc/passwd and /etc/group are copies with these added; the machine's are not
 touched).
 
+Options (overlay.py says what each changes): `controllers=2` boots a backup slurmctld beside the
+primary (both on this host, under their own names, one shared StateSaveLocation) and
+`kill_controller(0)` crashes the primary; `failover_timeout_s` shortens SlurmctldTimeout;
+`health_check=True` runs the bundle's nhc.conf checks through an NHC stand-in (nhc.py), with
+`bin_files` (a fake nvidia-smi, say) first on its PATH.
+
 Suites: "bookworm" runs the host's Slurm 22.05; "trixie" (24.11, topology/block) and "forky"
 (26.05, topology.yaml) run from a debootstrap chroot cached in
 `$ORCHGEN_SLURM_CHROOT_CACHE/slurm-<suite>` (default parent /var/cache/orchgen), built on first use

@@ -8,7 +8,9 @@ Lifecycle (`with SlurmCluster(dir) as c:`):
 4. a private munged with a throw-away key;
 5. with `accounting=True`: a database on a private MariaDB (`mariadb.py`; the cluster's own, or one
    shared by a test session), `slurmdbd -D`, and the cluster registered (`sacctmgr add cluster`);
-6. `slurmctld -D`, then `slurmd -D -N <node>` each;
+6. `slurmctld -D`, then `slurmd -D -N <node>` each (with `controllers=N`, N > 1: a backup slurmctld
+   per extra SlurmctldHost, each under its own hostname in a UTS namespace, all sharing one
+   StateSaveLocation; see overlay.py);
 7. wait until every node is IDLE (failing fast, with the log tail, if a daemon dies);
 8. on exit, even after a failed boot: `scontrol shutdown`, then each daemon by PID (slurmdbd after
    slurmctld, so the controller's last records reach it), then a sweep of whatever is left in the
@@ -20,13 +22,14 @@ import itertools
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from . import chroot, mariadb, overlay, parse, procs
+from . import chroot, mariadb, nhc, overlay, parse, procs
 from .net import free_port_block
 
 HOST_SUITE = "bookworm"  # the suite whose Slurm the host itself runs
@@ -34,8 +37,11 @@ _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Log lines that are known to be harmless here; keep this list short, and say why for each.
 HARMLESS = [
-    # 22.05 probes the PMIx MPI plugin at startup; Debian's build lacks libpmix. We run MpiDefault=none.
-    re.compile(r"can not load PMIx library|mpi/pmix"),
+    # 22.05 probes the PMIx MPI plugin at startup, and its mpi/pmix opens libpmix.so, which Debian 12 has
+    # only with libpmix-dev (not installed): harmless while the bundle's MpiDefault is not pmix, and a
+    # bundle that makes it so fails every srun, which a test then sees.
+    re.compile(r"mpi/pmix_v4: init: .*can not load PMIx library|Couldn't load specified plugin name for mpi/pmix"
+               r"|MPI: Cannot create context for mpi/pmix(_v4)?$"),
     # a fresh, empty StateSaveLocation on every boot: slurmctld looks for backups of state it never had
     re.compile(r"NOTE: Trying backup state save file|No \w+ state file .* to recover|Could not open \w+ state file"),
     # a multi-node step whose tasks end at once: a child node's completion message, sent up the
@@ -56,6 +62,21 @@ WITH_SLURMDBD = [
     # before that parent is in slurmdbd's cache, so the lookup of the parent (for its coordinator
     # flags) fails. Not seen on 22.05 or 26.05; accounts and users added later do not log it.
     re.compile(r"We can't find assoc 1 on cluster"),
+]
+# Harmless only because the overlay removed the task/cgroup plugin the input config uses: nothing then
+# confines slurmd to the memory MemSpecLimit keeps for it (slurm.conf(5), MemSpecLimit)
+WITHOUT_TASK_CGROUP = [
+    re.compile(r"Resource spec: Limited MemSpecLimit support\. Slurmd daemon not memory constrained"),
+]
+# Harmless with a backup controller: the primary starts first, as an operator starts them, and tells the
+# backups it is up before they listen
+WITH_BACKUP = [
+    re.compile(r"_shutdown_bu_thread:send/recv \S+: Connection refused"),
+]
+# Harmless only because the overlay replaced proctrack/cgroup (the sandbox cannot write cgroups):
+# PrologFlags=Contain still makes the extern step; pam_slurm_adopt, which needs the cgroup, is not here
+WITHOUT_CGROUP = [
+    re.compile(r"If using PrologFlags=Contain for pam_slurm_adopt, (either )?proctrack/cgroup"),
 ]
 _JOB_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
               "DEADLINE", "OUT_OF_MEMORY"}
@@ -103,6 +124,8 @@ class SlurmCluster:
 
     def __init__(self, config_dir: Path, *, suite: str = HOST_SUITE, workdir: Path | None = None,
                  wait_idle_s: float = 90, accounting: bool = False, database: mariadb.MariaDB | None = None,
+                 controllers: int | None = None, failover_timeout_s: int | None = None,
+                 health_check: bool = False, bin_files: dict[str, str] | None = None,
                  unix_users: dict[str, int | tuple[int, int]] | None = None,
                  unix_groups: dict[str, tuple[int, list[str]]] | None = None):
         """`wait_idle_s=0` starts the daemons without waiting for IDLE (to inspect broken nodes).
@@ -118,6 +141,11 @@ class SlurmCluster:
         one) and keeps slurm.conf's accounting and TRES weights. Its database lives on `database`
         (a running MariaDB shared by several clusters, e.g. the `slurm_db` session fixture), or,
         if None, on a MariaDB of this cluster's own under the work dir (~1 s more per boot).
+
+        `controllers`: how many slurmctld to run (default: one per SlurmctldHost line of the input);
+        `failover_timeout_s` replaces SlurmctldTimeout; `health_check=True` runs the NHC stand-in as
+        HealthCheckProgram (see overlay.py for all three); `bin_files` ({name: text}) are written to
+        <work>/bin, executable, before any daemon starts (a fake nvidia-smi, for one).
         """
         self.config_dir = Path(config_dir)
         self.suite = suite
@@ -128,6 +156,11 @@ class SlurmCluster:
         self._shared_db = database
         self._own_db: mariadb.MariaDB | None = None
         self.database: mariadb.Database | None = None  # this cluster's database (accounting only)
+        self.controllers = controllers or overlay.count_controllers((self.config_dir / "slurm.conf").read_text())
+        self.failover_timeout_s = failover_timeout_s
+        self.health_check = health_check
+        self.bin_files = dict(bin_files or {})
+        self.layout: overlay.Layout | None = None
         self.workdir = Path(workdir) if workdir else None
         self._own_workdir = workdir is None
         self.version = ""
@@ -204,6 +237,7 @@ class SlurmCluster:
         self._start_slurmds()
         if self.wait_idle_s:
             self._wait_idle()
+        self._start_backups()
         self._lap("nodes", t)
 
     def _make_workdir(self) -> None:
@@ -218,16 +252,24 @@ class SlurmCluster:
         # the key and slurmdbd.conf (the database password) stay readable by root only.
         self.workdir.chmod(0o711)
         (self.workdir / "munge").chmod(0o711)
+        if self.controllers > 1:  # bind-mounted over /etc/hosts when the namespace is made
+            (self.workdir / "hosts").write_text(overlay.hosts_file(Path("/etc/hosts").read_text(), self.controllers))
 
     def _mounts(self) -> list[list[str]]:
-        """Mounts of the namespace: for a chroot, /proc, a private /tmp and the work dir; with
+        """Mounts of the namespace: for a chroot, the root itself (a mount point, as / is on a real
+        machine: switch/nvidia_imex's steps make / a slave mount), /proc, a private /tmp and the
+        work dir; with more than one controller, the work dir's hosts file over /etc/hosts; with
         `unix_users`/`unix_groups`, /etc/passwd and /etc/group (of the root) with them added."""
-        mounts = []
+        hosts = [["--bind", str(self.workdir / "hosts"), f"{self.root if self.in_chroot else ''}/etc/hosts"]] \
+            if self.controllers > 1 else []
+        mounts: list[list[str]] = []
         if self.in_chroot:
             r = self.root
-            mounts = [["-t", "proc", "proc", f"{r}/proc"],
+            mounts = [["--bind", str(r), str(r)],
+                      ["-t", "proc", "proc", f"{r}/proc"],
                       ["-t", "tmpfs", "tmpfs", f"{r}/tmp"],  # job files never pollute the cached chroot
                       ["--bind", str(self.workdir), f"{r}{chroot.WORK_MOUNT}"]]
+        mounts += hosts
         if self.unix_users or self.unix_groups:
             nss = self.workdir / "nss"
             nss.mkdir()
@@ -246,11 +288,25 @@ class SlurmCluster:
                 mounts.append(["--bind", str(nss / name), f"{root}/etc/{name}"])
         return mounts
 
-    def _argv(self, argv: list[str], user: int | None = None) -> list[str]:
+    def _argv(self, argv: list[str], user: int | None = None, *, hostname: str | None = None,
+              own_run: str | None = None) -> list[str]:
+        """`argv` inside the cluster's namespace (and chroot); with `user`, as that uid; with
+        `hostname`, in a UTS namespace of its own under that name, and with `own_run` (a dir of the
+        work dir) in a mount namespace of its own where that dir is <work>/run: a backup controller on
+        this one host (see overlay.py)."""
         assert self.ns is not None
+        host = []
+        if own_run:
+            run = f"{self.root if self.in_chroot else ''}{self.work}/run"
+            host = ["unshare", "--uts", "--mount", "--propagation", "private", "--", "sh", "-c",
+                    'hostname "$0" && mount --bind "$1" "$2" && shift 2 && exec "$@"', hostname,
+                    str(self.workdir / own_run), run]
+        elif hostname:
+            host = ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', hostname]
         if user is not None:  # coreutils' chroot switches uid:gid after entering the root (/ on the host)
-            return self.ns.enter() + ["chroot", f"--userspec={user}:{user}", f"--groups={user}", str(self.root)] + argv
-        return self.ns.enter() + (["chroot", str(self.root)] if self.in_chroot else []) + argv
+            return self.ns.enter() + host + ["chroot", f"--userspec={user}:{user}", f"--groups={user}",
+                                             str(self.root)] + argv
+        return self.ns.enter() + host + (["chroot", str(self.root)] if self.in_chroot else []) + argv
 
     def _env(self) -> dict[str, str]:
         # a clean environment: no SLURM_* of an outer job or shell leaks into ours
@@ -278,12 +334,21 @@ class SlurmCluster:
         layout = overlay.Layout(work=self.work, host=socket.gethostname().split(".")[0],
                                 ctld_port=base, node_port_base=base + 2,
                                 legacy=_version_tuple(self.version) < (23, 2),
-                                dbd_port=base + 1 if self.accounting else 0)
+                                dbd_port=base + 1 if self.accounting else 0, controllers=self.controllers,
+                                failover_timeout_s=self.failover_timeout_s,
+                                health_check=f"{self.work}/nhc/{nhc.STANDIN}" if self.health_check else None,
+                                imex_dev_major=overlay.pick_free_major())
+        self.layout = layout
         result = overlay.apply(self.config_dir, self.workdir, layout, self.database)
+        for name, text in self.bin_files.items():
+            (self.workdir / "bin" / name).write_text(text)
+            (self.workdir / "bin" / name).chmod(0o755)
         self.overlay_result = result
         self.nodes_started = result.nodes
         for node in result.nodes:
             (self.workdir / "spool" / node).mkdir()
+            (self.workdir / "tmp" / node).mkdir(parents=True)
+            (self.workdir / "tmp" / node).chmod(0o1777)
         # readable by another uid (`run(user=...)`), except slurmdbd.conf and its password file (0600)
         etc = self.workdir / "etc"
         for path in [etc, *etc.rglob("*")]:
@@ -294,10 +359,12 @@ class SlurmCluster:
         if self.accounting and not result.cluster_name:
             raise SlurmBootError("accounting needs ClusterName in slurm.conf (the cluster slurmdbd records)")
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, argv: list[str], hostname: str | None = None,
+               own_run: str | None = None) -> subprocess.Popen:
         out = open(self.workdir / "log" / f"{name.replace(':', '.')}.stdout", "wb")
-        proc = subprocess.Popen(self._argv(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                env=self._env(), start_new_session=True)  # no terminal Ctrl-C races the teardown
+        proc = subprocess.Popen(self._argv(argv, hostname=hostname, own_run=own_run), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, env=self._env(),
+                                start_new_session=True)  # no terminal Ctrl-C races the teardown
         out.close()
         self._daemons[name] = proc
         return proc
@@ -328,7 +395,7 @@ class SlurmCluster:
 
     def _check_alive(self, name: str) -> None:
         proc = self._daemons[name]
-        if proc.poll() is None:
+        if proc.poll() is None or proc.returncode == -signal.SIGKILL:  # -9: killed by kill_controller
             return
         path = self._log_of(name)
         raise SlurmBootError(f"{name} (Slurm {self.version}, suite {self.suite}) exited with code {proc.returncode}; "
@@ -337,6 +404,7 @@ class SlurmCluster:
     def _log_of(self, daemon: str) -> Path:
         """The daemon's log file, or its captured stdout if it died before opening that."""
         logs = {"slurmctld": "slurmctld.log", "slurmdbd": "slurmdbd.log", "munged": "../munge/munged.log"}
+        logs.update({f"slurmctld{i + 1}": f"slurmctld{i + 1}.log" for i in range(1, self.controllers)})
         if daemon.startswith("slurmd:"):
             logs[daemon] = f"slurmd.{daemon.split(':', 1)[1]}.log"
         path = self.workdir / "log" / logs[daemon]
@@ -369,11 +437,44 @@ class SlurmCluster:
 
     def _start_slurmctld(self) -> None:
         # -D: foreground, so we own the PID; -i: ignore unreadable state files
-        self._spawn("slurmctld", ["slurmctld", "-D", "-i"])
-        up = self._until(lambda: "is UP" in self.run("scontrol", "ping", check=False, timeout=10).stdout,
-                         max(self.wait_idle_s, 90), "slurmctld")  # a missing topology.conf retries 60 s
-        if not up:
-            raise SlurmBootError(f"slurmctld does not answer `scontrol ping`:\n{_tail(self.workdir / 'log/slurmctld.log')}")
+        assert self.layout is not None and self.ns is not None
+        primary = self.layout.controller(0)[0] if self.controllers > 1 else None
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i"], primary)
+        # a missing topology.conf retries 60 s
+        if not self._until(lambda: "is UP" in self._ping(), max(self.wait_idle_s, 90), "slurmctld"):
+            raise SlurmBootError(f"slurmctld does not answer `scontrol ping`:\n{_tail(self._log_of('slurmctld'))}")
+
+    def _start_backups(self) -> None:
+        """Backup controllers, once the nodes are up: the slurmds then start as soon after the primary
+        as with one controller (seen otherwise: the primary's first ping of every node reaches a slurmd
+        not listening yet, and its forward fails)."""
+        assert self.layout is not None and self.ns is not None
+        for i in range(1, self.controllers):
+            # -L: its own log file (SlurmctldLogFile is the primary's); its own /run, as on a host of its
+            # own: a slurmctld that finds a live one in its SlurmctldPidFile kills it ("killing old slurmctld")
+            name, host = f"slurmctld{i + 1}", self.layout.controller(i)[0]
+            (self.workdir / f"run-{name}").mkdir()
+            proc = self._spawn(name, ["slurmctld", "-D", "-L", f"{self.work}/log/{name}.log"], host, f"run-{name}")
+            self.ns.adopt(proc.pid)
+            if not self._until(lambda: f"at {host} is UP" in self._ping(), 30, name):
+                raise SlurmBootError(f"{name} ({host}) does not answer `scontrol ping`:\n{_tail(self._log_of(name))}")
+
+    def _ping(self) -> str:
+        """`scontrol ping`'s output; "" while it hangs (a controller that is starting can)."""
+        try:
+            return self.run("scontrol", "ping", check=False, timeout=10).stdout
+        except subprocess.TimeoutExpired:
+            return ""
+
+    def kill_controller(self, index: int = 0) -> None:
+        """SIGKILL controller `index` (0: the primary), as a crash would: no state saved on the way out."""
+        proc = self._daemons["slurmctld" if index == 0 else f"slurmctld{index + 1}"]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def controller_log(self, index: int) -> str:
+        name = "slurmctld" if index == 0 else f"slurmctld{index + 1}"
+        return self._log_of(name).read_text(errors="replace")
 
     def _start_slurmds(self) -> None:
         for node in self.nodes_started:
@@ -416,8 +517,8 @@ class SlurmCluster:
                 shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _stop_daemons(self) -> None:
-        ctld = self._daemons.get("slurmctld")
-        if ctld is not None and ctld.poll() is None:
+        ctlds = [p for n, p in self._daemons.items() if n.startswith("slurmctld")]
+        if any(p.poll() is None for p in ctlds):  # the primary, or a backup that took over
             self._quiet_run("scancel", "--quiet", "--user=root")
             self._wait_quiet(10)
             # graceful: the controller tells every registered slurmd to exit, then exits itself
@@ -486,14 +587,31 @@ class SlurmCluster:
         """The slurmctld log so far."""
         return (self.workdir / "log" / "slurmctld.log").read_text(errors="replace")
 
+    def optional_plugins_absent(self) -> list[str]:
+        """The `optional` SPANK plugins of the booted plugstack.conf.d that this root lacks (pyxis is built
+        by a site, never packaged): for those Slurm logs its failed dlopen and goes on, as on a node
+        where the site has not installed it yet."""
+        out = []
+        for conf in sorted((self.workdir / "etc" / "plugstack.conf.d").glob("*.conf")):
+            for line in conf.read_text().splitlines():
+                words = line.split()
+                if words[:1] == ["optional"] and len(words) > 1 and not (self.root / words[1].lstrip("/")).exists():
+                    out.append(words[1])
+        return out
+
     def problems(self) -> list[str]:
         """WARNING/error/fatal lines of slurmctld, slurmdbd and the slurmds, minus HARMLESS, each once.
 
         Each entry is "slurmctld: <message>", "slurmdbd: <message>", "slurmd <node>: <message>",
         or, for a message that several slurmds logged alike, "slurmd on <n> nodes: <message>".
         """
-        harmless = HARMLESS + (WITHOUT_SLURMDBD if self.overlay_result.dropped_slurmdbd else [])
+        harmless = HARMLESS + WITHOUT_CGROUP + (WITHOUT_SLURMDBD if self.overlay_result.dropped_slurmdbd else []) \
+            + (WITHOUT_TASK_CGROUP if self.overlay_result.dropped_task_cgroup else []) \
+            + (WITH_BACKUP if self.controllers > 1 else []) + absent_plugin_lines(self.optional_plugins_absent())
         ctld = self._problem_lines(self.workdir / "log" / "slurmctld.log", harmless)
+        for i in range(1, self.controllers):
+            ctld += [m for m in self._problem_lines(self.workdir / "log" / f"slurmctld{i + 1}.log", harmless)
+                     if m not in ctld]
         dbd = self._problem_lines(self.workdir / "log" / "slurmdbd.log", harmless + WITH_SLURMDBD)
         by_message: dict[str, list[str]] = {}  # slurmd message -> nodes that logged it, in order
         for node in self.nodes_started:
@@ -699,3 +817,10 @@ class SlurmCluster:
         row = dict(self.wait_for(probe, wait_s, f"slurmdbd's record of job {job_id}"))
         row["alloc_tres"] = parse.tres(row.get("AllocTRES", ""))
         return row
+
+
+def absent_plugin_lines(plugins: list[str]) -> list[re.Pattern]:
+    """What Slurm logs, and only that, for an `optional` SPANK plugin it cannot load."""
+    return [re.compile(rf"(error: plugin_load_from_file: dlopen\({re.escape(p)}\): {re.escape(p)}: cannot open "
+                       rf"shared object file: No such file or directory|error: spank: {re.escape(p)}: Dlopen of "
+                       rf"plugin file failed)$") for p in plugins]

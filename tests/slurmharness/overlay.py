@@ -5,7 +5,9 @@ then only these files are adapted, in the copy:
 
 slurm.conf
     Keys that name hosts, ports, users, paths, auth, accounting, mail, or programs to run are
-    dropped and replaced by a header of loopback values under the work dir. Each NodeName line
+    dropped and replaced by a header of loopback values under the work dir (TmpFS included: each
+    node gets a /tmp of its own, <work>/tmp/<node>, as on real machines; PMIx keeps each step's
+    directory there). Each NodeName line
     gets `NodeHostname=<hostname -s> NodeAddr=127.0.0.1 Port=[unique range]` (Debian builds
     with MULTIPLE_SLURMD, so one slurmd per node runs on this one host), and SlurmdParameters
     gets `config_overrides`, so slurmd reports the configured CPUs/RealMemory/Gres rather than
@@ -32,6 +34,12 @@ slurm.conf
       `JobAcctGatherType` becomes `jobacct_gather/linux` (reads /proc; the cgroup one cannot
       work here). AccountingStorageEnforce, AccountingStorageTRES, the other JobAcctGather*
       keys, TRESBillingWeights and PriorityWeightTRES are kept as written.
+    Node lines keep their CoreSpecCount and MemSpecLimit: slurmctld still takes the specialised
+    cores and memory out of what jobs get (scontrol shows CoreSpecCount, CPUSpecList, MemSpecLimit,
+    CPUEfctv), but without task/cgroup nothing confines slurmd to them, which slurmd logs as an
+    error ("Resource spec: Limited MemSpecLimit support. Slurmd daemon not memory constrained");
+    the cluster treats that line as harmless only when the input had task/cgroup
+    (`Overlaid.dropped_task_cgroup`).
 gres.conf
     `File=/dev/...` becomes `<work>/dev/...`, each expanded name a symlink to /dev/null (slurmd
     insists on a character device). `AutoDetect=nvml|nvidia|rsmi|oneapi|nrt` becomes `off`, and
@@ -65,8 +73,37 @@ slurmdbd.conf (with accounting only; written from scratch when the config dir ha
     `StoragePassScript=<script>` (Slurm 25.11+) gets `<work>/etc/<script>` (mode 0700) printing
     `TOKEN=<the loopback password>`. An Include of a shipped file points at its copy.
 Permissions (set by cluster.py, on the copies)
-    etc/ and its files become readable by all (except slurmdbd.conf), and the work dir and the
-    munge socket's dir traversable, so that `run(..., user=UID)` can act as a user other than root.
+    etc/ and its files become readable by all (except slurmdbd.conf and the password file or script
+    above), and the work dir and the munge socket's dir traversable, so that `run(..., user=UID)` can
+    act as a user other than root. With `unix_users`/`unix_groups`, the namespace's /etc/passwd and
+    /etc/group are copies with those added (the bundle's files are not changed by it).
+Programs (Prolog, Epilog, TaskProlog, HealthCheckProgram ...)
+    A program the config dir ships (e.g. `TaskProlog=/etc/slurm/task-prolog.sh` beside a
+    task-prolog.sh) runs from the copy: `<work>/etc/task-prolog.sh`. Any other program path names
+    something of the real machines and is dropped. HealthCheckProgram (NHC, not installed here) is
+    replaced, only when the cluster asks for it (`health_check=True`), by the NHC stand-in of
+    `nhc.py`, which runs the `check_cmd_output` lines of the shipped nhc.conf for each node, with
+    `<work>/bin` first on PATH, and drains a failing node with NHC's reason; HealthCheckInterval and
+    HealthCheckNodeState stay as written. plugstack.conf needs nothing: Slurm reads it from the
+    directory of slurm.conf, and its relative `include` from its own.
+MpiDefault
+    Kept: whether the packages' mpi plugin loads is part of what a boot proves (see HARMLESS in
+    cluster.py for the one loopback artefact of PMIx).
+SwitchType=switch/nvidia_imex
+    Kept. `imex_dev_major=<a major no driver registered>` joins SwitchParameters: this host has
+    no nvidia-caps-imex-channels in /proc/devices, where the plugin would look it up (and else
+    disable itself on the nodes). Each step then mknods its channel in a private tmpfs at
+    /dev/nvidia-caps-imex-channels, as on a GPU node; opening it fails (no such device). The
+    plugin's slurmd creates that (empty) directory in the root it runs in; in a chroot the root is
+    bind-mounted onto itself, so that the step can make its mounts private (cluster.py).
+Controllers (`controllers=N`, N > 1)
+    Each controller gets a name of its own, `orchgen-ctld<i>` at 127.0.0.<i>, through a private
+    /etc/hosts (bind-mounted in the cluster's namespace) and a UTS namespace in which it runs
+    under that hostname: slurmctld takes the SlurmctldHost line that names its gethostname().
+    `CommunicationParameters=NoCtldInAddrAny` makes each listen on its own address, since
+    SlurmctldPort is one port for all. StateSaveLocation is the one <work>/state of every
+    controller: shared, as production needs it. `failover_timeout_s` replaces SlurmctldTimeout, so
+    that a takeover test waits seconds rather than the bundle's minutes.
 """
 from __future__ import annotations
 
@@ -77,6 +114,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import nhc
 from .hostlist import expand, split_top
 
 if TYPE_CHECKING:
@@ -92,18 +130,23 @@ _DROP = {
     "tlstype", "tlsparameters", "certmgrtype", "certmgrparameters",
     # paths: state, spool, pid and log files
     "statesavelocation", "slurmdspooldir", "slurmctldpidfile", "slurmdpidfile",
-    "slurmctldlogfile", "slurmdlogfile", "slurmschedlogfile", "plugindir",
+    "slurmctldlogfile", "slurmdlogfile", "slurmschedlogfile", "plugindir", "tmpfs",
     # log levels: forced to info so WARNING lines always reach the log we read
     "slurmctlddebug", "slurmddebug", "slurmctldsyslogdebug", "slurmdsyslogdebug",
-    # programs that run on real machines
-    "mailprog", "maildomain", "prolog", "epilog", "prologslurmctld", "epilogslurmctld",
-    "taskprolog", "taskepilog", "srunprolog", "srunepilog", "resvprolog", "resvepilog",
-    "healthcheckprogram", "resumeprogram", "suspendprogram", "rebootprogram",
-    "unkillablestepprogram", "slurmctldprimaryonprog", "slurmctldprimaryoffprog",
-    # needs root-only kernel features or a library the packages may lack
-    "jobcontainertype", "mpidefault",
+    # mail goes nowhere here
+    "mailprog", "maildomain",
+    # needs root-only kernel features the sandbox lacks
+    "jobcontainertype",
     # merged into our own value below
     "slurmdparameters",
+}
+# programs that run on real machines: run from the copy when the config dir ships them, else dropped
+_CASE = {"prolog": "Prolog", "epilog": "Epilog", "taskprolog": "TaskProlog", "taskepilog": "TaskEpilog",
+         "srunprolog": "SrunProlog", "srunepilog": "SrunEpilog", "healthcheckprogram": "HealthCheckProgram"}
+_PROGRAMS = {
+    "prolog", "epilog", "prologslurmctld", "epilogslurmctld", "taskprolog", "taskepilog", "srunprolog",
+    "srunepilog", "resvprolog", "resvepilog", "healthcheckprogram", "resumeprogram", "suspendprogram",
+    "rebootprogram", "unkillablestepprogram", "slurmctldprimaryonprog", "slurmctldprimaryoffprog",
 }
 _DROP_PREFIXES = ("accountingstorage", "jobacctgather", "acctgather", "jobcomp")
 # With accounting on (Layout.dbd_port): the accounting keys that name where slurmdbd is, or that
@@ -127,6 +170,10 @@ class Layout:
     node_port_base: int
     legacy: bool  # Slurm < 23.02: has task/none, no CgroupPlugin=disabled
     dbd_port: int = 0  # slurmdbd's port; 0: no accounting (the overlay drops it)
+    controllers: int = 1
+    failover_timeout_s: int | None = None  # replaces SlurmctldTimeout
+    health_check: str | None = None  # the HealthCheckProgram standing in for the input's (NHC)
+    imex_dev_major: int = 4000  # a character major no driver registered (see pick_free_major)
 
     @property
     def etc(self) -> str:
@@ -135,6 +182,13 @@ class Layout:
     @property
     def accounting(self) -> bool:
         return self.dbd_port != 0
+
+    def controller(self, index: int) -> tuple[str, str]:
+        """(hostname, address) of controller `index` (0: the primary). One controller keeps this
+        host's name at 127.0.0.1; a pair or more get names of their own (see the module doc)."""
+        if self.controllers == 1:
+            return self.host, "127.0.0.1"
+        return f"orchgen-ctld{index + 1}", f"127.0.0.{index + 1}"
 
 
 @dataclass
@@ -156,6 +210,9 @@ class Overlaid:
     dropped_slurmdbd: bool = False  # the input used slurmdbd accounting, which the overlay removed
     cluster_name: str = ""  # slurm.conf's ClusterName (the cluster slurmdbd must know)
     secret_files: list[str] = field(default_factory=list)  # etc/ files holding the database password
+    dropped_task_cgroup: bool = False  # the input confined tasks with task/cgroup, which the overlay removed
+    controllers: int = 1  # SlurmctldHost lines of the input
+    health_check: str | None = None  # the input's HealthCheckProgram (replaced or dropped)
 
 
 def _key(token: str) -> str:
@@ -181,6 +238,11 @@ def _dropped(key: str, lay: Layout) -> bool:
 # ---------------------------------------------------------------- slurm.conf
 
 
+def count_controllers(text: str) -> int:
+    """How many SlurmctldHost lines (at least one) a slurm.conf has."""
+    return max(1, sum(_key(ln) == "slurmctldhost" for ln in _logical_lines(text)))
+
+
 def count_nodes(text: str) -> int:
     """How many nodes the NodeName lines of a slurm.conf define (one port is reserved for each)."""
     count = 0
@@ -202,6 +264,10 @@ def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str
     lines = _logical_lines(text)
     used_slurmdbd = any(_key(ln) == "accountingstoragetype" and "slurmdbd" in _value(ln.split()[0]) for ln in lines)
     out.dropped_slurmdbd = used_slurmdbd and not lay.accounting
+    out.controllers = count_controllers(text)
+    switch_params: list[str] = []
+    comm_params: list[str] = []
+    imex = any(_key(ln) == "switchtype" and _value(ln.split()[0]) == "switch/nvidia_imex" for ln in lines)
     for line in lines:
         if out.dropped_slurmdbd:
             line = _drop_gres_weights(line, out)
@@ -215,6 +281,19 @@ def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str
             out.cluster_name = _value(tokens[0]).lower()  # slurmctld lower-cases it too
         if key == "include":
             body.append(_rewrite_include(line, lay, etc_files, out))
+            continue
+        if key == "taskplugin" and "task/cgroup" in _value(tokens[0]).split(","):
+            out.dropped_task_cgroup = True
+        if key in _PROGRAMS:
+            body += _rewrite_program(key, _value(tokens[0]), lay, etc_files, out)
+            continue
+        if key == "switchparameters" and imex:
+            switch_params += [p for p in _value(tokens[0]).split(",") if p and not p.startswith("imex_dev_major=")]
+            continue
+        if key == "communicationparameters" and lay.controllers > 1:
+            comm_params += [p for p in _value(tokens[0]).split(",") if p and p.lower() != "noctldinaddrany"]
+            continue
+        if key == "slurmctldtimeout" and lay.failover_timeout_s:
             continue
         if _dropped(key, lay) or (key in _CGROUP_KEYS):
             continue
@@ -236,7 +315,27 @@ def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str
             line = " ".join(tokens)
         body.append(line)
     header = _header(lay, extra_slurmd_params)
+    if imex:
+        header.insert(-1, "SwitchParameters=" + ",".join([*switch_params, f"imex_dev_major={lay.imex_dev_major}"]))
+    if lay.controllers > 1:
+        header.insert(-1, "CommunicationParameters=" + ",".join([*comm_params, "NoCtldInAddrAny"]))
+    if lay.failover_timeout_s:
+        header.insert(-1, f"SlurmctldTimeout={lay.failover_timeout_s}")
     return "\n".join(header + body) + "\n", out, node_lines
+
+
+def _rewrite_program(key: str, value: str, lay: Layout, etc_files: set[str], out: Overlaid) -> list[str]:
+    """A program line: the shipped copy, the health-check stand-in, or nothing (see the module doc)."""
+    name = value.rsplit("/", 1)[-1]
+    if key == "healthcheckprogram":
+        out.health_check = value
+        if lay.health_check:
+            out.notes.append(f"slurm.conf: HealthCheckProgram={value} replaced by the stand-in {lay.health_check}")
+            return [f"HealthCheckProgram={lay.health_check}"]
+    if key != "healthcheckprogram" and name in etc_files:
+        return [f"{_CASE.get(key, key)}={lay.etc}/{name}"]
+    out.notes.append(f"slurm.conf: {_CASE.get(key, key)}={value} dropped (a program of the real machines)")
+    return []
 
 
 def _drop_gres_weights(line: str, out: Overlaid) -> str:
@@ -266,13 +365,15 @@ def _header(lay: Layout, extra_slurmd_params: list[str]) -> list[str]:
     w = lay.work
     lines = [
         "# --- loopback overlay (tests/slurmharness); the generated config follows ---",
-        f"SlurmctldHost={lay.host}(127.0.0.1)", f"SlurmctldPort={lay.ctld_port}",
+        *(f"SlurmctldHost={name}({addr})" for name, addr in map(lay.controller, range(lay.controllers))),
+        f"SlurmctldPort={lay.ctld_port}",
         "SlurmUser=root", "SlurmdUser=root",
         "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={w}/munge/munge.sock",
         f"StateSaveLocation={w}/state", f"SlurmdSpoolDir={w}/spool/%n",
         f"SlurmctldPidFile={w}/run/slurmctld.pid", f"SlurmdPidFile={w}/run/slurmd.%n.pid",
         f"SlurmctldLogFile={w}/log/slurmctld.log", f"SlurmdLogFile={w}/log/slurmd.%n.log",
-        "SlurmctldDebug=info", "SlurmdDebug=info", "MailProg=/bin/true", "MpiDefault=none",
+        f"TmpFS={w}/tmp/%n",
+        "SlurmctldDebug=info", "SlurmdDebug=info", "MailProg=/bin/true",
         *_accounting_header(lay), "JobCompType=jobcomp/none",
         "SlurmdParameters=" + ",".join(["config_overrides", *extra_slurmd_params]),
         "ProctrackType=proctrack/linuxproc",
@@ -496,4 +597,27 @@ def apply(src: Path, host_work: Path, lay: Layout, db: "Database | None" = None)
     (host_work / "dev").mkdir(exist_ok=True)
     for name in sorted(out.devices):
         os.symlink("/dev/null", host_work / "dev" / name)
+    if lay.health_check and out.health_check:
+        nhc.write_standin(etc, lay.work, out.nodes)
+    (host_work / "bin").mkdir(exist_ok=True)  # first on the stand-in's PATH: tests put fakes here
     return out
+
+
+def hosts_file(text: str, controllers: int) -> str:
+    """/etc/hosts plus a line per controller name (bind-mounted over /etc/hosts in the namespace)."""
+    lay = Layout(work="", host="", ctld_port=0, node_port_base=0, legacy=False, controllers=controllers)
+    extra = "".join(f"{addr} {name}\n" for name, addr in map(lay.controller, range(controllers)))
+    return text.rstrip("\n") + "\n# loopback controllers (tests/slurmharness/overlay.py)\n" + extra
+
+
+def pick_free_major(first: int = 4000) -> int:
+    """A character-device major that no driver registered here (/proc/devices), for imex_dev_major."""
+    try:
+        used = {int(ln.split()[0]) for ln in Path("/proc/devices").read_text().splitlines()
+                if ln.strip() and ln.split()[0].isdigit()}
+    except OSError:
+        used = set()
+    major = first
+    while major in used:
+        major += 1
+    return major

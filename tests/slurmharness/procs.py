@@ -67,6 +67,23 @@ class MountNamespace:
             self.holder.wait(timeout=10)
             raise RuntimeError(f"could not set up the private mount namespace: {log.read_text(errors='replace')[-2000:]}")
         self.ns = _ns_of(self.holder.pid)
+        self.nested: set[str] = set()  # mount namespaces made inside this one (see adopt)
+
+    def adopt(self, pid: int, timeout_s: float = 5.0) -> None:
+        """Count the mount namespace that process `pid` unshares inside this one (a backup
+        slurmctld with its own /run) as ours, so that members() and sweep() see its processes."""
+        # `pid` starts in the test's own namespace, enters ours (nsenter), then unshares its own:
+        # only a namespace that is neither of the first two is the nested one
+        outside = _ns_of("self")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            ns = _ns_of(pid)
+            if ns is None:
+                return
+            if ns not in (self.ns, outside):
+                self.nested.add(ns)
+                return
+            time.sleep(0.02)
 
     def enter(self) -> list[str]:
         """Command prefix that runs a program inside the namespace."""
@@ -75,8 +92,9 @@ class MountNamespace:
     def members(self, name: str | None = None) -> list[int]:
         """PIDs of every live process in this namespace (the holder included), or those called `name`."""
         pids = []
+        ours = {self.ns, *self.nested} - {_ns_of("self")}  # never the namespace this test itself runs in
         for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != os.getpid() and _ns_of(entry) == self.ns:
+            if entry.isdigit() and int(entry) != os.getpid() and _ns_of(entry) in ours:
                 if name is None or _comm(entry) == name:
                     pids.append(int(entry))
         return pids

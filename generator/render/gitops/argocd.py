@@ -59,10 +59,21 @@ def _source(rel: Release) -> dict[str, Any]:
     return {"repoURL": rel.repo, "chart": rel.chart, "targetRevision": rel.version, "helm": helm}
 
 
-def _metadata(plan: Plan, name: str, wave: int | None = None) -> dict[str, Any]:
+# Argo CD's resource sync option "No Prune Resources" (docs/user-guide/sync-options.md); as an
+# Application-level syncOption it is the default of every resource the Application syncs.
+NO_PRUNE = "Prune=false"
+SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+
+
+def _metadata(plan: Plan, name: str, wave: int | None = None, keep: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
+    annotations = {}
     if wave is not None:
-        meta["annotations"] = {WAVE: str(wave)}
+        annotations[WAVE] = str(wave)
+    if keep:
+        annotations[SYNC_OPTIONS] = NO_PRUNE
+    if annotations:
+        meta["annotations"] = annotations
     meta["labels"] = {"app.kubernetes.io/part-of": plan.name}
     return meta
 
@@ -74,10 +85,16 @@ def application(plan: Plan, rel: Release, wave: int) -> dict[str, Any]:
         # Client-side apply stores the whole object in an annotation capped at 256 KiB; several
         # upstream CRDs are bigger (KubeRay's, Kueue's Workload), server-side apply has no cap.
         options.append("ServerSideApply=true")
+        # Pruning a CRD deletes every custom resource of its kind: not even a manual sync with
+        # prune does it.
+        options.append(NO_PRUNE)
     return {
         "apiVersion": API,
         "kind": "Application",
-        "metadata": _metadata(plan, app_name(plan, rel.name), wave),
+        # A CRD owner's Application is never pruned by the root Application when its release leaves
+        # releases.yaml (and it has no resources finalizer, so deleting it by hand orphans the
+        # release instead of uninstalling it).
+        "metadata": _metadata(plan, app_name(plan, rel.name), wave, keep=owner),
         "spec": {
             "project": "default",
             "source": _source(rel),
@@ -140,7 +157,25 @@ def root_application(plan: Plan) -> dict[str, Any]:
     }
 
 
+# Releases Argo CD cannot install, with the reason. KAI v0.13.0's chart creates its Config
+# (kai.scheduler/v1) as a `pre-install,pre-upgrade` Helm hook (templates/kai-config.yaml); Argo CD
+# runs Helm pre-install hooks as PreSync, before the Sync phase that applies the chart's crds/, so
+# the first sync fails on a kind the cluster does not know yet. The GitOps mode of later KAI
+# releases (kaiConfigDeployer.enabled=false, kaiConfig.render=true) does not exist in v0.13.0's
+# values. Helm itself (Pulumi, Flux) installs crds/ before any hook, so only Argo CD is refused.
+UNSUPPORTED = {
+    "kai-scheduler": "KAI Scheduler's chart creates its Config in a pre-install Helm hook, which Argo CD "
+                     "runs as PreSync before the chart's CRDs exist, so the first sync fails; use "
+                     "options.gitops flux or kustomize (Pulumi installs the releases), or "
+                     "options.gang_scheduler kueue or volcano",
+}
+
+
 def render(plan: Plan, releases: list[Release]) -> dict[str, bytes]:
+    for rel in releases:
+        if rel.name in UNSUPPORTED:
+            raise OrchgenError(f"gitops argocd cannot install {rel.name} {rel.version}: {UNSUPPORTED[rel.name]}",
+                               field="options.gitops")
     if any(rel.name == MANIFESTS for rel in releases):  # its Application would be overwritten
         raise OrchgenError(f"a release named {MANIFESTS!r} collides with the manifests Application",
                            RELEASES_FILE)

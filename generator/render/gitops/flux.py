@@ -42,6 +42,7 @@ HELM_API = "helm.toolkit.fluxcd.io/v2"
 KUSTOMIZE_API = "kustomize.toolkit.fluxcd.io/v1"
 HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 REMEDIATION = {"retries": 3}
+NO_PRUNE = {"kustomize.toolkit.fluxcd.io/prune": "disabled"}  # kustomize-controller's opt-out
 
 
 def _meta(name: str) -> dict[str, Any]:
@@ -96,7 +97,14 @@ def helm_release(rel: Release) -> dict[str, Any]:
         spec["dependsOn"] = [{"name": d} for d in rel.depends_on]
     if rel.values:
         spec["values"] = rel.values
-    return {"apiVersion": HELM_API, "kind": "HelmRelease", "metadata": _meta(rel.name), "spec": spec}
+    meta = _meta(rel.name)
+    if rel.crds:
+        # Removing a HelmRelease from git would make the releases Kustomization delete it, and
+        # helm-controller uninstall it: the CRDs that Kueue's, Volcano's and Slinky's charts keep in
+        # their templates (no resource-policy keep at the pinned versions) would go, and every
+        # queue and workload with them. kustomize-controller never prunes an object so annotated.
+        meta["annotations"] = dict(NO_PRUNE)
+    return {"apiVersion": HELM_API, "kind": "HelmRelease", "metadata": meta, "spec": spec}
 
 
 def _flux_kustomization(name: str, path: str, **spec: Any) -> dict[str, Any]:

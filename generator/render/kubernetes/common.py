@@ -6,11 +6,13 @@ cannot drift apart (a queue a workload names must be a queue the manifests creat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
 from typing import Any
 
 from ...spec import fabric
-from ...decide.plan import Plan, PoolSlice, Tenant, WorkloadDecision
+from ...decide import sizing
+from ...decide.plan import PodShape, Plan, PoolSlice, Tenant, WorkloadDecision
 
 MANAGED = {"app.kubernetes.io/managed-by": "orchgen"}
 GPU = "nvidia.com/gpu"
@@ -25,6 +27,15 @@ RAY_VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"  # KubeRay copies it into Volc
 KAI_SCHEDULER = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"  # the chart's global.queueLabelKey default
 KAI_PODGROUP_ANNOTATION = "pod-group-name"  # KAI's PodGroupAnnotationForPod
+
+# Tenancy: every tenant namespace carries these labels; schedulers and admission policies select
+# tenant namespaces by the first and read the tenant's queue from the second.
+TENANT_LABEL = "orchgen.io/tenant"
+QUEUE_LABEL = "orchgen.io/queue"
+# Kueue's default LocalQueue (LocalQueueDefaulting, stable since 0.17 and without a feature gate
+# at 0.19: site/content/en/docs/tasks/manage/enforce_job_management/setup_default_local_queue.md):
+# a workload without a queue-name label in a namespace that has a LocalQueue of this name joins it.
+KUEUE_DEFAULT_LOCAL_QUEUE = "default"
 
 # Slurm nodes that Kubernetes also runs (Slinky) carry this taint so that only slurmd pods land there.
 SLURM_TAINT = {"key": fabric.LABEL_PLANE, "value": "slurm", "effect": "NoSchedule"}
@@ -60,6 +71,18 @@ def fit(name: str, length: int) -> str:
     return name[:length].rstrip("-")
 
 
+def content_name(base: str, content: Any) -> str:
+    """`<base>-<8 hex digits of the content's SHA-256>`: the name of an object whose fields the API
+    server freezes after creation (Kueue Topology levels, `self == oldSelf`; a Kueue ResourceFlavor's
+    nodeLabels, tolerations and topologyName once topologyName is set; KAI Topology levels). A
+    re-plan that changes those fields then yields a new object beside the old one, and every delivery
+    path (Pulumi, Argo CD and Flux prune) deletes the old one, instead of an update the API server
+    rejects with "field is immutable". Same content, same name: an unchanged re-plan changes nothing.
+    The content is hashed as canonical JSON (sorted keys), so the digest is stable across runs."""
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return f"{fit(base, 253 - 9)}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
 def dns1035(name: str, length: int = 63) -> str:
     """Service (and KubeRay) names must start with a letter; workload names may start with a digit."""
     return fit(name if name[:1].isalpha() else f"w{name}", length)
@@ -74,6 +97,11 @@ def indexed_name(name: str, pods: int, infix: str = "") -> str:
 def namespace_of(tenant: str) -> str:
     """Each tenant gets its own namespace, named after it (the implicit tenant after the fleet)."""
     return tenant
+
+
+def tenant_namespaces() -> dict[str, Any]:
+    """A label selector matching every tenant namespace and nothing else."""
+    return {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}
 
 
 def queue_of(tenant: str) -> str:
@@ -117,11 +145,43 @@ def tenant_totals(tenant: Tenant) -> tuple[int, int, int]:
     return sum(q.gpus for q in qs), sum(q.cpus for q in qs), sum(q.memory_gib for q in qs)
 
 
-def resource_quota_gpus(plan: Plan, tenant: Tenant) -> int:
-    """The namespace ResourceQuota's GPU cap. With borrowing on it is the whole plane: a hard cap at
-    the nominal share would make the API server reject exactly the pods the scheduler lets borrow.
-    Without a quota manager it is the tenant's nominal share, the only enforcement there is."""
-    return plane_totals(plan)[0] if borrowing(plan) else tenant_totals(tenant)[0]
+def gpu_resource(s: PoolSlice | None) -> tuple[str, int]:
+    """(extended resource, devices per GPU) of a pool's GPUs as the device plugin advertises them:
+    `nvidia.com/gpu`, or with MIG (mig.strategy mixed) `nvidia.com/mig-<profile>`, per_gpu per GPU."""
+    mig = s.hardware.mig if s is not None and s.gpu_type else None
+    return (mig.resource, mig.per_gpu) if mig else (GPU, 1)
+
+
+def gpu_resources(plan: Plan) -> list[str]:
+    """The GPU resources quotas count on this plane: nvidia.com/gpu always (the resource a plane
+    without MIG is about), then each MIG resource in pool order."""
+    return list(dict.fromkeys([GPU, *(gpu_resource(s)[0] for s in slices(plan))]))
+
+
+def devices(plan: Plan, gpus_by_pool: dict[str, int]) -> dict[str, int]:
+    """Whole GPUs per pool as device counts per resource (a MIG pool's GPU is per_gpu instances)."""
+    out = {r: 0 for r in gpu_resources(plan)}
+    for pool, gpus in gpus_by_pool.items():
+        resource, per_gpu = gpu_resource(slice_of(plan, pool))
+        out[resource] += gpus * per_gpu
+    return out
+
+
+def plane_devices(plan: Plan) -> dict[str, int]:
+    """GPU devices of the whole Kubernetes plane, per resource."""
+    return devices(plan, {s.pool: s.gpus for s in slices(plan)})
+
+
+def tenant_devices(plan: Plan, tenant: Tenant) -> dict[str, int]:
+    """A tenant's nominal GPU devices summed over the plane's pools, per resource."""
+    return devices(plan, {pool: q.gpus for pool, q in tenant.quotas.items()})
+
+
+def resource_quota_gpus(plan: Plan, tenant: Tenant) -> dict[str, int]:
+    """The namespace ResourceQuota's GPU caps, per resource. With borrowing on it is the whole plane:
+    a hard cap at the nominal share would make the API server reject exactly the pods the scheduler
+    lets borrow. Without a quota manager it is the tenant's nominal share, the only enforcement there is."""
+    return plane_devices(plan) if borrowing(plan) else tenant_devices(plan, tenant)
 
 
 def workloads(plan: Plan) -> list[WorkloadDecision]:
@@ -130,33 +190,16 @@ def workloads(plan: Plan) -> list[WorkloadDecision]:
     return plan.workloads_on(kube.name) if kube else []
 
 
-@dataclass(frozen=True)
-class PodShape:
-    """How a workload maps onto pods: one pod per node's worth of GPUs."""
-
-    pods: int
-    gpus: int  # per pod
-    cpu: int  # cores requested per pod
-    memory_gib: int  # requested per pod
-
-
 def shape(plan: Plan, w: WorkloadDecision) -> PodShape:
+    """The pods of a workload's starter: the Plan's (the planner sizes every Kubernetes workload);
+    sized here by the same rule only for a decision the planner did not place."""
+    if w.shape is not None:
+        return w.shape
     s = slice_of(plan, w.pool)
     per_node = w.gpus_per_node or (s.gpus_per_node if s else 0)
-    if per_node and w.gpus:
-        pods = max(w.facts.nodes, -(-w.gpus // per_node))
-        # a workload asking for fewer GPUs than its nodes hold (gpus: 1 on a 2-GPU box) gets that many
-        gpus = min(per_node, -(-w.gpus // pods))
-    else:
-        pods, gpus = w.facts.nodes, 0
-    if gpus and s:
-        # the node share the pod's GPUs stand for, less 20% for kubelet, system daemons and the
-        # GPU operator's pods (allocatable is below capacity)
-        cpu = max(1, s.cpus * gpus * 8 // (per_node * 10))
-        mem = max(1, s.memory_gib * gpus * 8 // (per_node * 10))
-    else:
-        cpu, mem = 1, 2
-    return PodShape(pods, gpus, cpu, mem)
+    resource, per_gpu = gpu_resource(s)
+    return sizing.pod_shape(w.facts.nodes, w.gpus, per_node, s.cpus if s else None,
+                            s.memory_gib if s else None, resource, per_gpu)
 
 
 def node_selector(plan: Plan, pool: str) -> dict[str, str]:
@@ -168,9 +211,17 @@ def node_selector(plan: Plan, pool: str) -> dict[str, str]:
     return out
 
 
+def topology_levels(plan: Plan) -> list[dict[str, str]]:
+    """The Kueue / KAI Topology's `spec.levels`: the fabric's levels broadest first, the hostname
+    level last (Kueue allows it only there; both take the same shape)."""
+    return [{"nodeLabel": lv} for lv in (*plan.fabric.levels, fabric.LABEL_HOSTNAME)]
+
+
 def topology_name(plan: Plan) -> str:
-    """Kueue / KAI Topology object name (cluster-scoped)."""
-    return f"{plan.name}-fabric"
+    """Kueue / KAI Topology object name (cluster-scoped): `<fleet>-fabric-<hash of the levels>`.
+    Both CRDs make `spec.levels` immutable, and a fleet that grows a second leaf gains a spine
+    level, so the name follows the levels (see `content_name`)."""
+    return content_name(f"{plan.name}-fabric", topology_levels(plan))
 
 
 def has_topology(plan: Plan) -> bool:
@@ -178,13 +229,11 @@ def has_topology(plan: Plan) -> bool:
 
 
 def level_topology(plan: Plan, api_version: str) -> list[dict[str, Any]]:
-    """A Kueue or KAI Topology: the fabric's levels broadest first, the hostname level last
-    (Kueue allows it only there; both take the same shape)."""
+    """A Kueue or KAI Topology named after its levels."""
     if not has_topology(plan):
         return []
-    levels = [*plan.fabric.levels, fabric.LABEL_HOSTNAME]
     return [{"apiVersion": api_version, "kind": "Topology", "metadata": meta(topology_name(plan)),
-             "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}]
+             "spec": {"levels": topology_levels(plan)}}]
 
 
 def resources(shape_: PodShape, *, limits_cpu_memory: bool = False) -> dict[str, Any]:
@@ -192,9 +241,9 @@ def resources(shape_: PodShape, *, limits_cpu_memory: bool = False) -> dict[str,
     CPU and memory requested so that quota managers count them."""
     req: dict[str, Any] = {"cpu": str(shape_.cpu), "memory": f"{shape_.memory_gib}Gi"}
     lim: dict[str, Any] = {}
-    if shape_.gpus:
-        req[GPU] = str(shape_.gpus)
-        lim[GPU] = str(shape_.gpus)
+    if shape_.gpus:  # a MIG pool's pods ask for its instances: per_gpu of them per whole GPU
+        req[shape_.gpu_resource] = str(shape_.gpu_devices)
+        lim[shape_.gpu_resource] = str(shape_.gpu_devices)
     if limits_cpu_memory:  # Ray sizes its raylet from limits
         lim.update({"cpu": req["cpu"], "memory": req["memory"]})
     out: dict[str, Any] = {"requests": req}

@@ -1,12 +1,17 @@
 """How an object joins its tenant's queue under each gang scheduler, in one place.
 
-- Kueue: the `kueue.x-k8s.io/queue-name` label on the top object (Job, Deployment, RayCluster);
-  Kueue admits the whole object at once, and waitForPodsReady (the kueue release's values) makes
-  the start all-or-nothing.
-- Volcano: pods get `schedulerName: volcano`; a Volcano Job names its queue in spec.queue, plain
-  pods in the `scheduling.volcano.sh/queue-name` annotation; RayClusters use KubeRay's labels.
+The tenant namespace does most of it (tenancy.py): starter workloads carry only what the
+namespace cannot give them.
+- Kueue: nothing on Jobs and Deployments: the namespace's LocalQueue `default` takes them
+  (manageJobsWithoutQueueName over the tenant namespaces). Kueue admits the whole object at once,
+  and waitForPodsReady (the kueue release's values) makes the start all-or-nothing. RayClusters in
+  manifests/ name `default` explicitly, so that GitOps sees no label added by Kueue's webhook.
+- Volcano: nothing on Deployments: Volcano's pod webhook sets `schedulerName: volcano` in tenant
+  namespaces and its PodGroup webhook takes the queue from the namespace annotation. A Volcano Job
+  names its queue in spec.queue (its own API); RayClusters use KubeRay's labels.
 - KAI: pods get `schedulerName: kai-scheduler` and the `kai.scheduler/queue` label (on the top
-  object too: KAI's pod grouper reads it there first).
+  object too: KAI's pod grouper reads it there first); v0.13 cannot default them, so the tenant
+  namespaces' admission policy refuses a pod without them.
 """
 from __future__ import annotations
 
@@ -14,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...decide.plan import Plan
-from .common import (KAI_QUEUE_LABEL, KAI_SCHEDULER, KUEUE_QUEUE_LABEL, RAY_SCHEDULER_LABEL,
-                         RAY_VOLCANO_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, VOLCANO_SCHEDULER,
-                         queue_of, queues_enabled)
+from .common import (KAI_QUEUE_LABEL, KAI_SCHEDULER, KUEUE_DEFAULT_LOCAL_QUEUE, KUEUE_QUEUE_LABEL,
+                     RAY_SCHEDULER_LABEL, RAY_VOLCANO_QUEUE_LABEL, VOLCANO_SCHEDULER, queue_of, queues_enabled)
 
 
 @dataclass(frozen=True)
@@ -32,10 +36,8 @@ def for_pods(plan: Plan, tenant: str) -> Wiring:
     if not queues_enabled(plan):
         return Wiring()
     q = queue_of(tenant)
-    if plan.gang_scheduler == "kueue":
-        return Wiring(labels={KUEUE_QUEUE_LABEL: q})
-    if plan.gang_scheduler == "volcano":
-        return Wiring(pod_annotations={VOLCANO_QUEUE_ANNOTATION: q}, scheduler_name=VOLCANO_SCHEDULER)
+    if plan.gang_scheduler in ("kueue", "volcano"):
+        return Wiring()  # the tenant namespace wires them (module docstring)
     if plan.gang_scheduler == "kai":
         return Wiring(labels={KAI_QUEUE_LABEL: q}, pod_labels={KAI_QUEUE_LABEL: q}, scheduler_name=KAI_SCHEDULER)
     raise ValueError(f"unknown gang scheduler {plan.gang_scheduler!r}")
@@ -49,7 +51,7 @@ def for_raycluster(plan: Plan, tenant: str) -> dict[str, str]:
         return {}
     q = queue_of(tenant)
     return {
-        "kueue": {KUEUE_QUEUE_LABEL: q},
+        "kueue": {KUEUE_QUEUE_LABEL: KUEUE_DEFAULT_LOCAL_QUEUE},
         "volcano": {RAY_SCHEDULER_LABEL: VOLCANO_SCHEDULER, RAY_VOLCANO_QUEUE_LABEL: q},
         "kai": {KAI_QUEUE_LABEL: q},
     }[plan.gang_scheduler or ""]

@@ -62,6 +62,14 @@ CRD_GROUPS: dict[str, tuple[str, ...]] = {
     "soperator": ("slurm.nebius.ai",),
 }
 
+# Charts whose CRDs sit in templates/ (not crds/) with no values key for `helm.sh/resource-policy:
+# keep` at the pinned version, so a `helm uninstall` deletes them: kueue 0.19.2
+# (charts/kueue/templates/crd/), volcano 1.15.1 (templates/*_v1*.yaml load crd/bases/ through
+# tpl), slurm-operator-crds 1.2.1 (templates/; its values.yaml is empty). cert-manager's have
+# crds.keep; gpu-operator's, KAI's, KubeRay's and Soperator's are in crds/, which Helm never
+# deletes. The delivery paths never uninstall a CRD owner (README, "Nothing deleted by accident").
+CRDS_IN_TEMPLATES = ("kueue", "volcano", "slurm-operator-crds")
+
 # Releases that must be running before another installs. Only names present in the plan count.
 _DEPENDS_ON: dict[str, tuple[str, ...]] = {
     # KubeRay's Volcano integration owns PodGroups: the operator does not start without their CRD.
@@ -74,6 +82,16 @@ _DEPENDS_ON: dict[str, tuple[str, ...]] = {
     "soperator": ("cert-manager",),  # certManager.enabled defaults to true in its chart
     "soperator-slurm-cluster": ("soperator", "gpu-operator"),
 }
+
+
+# The API group of ServiceMonitor / PodMonitor. No chart in the catalog installs it (the
+# Prometheus Operator is not part of any bundle); a chart that renders such objects without the
+# CRD fails to install, so they are on only when a release of the plan installs this group.
+MONITORING_GROUP = "monitoring.coreos.com"
+
+
+def monitoring_installed(plan: Plan) -> bool:
+    return any(MONITORING_GROUP in CRD_GROUPS.get(c, ()) for c in plan.charts)
 
 
 def _release(plan: Plan, component: str) -> dict[str, Any]:

@@ -4,7 +4,9 @@ Topology (kai.scheduler/v1alpha1) from the fabric model.
 KAI's units (from its Queue CRD): gpu in GPUs, cpu in millicores, memory in megabytes (10^6 bytes).
 A tenant's `quota` is its nominal share summed over the plane's pools (KAI queues are not per pool);
 `limit: -1` (unlimited) and `overQuotaWeight` = share let idle quota be borrowed and shared by
-share; KAI reclaims it for the owner when the owner needs its quota back.
+share; KAI reclaims it for the owner when the owner needs its quota back. A MIG pool's GPUs count
+as whole GPUs here (KAI's queue unit); how KAI charges MIG instances against that is KAI's, and not
+checked by this repository's tests.
 """
 from __future__ import annotations
 

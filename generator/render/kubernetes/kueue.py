@@ -1,5 +1,6 @@
-"""Kueue (kueue.x-k8s.io/v1beta2): ResourceFlavors per pool, one Cohort, a ClusterQueue and a
-LocalQueue per tenant, and a Topology from the fabric model.
+"""Kueue (kueue.x-k8s.io/v1beta2): ResourceFlavors per pool, one Cohort, a ClusterQueue per tenant
+and the LocalQueue `default` in each tenant namespace, and a Topology from the fabric model.
+Flavors and the Topology are named after the fields the API server freezes (common.content_name).
 
 Quotas are Tenant.quotas as the planner computed them (per pool they add up to the pool's capacity,
 no more). Borrowing is on: every ClusterQueue is in the one cohort with no borrowingLimit, so idle
@@ -15,12 +16,13 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import (GPU, has_topology, level_topology, meta, namespace_of, node_selector, queue_of, slices,
-                     topology_name, unique)
+from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, content_name, devices, gpu_resources, has_topology,
+                     level_topology, meta, namespace_of, node_selector, queue_of, slices, tenant_namespaces,
+                     topology_name, unique, workloads as kube_workloads)
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
-COVERED = ("cpu", "memory", GPU)  # the order every flavor's resources must follow
+COVERED = ("cpu", "memory")  # then common.gpu_resources: the order every flavor's resources must follow
 MAX_FLAVORS = 64  # ClusterQueue resourceGroups[].flavors maxItems
 
 
@@ -30,21 +32,37 @@ def cohort_name(plan: Plan) -> str:
     return plan.name if plan.name not in taken else unique(f"{plan.name}-cohort", taken)
 
 
+def flavor_spec(plan: Plan, pool: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeLabels": node_selector(plan, pool)}
+    if has_topology(plan):
+        spec["topologyName"] = topology_name(plan)
+    return spec
+
+
+def flavor_name(plan: Plan, pool: str) -> str:
+    """`<pool>-<hash of the flavor's spec>`: once topologyName is set, the CRD freezes nodeLabels,
+    tolerations and topologyName ("nodeLabels are immutable when topologyName is set"), and a
+    hybrid turn adds `orchgen.io/plane` to nodeLabels, so the name follows the spec
+    (`common.content_name`). ClusterQueues name the flavor by this name."""
+    return content_name(pool, flavor_spec(plan, pool))
+
+
 def flavors(plan: Plan) -> list[dict[str, Any]]:
-    out = []
-    for s in slices(plan):
-        spec: dict[str, Any] = {"nodeLabels": node_selector(plan, s.pool)}
-        if has_topology(plan):
-            spec["topologyName"] = topology_name(plan)
-        out.append({"apiVersion": API, "kind": "ResourceFlavor", "metadata": meta(s.pool), "spec": spec})
-    return out
+    return [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": meta(flavor_name(plan, s.pool)),
+             "spec": flavor_spec(plan, s.pool)} for s in slices(plan)]
 
 
-def _quota_entry(tenant: Tenant, pool: str) -> dict[str, Any]:
+def covered(plan: Plan) -> list[str]:
+    """cpu, memory, nvidia.com/gpu and each MIG pool's nvidia.com/mig-<profile>: one resource group
+    covers them all (cpu is in every flavor), and a flavor whose nodes lack one quotas it at 0."""
+    return [*COVERED, *gpu_resources(plan)]
+
+
+def _quota_entry(plan: Plan, tenant: Tenant, pool: str) -> dict[str, Any]:
     q = tenant.quotas[pool]
-    quantities = (q.cpus, f"{q.memory_gib}Gi", q.gpus)
-    return {"name": pool,
-            "resources": [{"name": r, "nominalQuota": v} for r, v in zip(COVERED, quantities)]}
+    quantities: dict[str, Any] = {"cpu": q.cpus, "memory": f"{q.memory_gib}Gi", **devices(plan, {pool: q.gpus})}
+    return {"name": flavor_name(plan, pool),
+            "resources": [{"name": r, "nominalQuota": quantities[r]} for r in covered(plan)]}
 
 
 def cluster_queue(plan: Plan, tenant: Tenant) -> dict[str, Any]:
@@ -62,8 +80,8 @@ def cluster_queue(plan: Plan, tenant: Tenant) -> dict[str, Any]:
         "resourceGroups": [],
     }
     if pools:
-        spec["resourceGroups"] = [{"coveredResources": list(COVERED),
-                                   "flavors": [_quota_entry(tenant, p) for p in pools]}]
+        spec["resourceGroups"] = [{"coveredResources": covered(plan),
+                                   "flavors": [_quota_entry(plan, tenant, p) for p in pools]}]
     return {"apiVersion": API, "kind": "ClusterQueue", "metadata": meta(queue_of(tenant.name)), "spec": spec}
 
 
@@ -72,8 +90,10 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
     out = flavors(plan)
     out.append({"apiVersion": API, "kind": "Cohort", "metadata": meta(cohort_name(plan)), "spec": {}})
     out += [cluster_queue(plan, t) for t in plan.tenants]
+    # Named `default`: Kueue's default LocalQueue takes every job of the namespace that names no
+    # queue. spec.clusterQueue is immutable (`self == oldSelf`), and stays the tenant's name.
     out += [{"apiVersion": API, "kind": "LocalQueue",
-             "metadata": meta(queue_of(t.name), namespace_of(t.name)),
+             "metadata": meta(KUEUE_DEFAULT_LOCAL_QUEUE, namespace_of(t.name)),
              "spec": {"clusterQueue": queue_of(t.name)}}
             for t in plan.tenants]
     return out
@@ -130,12 +150,27 @@ integrations:
 RAY_FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
 
 # v1beta2 has no `enable` under waitForPodsReady or fairSharing: the block being present turns the
-# feature on (v1beta1's `enable: true` converts to exactly this). timeout: long enough for a cold
-# node to pull a multi-GB image and load a model, short enough that a half-placed gang gives its
-# GPUs back within a quarter hour. blockAdmission stays false: true serialises admission across
-# every ClusterQueue, so one tenant's slow start would stall all tenants; quotas add up to the
-# capacity, so the deadlock it guards against needs a lost node, and timeout + requeue clear that.
-WAIT_FOR_PODS_READY = {"timeout": "15m", "blockAdmission": False}
+# feature on (v1beta1's `enable: true` converts to exactly this). In 0.19 it is on even when absent
+# (apis/config/v1beta2/defaults.go fills in a 30m timeout), for every workload: there is no
+# per-workload exemption, only the cluster-wide DisableWaitForPodsReady gate
+# (pkg/util/waitforpodsready), so a model server is evicted and requeued like a gang if its pods
+# are not Ready in time. The timeout is therefore sized for the slowest start the plane runs:
+# - gangs only (GANG_START): a cold node pulling a multi-GB training image; short, so a half-placed
+#   gang gives its GPUs back within a quarter hour;
+# - with services on the plane (SERVICE_START): a cold node pulling a 10-20 GB serving image
+#   (~5-10 min), then loading up to ~1 TB of weights from shared storage at 1-2 GB/s (~10-15 min)
+#   and warming up (compilation, CUDA graphs: ~5 min) before the readiness probe passes.
+# recoveryTimeout defaults to the timeout, which also covers a restarted replica reloading its model.
+# blockAdmission stays false: true serialises admission across every ClusterQueue, so one tenant's
+# slow start would stall all tenants; quotas add up to the capacity, so the deadlock it guards
+# against needs a lost node, and timeout + requeue clear that.
+GANG_START = "15m"
+SERVICE_START = "45m"
+
+
+def wait_for_pods_ready(plan: Plan) -> dict[str, Any]:
+    services = any(w.workload_class == "service" for w in kube_workloads(plan))
+    return {"timeout": SERVICE_START if services else GANG_START, "blockAdmission": False}
 FAIR_SHARING = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 
 
@@ -149,7 +184,14 @@ def kueue_config(plan: Plan) -> dict[str, Any]:
     if "batch/job" not in frameworks:  # the starter Jobs of gang workloads rely on it
         frameworks.insert(0, "batch/job")
     config["integrations"]["frameworks"] = frameworks
-    config["waitForPodsReady"] = dict(WAIT_FOR_PODS_READY)
+    # Kueue manages the tenant namespaces and nothing else: its webhooks (failurePolicy Fail) get
+    # this selector as their namespaceSelector (charts/kueue/templates/webhook/manifests.yaml), so
+    # an outage of Kueue cannot block pods in gpu-operator, slurm, argocd ... and there every job
+    # is Kueue's, queue label or not (configuration_types.go: ManagedJobsNamespaceSelector,
+    # ManageJobsWithoutQueueName; both in config.kueue.x-k8s.io/v1beta2 at 0.19.2).
+    config["manageJobsWithoutQueueName"] = True
+    config["managedJobsNamespaceSelector"] = tenant_namespaces()
+    config["waitForPodsReady"] = wait_for_pods_ready(plan)
     if len(plan.tenants) > 1:  # ClusterQueues' fairSharing.weight only counts with this on
         config["fairSharing"] = {k: list(v) for k, v in FAIR_SHARING.items()}
     return config

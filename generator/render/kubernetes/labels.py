@@ -13,6 +13,7 @@ from itertools import groupby
 from ...spec import fabric
 from ...decide.plan import Plan
 from .common import SLURM_TAINT
+from .gpu_operator import MIG_CONFIG_LABEL, mig_layouts
 
 BATCH = 256  # node names per kubectl call: short command lines, few API round trips
 
@@ -62,18 +63,25 @@ fi
 
 
 def _labelled_nodes(plan: Plan) -> list[tuple[str, dict[str, str]]]:
-    """(node, labels) for every Kubernetes node this plan knows, in fabric order."""
+    """(node, labels) for every Kubernetes node this plan knows, in fabric order. Nodes of a MIG pool
+    also get the GPU Operator's nvidia.com/mig.config: the MIG manager cuts their GPUs as it says."""
     kube, slurm = plan.kube_plane, plan.slurm_plane
+    migs = mig_layouts(plan)
     out: list[tuple[str, dict[str, str]]] = []
+
+    def with_mig(labels: dict[str, str]) -> dict[str, str]:
+        layout = migs.get(labels.get(fabric.LABEL_POOL, ""))
+        return {**labels, MIG_CONFIG_LABEL: layout.config_name} if layout else labels
+
     if kube:
         for node in kube.nodes:
             labels = plan.fabric.node_labels(node)
             if plan.hybrid:
                 labels[fabric.LABEL_PLANE] = "kubernetes"
-            out.append((node, labels))
+            out.append((node, with_mig(labels)))
     if plan.hybrid and slurm and slurm.host == "kubernetes":
         for node in slurm.nodes:
-            out.append((node, {**plan.fabric.node_labels(node), fabric.LABEL_PLANE: "slurm"}))
+            out.append((node, with_mig({**plan.fabric.node_labels(node), fabric.LABEL_PLANE: "slurm"})))
     return out
 
 
@@ -101,7 +109,7 @@ def render_script(plan: Plan) -> str:
     taints = plan.hybrid is not None and any(lb.get(fabric.LABEL_PLANE) == "slurm" for _, lb in pairs)
     used = {k for _, lb in pairs for k in lb}
     names = [n for n in (fabric.LABEL_POOL, fabric.LABEL_LEAF, fabric.LABEL_SPINE, fabric.LABEL_NVLINK,
-                         fabric.LABEL_PLANE) if n in used]
+                         fabric.LABEL_PLANE, MIG_CONFIG_LABEL) if n in used]
     out = [HEADER.format(taint_word=" and taint" if taints else "", name=plan.name, source=plan.source,
                          labels=", ".join(names))]
     untaint = taints and plan.slurm_plane is not None and plan.slurm_plane.host == "kubernetes"

@@ -5,6 +5,7 @@ Manifests are applied in file-name order (by Pulumi or GitOps), each file one mu
   00-namespaces.yaml  a Namespace per tenant
   10-quotas.yaml      a ResourceQuota on GPU requests per tenant namespace
   20-<scheduler>.yaml the gang scheduler's queues (Kueue flavors/cohort/queues, Volcano or KAI queues)
+                      and, for Volcano and KAI, the admission policy keeping tenants in their queues
   30-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes)
   40-ray.yaml         a RayCluster per Ray workload
 Files with nothing to say are not written. Returns {} without a Kubernetes plane.
@@ -16,7 +17,7 @@ from typing import Any
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from . import kai, kueue, labels, ray, tenancy, volcano, workloads
-from .common import queues_enabled, workloads as kube_workloads
+from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
 SCHEDULERS = {"kueue": kueue, "volcano": volcano, "kai": kai}
 
@@ -26,7 +27,7 @@ def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     files = {"00-namespaces.yaml": tenancy.namespaces(plan), "10-quotas.yaml": tenancy.quotas(plan)}
     if queues_enabled(plan):
         module = SCHEDULERS[plan.gang_scheduler or ""]
-        files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan)
+        files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan) + tenancy.queue_policy(plan)
         files["30-topology.yaml"] = module.topology(plan)
     files["40-ray.yaml"] = ray.objects(plan)
     return {name: objs for name, objs in files.items() if objs}
@@ -34,6 +35,15 @@ def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
 
 def starter_files(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     return {f"{w.name}.yaml": workloads.starter(plan, w) for w in kube_workloads(plan)}
+
+
+def readme(plan: Plan) -> dict[str, Any]:
+    """What the README's Kubernetes section says about object names: the content-named ones."""
+    topology = topology_name(plan) if has_topology(plan) and plan.gang_scheduler in ("kueue", "kai") else None
+    flavors = ({s.pool: kueue.flavor_name(plan, s.pool) for s in slices(plan)}
+               if queues_enabled(plan) and plan.gang_scheduler == "kueue" else {})
+    policy = tenancy.policy_name(plan) if tenancy.queue_policy(plan) else None
+    return {"topology": topology, "flavors": flavors, "policy": policy}
 
 
 def render(plan: Plan) -> dict[str, bytes]:

@@ -4,15 +4,41 @@ group sized from the workload, on its pool's nodes, wired to its tenant's queue.
 Autoscaling stays off and minReplicas = replicas = maxReplicas: Volcano's and KAI's gangs and
 Kueue's admission all size the gang from the desired replicas, so a fixed size keeps every worker
 inside it.
+
+The gang is placed by the bundle's topology, the way each scheduler reads it from a RayCluster
+(`topology_wiring`): KAI's pod grouper takes `kai.scheduler/topology` and
+`kai.scheduler/topology-preferred-placement` from the top owner's annotations into the PodGroup
+(pkg/podgrouper/podgrouper/plugins/defaultgrouper at v0.13.0, used by its Ray grouper); Kueue's
+TAS reads `kueue.x-k8s.io/podset-preferred-topology` on a worker group's pod template (the
+RayCluster integration's podset annotations, 0.19.2); KubeRay's Volcano plugin turns the
+RayCluster label `volcano.sh/network-topology-mode` into the PodGroup's networkTopology (1.7.0).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from ...decide import sizing
 from ...decide.plan import Plan, WorkloadDecision
+from ...spec import fabric
 from . import gang
-from .common import (RAY_IMAGE, RAY_VERSION, PodShape, dns1035, meta, namespace_of, node_selector,
-                         resources, shape, slice_of)
+from .common import (KUEUE_PREFERRED_TOPOLOGY, RAY_IMAGE, RAY_VERSION, PodShape, dns1035, has_topology, meta,
+                     namespace_of, node_selector, resources, shape, slice_of, topology_name)
+
+KAI_TOPOLOGY = "kai.scheduler/topology"
+KAI_PREFERRED_PLACEMENT = "kai.scheduler/topology-preferred-placement"
+VOLCANO_NETWORK_TOPOLOGY_MODE = "volcano.sh/network-topology-mode"
+
+
+def topology_wiring(plan: Plan) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(RayCluster labels, RayCluster annotations, worker template annotations) that make the
+    gang prefer one leaf switch under the plan's scheduler; empty without a topology."""
+    if plan.gang_scheduler == "kai" and has_topology(plan):
+        return {}, {KAI_TOPOLOGY: topology_name(plan), KAI_PREFERRED_PLACEMENT: fabric.LABEL_LEAF}, {}
+    if plan.gang_scheduler == "kueue" and has_topology(plan):
+        return {}, {}, {KUEUE_PREFERRED_TOPOLOGY: fabric.LABEL_LEAF}
+    if plan.gang_scheduler == "volcano" and plan.fabric.levels:
+        return {VOLCANO_NETWORK_TOPOLOGY_MODE: "soft"}, {}, {}  # prefer the fewest HyperNode tiers
+    return {}, {}, {}
 
 
 def cluster_name(w: WorkloadDecision) -> str:
@@ -21,10 +47,10 @@ def cluster_name(w: WorkloadDecision) -> str:
 
 
 def _head_shape(plan: Plan, w: WorkloadDecision) -> PodShape:
+    if w.ray_head is not None:
+        return w.ray_head
     s = slice_of(plan, w.pool)
-    cpus, mem = (s.cpus, s.memory_gib) if s else (8, 32)
-    # the head runs the GCS and dashboard, no tasks: a small slice of a node is enough
-    return PodShape(1, 0, max(1, min(8, cpus // 8)), max(2, min(32, mem // 8)))
+    return sizing.ray_head(s.cpus if s else None, s.memory_gib if s else None)
 
 
 def _pod(plan: Plan, w: WorkloadDecision, name: str, shape_: PodShape, image: str) -> dict[str, Any]:
@@ -38,15 +64,20 @@ def _pod(plan: Plan, w: WorkloadDecision, name: str, shape_: PodShape, image: st
 def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     sh = shape(plan, w)
     worker_image = f"{RAY_IMAGE}-gpu" if sh.gpus else RAY_IMAGE
+    labels, annotations, worker_annotations = topology_wiring(plan)
+    template = _pod(plan, w, "ray-worker", sh, worker_image)
+    if worker_annotations:
+        template["metadata"] = {"annotations": worker_annotations}
     group = {
         "groupName": "gpu-workers" if sh.gpus else "workers",
         "replicas": sh.pods, "minReplicas": sh.pods, "maxReplicas": sh.pods,
         "rayStartParams": {},
-        "template": _pod(plan, w, "ray-worker", sh, worker_image),
+        "template": template,
     }
     return {
         "apiVersion": "ray.io/v1", "kind": "RayCluster",
-        "metadata": meta(cluster_name(w), namespace_of(w.tenant), labels=gang.for_raycluster(plan, w.tenant)),
+        "metadata": meta(cluster_name(w), namespace_of(w.tenant), labels={**gang.for_raycluster(plan, w.tenant), **labels},
+                         annotations=annotations or None),
         "spec": {
             "rayVersion": RAY_VERSION,
             "enableInTreeAutoscaling": False,

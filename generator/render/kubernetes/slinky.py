@@ -12,7 +12,8 @@ about GRES, partitions or topology is decided here):
   count, pinned by nodeSelector to that pool's Slurm nodes and tolerating their taint (both set by
   kubernetes/node-labels.sh). slurmd gets the pool's NodeName attributes (CPUs, RealMemory, Gres,
   Features) through `extraConfMap`, and the pod asks Kubernetes for as many GPUs as that Gres
-  counts (Slinky #57, #101: the two must agree, or the node comes up `Gres=(null)`).
+  counts (Slinky #57, #101: the two must agree, or the node comes up `Gres=(null)`); with MIG the
+  Gres is `gpu:<profile>:<n>` and the pod asks for n `nvidia.com/mig-<profile>`.
 * Slurm names a NodeSet's nodes after its pods' hostnames, `<pool>-<ordinal>`, not after the
   Kubernetes nodes. So gres.conf's `NodeName=` lists become those names (the rest of each line is
   kept), and topology.yaml keeps its topologies, switches and blocks but no node lists: each Slurm
@@ -37,7 +38,7 @@ from ...decide.plan import Plan
 from ...yamlio import dump_yaml
 from .common import GPU, SLURM_TAINT
 from ..slurm import slurm_config
-from ..slurm.model import Partition, SlurmModel, model
+from ..slurm.model import NodeGroup, Partition, SlurmModel, model
 
 TOPOLOGY_ANNOTATION = "topology.slinky.slurm.net/spec"  # Slinky's docs/usage/topology.md
 
@@ -59,6 +60,13 @@ SLINKY_MAX_NODES = 1024
 CONTAINER_CGROUP = ("CgroupPlugin=cgroup/v2", "IgnoreSystemd=yes")
 DB_PASSWORD_SECRET = {"name": "slurm-mariadb", "key": "password"}
 LOGIN_SET = "login"
+# The slurm chart 1.2.1 makes its slurm and JWT keys itself (templates/secrets/{slurmkey,jwtkey}.yaml:
+# `lookup` of the existing Secret, else randAscii 1024, marked immutable). Argo CD renders with
+# `helm template`, where `lookup` finds nothing, so every refresh would make new key data for an
+# immutable Secret. The keys are Secrets the operator creates once (README), and the chart only
+# references them (`create: false` + secretRef), the same way under Pulumi, Argo CD and Flux.
+AUTH_KEYS = {"slurmKey": {"name": "slurm-auth-slurm", "key": "slurm.key"},
+             "jwtKey": {"name": "slurm-auth-jwt", "key": "jwt.key"}}
 
 
 def operated(plan: Plan) -> bool:
@@ -185,7 +193,12 @@ def annotate_commands(plan: Plan) -> list[str]:
 # ------------------------------------------------------------------ values of the `slurm` release
 
 
-def _nodeset(pool: str, count: int, attrs: dict[str, str]) -> dict[str, Any]:
+def gpu_resource(g: NodeGroup) -> str:
+    """What a NodeSet's slurmd pod asks Kubernetes for: the GPUs, or a MIG pool's instances."""
+    return g.mig.resource if g.mig else GPU
+
+
+def _nodeset(pool: str, count: int, attrs: dict[str, str], resource: str = GPU) -> dict[str, Any]:
     conf = dict(attrs)
     # the operator always gives a NodeSet's nodes the feature of its name (the pool): not twice
     features = [f for f in conf.pop("Features", "").split(",") if f and f != pool]
@@ -200,8 +213,8 @@ def _nodeset(pool: str, count: int, attrs: dict[str, str]) -> dict[str, Any]:
         },
     }
     gres = attrs.get("Gres", "")
-    if gres:  # gpu:<type>:<n>, as slurm.conf writes it: the pod takes exactly those n GPUs
-        out["slurmd"] = {"resources": {"limits": {GPU: int(gres.rsplit(":", 1)[1])}}}
+    if gres:  # gpu:<type>:<n>, as slurm.conf writes it: the pod takes exactly those n GPUs (or MIG instances)
+        out["slurmd"] = {"resources": {"limits": {resource: int(gres.rsplit(":", 1)[1])}}}
     return out
 
 
@@ -254,10 +267,11 @@ def slurm_values(plan: Plan) -> dict[str, Any]:
         "clusterName": m.cluster,
         "configFiles": config_files(m, files),
         "controller": {"extraConfMap": settings},
-        "nodesets": {g.pool: _nodeset(g.pool, len(g.nodes), nodes[g.pool]) for g in m.groups},
+        "nodesets": {g.pool: _nodeset(g.pool, len(g.nodes), nodes[g.pool], gpu_resource(g)) for g in m.groups},
         "partitions": {p.name: _partition(p) for p in m.partitions if not own_partition(p)},
         # somewhere to run sbatch from: kubectl exec into it (no load balancer for SSH by default)
         "loginsets": {LOGIN_SET: {"enabled": True, "replicas": 1, "service": {"spec": {"type": "ClusterIP"}}}},
+        **{value: {"create": False, "secretRef": dict(ref)} for value, ref in AUTH_KEYS.items()},
     }
     for p in filter(own_partition, m.partitions):
         values["nodesets"][p.name]["partition"] = {"enabled": True, "config": partition_options(p)}
@@ -299,6 +313,7 @@ def readme(plan: Plan) -> dict[str, Any]:
                   for p in m.partitions]
     return {"values": values, "annotate_commands": annotate_commands(plan), "partitions": partitions,
             "namespace": plan.charts["slurm"].namespace, "secret": DB_PASSWORD_SECRET,
+            "auth_keys": list(AUTH_KEYS.values()),
             "names": {pool: hostlist.compress(node_names(pool, ns["replicas"]))
                       for pool, ns in values["nodesets"].items()}}
 

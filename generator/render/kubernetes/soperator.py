@@ -34,7 +34,8 @@ from ...spec import fabric
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from .common import GPU, MANAGED, SLURM_TAINT
-from .slinky import conf_lines, node_settings
+from .helm import monitoring_installed
+from .slinky import conf_lines, gpu_resource, node_settings
 from ..slurm import slurm_config
 from ..slurm.model import Partition, SlurmModel, model
 
@@ -100,11 +101,25 @@ def topology_settings(m: SlurmModel) -> tuple[dict[str, Any], dict[str, Any] | N
     return {"topologyPlugin": "topology/tree"}, None
 
 
+DB_USER = "slurm"
+
+
 def _accounting() -> dict[str, Any]:
     # Soperator runs slurmdbd; the database is yours (or mariadb-operator's): its password is a
-    # Secret you create, named here, never written.
-    return {"enabled": True, "externalDB": {"enabled": True, "host": "mariadb", "port": 3306, "user": "slurm",
+    # Secret you create, named here, never written. No `user`: no template of helm-slurm-cluster
+    # 4.1.7 reads slurmNodes.accounting.externalDB.user (templates/slurm-cluster-cr.yaml passes
+    # enabled, host, port, passwordSecretKeyRef, tls and storageParameters only), while the
+    # operator refuses an empty one ("external DB user is empty", internal/render/accounting/
+    # secret.go). The SlurmCluster CRD has the field, so the README's post-install step sets it
+    # with a merge patch (`db_user_patch`), which Helm's and Argo CD's three-way merges keep.
+    return {"enabled": True, "externalDB": {"enabled": True, "host": "mariadb", "port": 3306,
                                             "passwordSecretKeyRef": dict(DB_PASSWORD_SECRET)}}
+
+
+def db_user_patch(plan: Plan) -> str:
+    """The post-install command that gives the SlurmCluster its external DB user."""
+    patch = '{"spec":{"slurmNodes":{"accounting":{"externalDB":{"user":"%s"}}}}}' % DB_USER
+    return f"kubectl -n {namespace(plan)} patch slurmcluster {model(plan).cluster} --type merge -p '{patch}'"
 
 
 def cluster_values(plan: Plan) -> dict[str, Any]:
@@ -120,6 +135,10 @@ def cluster_values(plan: Plan) -> dict[str, Any]:
             {"name": SYSTEM_FILTER},
         ],
         "slurmConfig": slurm_config_keys,
+        # The chart renders a monitoring.coreos.com ServiceMonitor for sconfigcontroller by
+        # default (templates/sconfigcontroller-servicemonitor.yaml): off unless the plan installs
+        # the Prometheus Operator's CRDs, or the release fails to install.
+        "sConfigController": {"serviceMonitor": {"enabled": monitoring_installed(plan)}},
     }
     if topo:
         values["topology"] = topo
@@ -130,7 +149,8 @@ def cluster_values(plan: Plan) -> dict[str, Any]:
 
 # slurmNodes.accounting.externalDB keys the chart's defaults carry only as comments, while its
 # SlurmCluster template `required`s them when externalDB is enabled (CRD: spec.slurmNodes.accounting.externalDB).
-EXTERNAL_DB_KEYS = {"host": "", "user": "", "passwordSecretKeyRef": {"name": "", "key": ""}}
+# Not `user`, which the defaults also show commented out: no template reads it.
+EXTERNAL_DB_KEYS = {"host": "", "passwordSecretKeyRef": {"name": "", "key": ""}}
 
 
 def chart_defaults(defaults: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +165,15 @@ def operator_values(plan: Plan) -> dict[str, Any]:
     # Workers and login nodes are OpenKruise Advanced StatefulSets, and the topology ConfigMap is
     # spread by Kruise's ResourceDistribution: the chart installs Kruise when asked. The webhook's
     # certificate comes from the cert-manager release.
-    return {"certManager": {"enabled": True}, "kruise": {"installOperator": True}}
+    monitoring = monitoring_installed(plan)
+    return {
+        "certManager": {"enabled": True}, "kruise": {"installOperator": True},
+        # templates/servicemonitor.yaml renders a ServiceMonitor by default; the operator itself
+        # creates PodMonitors/ServiceMonitors only when IS_PROMETHEUS_CRD_INSTALLED is "true"
+        # (internal/check/installed_crd.go). Both follow whether the plan installs the CRDs.
+        "serviceMonitor": {"enabled": monitoring},
+        "controllerManager": {"manager": {"env": {"isPrometheusCrdInstalled": str(monitoring).lower()}}},
+    }
 
 
 # ------------------------------------------------------------------ NodeSets
@@ -170,13 +198,14 @@ def _image(name: str, plan: Plan) -> dict[str, str]:
             "tag": f"{plan.charts['soperator'].version}-slurm{SLURM_OF_IMAGES}"}
 
 
-def nodeset(plan: Plan, pool: str, count: int, attrs: dict[str, str], gres: list[str]) -> dict[str, Any]:
+def nodeset(plan: Plan, pool: str, count: int, attrs: dict[str, str], gres: list[str],
+            resource: str = GPU) -> dict[str, Any]:
     cpus = pod_cpus(int(attrs["CPUs"]))
     static = [f"CPUs={cpus}", f"RealMemory={attrs['RealMemory']}"]
     resources: dict[str, Any] = {"cpu": str(cpus), "memory": f"{attrs['RealMemory']}Mi"}
     if attrs.get("Gres"):
         static.append(f"Gres={attrs['Gres']}")
-        resources[GPU] = int(attrs["Gres"].rsplit(":", 1)[1])
+        resources[resource] = int(attrs["Gres"].rsplit(":", 1)[1])  # GPUs, or a MIG pool's instances
     spec: dict[str, Any] = {
         "replicas": count,
         "nodeSelector": _selector(pool),
@@ -198,8 +227,8 @@ def nodesets(plan: Plan) -> list[dict[str, Any]]:
     m = model(plan)
     files = slurm_config(plan)
     attrs = node_settings(files["slurm.conf"], m)
-    return [nodeset(plan, g.pool, len(g.nodes), attrs[g.pool], gres_lines(files["gres.conf"], g.hostlist))
-            for g in m.groups]
+    return [nodeset(plan, g.pool, len(g.nodes), attrs[g.pool], gres_lines(files["gres.conf"], g.hostlist),
+                    gpu_resource(g)) for g in m.groups]
 
 
 def topology_groups(plan: Plan) -> list[tuple[dict[str, str], dict[str, str]]]:
@@ -238,6 +267,7 @@ def readme(plan: Plan) -> dict[str, Any]:
     return {"nodesets": nodesets(plan), "label_commands": label_commands(plan),
             "topology_plugin": plugin["topologyPlugin"], "block_size": (topo or {}).get("blockSize"),
             "namespace": namespace(plan), "accounting": m.accounting, "secret": DB_PASSWORD_SECRET,
+            "db_user": DB_USER, "db_user_patch": db_user_patch(plan),
             "jail_claim": JAIL_CLAIM, "file": NODESETS_FILE}
 
 

@@ -1,17 +1,125 @@
-"""Tenants as namespaces: one Namespace per tenant and a ResourceQuota on its GPU requests."""
+"""Tenants as namespaces: one Namespace per tenant and a ResourceQuota on its GPU requests (whole
+GPUs, and each MIG pool's instances, `nvidia.com/mig-<profile>`), and
+what makes every pod of a tenant namespace go through the tenant's queue (`queue_policy`).
+
+How a pod that names no queue still reaches it, per scheduler:
+- Kueue: its LocalQueue is named `default` (kueue.py), and the Kueue config manages exactly the
+  tenant namespaces (managedJobsNamespaceSelector) with manageJobsWithoutQueueName.
+- Volcano: the namespace annotation `scheduling.volcano.sh/queue-name` (read by Volcano's
+  /podgroups/mutate webhook for a PodGroup in queue `default`), and Volcano's /pods/mutate webhook
+  setting `schedulerName: volcano` on pods of the tenant namespaces (volcano.py's values).
+- KAI: v0.13 has neither (its pod grouper reads the queue from the pod's or top owner's
+  `kai.scheduler/queue` label only), so a ValidatingAdmissionPolicy refuses a tenant pod that does
+  not name kai-scheduler and its tenant's queue: no pod skips the queues silently.
+Under Volcano and KAI the policy also keeps a tenant's PodGroups in its own queue.
+
+A tenant's Namespace holds its workloads and data, so no delivery path deletes it when the tenant
+leaves the bundle (renamed or removed): Pulumi retains it (stacks/__main__.py), and it carries the
+no-prune annotations of both GitOps tools (`NO_PRUNE`). Both, whatever `options.gitops` says: the
+manifests are the same files for Pulumi and every GitOps mode (GitOps only adds files), and in
+`kustomize` mode the operator picks the tool; an annotation no tool reads is inert.
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from ...decide.plan import Plan
-from .common import GPU, meta, namespace_of, resource_quota_gpus
+from .common import (KAI_QUEUE_LABEL, KAI_SCHEDULER, QUEUE_LABEL, TENANT_LABEL, VOLCANO_QUEUE_ANNOTATION,
+                     meta, namespace_of, queue_of, queues_enabled, resource_quota_gpus, tenant_namespaces)
+
+# What each GitOps tool reads on an object to never prune it: Argo CD's resource sync option
+# (docs/user-guide/sync-options.md, "No Prune Resources") and Flux kustomize-controller's
+# prune annotation (its Kustomization docs, "Garbage collection").
+NO_PRUNE = {"argocd.argoproj.io/sync-options": "Prune=false", "kustomize.toolkit.fluxcd.io/prune": "disabled"}
+
+
+def namespace(plan: Plan, tenant: str) -> dict[str, Any]:
+    labels = {TENANT_LABEL: tenant}
+    annotations = dict(NO_PRUNE)
+    if queues_enabled(plan):
+        labels[QUEUE_LABEL] = queue_of(tenant)
+        if plan.gang_scheduler == "volcano":
+            annotations[VOLCANO_QUEUE_ANNOTATION] = queue_of(tenant)
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": meta(namespace_of(tenant), labels=labels, annotations=annotations)}
 
 
 def namespaces(plan: Plan) -> list[dict[str, Any]]:
+    return [namespace(plan, t.name) for t in plan.tenants]
+
+
+# --- the admission policy: tenant pods and PodGroups use their tenant's queue -----------------
+
+ADMISSION_API = "admissionregistration.k8s.io/v1"  # ValidatingAdmissionPolicy: GA in Kubernetes 1.30
+_OWN_QUEUE = f"namespaceObject.metadata.labels['{QUEUE_LABEL}']"
+
+
+def _rule(group: str, resource: str, operations: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "apiVersions": ["*"], "operations": operations, "resources": [resource]}
+
+
+def _policy_rules(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """(resourceRules, validations) of the policy for the plan's scheduler ([], [] for Kueue,
+    whose LocalQueues are namespaced: a tenant cannot name another tenant's queue)."""
+    if plan.gang_scheduler == "kai":
+        rules = [_rule("", "pods", ["CREATE"]), _rule("scheduling.run.ai", "podgroups", ["CREATE", "UPDATE"])]
+        validations = [
+            {"expression": f"object.kind != 'Pod' || object.spec.schedulerName == '{KAI_SCHEDULER}'",
+             "message": f"a pod in a tenant namespace must set schedulerName: {KAI_SCHEDULER} (KAI "
+                        "v0.13 cannot default it), or it would bypass the tenant's queue",
+             "reason": "Forbidden"},
+            {"expression": f"object.kind != 'Pod' || (has(object.metadata.labels) && '{KAI_QUEUE_LABEL}' in "
+                           f"object.metadata.labels && object.metadata.labels['{KAI_QUEUE_LABEL}'] == {_OWN_QUEUE})",
+             "messageExpression": f"'a pod in namespace ' + namespaceObject.metadata.name + ' must carry the "
+                                  f"label {KAI_QUEUE_LABEL}: ' + {_OWN_QUEUE}",
+             "reason": "Forbidden"},
+            {"expression": f"object.kind != 'PodGroup' || object.spec.queue == {_OWN_QUEUE}",
+             "messageExpression": f"'a PodGroup in namespace ' + namespaceObject.metadata.name + ' must use "
+                                  f"queue ' + {_OWN_QUEUE}",
+             "reason": "Forbidden"},
+        ]
+        return rules, validations
+    if plan.gang_scheduler == "volcano":
+        # after Volcano's /podgroups/mutate webhook has put a `default` PodGroup in the namespace's
+        # queue (validating admission runs after every mutating webhook)
+        rules = [_rule("scheduling.volcano.sh", "podgroups", ["CREATE", "UPDATE"])]
+        validations = [
+            {"expression": f"object.spec.queue == {_OWN_QUEUE}",
+             "messageExpression": f"'a PodGroup in namespace ' + namespaceObject.metadata.name + ' must use "
+                                  f"queue ' + {_OWN_QUEUE}",
+             "reason": "Forbidden"},
+        ]
+        return rules, validations
+    return [], []
+
+
+def policy_name(plan: Plan) -> str:
+    return f"{plan.name}-tenant-queues"
+
+
+def policies_available(plan: Plan) -> bool:
+    """admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is served from Kubernetes 1.30 on
+    (GA); before, it is beta and off unless the API server enables it."""
+    major, minor = (int(x) for x in plan.kubernetes_version.split(".")[:2])
+    return (major, minor) >= (1, 30)
+
+
+def queue_policy(plan: Plan) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding over the tenant namespaces ([] if none needed,
+    or on a Kubernetes without the v1 API: the README says what then holds)."""
+    if not queues_enabled(plan) or not policies_available(plan):
+        return []
+    rules, validations = _policy_rules(plan)
+    if not rules:
+        return []
+    name = policy_name(plan)
     return [
-        {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": meta(namespace_of(t.name), labels={"orchgen.io/tenant": t.name})}
-        for t in plan.tenants
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"namespaceSelector": tenant_namespaces(), "resourceRules": rules},
+                  "validations": validations}},
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": meta(name),
+         "spec": {"policyName": name, "validationActions": ["Deny"]}},
     ]
 
 
@@ -20,6 +128,6 @@ def quotas(plan: Plan) -> list[dict[str, Any]]:
     return [
         {"apiVersion": "v1", "kind": "ResourceQuota",
          "metadata": meta("gpu-quota", namespace_of(t.name)),
-         "spec": {"hard": {f"requests.{GPU}": str(resource_quota_gpus(plan, t))}}}
+         "spec": {"hard": {f"requests.{r}": str(n) for r, n in resource_quota_gpus(plan, t).items()}}}
         for t in plan.tenants
     ]

@@ -2,9 +2,10 @@
 v1alpha1) from the fabric model.
 
 Volcano queues are not per pool, so a tenant's quota is its nominal share summed over the plane's
-pools: `deserved` (what the capacity plugin guarantees and reclaims back), `weight` = share (what
-the proportion plugin divides by), and `capability` = the whole plane, so an idle tenant's share
-can be borrowed (`reclaimable: true` gives it back).
+pools: `deserved` (what the capacity plugin guarantees and reclaims back), `capability` = the whole
+plane, so an idle tenant's share can be borrowed, and `reclaimable: true`, so it is given back.
+`weight` = share is what the proportion plugin would divide by; the scheduler conf below runs the
+capacity plugin instead, which reads `deserved` (the two cannot run together).
 """
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ from typing import Any
 
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import GPU, meta, plane_totals, queue_of, slices, tenant_totals
+from .common import (VOLCANO_SCHEDULER, meta, namespace_of, plane_devices, plane_totals, queue_of, slices,
+                     tenant_devices, tenant_namespaces, tenant_totals)
 
 MAX_WEIGHT = 65535  # Queue.spec.weight maximum
 
 
-def _resources(gpus: int, cpus: int, memory_gib: int) -> dict[str, Any]:
-    return {"cpu": str(cpus), "memory": f"{memory_gib}Gi", GPU: str(gpus)}
+def _resources(devices: dict[str, int], cpus: int, memory_gib: int) -> dict[str, Any]:
+    """cpu, memory and the GPU resources (nvidia.com/gpu, and each MIG pool's instances)."""
+    return {"cpu": str(cpus), "memory": f"{memory_gib}Gi", **{r: str(n) for r, n in devices.items()}}
 
 
 def weights(plan: Plan) -> dict[str, int]:
@@ -34,8 +37,8 @@ def queue(plan: Plan, tenant: Tenant, weight: int) -> dict[str, Any]:
     return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
             "metadata": meta(queue_of(tenant.name)),
             "spec": {"weight": weight, "reclaimable": True,
-                     "deserved": _resources(*tenant_totals(tenant)),
-                     "capability": _resources(*plane_totals(plan))}}
+                     "deserved": _resources(tenant_devices(plan, tenant), *tenant_totals(tenant)[1:]),
+                     "capability": _resources(plane_devices(plan), *plane_totals(plan)[1:])}}
 
 
 def objects(plan: Plan) -> list[dict[str, Any]]:
@@ -49,19 +52,24 @@ def _hypernode(name: str, tier: int, tier_name: str, members: list[dict[str, Any
 
 
 def topology(plan: Plan) -> list[dict[str, Any]]:
-    """Tier 1: a HyperNode per leaf of this plane, its nodes by exact name. Tier 2: one per spine
-    over its leaves on this plane. Tier 3: the core over the spines, when there are several."""
-    mine = {leaf for s in slices(plan) for leaf in s.leaves}
-    leaves = [leaf for leaf in plan.fabric.leaves if leaf.name in mine]
-    out = [_hypernode(leaf.name, 1, "leaf",
-                      [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in leaf.nodes])
-           for leaf in leaves]
+    """Tier 1: a HyperNode per leaf with nodes of this plane, those nodes by exact name (a leaf split
+    between the planes lists only this plane's). Tier 2: one per spine label (fabric.spine_groups: a
+    leaf under several spines joins its first) over its leaves on this plane. Tier 3: the core over
+    them, when the fabric has one and there are several."""
+    mine = {n for s in slices(plan) for n in s.nodes}
+    out, kept = [], set()
+    for leaf in plan.fabric.leaves:
+        nodes = [n for n in leaf.nodes if n in mine]
+        if nodes:
+            kept.add(leaf.name)
+            out.append(_hypernode(leaf.name, 1, "leaf",
+                                  [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in nodes]))
     spines = []
-    for spine in plan.fabric.spines:
-        below = [leaf for leaf in spine.leaves if leaf in mine]
+    for spine, leaves in plan.fabric.spine_groups():
+        below = [leaf for leaf in leaves if leaf in kept]
         if below:
-            spines.append(spine.name)
-            out.append(_hypernode(spine.name, 2, "spine",
+            spines.append(spine)
+            out.append(_hypernode(spine, 2, "spine",
                                   [{"type": "HyperNode", "selector": {"exactMatch": {"name": leaf}}}
                                    for leaf in below]))
     if plan.fabric.core and len(spines) > 1:
@@ -72,17 +80,28 @@ def topology(plan: Plan) -> list[dict[str, Any]]:
 
 # --- the volcano release's values ------------------------------------------------------------
 
+# What makes the Queues' `deserved`, borrowing and `reclaimable` do what the README says (Volcano
+# 1.15.1, docs/user-guide/how_to_use_capacity_plugin.md): the `capacity` plugin in place of
+# `proportion` ("capacity and proportion plugin are in conflict"); it alone reads Queue.spec.deserved
+# (pkg/scheduler/plugins/capacity: Allocatable / JobEnqueueable up to capability, Reclaimable down
+# to deserved), and the `reclaim` action, without which nothing is ever taken back from a borrowing
+# queue (pkg/scheduler/actions/reclaim skips queues whose `reclaimable` is false). `preempt` lets a
+# higher-priority job of the same queue evict a lower one; `backfill` stays last.
+ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+
+
 def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
-    """The chart's default scheduler conf (gang in the first tier), plus topology-aware scoring."""
+    """The chart's default scheduler conf (gang in the first tier) with capacity for proportion,
+    the preempt and reclaim actions, and topology-aware scoring."""
     scoring: list[dict[str, Any]] = [
         {"name": "overcommit"}, {"name": "drf", "enablePreemptable": False}, {"name": "predicates"},
-        {"name": "proportion"}, {"name": "nodeorder"}, {"name": "binpack"},
+        {"name": "capacity"}, {"name": "nodeorder"}, {"name": "binpack"},
     ]
     if plan.fabric.levels:
         # Weight 10 (upstream's example) so HyperNode locality outweighs plain node scores.
         scoring.append({"name": "network-topology-aware", "arguments": {"weight": 10}})
     return {
-        "actions": "enqueue, allocate, backfill",
+        "actions": ", ".join(ACTIONS),
         "tiers": [
             {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
                          {"name": "conformance"}]},
@@ -91,5 +110,30 @@ def volcano_scheduler_conf(plan: Plan) -> dict[str, Any]:
     }
 
 
+# custom.enabled_admissions of volcano 1.15.1's values.yaml (a test compares it with the reference).
+DEFAULT_ADMISSIONS = ("/jobs/mutate,/jobs/validate,/podgroups/validate,/queues/mutate,/queues/validate,"
+                      "/hypernodes/validate,/cronjobs/validate")
+# Off upstream, on here: /pods/mutate patches schedulerName onto the pods of a resource group
+# (pkg/webhooks/admission/pods/mutate), /podgroups/mutate moves a PodGroup of queue `default` to
+# its namespace's `scheduling.volcano.sh/queue-name` annotation (mutate_podgroup.go).
+TENANCY_ADMISSIONS = ("/pods/mutate", "/podgroups/mutate")
+
+
+def admission_config(plan: Plan) -> dict[str, Any]:
+    """volcano-admission.conf: one resource group, the tenant namespaces, scheduled by Volcano
+    (pkg/webhooks/config: resourceGroups[].object {key: namespace, value: [...]}, schedulerName)."""
+    return {"resourceGroups": [{"resourceGroup": "tenants",
+                                "object": {"key": "namespace", "value": [namespace_of(t.name) for t in plan.tenants]},
+                                "schedulerName": VOLCANO_SCHEDULER}]}
+
+
 def values(plan: Plan) -> dict[str, Any]:
-    return {"custom": {"scheduler_config_override": dump_yaml(volcano_scheduler_conf(plan)).decode()}}
+    custom: dict[str, Any] = {"scheduler_config_override": dump_yaml(volcano_scheduler_conf(plan)).decode()}
+    if plan.tenants:
+        custom["enabled_admissions"] = ",".join([DEFAULT_ADMISSIONS, *TENANCY_ADMISSIONS])
+        custom["admission_config_override"] = dump_yaml(admission_config(plan)).decode()
+        # Every Volcano webhook (failurePolicy Fail) on the tenant namespaces only: the pod webhook
+        # must not stand between gpu-operator's or Slinky's pods and the API server. The chart
+        # always excludes its own namespace and kube-system (templates/webhooks.yaml).
+        custom["webhooks_namespace_selector_expressions"] = tenant_namespaces()["matchExpressions"]
+    return {"custom": custom}

@@ -171,12 +171,17 @@ def deployment(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
 def rayjob(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
     # No queue label: Kueue refuses to manage a RayJob that uses an existing cluster, and the
     # cluster it submits to is already admitted as one gang.
+    spec: dict[str, Any] = {"clusterSelector": {"ray.io/cluster": ray.cluster_name(w)},
+                            "entrypoint": "python -c \"import ray; ray.init(); print(ray.cluster_resources())\"",
+                            "shutdownAfterJobFinishes": False}
+    if plan.gang_scheduler == "kai":
+        # KubeRay 1.7's KAI plugin refuses every RayJob in K8sJobMode, the default (batchscheduler/
+        # kai-scheduler/kai_scheduler.go, DoBatchSchedulingOnSubmission); HTTPMode submits through
+        # the cluster's dashboard with no submitter pod, and works with clusterSelector.
+        spec["submissionMode"] = "HTTPMode"
     return [{"apiVersion": "ray.io/v1", "kind": "RayJob",
              # KubeRay rejects RayJob names that are no DNS-1035 label of at most 47 characters
-             "metadata": meta(f"{dns1035(w.name, 43)}-job", namespace_of(w.tenant)),
-             "spec": {"clusterSelector": {"ray.io/cluster": ray.cluster_name(w)},
-                      "entrypoint": "python -c \"import ray; ray.init(); print(ray.cluster_resources())\"",
-                      "shutdownAfterJobFinishes": False}}]
+             "metadata": meta(f"{dns1035(w.name, 43)}-job", namespace_of(w.tenant)), "spec": spec}]
 
 
 def starter(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:

@@ -24,11 +24,15 @@ def _file(m: SlurmModel, name: str, job: RayJob | None) -> str:
         return render_template("slurm/ray.sbatch.j2", m=m, job=job).decode()
     if name == "topology.yaml":  # YAML is dumped from data; only its comment header is a template
         return _template("topology.yaml.header.j2", m) + dump_yaml(m.topology.yaml_data()).decode()
-    return _template(f"{name}.j2", m)
+    return _template(_TEMPLATES.get(name, f"{name}.j2"), m)
+
+
+# Files whose template is not named after them (templates/slurm holds no subdirectories).
+_TEMPLATES = {"plugstack.conf.d/pyxis.conf": "pyxis.conf.j2"}
 
 
 def _template(name: str, m: SlurmModel) -> str:
-    return render_template(f"slurm/{name}", m=m).decode()
+    return render_template(f"slurm/{name}", m=m, o=m.ops).decode()
 
 
 def render(plan: Plan) -> dict[str, bytes]:

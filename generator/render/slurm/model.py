@@ -3,10 +3,21 @@ launchers say, decided once from the Plan (`model(plan)`); files.py turns it int
 Slurm-on-Kubernetes renderers (Slinky, Soperator) read it for the same nodes, GRES and partitions.
 
 Decisions, each also told in the README's Slurm section:
-* Only the Slurm plane's pool slices become nodes; one NodeName line per slice.
-* RealMemory = memory_gib x 1024 MiB minus max(4 GiB, 5%) (rounded up to whole GiB, at most half):
-  the kernel and firmware keep 1-3% of installed RAM from slurmd (a RealMemory above what slurmd
-  finds drains the node as "Low RealMemory"); the rest is for the OS, slurmd and the page cache.
+* Only the Slurm plane's pool slices become nodes; one NodeName line per slice, with the node's
+  layout (Sockets, or Boards/SocketsPerBoard as slurmd -C gave them; CoresPerSocket; ThreadsPerCore),
+  so that Slurm never hands the threads of one core to two jobs (slurm.conf(5), CPUs; CR_Core).
+* RealMemory: `real_memory` (never above what slurmd finds: "Low RealMemory" drains the node);
+  CoreSpecCount and MemSpecLimit from `reserved` (slurm.conf(5): MemSpecLimit in MiB confines slurmd
+  with task/cgroup and ConstrainRAMSpace=yes, which cgroup.conf sets). Which cores CoreSpecCount
+  takes is Slurm's choice (CPUSpecList in `scontrol show node`; on the loopback harness 22.05 to
+  26.05 took the last socket's top cores, not core_spec.html's alternating order); gres.conf's
+  Cores= still list every core of a socket, as gres.conf(5) advises.
+* GRES: `gpu:<type>:<count>`, or with MIG `gpu:<profile>:<count x per_gpu>`; gres.conf gives Cores=
+  from gpu.sockets in Slurm's abstract core numbering (gres.conf(5), Cores: core 0 is the first core
+  of the first socket), or AutoDetect (MIG needs AutoDetect=nvml: gres.html, MIG Management).
+* SlurmctldHost from fleet.slurm.controllers (slurmctld compares its own short hostname with it),
+  a placeholder that slurmctld refuses when not given; AccountingStorageHost from
+  fleet.slurm.accounting, else the primary controller.
 * Partitions: `all` (every Slurm node), one per pool (named after it), and one per workload class
   (`training`, `ray`) only when the Slurm plane runs more than one class. The default partition is
   CPU-only when the Slurm plane has a CPU pool (its pool's partition, or `cpu` over several CPU
@@ -24,6 +35,8 @@ Decisions, each also told in the README's Slurm section:
   partitions (TRESBillingWeights, PriorityFlags=MAX_TRES); QOS `normal` and a preemptible
   `scavenger` (preempt/qos, REQUEUE); accounts.sh creates the accounts, QOS and users.
   Without tenants there is no accounting, no fair share, no QOS and slurmdbd is not needed.
+* GPU-node operations (health checks, containers, MPI, containment, IMEX, HA, NCCL): `ops.py`, on
+  bare metal only.
 """
 from __future__ import annotations
 
@@ -33,12 +46,20 @@ from dataclasses import dataclass
 from ...spec import hostlist, slurmtime
 from ...errors import OrchgenError
 from ...decide.plan import Plan, PoolSlice
+from ...spec.hardware import MigLayout, NodeHardware
+from .ops import Ops, operations
 from .topology import BlockTopology, Topology, topology
 
 DEFAULT_PARTITION = "all"
 CLASS_PARTITIONS = ("training", "ray")  # workload classes that run on Slurm, in this order
 HEADROOM_MIN_GIB = 4
 HEADROOM_FRACTION = 0.05
+REPORTED_MARGIN_MIN_MIB = 512  # below slurmd -C's RealMemory, when MemSpecLimit keeps the OS its share
+REPORTED_MARGIN_DIVISOR = 200  # 0.5%
+KERNEL_FRACTION = 0.03  # what firmware and the kernel keep of the installed memory (1-3% on servers)
+# SlurmctldHost when fleet.slurm is not given: a name no machine has, so that slurmctld refuses to start
+# ("This host (...) not a valid controller") until the site sets fleet.slurm.controllers.
+PLACEHOLDER_CONTROLLER = "set-fleet-slurm-controllers"
 # Names Slurm reads as keywords in NodeName=/PartitionName=/Nodes= values (case-insensitively).
 SLURM_KEYWORDS = ("default", "all")
 CPU_PARTITION = "cpu"  # the default partition over several CPU pools
@@ -52,20 +73,25 @@ SCAVENGER_QOS = "scavenger"
 STORAGE_PASS_SCRIPT_SINCE = (25, 11)
 STORAGE_PASS_FILE = "/etc/slurm/slurmdbd-storage-pass.conf"
 STORAGE_PASS_SCRIPT = "/etc/slurm/slurmdbd-storage-pass.sh"
-DBD_PLACEHOLDER = "slurmdbd"
+
+
+@dataclass(frozen=True)
+class GresLine:
+    """One gres.conf line's worth of a pool's GPUs: device files and the cores close to them."""
+
+    files: str  # File= value
+    cores: str | None  # Cores= value, Slurm's abstract core ids; None: not given
 
 
 @dataclass(frozen=True)
 class NodeGroup:
-    """One pool slice as Slurm nodes; gres.conf and slurm.conf both read `gres`/`gpu_files`."""
+    """One pool slice as Slurm nodes; gres.conf and slurm.conf both read `gres`/`gres_lines`."""
 
     pool: str
     nodes: tuple[str, ...]
-    cpus: int
-    memory_gib: int
-    headroom_gib: int
+    hw: NodeHardware
     gpu_type: str | None
-    gpus: int
+    gpus: int  # physical GPUs per node
     nvlink_domain_nodes: int
 
     @property
@@ -73,17 +99,80 @@ class NodeGroup:
         return hostlist.compress(self.nodes)
 
     @property
+    def cpus(self) -> int:
+        return self.hw.cpus
+
+    @property
+    def memory_gib(self) -> int:
+        return self.hw.memory_gib
+
+    @property
+    def headroom_gib(self) -> int:
+        """Whole GiB of the installed memory that RealMemory leaves out."""
+        return self.memory_gib - self.real_memory // 1024
+
+    @property
     def real_memory(self) -> int:
-        """MiB, as slurm.conf counts it."""
-        return (self.memory_gib - self.headroom_gib) * 1024
+        """MiB, as slurm.conf counts it (see `real_memory`)."""
+        return real_memory(self.hw)
+
+    @property
+    def mem_spec_limit(self) -> int:
+        """MiB kept from jobs for slurmd, slurmstepd and the OS (slurm.conf MemSpecLimit)."""
+        return self.hw.reserved_memory_gib * 1024
+
+    @property
+    def core_spec_count(self) -> int:
+        return self.hw.reserved_cores
+
+    @property
+    def mig(self) -> MigLayout | None:
+        return self.hw.mig if self.gpu_type else None
+
+    @property
+    def gres_type(self) -> str | None:
+        """The GRES type: the GPU type, or with MIG the profile. Slurm matches a MIG GRES type as a
+        substring of the profile NVML reports (e.g. nvidia_h100_80gb_hbm3_1g.10gb; gres.html, MIG
+        Management), so the bare profile matches on every GPU model, and `<type>_<profile>` would not."""
+        if not self.gpu_type:
+            return None
+        return self.mig.profile if self.mig else self.gpu_type
+
+    @property
+    def gres_count(self) -> int:
+        return self.gpus * (self.mig.per_gpu if self.mig else 1)
 
     @property
     def gres(self) -> str | None:
-        return f"gpu:{self.gpu_type}:{self.gpus}" if self.gpu_type else None
+        return f"gpu:{self.gres_type}:{self.gres_count}" if self.gpu_type else None
+
+    @property
+    def autodetect(self) -> str:
+        return self.hw.autodetect if self.gpu_type else "off"
 
     @property
     def gpu_files(self) -> str:
-        return "/dev/nvidia0" if self.gpus == 1 else f"/dev/nvidia[0-{self.gpus - 1}]"
+        return _files(0, self.gpus - 1)
+
+    @property
+    def gres_lines(self) -> tuple[GresLine, ...]:
+        """File= (and Cores= from gpu.sockets) lines. None with MIG, whose devices only NVML finds, nor
+        with AutoDetect and no sockets: NVML (or the driver) gives files and cores. With AutoDetect and
+        sockets, slurmd checks the detected GPUs against these lines (gres.html, AutoDetect)."""
+        if not self.gpu_type or self.mig:
+            return ()
+        sockets = self.hw.gpu_sockets
+        if self.autodetect != "off" and not sockets:
+            return ()
+        if not sockets:
+            return (GresLine(self.gpu_files, None),)
+        out, start = [], 0
+        for i in range(1, len(sockets) + 1):  # runs of consecutive GPUs on one socket
+            if i == len(sockets) or sockets[i] != sockets[start]:
+                first, last = self.hw.socket_cores(sockets[start])
+                out.append(GresLine(_files(start, i - 1), f"{first}-{last}"))
+                start = i
+        return tuple(out)
 
     @property
     def features(self) -> str:
@@ -91,37 +180,87 @@ class NodeGroup:
 
     @property
     def usable_cpus(self) -> int:
-        """CPUs jobs may be given on one node. Every configured CPU today; CPUs a node keeps for the
-        OS (CoreSpecCount) come off here, so the per-GPU defaults follow them."""
-        return self.cpus
+        """CPUs jobs may be given on one node: the node's CPUs less the threads of the cores
+        CoreSpecCount keeps for the OS (`reserved.cores`), so the per-GPU defaults follow them."""
+        return self.hw.allocatable_cpus
 
     @property
     def usable_memory(self) -> int:
-        """MiB jobs may be given on one node: RealMemory (already without the OS headroom); memory
-        kept for slurmd and the OS (MemSpecLimit) comes off here, so the per-GPU defaults follow it."""
-        return self.real_memory
+        """MiB jobs may be given on one node: RealMemory (already without the OS headroom) less
+        MemSpecLimit (`reserved.memory_gib`, kept for slurmd and the OS), so the per-GPU defaults follow it."""
+        return self.real_memory - self.mem_spec_limit
 
     @property
     def mem_per_cpu(self) -> int:
+        """RealMemory per CPU jobs can have: MemSpecLimit and the specialised cores' CPUs taken out."""
         return self.usable_memory // self.usable_cpus
 
     @property
     def cpus_per_gpu(self) -> int:
-        return self.usable_cpus // self.gpus if self.gpus else 0
+        """Usable CPUs per `gpu` GRES unit: per GPU, or with MIG per MIG instance (what --gres=gpu:1 gets)."""
+        return self.usable_cpus // self.gres_count if self.gres else 0
 
     @property
     def mem_per_gpu(self) -> int:
-        return self.usable_memory // self.gpus if self.gpus else 0
+        """Usable MiB per `gpu` GRES unit (per MIG instance with MIG)."""
+        return self.usable_memory // self.gres_count if self.gres else 0
 
     @property
     def weight(self) -> int:
         return GPU_NODE_WEIGHT if self.gres else CPU_NODE_WEIGHT
+
+    @property
+    def node_attrs(self) -> list[tuple[str, str]]:
+        """The NodeName line after NodeName=, in slurm.conf's order."""
+        hw = self.hw
+        out = [("CPUs", str(hw.cpus))]
+        if hw.boards is not None:  # as slurmd -C gave it
+            out += [("Boards", str(hw.boards)), ("SocketsPerBoard", str(hw.sockets_per_board))]
+        else:
+            out.append(("Sockets", str(hw.sockets)))
+        out += [("CoresPerSocket", str(hw.cores_per_socket)), ("ThreadsPerCore", str(hw.threads_per_core)),
+                ("RealMemory", str(self.real_memory))]
+        if self.core_spec_count:
+            out.append(("CoreSpecCount", str(self.core_spec_count)))
+        if self.mem_spec_limit:
+            out.append(("MemSpecLimit", str(self.mem_spec_limit)))
+        if self.gres:
+            out.append(("Gres", self.gres))
+        return out + [("Features", self.features), ("Weight", str(self.weight)), ("State", "UNKNOWN")]
+
+    @property
+    def node_line(self) -> str:
+        return " ".join([f"NodeName={self.hostlist}", *(f"{k}={v}" for k, v in self.node_attrs)])
+
+
+def _files(first: int, last: int) -> str:
+    return f"/dev/nvidia{first}" if first == last else f"/dev/nvidia[{first}-{last}]"
 
 
 def headroom_gib(memory_gib: int) -> int:
     """Memory kept from Slurm for the OS: max(4 GiB, 5%) rounded up, never more than half."""
     want = max(HEADROOM_MIN_GIB, math.ceil(memory_gib * HEADROOM_FRACTION))
     return min(want, memory_gib // 2)
+
+
+def real_memory(hw: NodeHardware) -> int:
+    """slurm.conf RealMemory (MiB): never above what slurmd will find, since a node that reports
+    less than its RealMemory is drained ("Low RealMemory").
+
+    * Without `reserved.memory_gib`, RealMemory itself keeps the OS its share: the installed memory
+      (or slurmd -C's RealMemory) less max(4 GiB, 5%), rounded up to whole GiB, at most half.
+    * With it, MemSpecLimit keeps the reservation, and RealMemory is what the node reports: slurmd -C's
+      RealMemory less max(512 MiB, 0.5%) (nodes of one model differ by a few MiB, and a kernel or
+      firmware update takes a little more), or, from memory_gib alone, the installed memory less what
+      firmware and the kernel keep (max(1 GiB, 3%), rounded up to whole GiB).
+    """
+    if not hw.reserved_memory_gib:
+        if hw.reported_mib:
+            return hw.reported_mib - headroom_gib(hw.reported_mib // 1024) * 1024
+        return (hw.memory_gib - headroom_gib(hw.memory_gib)) * 1024
+    if hw.reported_mib:
+        return hw.reported_mib - max(REPORTED_MARGIN_MIN_MIB, hw.reported_mib // REPORTED_MARGIN_DIVISOR)
+    return (hw.memory_gib - max(1, math.ceil(hw.memory_gib * KERNEL_FRACTION))) * 1024
 
 
 @dataclass(frozen=True)
@@ -251,7 +390,9 @@ class SlurmModel:
     topology: Topology
     accounts: tuple[Account, ...]  # empty without real tenants
     ray_jobs: tuple[RayJob, ...]
-    dbd_host: str = DBD_PLACEHOLDER  # where slurmdbd runs (fleet.slurm.accounting, else controllers[0])
+    controllers: tuple[str, ...]  # SlurmctldHost lines, primary first (a placeholder when not given)
+    accounting_host: str  # AccountingStorageHost: fleet.slurm.accounting, else the primary controller
+    ops: Ops | None = None  # bare metal only: Slurm on Kubernetes runs the operator's images
     site_default_time: int = 240  # options.slurm.default_time, minutes
     site_max_time: int = 10_080  # options.slurm.max_time, minutes
 
@@ -290,8 +431,17 @@ class SlurmModel:
         return "include", STORAGE_PASS_FILE
 
     @property
+    def dbd_host(self) -> str:
+        """DbdHost in slurmdbd.conf: the same host slurm.conf's AccountingStorageHost names."""
+        return self.accounting_host
+
+    @property
     def dbd_host_placeholder(self) -> bool:
-        return self.dbd_host == DBD_PLACEHOLDER
+        return self.accounting_host == PLACEHOLDER_CONTROLLER
+
+    @property
+    def placeholder_controller(self) -> bool:
+        return self.controllers == (PLACEHOLDER_CONTROLLER,)
 
     @property
     def has_gpus(self) -> bool:
@@ -311,7 +461,8 @@ class SlurmModel:
         out = ["slurm.conf", "gres.conf", "cgroup.conf", self.topology.file]
         if self.accounting:
             out += ["slurmdbd.conf", "mariadb-slurm.cnf", "accounts.sh"]
-        return out + [j.file for j in self.ray_jobs]
+        out += [j.file for j in self.ray_jobs]
+        return out + (self.ops.files if self.ops else [])
 
     def outside(self, topo: BlockTopology) -> list[str]:
         """Pools whose nodes a block topology leaves out (Slurm logs "Blocks lack access")."""
@@ -328,18 +479,20 @@ def model(plan: Plan) -> SlurmModel:
     topo = topology(plan)
     accounts = tuple(Account(t.name, t.share, t.users, t.unix_group, t.max_gpus)
                      for t in plan.tenants if not t.implicit)
+    _refuse_groups(plan, groups)  # before the partitions, whose per-CPU and per-GPU defaults divide by them
     partitions = _partitions(plan, groups, topo, bool(accounts))
     _refuse(plan, groups, partitions)
-    hosts = plan.slurm_hosts
-    dbd_host = (hosts.accounting or hosts.controllers[0]) if hosts else DBD_PLACEHOLDER
+    controllers = plan.slurm_controllers or (PLACEHOLDER_CONTROLLER,)
+    ops = operations(plan, groups) if plane.host == "bare-metal" else None
     return SlurmModel(plan.name, plan.source, plan.slurm_version, plane.host, groups, partitions, topo,
-                      accounts, _ray_jobs(plan, groups, partitions, bool(accounts)), dbd_host,
-                      plan.slurm_default_time, plan.slurm_max_time)
+                      accounts, _ray_jobs(plan, groups, partitions, bool(accounts)), controllers,
+                      plan.slurm_accounting or controllers[0], ops,
+                      site_default_time=plan.slurm_default_time, site_max_time=plan.slurm_max_time)
 
 
 def _group(s: PoolSlice) -> NodeGroup:
-    return NodeGroup(s.pool, s.nodes, s.cpus, s.memory_gib, headroom_gib(s.memory_gib), s.gpu_type,
-                     s.gpus_per_node if s.gpu_type else 0, s.nvlink_domain_nodes)
+    return NodeGroup(s.pool, s.nodes, s.hardware, s.gpu_type, s.gpus_per_node if s.gpu_type else 0,
+                     s.nvlink_domain_nodes)
 
 
 def _classes(plan: Plan) -> dict[str, list[str]]:
@@ -408,7 +561,7 @@ def _billing(groups: list[NodeGroup]) -> Billing:
     lowest CPUs-per-GiB of its pools (rounded down), a GPU at the highest CPUs-per-GPU (rounded up),
     so that on every pool a GPU job with the default CPUs and memory per GPU is billed by its GPUs."""
     mem = min(g.usable_cpus / (g.usable_memory / 1024) for g in groups)
-    gpu = max((g.usable_cpus / g.gpus for g in groups if g.gres), default=0.0)
+    gpu = max((g.usable_cpus / g.gres_count for g in groups if g.gres), default=0.0)
     return Billing(math.floor(mem * 10_000) / 10_000, math.ceil(gpu * 10_000) / 10_000)
 
 
@@ -431,7 +584,7 @@ def _ray_jobs(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Parti
 
 def _refuse(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Partition, ...]) -> None:
     """What a real slurmctld would reject, or mis-read, refused before anything is written."""
-    pool_index = {p: i for i, p in enumerate(dict.fromkeys(leaf.pool for leaf in plan.fabric.leaves))}
+    pool_index = {p: i for i, p in enumerate(plan.fabric.pools)}
     seen: dict[str, str] = {}
     for p in partitions:
         if p.name.lower() in SLURM_KEYWORDS and p.name != DEFAULT_PARTITION or p.name in seen:
@@ -442,7 +595,17 @@ def _refuse(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Partiti
                 f"{clash}; rename the pool", plan.source, None,
                 f"fleet.pools[{pool_index.get(pool, 0)}].name")
         seen[p.name] = f"the partition for {p.why}"
+
+
+def _refuse_groups(plan: Plan, groups: tuple[NodeGroup, ...]) -> None:
+    """Node groups a real slurmd would give jobs nothing on, or whose names Slurm mis-reads."""
+    pool_index = {p: i for i, p in enumerate(plan.fabric.pools)}
     for g in groups:
+        if g.mem_spec_limit and g.mem_spec_limit >= g.real_memory:
+            raise OrchgenError(
+                f"reserves {g.mem_spec_limit} MiB (MemSpecLimit) but RealMemory is {g.real_memory} MiB: "
+                "slurmd would give jobs nothing", plan.source, None,
+                f"fleet.pools[{pool_index.get(g.pool, 0)}].reserved.memory_gib")
         for node in (n for n in g.nodes if n.lower() in SLURM_KEYWORDS):
             raise OrchgenError(f"hostname {node!r} is a Slurm keyword in node lists; rename the node",
                                plan.source, None, f"fleet.pools[{pool_index.get(g.pool, 0)}].hostnames")

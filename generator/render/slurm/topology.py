@@ -125,16 +125,22 @@ class Topology:
 
 
 def slurm_tree(plan: Plan, slices: tuple[PoolSlice, ...]) -> tuple[Switch, ...]:
-    """The fabric restricted to the Slurm plane's leaves: spines without one of them dropped, the
-    core kept only over several remaining spines. Leaves are whole (a plane owns whole leaves)."""
+    """The fabric restricted to the Slurm plane's nodes: each leaf with the plane's nodes on it (a
+    leaf split by node, or shared with another plane's pool, keeps only those), leaves without one
+    dropped, spines without a remaining leaf dropped, the core kept over several remaining spines."""
     fab = plan.fabric
-    mine = {leaf for s in slices for leaf in s.leaves}
-    switches = [Switch(leaf.name, leaf.nodes, ()) for leaf in fab.leaves if leaf.name in mine]
-    spines = [(sp.name, tuple(leaf for leaf in sp.leaves if leaf in mine)) for sp in fab.spines]
+    mine = {n for s in slices for n in s.nodes}
+    switches = []
+    for leaf in fab.leaves:
+        nodes = tuple(n for n in leaf.nodes if n in mine)
+        if nodes:
+            switches.append(Switch(leaf.name, nodes, ()))
+    kept = {s.name for s in switches}
+    spines = [(sp.name, tuple(leaf for leaf in sp.leaves if leaf in kept)) for sp in fab.spines]
     spines = [(name, leaves) for name, leaves in spines if leaves]
     switches += [Switch(name, (), leaves) for name, leaves in spines]
-    if len(spines) > 1:
-        switches.append(Switch(fab.core or "core", (), tuple(name for name, _ in spines)))
+    if len(spines) > 1 and fab.core:
+        switches.append(Switch(fab.core, (), tuple(name for name, _ in spines)))
     return tuple(switches)
 
 
@@ -154,13 +160,11 @@ def _block_topologies(plan: Plan, slices: tuple[PoolSlice, ...]) -> tuple[BlockT
                 continue
             inside = [n for n in dom.nodes if n in slurm_nodes]
             if inside and len(inside) < len(dom.nodes):
+                # the split never cuts a domain (decide/partition.py): this guards the renderer's input
                 raise OrchgenError(
                     f"NVLink domain {dom.name} of pool {dom.pool!r} is split between the Slurm plane "
-                    f"({len(inside)} of its {len(dom.nodes)} nodes) and another plane, because leaf "
-                    f"switches ({plan.fabric.nodes_per_leaf} nodes) do not line up with NVLink domains "
-                    f"({size} nodes); Slurm's topology/block needs whole domains: make "
-                    "fabric.nodes_per_leaf a multiple or a divisor of nvlink_domain_nodes",
-                    plan.source, None, "fleet.fabric.nodes_per_leaf")
+                    f"({len(inside)} of its {len(dom.nodes)} nodes) and another plane; Slurm's "
+                    "topology/block needs whole domains", plan.source, None, "fleet.fabric")
             if inside:
                 blocks.append(Block(dom.name, dom.nodes))
         out.append(BlockTopology(size, tuple(s.pool for s in pools), tuple(blocks)))
@@ -174,20 +178,36 @@ def topology(plan: Plan) -> Topology:
     tree = slurm_tree(plan, slices)
     version = version_of(plan)
     nvlink = [s for s in slices if s.nvlink_domain_nodes > 1]
+    fabric = _fabric_notes(plan)
     if version >= (25, 5):
-        return Topology("topology.yaml", None, tree, _block_topologies(plan, slices), False, ())
+        return Topology("topology.yaml", None, tree, _block_topologies(plan, slices), False, fabric)
     if not nvlink:
-        return Topology("topology.conf", "topology/tree", tree, (), False, ())
+        return Topology("topology.conf", "topology/tree", tree, (), False, fabric)
     why = _no_blocks_reason(plan.slurm_version, slices, nvlink)
     if why:
-        return Topology("topology.conf", "topology/tree", tree, (), False, (why,))
+        return Topology("topology.conf", "topology/tree", tree, (), False, (*fabric, why))
     notes = ["topology/block replaces the fabric tree here: before Slurm 25.05 one topology plugin "
              "covers the whole cluster (topology.yaml from 25.05 holds both)"]
     if version < (24, 5):
         notes.append(f"no BlockSizes line: it needs Slurm 24.05 (this is {plan.slurm_version}); "
                      "Slurm picks the aggregation levels itself")
     return Topology("topology.conf", "topology/block", tree, _block_topologies(plan, slices),
-                    version >= (24, 5), tuple(notes))
+                    version >= (24, 5), (*fabric, *notes))
+
+
+def _fabric_notes(plan: Plan) -> tuple[str, ...]:
+    """Where the switches come from, and the leaves this plane shares with the other one."""
+    fab = plan.fabric
+    out = []
+    if fab.source_file:
+        out.append(f"switches as imported from {fab.source_file} ({fab.source})")
+    for shared in plan.shared_leaves:
+        if "slurm" in shared.nodes:
+            others = "; ".join(f"{nodes} on the {plane} plane" for plane, nodes in shared.nodes.items()
+                               if plane != "slurm")
+            out.append(f"{shared.leaf} lists only the Slurm plane's nodes of the leaf ({others}): see the "
+                       "README, How the nodes are split")
+    return tuple(out)
 
 
 def _no_blocks_reason(version: str, slices: tuple[PoolSlice, ...], nvlink: list[PoolSlice]) -> str | None:

@@ -1,0 +1,208 @@
+"""The GPU-node operations of a bare-metal Slurm plane (options.slurm), decided once from the Plan
+and the Slurm version: what slurm.conf's operations settings, nhc.conf, gpu-health.sh,
+plugstack.conf(.d), enroot.conf, nccl.env and task-prolog.sh say. The README's Slurm section tells
+the operator the same decisions and how to install what Slurm does not ship (NHC, pyxis, enroot).
+
+Decisions (each setting's one-line why, with its source, sits beside it in the file it lands in):
+* Health: LBNL NHC as HealthCheckProgram, every 5 minutes in any node state, spread over the
+  interval (CYCLE). nhc.conf checks per pool the GPU count and type (gpu-health.sh, nvidia-smi), the
+  fabric's RDMA ports (infiniband, roce) and the site's mounts. NHC drains a failing node with its
+  reason.
+* Containers: pyxis (SPANK) + enroot where a Slurm pool has GPUs; the plugin line is `optional`.
+* MPI: pmix from Slurm 23.11 (older mpi/pmix opens the unversioned libpmix.so that only PMIx's
+  development package installs: SchedMD bug 14868, fixed in 23.02.5), else none with a note.
+* Containment: PrologFlags=Contain for pam_slurm_adopt; KillOnBadExit=1; UnkillableStepTimeout=180.
+* IMEX: switch/nvidia_imex (Slurm 24.05+) when an NVLink domain spans nodes; older: a note.
+* HA: StateSaveLocation (shared between controllers) and SlurmctldTimeout.
+* NCCL: one small table per fabric kind, given to every task through TaskProlog.
+
+Slurm on Kubernetes (Slinky, Soperator) gets none of this: the operator's images, not slurm/, make
+its nodes, and the GPU operator checks its GPUs.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ...decide.plan import Plan
+from ...spec import hostlist
+
+ETC = "/etc/slurm"  # where the README installs slurm/ on the controllers and every node
+NHC_PROGRAM = "/usr/sbin/nhc"  # LBNL NHC's install path (its RPM/deb and `make install` with prefix /usr)
+PYXIS_PLUGIN = "/usr/local/lib/slurm/spank_pyxis.so"  # pyxis `make install` (NVIDIA/pyxis README)
+DEFAULT_STATE_SAVE = "/var/spool/slurmctld"
+SLURMCTLD_TIMEOUT = 120
+IMEX_CHANNELS = 2048
+IMEX_MIN = (24, 5)  # switch/nvidia_imex first ships in Slurm 24.05 (src/plugins/switch/nvidia_imex)
+PMIX_AUTO_MIN = (23, 11)  # mpi/pmix opens libpmix.so.2 from 23.02.5 on (SchedMD commit 5d35aa58ad)
+NCCL_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+
+
+@dataclass(frozen=True)
+class NcclVar:
+    """One line of nccl.env: a variable NCCL reads, its value for this fabric, why, and its docs anchor."""
+
+    name: str
+    value: str
+    why: str
+    anchor: str
+    site: bool = False  # a value only the site knows: written commented out, as an example
+
+    @property
+    def doc(self) -> str:
+        return f"{NCCL_DOCS}#{self.anchor}"
+
+
+_MLX5 = NcclVar("NCCL_IB_HCA", "mlx5", "RDMA devices whose name starts with mlx5 (ConnectX); on rail-optimized "
+                "nodes list the compute rails exactly (=mlx5_0,mlx5_3,...) so storage HCAs stay out", "nccl-ib-hca")
+# The one table of NCCL settings per fleet.fabric.kind.
+NCCL: dict[str, tuple[NcclVar, ...]] = {
+    "infiniband": (_MLX5,),
+    "roce": (
+        _MLX5,
+        NcclVar("NCCL_IB_GID_INDEX", "3", "RoCE v2 over IPv4 is GID index 3 on ConnectX (show_gids); NCCL before "
+                "2.21 defaults to 0, a RoCE v1 link-local GID that does not cross a router", "nccl-ib-gid-index"),
+    ),
+    "ethernet": (
+        NcclVar("NCCL_IB_DISABLE", "1", "no RDMA on this fabric: NCCL goes straight to TCP sockets instead of "
+                "probing verbs devices", "nccl-ib-disable"),
+        NcclVar("NCCL_SOCKET_IFNAME", "=eth0", "the interface(s) between nodes; the default takes any but lo and "
+                "docker*, so set it where a node has more than one", "nccl-socket-ifname", site=True),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class GpuCheck:
+    """nhc.conf's GPU check for one pool: NHC match strings covering its nodes, and what it must have."""
+
+    pool: str
+    targets: tuple[str, ...]
+    count: int
+    gpu_type: str
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    interval: int
+    node_state: str
+    gpus: tuple[GpuCheck, ...]
+    fabric_ports: bool  # RDMA ports (InfiniBand or RoCE) must be up
+    mounts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Imex:
+    pools: tuple[str, ...]  # pools whose NVLink domains span nodes
+    domain_nodes: int  # the largest domain, in nodes
+    supported: bool  # the Slurm version has switch/nvidia_imex
+    domains: tuple[tuple[str, str], ...] = ()  # (NVLink domain, hostlist) of the Slurm nodes: one IMEX domain each
+    channels: int = IMEX_CHANNELS
+
+
+@dataclass(frozen=True)
+class Ops:
+    health: HealthCheck | None
+    containers: str  # pyxis | none
+    mpi: str  # pmix | pmi2 | none
+    mpi_asked: bool  # options.slurm.mpi named it (not auto)
+    containment: bool
+    kill_on_bad_exit: bool
+    unkillable_step_timeout: int
+    imex: Imex | None
+    controllers: tuple[str, ...]  # fleet.slurm.controllers; empty: one, the host named "slurmctld"
+    state_save_location: str
+    state_save_asked: bool
+    slurmctld_timeout: int
+    fabric: str
+    nccl: tuple[NcclVar, ...]
+    legacy_pmix: bool  # this Slurm's mpi/pmix opens the unversioned libpmix.so
+    etc: str = ETC
+    nhc_program: str = NHC_PROGRAM
+    pyxis_plugin: str = PYXIS_PLUGIN
+    nccl_docs: str = NCCL_DOCS
+
+    @property
+    def ha(self) -> bool:
+        return len(self.controllers) > 1
+
+    @property
+    def files(self) -> list[str]:
+        """The files these operations add under slurm/, in the order the README lists them."""
+        out = []
+        if self.health:
+            out += ["nhc.conf"] + (["gpu-health.sh"] if self.health.gpus else [])
+        if self.containers == "pyxis":
+            out += ["plugstack.conf", "plugstack.conf.d/pyxis.conf", "enroot.conf"]
+        if self.nccl:
+            out += ["nccl.env", "task-prolog.sh"]
+        return out
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")[:2]
+    return int(major), int(minor)
+
+
+def operations(plan: Plan, groups) -> Ops:
+    """The operations for the Slurm plane's node groups (model.NodeGroup) under plan.slurm_options."""
+    o = plan.slurm_options
+    version = _version(plan.slurm_version)
+    has_gpus = any(g.gpu_type for g in groups)
+    fabric = plan.fabric.kind
+    health = None
+    if o.health_check:
+        gpus = tuple(GpuCheck(g.pool, nhc_targets(g.nodes), g.gpus, g.gpu_type) for g in groups if g.gpu_type)
+        health = HealthCheck(o.health_check_interval, "ANY,CYCLE", gpus, fabric in ("infiniband", "roce"),
+                             tuple(o.health_check_mounts))
+    containers = ("pyxis" if has_gpus else "none") if o.containers == "auto" else o.containers
+    mpi = ("pmix" if version >= PMIX_AUTO_MIN else "none") if o.mpi == "auto" else o.mpi
+    spanning = [g for g in groups if g.nvlink_domain_nodes > 1]
+    imex = None
+    if o.imex and spanning:
+        nodes = {n for g in spanning for n in g.nodes}
+        domains = tuple((d.name, hostlist.compress([n for n in d.nodes if n in nodes]))
+                        for d in plan.fabric.domains if any(n in nodes for n in d.nodes))
+        imex = Imex(tuple(g.pool for g in spanning), max(g.nvlink_domain_nodes for g in spanning),
+                    version >= IMEX_MIN, domains)
+    return Ops(health, containers, mpi, o.mpi != "auto", o.containment, o.kill_on_bad_exit,
+               o.unkillable_step_timeout, imex, plan.slurm_controllers,
+               o.state_save_location or DEFAULT_STATE_SAVE, o.state_save_location is not None, SLURMCTLD_TIMEOUT,
+               fabric, NCCL[fabric] if o.nccl else (), version < PMIX_AUTO_MIN)
+
+
+# ------------------------------------------------------------------ NHC match strings
+
+# NHC's node range syntax (scripts/common.nhc, RANGE_MATCH_REGEXP1/2, NHC 1.2.2+): `{a,b}` holds single
+# names ending in digits and `prefix[start-end]suffix` ranges with one bracket of one range, every
+# number of the range's width. Names outside that become plain globs (an exact name matches itself).
+_NAME = re.compile(r"^([-a-zA-Z0-9_]*[-a-zA-Z_])([0-9]+)([-.a-zA-Z]*)$")  # the last run of digits
+_SINGLE = re.compile(r"^[-a-zA-Z0-9_]+[0-9]+[-.a-zA-Z0-9]*$")
+_GLOB = re.compile(r"[*?\[\]{}!/\\|\s]")
+NHC_LINE_NAMES = 64  # node-range groups per nhc.conf line, so that lines stay readable
+
+
+def nhc_targets(nodes: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """NHC match strings that together match exactly `nodes`: `{gpu[001-064],gpu[100-120]}` style
+    node ranges (at most NHC_LINE_NAMES groups each), then a glob per name NHC's ranges cannot hold."""
+    runs: list[list] = []  # [prefix, width, suffix, first, last]
+    loose: list[str] = []
+    for node in nodes:
+        m = _NAME.match(node)
+        if not m:
+            loose.append(node)
+            continue
+        prefix, digits, suffix = m.groups()
+        number, width = int(digits), len(digits)
+        last = runs[-1] if runs else None
+        if last and last[:3] == [prefix, width, suffix] and last[4] + 1 == number and len(str(number)) <= width:
+            last[4] = number
+        else:
+            runs.append([prefix, width, suffix, number, number])
+    groups = []
+    for prefix, width, suffix, first, last in runs:
+        lo, hi = str(first).zfill(width), str(last).zfill(width)
+        name = f"{prefix}{lo}{suffix}"
+        groups.append(name if first == last and _SINGLE.match(name) else f"{prefix}[{lo}-{hi}]{suffix}")
+    out = ["{" + ",".join(groups[i:i + NHC_LINE_NAMES]) + "}" for i in range(0, len(groups), NHC_LINE_NAMES)]
+    return tuple(out + [n for n in loose if not _GLOB.search(n)])

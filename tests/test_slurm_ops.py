@@ -1,0 +1,359 @@
+"""The GPU-node operations of bare-metal Slurm (options.slurm, issue 13), without a Slurm: which settings
+and files each option gives, on which Slurm versions, and the scripts run for real (gpu-health.sh
+against a fake nvidia-smi, task-prolog.sh as Slurm runs it, enroot.conf as enroot reads it, nhc.conf's
+node ranges as NHC matches them). test_slurm_ops_real.py boots them in a real Slurm.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings, strategies as st
+
+from generator import spec
+from generator.decide import make_plan
+from generator.render.slurm import slurm_config
+from generator.render.slurm.ops import NCCL, nhc_targets
+from generator.spec import hostlist
+from tests._consumers import require
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+OPS_FILES = ["nhc.conf", "gpu-health.sh", "plugstack.conf", "plugstack.conf.d/pyxis.conf", "enroot.conf",
+             "nccl.env", "task-prolog.sh"]
+
+
+def doc(name: str = "ops", *, pools: list[dict] | None = None, fabric: str = "infiniband", version: str = "24.11",
+        slurm: dict | None = None, controllers: list[str] | None = None, **options) -> dict:
+    fleet = {"bare_metal": True, "fabric": {"kind": fabric, "nodes_per_leaf": 18},
+             "pools": pools or [{"name": "gb200", "nodes": 36, "gpu": {"type": "gb200", "count": 4},
+                                 "cpus": 144, "memory_gib": 880, "nvlink_domain_nodes": 18}]}
+    if controllers:
+        fleet["slurm"] = {"controllers": controllers}
+    return {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": name}, "fleet": fleet,
+            "workloads": [{"name": "train", "nodes": 2, "tightly_coupled": True}],
+            "options": {"slurm_version": version, **({"slurm": slurm} if slurm is not None else {}), **options}}
+
+
+def files_of(tmp_path: Path, d: dict) -> dict[str, str]:
+    path = tmp_path / f"{d['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    return slurm_config(make_plan(spec.load(path), path))
+
+
+def settings_of(conf: str) -> dict[str, str]:
+    """slurm.conf's single-key lines (what the operations add are all such lines)."""
+    out = {}
+    for raw in conf.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line and len(line.split()) == 1 and "=" in line:
+            key, value = line.split("=", 1)
+            out[key] = value
+    return out
+
+
+def orchgen(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator.cli", *args], capture_output=True, text=True, cwd=REPO)
+
+
+# ------------------------------------------------------------------ what each option gives
+
+
+def test_a_gpu_site_gets_every_operation_by_default(tmp_path):
+    files = files_of(tmp_path, doc())
+    assert [f for f in files if f in OPS_FILES] == OPS_FILES
+    conf = settings_of(files["slurm.conf"])
+    assert {k: conf[k] for k in ("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "PrologFlags",
+                                 "KillOnBadExit", "UnkillableStepTimeout", "SwitchType", "SwitchParameters",
+                                 "TaskProlog", "MpiDefault", "StateSaveLocation", "SlurmctldTimeout")} == {
+        "HealthCheckProgram": "/usr/sbin/nhc", "HealthCheckInterval": "300", "HealthCheckNodeState": "ANY,CYCLE",
+        "PrologFlags": "Contain", "KillOnBadExit": "1", "UnkillableStepTimeout": "180",
+        "SwitchType": "switch/nvidia_imex", "SwitchParameters": "imex_channel_count=2048",
+        "TaskProlog": "/etc/slurm/task-prolog.sh", "MpiDefault": "pmix", "StateSaveLocation": "/var/spool/slurmctld",
+        "SlurmctldTimeout": "120"}
+    assert "PlugStackConfig" not in conf  # plugstack.conf is read from beside slurm.conf
+    assert files["plugstack.conf"].splitlines()[-1] == "include plugstack.conf.d/*.conf"
+    assert files["plugstack.conf.d/pyxis.conf"].splitlines()[-1] == "optional /usr/local/lib/slurm/spank_pyxis.so"
+
+
+def test_every_site_tunable_setting_says_why_with_its_source(tmp_path):
+    conf = files_of(tmp_path, doc())["slurm.conf"].splitlines()
+    block = conf[conf.index(next(ln for ln in conf if ln.startswith("# --- GPU-node operations"))):]
+    for i, line in enumerate(block):
+        if line and not line.startswith("#") and line.split("=")[0] in (
+                "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "PrologFlags", "KillOnBadExit",
+                "UnkillableStepTimeout", "SwitchType", "SwitchParameters", "TaskProlog"):
+            comment = []
+            for prev in reversed(block[:i]):
+                if not prev.startswith("#"):
+                    break
+                comment.insert(0, prev)
+            assert comment and re.search(r"\((slurm\.conf\(5\)|Slurm |NVIDIA|NHC).*\)", " ".join(comment)), line
+
+
+def test_each_operation_turns_off(tmp_path):
+    off = {"health_check": False, "containers": "none", "mpi": "none", "containment": False,
+           "kill_on_bad_exit": False, "imex": False, "nccl": False}
+    files = files_of(tmp_path, doc(slurm=off))
+    assert not [f for f in files if f in OPS_FILES]
+    conf = settings_of(files["slurm.conf"])
+    for key in ("HealthCheckProgram", "PrologFlags", "KillOnBadExit", "SwitchType", "TaskProlog"):
+        assert key not in conf, key
+    assert conf["MpiDefault"] == "none" and conf["UnkillableStepTimeout"] == "180"
+
+
+def test_containers_follow_the_gpus(tmp_path):
+    cpu = doc(pools=[{"name": "cpu", "nodes": 4, "cpus": 64}])
+    files = files_of(tmp_path, cpu)
+    assert "plugstack.conf" not in files and "enroot.conf" not in files and "gpu-health.sh" not in files
+    assert "nhc.conf" in files and "check_gpus" not in files["nhc.conf"]
+    cpu["options"]["slurm"] = {"containers": "pyxis"}
+    assert "plugstack.conf" in files_of(tmp_path, cpu)
+
+
+@pytest.mark.parametrize("version, mpi", [("22.05", "none"), ("23.02", "none"), ("23.11", "pmix"),
+                                          ("24.11", "pmix"), ("26.05", "pmix")])
+def test_mpi_default_by_version(tmp_path, version, mpi):
+    conf = files_of(tmp_path, doc(version=version, slurm={"imex": False}))["slurm.conf"]
+    assert settings_of(conf)["MpiDefault"] == mpi
+    assert ("libpmix-dev" in conf) == (mpi == "none")  # the reason 22.05/23.02 get none
+
+
+def test_mpi_asked_for_is_kept_with_its_warning(tmp_path):
+    conf = files_of(tmp_path, doc(version="22.05", slurm={"mpi": "pmix", "imex": False}))["slurm.conf"]
+    assert settings_of(conf)["MpiDefault"] == "pmix" and "apt install libpmix-dev" in conf
+    conf = files_of(tmp_path, doc(version="26.05", slurm={"mpi": "pmi2"}))["slurm.conf"]
+    assert settings_of(conf)["MpiDefault"] == "pmi2"
+
+
+@pytest.mark.parametrize("version, plugin", [("23.11", False), ("24.05", True), ("25.11", True)])
+def test_imex_where_the_plugin_exists(tmp_path, version, plugin):
+    files = files_of(tmp_path, doc(version=version))
+    conf = settings_of(files["slurm.conf"])
+    assert ("SwitchType" in conf) is plugin
+    assert ("has no switch/nvidia_imex" in files["slurm.conf"]) is not plugin
+
+
+def test_no_imex_without_multi_node_nvlink(tmp_path):
+    single = doc(pools=[{"name": "h100", "nodes": 4, "gpu": {"type": "h100", "count": 8}}])
+    assert "SwitchType" not in settings_of(files_of(tmp_path, single)["slurm.conf"])
+
+
+@pytest.mark.parametrize("kind", ["infiniband", "roce", "ethernet"])
+def test_nccl_settings_come_from_the_one_table(tmp_path, kind):
+    files = files_of(tmp_path, doc(fabric=kind))
+    env = files["nccl.env"]
+    set_lines = [ln for ln in env.splitlines() if ln and not ln.startswith("#")]
+    assert set_lines == [f"{v.name}={v.value}" for v in NCCL[kind] if not v.site]
+    for v in NCCL[kind]:
+        assert f"({v.doc})" in env and v.doc.startswith("https://docs.nvidia.com/deeplearning/nccl/")
+        if v.site:
+            assert f"#{v.name}={v.value}" in env.splitlines()
+    assert ("NCCL_IB_GID_INDEX=3" in set_lines) is (kind == "roce")
+    assert ("NCCL_IB_DISABLE=1" in set_lines) is (kind == "ethernet")
+    assert ("check_hw_ib" in files["nhc.conf"]) is (kind != "ethernet")
+
+
+def test_health_checks_per_pool_and_site_mounts(tmp_path):
+    pools = [{"name": "h100", "nodes": 16, "hostnames": "gpu[001-016]", "gpu": {"type": "h100", "count": 8}},
+             {"name": "l40s", "nodes": 4, "gpu": {"type": "l40s", "count": 2}},
+             {"name": "cpu", "nodes": 2, "cpus": 32}]
+    files = files_of(tmp_path, doc(pools=pools, slurm={"health_check_mounts": ["/home", "/scratch"],
+                                                       "health_check_interval": 120}))
+    lines = [ln for ln in files["nhc.conf"].splitlines() if ln and not ln.startswith("#")]
+    assert lines == [
+        "* || export NHC_RM=slurm",
+        "* || check_fs_mount_rw -f /",
+        "* || check_fs_mount_rw -f /home",
+        "* || check_fs_mount_rw -f /scratch",
+        "* || check_hw_ib",
+        "{gpu[001-016]} || check_cmd_output -C check_gpus -t 20 -m '!/^FAIL/' -M '%L' /etc/slurm/gpu-health.sh 8 h100",
+        "{l40s-[001-004]} || check_cmd_output -C check_gpus -t 20 -m '!/^FAIL/' -M '%L' /etc/slurm/gpu-health.sh 2 l40s",
+    ]
+    assert settings_of(files["slurm.conf"])["HealthCheckInterval"] == "120"
+
+
+@pytest.mark.parametrize("path", ["home", "/home/", "/a b", "/x/../etc", "/$(id)", "/a;b"])
+def test_mount_paths_are_plain_absolute_paths(tmp_path, path):
+    src = tmp_path / "bad.yaml"
+    src.write_text(yaml.safe_dump(doc(slurm={"health_check_mounts": [path]}), sort_keys=False))
+    result = orchgen("plan", str(src), "-o", str(tmp_path / "out"))
+    assert result.returncode == 2 and "options.slurm.health_check_mounts" in result.stderr, result.stderr
+
+
+def test_a_backup_controller_needs_a_shared_state_save_location(tmp_path):
+    src = tmp_path / "ha.yaml"
+    src.write_text(yaml.safe_dump(doc(controllers=["ctl1", "ctl2"]), sort_keys=False))
+    result = orchgen("plan", str(src), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0
+    assert re.search(r"ha\.yaml:\d+: options\.slurm\.state_save_location: 2 Slurm controllers \(ctl1, ctl2\) need",
+                     result.stderr), result.stderr
+    strict = doc(controllers=["ctl1", "ctl2"], strict=True)
+    src.write_text(yaml.safe_dump(strict, sort_keys=False))
+    assert orchgen("plan", str(src), "-o", str(tmp_path / "out2")).returncode == 2
+    shared = doc(controllers=["ctl1", "ctl2"], slurm={"state_save_location": "/shared/slurm/state"})
+    src.write_text(yaml.safe_dump(shared, sort_keys=False))
+    result = orchgen("plan", str(src), "-o", str(tmp_path / "out3"))
+    assert result.returncode == 0 and "warning" not in result.stderr
+    conf = (tmp_path / "out3" / "slurm" / "slurm.conf").read_text()
+    assert "StateSaveLocation=/shared/slurm/state" in conf.splitlines()
+    assert "The 2 controllers keep one state" in conf
+
+
+def test_slurm_on_kubernetes_gets_none_of_it(tmp_path):
+    path = EXAMPLES / "cloud-training.yaml"
+    files = slurm_config(make_plan(spec.load(path), path))
+    assert not [f for f in files if f in OPS_FILES]
+    assert "HealthCheckProgram" not in files["slurm.conf"] and "TaskProlog" not in files["slurm.conf"]
+
+
+# ------------------------------------------------------------------ NHC's node ranges
+
+
+def nhc_range_match(node: str, rangelist: str) -> bool:
+    """NHC 1.4.3's mcheck_range (scripts/common.nhc), ported: comma-separated single names or
+    `prefix[start-end]suffix`, numbers compared by value and width."""
+    single = re.compile(r"^[-a-zA-Z0-9_]+[0-9]+[-.a-zA-Z0-9]*$")
+    ranged = re.compile(r"^([-a-zA-Z0-9_]+)\[([0-9]+)-([0-9]+)\]([-.a-zA-Z0-9]*)$")
+    for group in rangelist.split(","):
+        if single.match(group):
+            if node == group:
+                return True
+        elif m := ranged.match(group):
+            prefix, start, end, suffix = m.groups()
+            width = max(len(start), len(end))
+            if not node.startswith(prefix) or not node.endswith(suffix):
+                continue
+            middle = node[len(prefix):len(node) - len(suffix)] if suffix else node[len(prefix):]
+            if middle.isdigit() and int(start) <= int(middle) <= int(end) and len(middle) == width:
+                return True
+        else:
+            return False  # NHC: "Range not in pdsh syntax", and the target matches nothing
+    return False
+
+
+def nhc_matches(node: str, target: str) -> bool:
+    if target.startswith("{"):
+        return nhc_range_match(node, target[1:-1])
+    return node == target  # our globs are plain names
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["gpu", "gpu-h100-", "n", "rack1-node", "x"]),
+                          st.integers(0, 1200), st.sampled_from([0, 1, 3, 4]), st.sampled_from(["", ".ib"])),
+                min_size=1, max_size=40, unique=True))
+def test_nhc_targets_match_exactly_the_pool(names):
+    nodes = sorted({f"{p}{str(n).zfill(w)}{s}" for p, n, w, s in names})
+    outsiders = [f"{p}{str(n + 1).zfill(w)}{s}" for p, n, w, s in names] + [f"{p}{n}{s}" for p, n, w, s in names]
+    targets = nhc_targets(nodes)
+    for node in nodes:
+        assert any(nhc_matches(node, t) for t in targets), (node, targets)
+    for node in set(outsiders) - set(nodes):
+        assert not any(nhc_matches(node, t) for t in targets), (node, targets)
+
+
+def test_nhc_targets_stay_short_for_big_pools():
+    nodes = hostlist.expand("gb200-[0001-4032]")
+    assert nhc_targets(nodes) == ("{gb200-[0001-4032]}",)
+    assert nhc_targets(["login", "gpu1", "gpu2", "gpu10"]) == ("{gpu[1-2],gpu10}", "login")
+
+
+# ------------------------------------------------------------------ the scripts, run for real
+
+
+FAKE_SMI = """#!/bin/sh
+[ -n "$SMI_FAIL" ] && { echo "Unable to determine the device handle for GPU0000:1B:00.0: Unknown Error" >&2; exit 15; }
+i=0
+while [ $i -lt "$SMI_COUNT" ]; do echo "$SMI_NAME"; i=$((i + 1)); done
+"""
+
+
+@pytest.fixture
+def fake_smi(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    return bin_dir
+
+
+def gpu_health(tmp_path, fake_smi, count, name, *args, fail=False):
+    script = tmp_path / "gpu-health.sh"
+    script.write_text(files_of(tmp_path, doc())["gpu-health.sh"])
+    env = {"PATH": f"{fake_smi}:/usr/bin:/bin", "SMI_COUNT": str(count), "SMI_NAME": name}
+    if fail:
+        env["SMI_FAIL"] = "1"
+    return subprocess.run(["sh", str(script), *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("count, name, rc, out", [
+    (4, "NVIDIA GB200", 0, "ok: 4x gb200 GPUs: 4x NVIDIA GB200"),
+    (3, "NVIDIA GB200", 1, "FAIL: expected 4x gb200 GPUs, nvidia-smi lists 3: 3x NVIDIA GB200"),
+    (5, "NVIDIA GB200", 1, "FAIL: expected 4x gb200 GPUs, nvidia-smi lists 5: 5x NVIDIA GB200"),
+    (4, "NVIDIA H100 80GB HBM3", 1, "FAIL: expected 4x gb200 GPUs, nvidia-smi lists 4: 4x NVIDIA H100 80GB HBM3"),
+    (0, "NVIDIA GB200", 1, "FAIL: expected 4x gb200 GPUs, nvidia-smi lists 0: none"),
+])
+def test_gpu_health_against_a_fake_nvidia_smi(tmp_path, fake_smi, count, name, rc, out):
+    result = gpu_health(tmp_path, fake_smi, count, name, "4", "gb200")
+    assert (result.returncode, result.stdout.strip()) == (rc, out)
+
+
+def test_gpu_health_names_match_without_case_or_punctuation(tmp_path, fake_smi):
+    assert gpu_health(tmp_path, fake_smi, 8, "NVIDIA H100 80GB HBM3", "8", "h100-80gb").returncode == 0
+    assert gpu_health(tmp_path, fake_smi, 2, "NVIDIA L40S", "2", "l40s").returncode == 0
+
+
+def test_gpu_health_reports_nvidia_smi_failing(tmp_path, fake_smi):
+    result = gpu_health(tmp_path, fake_smi, 4, "x", "4", "gb200", fail=True)
+    assert result.returncode == 1
+    assert result.stdout.strip() == ("FAIL: nvidia-smi failed: Unable to determine the device handle for "
+                                     "GPU0000:1B:00.0: Unknown Error")
+
+
+@pytest.mark.parametrize("kind", ["infiniband", "roce", "ethernet"])
+def test_task_prolog_prints_exports_and_keeps_what_the_job_set(tmp_path, kind):
+    files = files_of(tmp_path, doc(fabric=kind))
+    (tmp_path / "task-prolog.sh").write_text(files["task-prolog.sh"])
+    (tmp_path / "nccl.env").write_text(files["nccl.env"])
+    want = [f"export {v.name}={v.value}" for v in NCCL[kind] if not v.site]
+    run = lambda env: subprocess.run(["sh", str(tmp_path / "task-prolog.sh")], capture_output=True, text=True,
+                                     env={"PATH": "/usr/bin:/bin", **env})
+    result = run({})
+    assert result.returncode == 0 and result.stdout.splitlines() == want
+    mine = NCCL[kind][0].name
+    assert run({mine: "mine"}).stdout.splitlines() == want[1:]  # the job's own value wins
+    (tmp_path / "nccl.env").unlink()
+    assert run({}).stdout == "" and run({}).returncode == 0  # nothing to give: still no failure
+
+
+def test_enroot_conf_reads_the_way_enroot_reads_it(tmp_path):
+    text = files_of(tmp_path, doc())["enroot.conf"]
+    (tmp_path / "enroot.conf").write_text(text)
+    # enroot refuses a file `bash -n` rejects, then reads `KEY value` lines and keeps the keys it knows
+    # (enroot.in, config::load)
+    assert subprocess.run(["bash", "-n", str(tmp_path / "enroot.conf")]).returncode == 0
+    known = re.compile(r"^ENROOT_[A-Z_]+$|^(MELLANOX_|NVIDIA_)|^SSL_CERT_(DIR|FILE)$|^(all|no|http|https)_proxy$")
+    pairs = [ln.split(None, 1) for ln in text.splitlines() if ln and not ln.startswith("#")]
+    assert pairs and all(known.match(key) for key, _ in pairs)
+    values = dict(pairs)
+    expanded = subprocess.run(["bash", "-c", f"eval echo {values['ENROOT_DATA_PATH']}"], capture_output=True,
+                              text=True).stdout.strip()
+    assert expanded == f"/tmp/enroot-data/user-{os.getuid()}"
+
+
+def test_generated_scripts_pass_shellcheck(tmp_path):
+    for kind in ("infiniband", "roce", "ethernet"):
+        files = files_of(tmp_path, doc(fabric=kind, version="22.05"))
+        for name in ("gpu-health.sh", "task-prolog.sh"):
+            (tmp_path / f"{kind}-{name}").write_text(files[name])
+            assert subprocess.run(["sh", "-n", str(tmp_path / f"{kind}-{name}")]).returncode == 0
+    checker = shutil.which("shellcheck")
+    require(checker, "shellcheck not installed (apt-get install shellcheck)")
+    result = subprocess.run([checker, *map(str, sorted(tmp_path.glob("*-*.sh")))], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout

@@ -1,0 +1,260 @@
+"""The GPU-node operations (options.slurm) proven by a real Slurm, booted by tests/slurmharness from
+bundles the CLI wrote (the loopback overlay's changes are listed in tests/slurmharness/overlay.py):
+
+* 22.05 (Debian 12, the host): every operations setting loads and reads back from `scontrol show
+  config`; TaskProlog gives each task nccl.env's settings and keeps a job's own; KillOnBadExit ends a
+  step when one rank fails; PrologFlags=Contain makes the extern step; slurmd reads plugstack.conf
+  and its `optional` pyxis line (pyxis is not installed: logged and skipped); mpi/pmix of 22.05
+  fails without libpmix.so, which is why `auto` gives none there;
+* 24.11 (trixie chroot): MpiDefault=pmix, a 2-node job under PMIx; switch/nvidia_imex loaded, each
+  running job with its own IMEX channel;
+* 26.05 (forky chroot): the Debian build has no mpi/pmix, so the default fails every srun (what the
+  README says); with pmi2 a 2-node job runs under PMI2, and a batch step gets its IMEX channel;
+* health check: NHC's stand-in runs the bundle's nhc.conf line and gpu-health.sh against a fake
+  nvidia-smi reporting one GPU fewer on one node; that node, and only it, is drained with the reason;
+* two controllers with one StateSaveLocation: the primary is killed, the backup takes over, the
+  running job carries on and a new job is scheduled (22.05 and 24.11).
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.slurmharness import SlurmCluster, require_slurm
+from tests.test_slurm_real import EXAMPLES, Planned, bundle, check_clean_log, optional_plugins_absent, \
+    with_slurm_options
+
+pytestmark = pytest.mark.slurm
+PYXIS = "/usr/local/lib/slurm/spank_pyxis.so"
+
+
+def config(c: SlurmCluster) -> dict[str, str]:
+    out = {}
+    for line in c.run("scontrol", "show", "config").stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def nodes_env(c: SlurmCluster, *srun: str, var: str) -> list[str]:
+    out = c.job(*srun, "sh", "-c", f'echo "$SLURMD_NODENAME ${{{var}-unset}}"').stdout
+    return sorted(line.split(" ", 1)[1] for line in out.splitlines() if line.strip())
+
+
+def wait_for(what: str, ready, timeout_s: float = 60):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = ready()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def running_job(c: SlurmCluster, *sbatch: str) -> str:
+    job = c.run("sbatch", "--parsable", f"--chdir={c.work}/jobs", "--output=/dev/null", *sbatch).stdout.strip()
+    wait_for(f"job {job} to run", lambda: "RUNNING" in c.run("squeue", "-h", "-j", job, "-o", "%T").stdout)
+    return job
+
+
+# ------------------------------------------------------------------ 22.05: every setting loads
+
+
+def test_operations_on_2205(tmp_path):
+    require_slurm("bookworm")
+    out = bundle(tmp_path, EXAMPLES / "fsdp-pretraining.yaml")
+    p = Planned(out)
+    with SlurmCluster(out / "slurm") as c:
+        conf = config(c)
+        assert set(conf["HealthCheckNodeState"].split(",")) == {"ANY", "CYCLE"}
+        assert {k: conf[k] for k in ("HealthCheckInterval", "KillOnBadExit", "MpiDefault",
+                                     "PrologFlags", "UnkillableStepTimeout", "TaskProlog")} == {
+            "HealthCheckInterval": "300 sec", "KillOnBadExit": "1",
+            "MpiDefault": "none", "PrologFlags": "Alloc,Contain", "UnkillableStepTimeout": "180 sec",
+            "TaskProlog": f"{c.work}/etc/task-prolog.sh"}
+
+        # TaskProlog: nccl.env's settings in every task, unless the job sets its own
+        assert nodes_env(c, "-N", "2", var="NCCL_IB_HCA") == ["mlx5", "mlx5"]
+        assert nodes_env(c, "-N", "2", "--export=ALL,NCCL_IB_HCA=mine", var="NCCL_IB_HCA") == ["mine", "mine"]
+
+        # KillOnBadExit: rank 1 fails at once; rank 0 would sleep for a minute, and is ended instead
+        start = time.monotonic()
+        failed = c.run("srun", "-N", "2", "-n", "2", "sh", "-c", '[ "$SLURM_PROCID" = 1 ] && exit 3; sleep 60',
+                       check=False, timeout=90)
+        assert failed.returncode != 0 and time.monotonic() - start < 30, failed.stderr
+        killed = re.search(r"\*\*\* STEP (\d+\.0) ON \S+ CANCELLED AT", failed.stderr)  # Slurm ended rank 0
+        assert killed, failed.stderr
+
+        # PrologFlags=Contain: the job has its extern step (what pam_slurm_adopt adopts ssh sessions into)
+        job = running_job(c, "-N", "1", "--wrap", "sleep 60")
+        steps = c.run("squeue", "-h", "-s", "-j", job, "-o", "%i").stdout.split()
+        assert f"{job}.extern" in steps
+        c.run("scancel", job)
+
+        # plugstack.conf beside slurm.conf, its relative include, and pyxis's `optional` line: slurmd read
+        # them, found no pyxis here, logged it and went on (the jobs above ran)
+        assert optional_plugins_absent(c) == [PYXIS]
+        assert f"dlopen({PYXIS})" in (c.workdir / "log" / f"slurmd.{p.nodes[0]}.log").read_text()
+
+        # why `auto` gives 22.05 no MpiDefault=pmix: its mpi/pmix opens libpmix.so, absent here (no libpmix-dev)
+        pmix = c.run("srun", "-N", "1", "--mpi=pmix", "true", check=False)
+        assert pmix.returncode != 0 and "can not load PMIx library" in pmix.stderr
+        # the step KillOnBadExit ended and the job scancel ended say so in slurmd's log
+        check_clean_log(c, p, also=[re.compile(rf"\*\*\* (STEP {re.escape(killed.group(1))}|JOB {job}) ON \S+ "
+                                               r"CANCELLED AT")])
+
+
+# ------------------------------------------------------------------ 24.11: PMIx and IMEX
+
+
+@pytest.mark.chroot
+def test_pmix_and_imex_on_2411(tmp_path):
+    require_slurm("trixie")
+    out = bundle(tmp_path, EXAMPLES / "nvl72-blocks.yaml")
+    p = Planned(out)
+    with SlurmCluster(out / "slurm", suite="trixie") as c:
+        conf = config(c)
+        assert conf["MpiDefault"] == "pmix" and conf["SwitchType"] == "switch/nvidia_imex"
+        assert conf["SwitchParameters"].startswith("imex_channel_count=2048,")  # + the overlay's imex_dev_major
+
+        # a 2-node job under PMIx: by default, and asked for by name
+        assert nodes_env(c, "-N", "2", var="PMIX_RANK") == ["0", "1"]
+        assert nodes_env(c, "-N", "2", "--mpi=pmix", var="PMIX_RANK") == ["0", "1"]
+        assert nodes_env(c, "-N", "2", var="NCCL_IB_HCA") == ["mlx5", "mlx5"]
+
+        # IMEX: each running job has a channel of its own on its nodes, a character device of the
+        # nvidia-caps-imex-channels major (the overlay's stand-in major: no GPU driver here)
+        major = c.layout.imex_dev_major
+        holder = running_job(c, "-N", "2", "-w", "gb200-[001-002]", "--wrap", "srun sleep 120")
+        try:
+            listing = c.job("-N", "2", "-w", "gb200-[003-004]", "sh", "-c",
+                            "stat -c '%n %F %t' /dev/nvidia-caps-imex-channels/*").stdout.split("\n")
+        finally:
+            c.run("scancel", holder)
+        want = f"/dev/nvidia-caps-imex-channels/channel2 character special file {major:x}"
+        assert [ln for ln in listing if ln] == [want, want]  # channel 1 is the holder's
+        check_clean_log(c, p)
+
+
+# ------------------------------------------------------------------ 26.05: no mpi/pmix in Debian's build
+
+
+@pytest.mark.chroot
+def test_mpi_and_imex_on_2605(tmp_path):
+    require_slurm("forky")
+    (tmp_path / "default").mkdir()
+    (tmp_path / "pmi2").mkdir()
+    default = bundle(tmp_path / "default", EXAMPLES / "topology-yaml.yaml")
+    with SlurmCluster(default / "slurm", suite="forky") as c:
+        assert config(c)["MpiDefault"] == "pmix"
+        failed = c.run("srun", "-N", "1", "true", check=False)
+        assert failed.returncode != 0 and "Invalid MPI type 'pmix'" in failed.stderr  # as the README says
+        assert "pmix" not in c.run("srun", "--mpi=list", check=False).stdout + c.run(
+            "srun", "--mpi=list", check=False).stderr
+    out = bundle(tmp_path / "pmi2", with_slurm_options("topology-yaml", mpi="pmi2"))
+    p = Planned(out)
+    with SlurmCluster(out / "slurm", suite="forky") as c:
+        assert config(c)["MpiDefault"] == "pmi2"
+        assert nodes_env(c, "-N", "2", "-p", "gb200", var="PMI_RANK") == ["0", "1"]
+        # 26.05 gives the batch step the job's channel too (slurm.conf(5) imex_channel_count)
+        text = c.batch_wait("ls /dev/nvidia-caps-imex-channels", "-p", "gb200", "-N", "1")
+        assert re.fullmatch(r"channel\d+\n", text), text
+        check_clean_log(c, p)
+
+
+# ------------------------------------------------------------------ health check drains a bad node
+
+# nvidia-smi for the health check: 8 H100s on every node but gpu003, which has lost one
+FAKE_NVIDIA_SMI = """#!/bin/sh
+count=8
+[ "$SLURMD_NODENAME" = gpu003 ] && count=7
+i=0
+while [ $i -lt $count ]; do echo "NVIDIA H100 80GB HBM3"; i=$((i + 1)); done
+"""
+
+
+def test_health_check_drains_the_node_missing_a_gpu_2205(tmp_path):
+    require_slurm("bookworm")
+    out = bundle(tmp_path, EXAMPLES / "fsdp-pretraining.yaml")
+    p = Planned(out)
+    assert "/etc/slurm/gpu-health.sh 8 h100" in (out / "slurm" / "nhc.conf").read_text()
+    with SlurmCluster(out / "slurm", health_check=True, wait_idle_s=0,
+                      bin_files={"nvidia-smi": FAKE_NVIDIA_SMI}) as c:
+        reason = "NHC: check_gpus:  FAIL: expected 8x h100 GPUs, nvidia-smi lists 7: 7x NVIDIA H100 80GB HBM3."
+
+        def settled():
+            nodes = c.nodes()
+            done = len(nodes) == 16 and all(s["state"] in ("IDLE", "IDLE+DRAIN", "DRAIN") for s in nodes.values())
+            return nodes if done and "DRAIN" in nodes["gpu003"]["state"] else None
+
+        nodes = wait_for("gpu003 to drain and the rest to be idle", settled)
+        assert {n: s["state"] for n, s in nodes.items() if s["state"] != "IDLE"} == {"gpu003": "IDLE+DRAIN"}
+        assert nodes["gpu003"]["reason"].startswith(reason)
+        assert reason in c.run("sinfo", "-R", "-h", "-o", "%E").stdout
+        conf = config(c)
+        assert conf["HealthCheckProgram"].endswith("nhc-standin.sh") and conf["HealthCheckInterval"] == "300 sec"
+        # the bundle's script ran on every node: healthy ones pass, gpu003 fails
+        log = (c.workdir / "log" / "nhc.log").read_text()
+        assert log.count("healthy") >= 15 and f"gpu003: {reason}" in log
+        # a 16-node job cannot run now; 15 can
+        assert "gpu003" not in c.job("-N", "15", "hostname").stdout
+        # slurmd logs the failing check (NHC's exit status 1; its message is the drain reason)
+        check_clean_log(c, p, also=[re.compile(r"^slurmd gpu003: error: health_check failed: rc:1 output:")])
+
+
+# ------------------------------------------------------------------ a controller pair
+
+
+def ha_fleet(version: str) -> dict:
+    return {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "ha"},
+            "fleet": {"bare_metal": True, "slurm": {"controllers": ["ctl1", "ctl2"]},
+                      "fabric": {"kind": "infiniband", "nodes_per_leaf": 4},
+                      "pools": [{"name": "h100", "nodes": 4, "gpu": {"type": "h100", "count": 8}, "cpus": 16}]},
+            "workloads": [{"name": "train", "nodes": 2, "tightly_coupled": True}],
+            "options": {"slurm_version": version, "slurm": {"state_save_location": "/shared/slurm/state"}}}
+
+
+# What a takeover logs, each for a reason: the backup says it takes over; the primary, killed seconds
+# after boot, never wrote a partition state (there was no change to save); 22.05's backup restarts its
+# agent thread on takeover
+TAKEOVER = [re.compile(p) for p in (r"ControlMachine \S+ not responding, BackupController1 \S+ taking over",
+                                    r"NOTE: Trying backup partition state save file",
+                                    r"agent_init: thread already running")]
+
+
+@pytest.mark.parametrize("suite, version", [("bookworm", "22.05"), pytest.param("trixie", "24.11",
+                                                                               marks=pytest.mark.chroot)])
+def test_backup_controller_takes_over(tmp_path, suite, version):
+    require_slurm(suite)
+    out = bundle(tmp_path, ha_fleet(version))
+    p = Planned(out)
+    conf_text = (out / "slurm" / "slurm.conf").read_text()
+    assert "StateSaveLocation=/shared/slurm/state" in conf_text and "SlurmctldTimeout=120" in conf_text
+    # Two controllers: the generated file names one SlurmctldHost (its lines come from the fleet model's
+    # controllers separately), so the harness is told; the overlay gives both this host under their own names
+    with SlurmCluster(out / "slurm", suite=suite, controllers=2, failover_timeout_s=10) as c:
+        ping = c.run("scontrol", "ping").stdout
+        assert "Slurmctld(primary) at orchgen-ctld1 is UP" in ping and "Slurmctld(backup) at orchgen-ctld2 is UP" in ping
+
+        job = running_job(c, "-N", "2", "--wrap", "srun sleep 300")
+        started = time.time()
+        nodes = c.run("squeue", "-h", "-j", job, "-o", "%N").stdout.strip()
+        sleepers = wait_for("the job's tasks", lambda: c.ns.members("sleep") if len(c.ns.members("sleep")) >= 3 else [])
+        # slurmctld writes its state at most every 5 s: wait until the job's start is on disk
+        state = c.workdir / "state" / "job_state"
+        wait_for("the job state saved", lambda: state.exists() and state.stat().st_mtime > started, 20)
+
+        c.kill_controller(0)  # SIGKILL: nothing saved on the way out
+        wait_for("the backup to take over",
+                 lambda: "Running as primary controller" in c.controller_log(1).split("taking over", 1)[-1], 60)
+
+        record = wait_for("the backup to answer", lambda: c.run("squeue", "-h", "-j", job, "-o", "%T %N",
+                                                                check=False).stdout.strip())
+        assert record == f"RUNNING {nodes}"  # the running job carried on
+        assert all(pid in c.ns.members("sleep") for pid in sleepers)  # its processes too
+        assert len(c.job("-N", "2", "hostname").stdout.split()) == 2  # and the backup schedules new ones
+        assert "Slurmctld(backup) at orchgen-ctld2 is UP" in c.run("scontrol", "ping", check=False).stdout
+        check_clean_log(c, p, also=TAKEOVER)
