@@ -176,6 +176,27 @@ CASES = [
     ("python-tag", BASE.replace("  name: lab", "  name: !!python/object:os.system lab"), 4, r"unsupported YAML tag"),
     ("binary", "\xff\xfe", None, r"not UTF-8|malformed"),
     *HARDWARE,
+    # Slurm policy (issue 12): time strings as Slurm reads them, with a time limit backfill can plan with
+    ("max-time-format", BASE.replace("    pool: h100", "    pool: h100\n    max_time: 2days"), 25,
+     r"workloads\[0\]\.max_time: '2days' is not a Slurm time: write MM, MM:SS, HH:MM:SS, D-HH"),
+    ("max-time-unlimited", BASE.replace("    pool: h100", "    pool: h100\n    max_time: UNLIMITED"), 25,
+     r"workloads\[0\]\.max_time: 'UNLIMITED' has no end: backfill cannot plan"),
+    ("max-time-minutes-60", BASE.replace("    pool: h100", "    pool: h100\n    max_time: '1-04:60'"), 25,
+     r"workloads\[0\]\.max_time: '1-04:60': minutes must be below 60"),
+    ("max-time-beyond-bf-window", BASE.replace("    pool: h100", "    pool: h100\n    max_time: 31-0"), 25,
+     r"workloads\[0\]\.max_time: '31-0' is longer than 30 days.*bf_window=43200"),
+    ("max-time-a-number", BASE.replace("    pool: h100", "    pool: h100\n    max_time: 90"), 25,
+     r"workloads\[0\]\.max_time: .*string"),
+    ("default-time-format", BASE + "options:\n  slurm:\n    default_time: 4h\n", 27,
+     r"options\.slurm\.default_time: '4h' is not a Slurm time"),
+    ("slurm-option-unknown", BASE + "options:\n  slurm:\n    defaulttime: '4:00:00'\n", 27,
+     r"options\.slurm\.defaulttime: unknown key \(did you mean 'default_time'\?\)"),
+    ("user-name-shell", BASE.replace("{name: nlp, share: 3}", "{name: nlp, share: 3, users: ['a;rm -rf /']}"), 18,
+     r"tenants\[0\]\.users\[0\]: 'a;rm -rf /' is not a user or group name"),
+    ("unix-group-upper", BASE.replace("{name: nlp, share: 3}", "{name: nlp, share: 3, unix_group: ML}"), 18,
+     r"tenants\[0\]\.unix_group: 'ML' is not a user or group name"),
+    ("max-gpus-zero", BASE.replace("{name: nlp, share: 3}", "{name: nlp, share: 3, max_gpus: 0}"), 18,
+     r"tenants\[0\]\.max_gpus: .*greater than or equal to 1"),
 ]
 
 

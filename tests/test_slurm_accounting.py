@@ -14,8 +14,9 @@ and 26.05 (forky chroot), against one MariaDB shared by the session:
 * a pending GPU job's priority has the GPU TRES term: weight x requested / partition GPUs;
 * a user without an association, or an unknown account, is refused at submission.
 
-And a bundle planned by orchgen (tenants, so accounting) boots with accounting on and its own
-accounts.sh gives each tenant its share (22.05, with a MariaDB of its own).
+And a bundle planned by orchgen (tenants, so accounting) boots with accounting on, its own
+accounts.sh gives each tenant its share, and a GPU job is billed by its GPUs (22.05, with a MariaDB
+of its own; tests/test_slurm_policy.py proves the rest of the bundle's policy).
 """
 from __future__ import annotations
 
@@ -181,8 +182,11 @@ def test_planned_tenants_get_their_shares_from_accounts_sh_2205(tmp_path):
     out = planned_bundle(tmp_path, TENANTS)
     with SlurmCluster(out / "slurm", accounting=True) as c:  # a MariaDB of its own
         assert c.cluster_name == "tenants"
-        c.run("sh", f"{c.work}/etc/accounts.sh")  # as written into the bundle
-        c.run("sh", f"{c.work}/etc/accounts.sh")  # and again: it says it is safe to rerun
+        # as written into the bundle, and again (it says it is safe to rerun); its record of the users
+        # it added goes to the work dir, not to the machine's /var/lib
+        state = f"ORCHGEN_ACCOUNTS_STATE={c.work}/accounts.state"
+        c.run("env", state, "sh", f"{c.work}/etc/accounts.sh")
+        c.run("env", state, "sh", f"{c.work}/etc/accounts.sh")
         c.sacctmgr("add", "user", "root", "account=nlp,vision")
         c.wait_for(lambda: {"nlp", "vision"} <= set(c.shares()), 30, "the tenants in sshare")
         shares = c.shares()
@@ -190,7 +194,7 @@ def test_planned_tenants_get_their_shares_from_accounts_sh_2205(tmp_path):
         assert shares["nlp"]["norm_shares"] == pytest.approx(3 / 5, abs=1e-6)
         job = c.submit("true", "-A", "nlp", "--gres=gpu:8")
         assert c.wait_job(job)["JobState"] == "COMPLETED"
-        # no TRESBillingWeights in the generated file yet: Slurm bills CPUs (its default)
-        assert c.billing(job) == int(c.job_tres(job)["cpu"])
+        # the generated TRESBillingWeights bill GPUs: a GPU weighs the node's CPUs per GPU (64 / 8)
+        assert c.billing(job) == 8 * (64 / 8)
         assert c.sacct_job(job)["alloc_tres"]["gres/gpu"] == "8"
         assert c.problems() == []

@@ -188,7 +188,13 @@ def check_blocks(c: SlurmCluster, p: Planned, base: int, *args: str) -> None:
 
 
 def check_partitions(c: SlurmCluster, p: Planned, block_topology: str | None = None) -> None:
-    want = {"all": (p.nodes, True)} | {pool: (nodes, False) for pool, nodes in p.pools.items()}
+    # the default is CPU-only when the plane has CPU pools (one: its own partition; several: `cpu`)
+    cpu_pools = [pool for pool in p.pools if not p.gres[pool]]
+    default = "all" if not cpu_pools else (cpu_pools[0] if len(cpu_pools) == 1 else "cpu")
+    want = {"all": (p.nodes, default == "all")}
+    want |= {pool: (nodes, pool == default) for pool, nodes in p.pools.items()}
+    if len(cpu_pools) > 1:
+        want["cpu"] = ([n for pool in cpu_pools for n in p.pools[pool]], True)
     want |= {cls: ([n for pool in pools for n in p.pools[pool]], False) for cls, pools in p.classes().items()}
     parts = c.partitions()
     assert set(parts) == set(want)
@@ -451,7 +457,8 @@ def check_whole_cores(c: SlurmCluster, p: Planned) -> None:
     """`srun -c 2` on a 2-threads-per-core node gets one whole core, never the half of a core another
     job has; `-c 1` still gets the whole core (CR_Core); on SMT4 `-c 2` gets a whole 4-thread core."""
     dgx = p.pools["dgx"][0]
-    holder = c.run("sbatch", "--parsable", "-c", "2", "-w", dgx, f"--chdir={c.work}/jobs", "--output=/dev/null",
+    # `-p all`: the default partition is the CPU pool's (`old`), which has no dgx node
+    holder = c.run("sbatch", "--parsable", "-p", "all", "-c", "2", "-w", dgx, f"--chdir={c.work}/jobs", "--output=/dev/null",
                    "--wrap", "sleep 120").stdout.strip()
     try:
         for _ in range(300):
@@ -460,13 +467,13 @@ def check_whole_cores(c: SlurmCluster, p: Planned) -> None:
                 break
             time.sleep(0.1)
         show = 'scontrol -d show job "$SLURM_JOB_ID"'
-        mine = c.job("-c", "2", "-w", dgx, "sh", "-c", show).stdout
+        mine = c.job("-p", "all", "-c", "2", "-w", dgx, "sh", "-c", show).stdout
         assert whole_core(cpu_ids(mine), 2) != whole_core(cpu_ids(held), 2)  # two jobs, two cores
-        one = c.job("-c", "1", "-w", dgx, "sh", "-c", show).stdout
+        one = c.job("-p", "all", "-c", "1", "-w", dgx, "sh", "-c", show).stdout
         assert "NumCPUs=2 " in one and whole_core(cpu_ids(one), 2) != whole_core(cpu_ids(held), 2)
     finally:
         c.run("scancel", holder)
-    p9 = c.job("-c", "2", "-w", p.pools["p9"][0], "sh", "-c", show).stdout
+    p9 = c.job("-p", "all", "-c", "2", "-w", p.pools["p9"][0], "sh", "-c", show).stdout
     assert "NumCPUs=4 " in p9
     whole_core(cpu_ids(p9), 4)
     old = c.job("-c", "2", "-w", p.pools["old"][0], "sh", "-c", show).stdout  # cpus alone: a CPU is a core

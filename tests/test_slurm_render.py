@@ -61,7 +61,9 @@ def records(text: str) -> list[dict[str, str]]:
     out = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
-        if line:
+        if line.startswith("Include "):  # slurmdbd.conf's password file
+            out.append({"Include": line.split(None, 1)[1]})
+        elif line:
             out.append(dict(tok.split("=", 1) for tok in line.split()))
     return out
 
@@ -400,7 +402,7 @@ def test_tenants_give_fair_share_accounting_and_accounts_sh(tmp_path):
     assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd"
     assert conf["AccountingStorageTRES"] == "gres/gpu"
     script = files["accounts.sh"]
-    assert _conf_lines(script)[-2:] == ["tenant nlp 3", "tenant vision 1"]
+    assert _conf_lines(script)[-3:] == ["tenant nlp 3 -", "tenant vision 1 -", "prune"]
     assert "sacctmgr -i add account" in script and "fairshare=" in script
 
 
@@ -463,7 +465,10 @@ def test_ten_thousand_nodes_render_fast_and_compressed(tmp_path, version):
     start = time.perf_counter()
     files = slurm_config(plan)
     assert time.perf_counter() - start < 5
-    assert len(files["slurm.conf"]) < 8_000 and len(files["gres.conf"]) < 2_000
+    # the why-comments of both the hardware/ops and the policy blocks are ~8 KB on their own; what
+    # must stay small whatever the node count is the configuration itself
+    body = "\n".join(ln for ln in files["slurm.conf"].splitlines() if not ln.startswith("#"))
+    assert len(body) < 3_000 and len(files["slurm.conf"]) < 12_000 and len(files["gres.conf"]) < 2_000
     assert [r["NodeName"] for r in records(files["slurm.conf"]) if "NodeName" in r] == [
         "h100-[0001-8192]", "gb200-[0001-4032]"]
     topo = files.get("topology.conf") or files["topology.yaml"]
@@ -484,6 +489,8 @@ def test_deterministic(tmp_path):
                                  for p in (out / "slurm").rglob("*") if p.is_file())))
     assert len(digests) == 1
     text = "".join(slurm_config(plan).values())
+    # no timestamp; time limits (DefaultTime=04:00:00, MaxTime=7-00:00:00) are durations, not times
+    text = re.sub(r"\b(?:\d+-)?\d\d:\d\d:00\b", "", text)
     assert not re.search(r"20\d\d-\d\d-\d\d|\d\d:\d\d:\d\d", text)
 
 
@@ -557,3 +564,191 @@ def test_cli_refuses_a_split_nvlink_domain(tmp_path):
     assert "workloads: the slurm plane gets no nodes" in result.stderr
     assert "never splits a leaf or an NVLink domain" in result.stderr
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ site policy (issue 12)
+
+
+def _part(files: dict[str, str], name: str) -> dict[str, str]:
+    return partitions_of(files["slurm.conf"])[name]
+
+
+def _single(conf: str) -> dict[str, str]:
+    return {k: v for r in records(conf) for k, v in r.items() if len(r) == 1}
+
+
+def test_time_limits_come_from_the_input_and_backfill_covers_them(tmp_path):
+    doc = fleet(**dict(MULTI, workloads=[dict(MULTI["workloads"][0], max_time="2-00:00:00"),
+                                         dict(MULTI["workloads"][1], max_time="90")]),
+                slurm={"default_time": "02:30:00", "max_time": "3-00:00:00"})
+    files = slurm_config(plan_of(tmp_path, doc))
+    want = {"a100": "2-00:00:00", "l40s": "01:30:00", "cpu": "3-00:00:00", "all": "3-00:00:00",
+            "training": "2-00:00:00", "ray": "01:30:00"}
+    assert {n: p["MaxTime"] for n, p in partitions_of(files["slurm.conf"]).items()} == want
+    # DefaultTime is the site's, but never above the partition's MaxTime
+    assert {n: p["DefaultTime"] for n, p in partitions_of(files["slurm.conf"]).items()} == {
+        n: ("01:30:00" if v == "01:30:00" else "02:30:00") for n, v in want.items()}
+    conf = _single(files["slurm.conf"])
+    assert conf["SchedulerParameters"].split(",")[:3] == ["bf_window=4320", "bf_resolution=300", "bf_continue"]
+    assert conf["EnforcePartLimits"] == "ALL"
+    assert not re.search(r"Time=(INFINITE|UNLIMITED)", files["slurm.conf"])
+
+
+@pytest.mark.parametrize("longest,resolution", [("1-00:00:00", 60), ("7-00:00:00", 300), ("14-00:00:00", 600)])
+def test_backfill_resolution_grows_with_the_window(tmp_path, longest, resolution):
+    doc = fleet(pools=[H100_8], workloads=[{"name": "t", "nodes": 2, "tightly_coupled": True, "max_time": longest}],
+                slurm={"max_time": "1-00:00:00"})
+    m = model(plan_of(tmp_path, doc))
+    assert m.backfill.window == max(p.max_time for p in m.partitions)
+    assert m.backfill.resolution == resolution
+
+
+def test_gpu_defaults_follow_the_usable_node_shape(tmp_path):
+    m = model(plan_of(tmp_path, fleet(**MULTI)))
+    parts = {p.name: p for p in m.partitions}
+    a100, l40s = m.groups[0], m.groups[1]
+    assert (parts["a100"].cpu_per_gpu, parts["a100"].mem_per_gpu) == (64 // 4, a100.real_memory // 4)
+    assert (parts["l40s"].cpu_per_gpu, parts["l40s"].mem_per_gpu) == (32 // 2, l40s.real_memory // 2)
+    # a partition over several GPU shapes takes the smallest share, which fits on each
+    assert parts["all"].mem_per_gpu == min(a100.real_memory // 4, l40s.real_memory // 2)
+    assert not parts["cpu"].cpu_per_gpu and "DefCpuPerGPU" not in _part(slurm_config(plan_of(tmp_path, fleet(**MULTI))), "cpu")
+    # fewer CPUs than GPUs on a node: no whole CPU per GPU, so no DefCpuPerGPU (memory still)
+    few = fleet(pools=[dict(H100_8, cpus=4)], workloads=[{"name": "t", "nodes": 2, "tightly_coupled": True}])
+    line = _part(slurm_config(plan_of(tmp_path, few)), "h100")
+    assert "DefCpuPerGPU" not in line and int(line["DefMemPerGPU"]) > 0
+
+
+def test_gpu_defaults_and_billing_follow_reserved_and_mig(tmp_path):
+    """DefCpuPerGPU/DefMemPerGPU/DefMemPerCPU and the GPU billing weight count what jobs may use: the
+    CPUs less CoreSpecCount's cores x threads, RealMemory less MemSpecLimit; with MIG, per instance."""
+    pool = {"name": "h100", "nodes": 4, "cpu": {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2},
+            "memory_gib": 2048, "reserved": {"cores": 4, "memory_gib": 64}, "gpu": {"type": "h100", "count": 8}}
+    doc = fleet(pools=[pool], workloads=[{"name": "t", "nodes": 2, "tightly_coupled": True, "tenant": "nlp"}],
+                tenants=[{"name": "nlp", "share": 1}])
+    files = slurm_config(plan_of(tmp_path, doc))
+    node = next(r for r in records(files["slurm.conf"]) if "NodeName" in r)
+    real, spec = int(node["RealMemory"]), int(node["MemSpecLimit"])
+    assert (node["CoreSpecCount"], spec) == ("4", 64 * 1024)
+    line = _part(files, "h100")
+    assert int(line["DefCpuPerGPU"]) == (224 - 4 * 2) // 8 == 27
+    assert int(line["DefMemPerGPU"]) == (real - spec) // 8
+    assert int(line["DefMemPerCPU"]) == (real - spec) // (224 - 8)
+    assert line["TRESBillingWeights"].endswith(f"GRES/gpu={(224 - 8) / 8}")
+    mig = dict(pool, gpu={"type": "h100", "count": 8, "mig": {"profile": "1g.10gb", "per_gpu": 7}})
+    files = slurm_config(plan_of(tmp_path, dict(doc, fleet=dict(doc["fleet"], pools=[mig]))))
+    line = _part(files, "h100")  # --gres=gpu:1 is one of 56 instances
+    assert int(line["DefCpuPerGPU"]) == 216 // 56 and int(line["DefMemPerGPU"]) == (real - spec) // 56
+
+
+def test_default_partition_is_cpu_only_when_there_is_a_cpu_pool(tmp_path):
+    parts = partitions_of(slurm_config(plan_of(tmp_path, fleet(**MULTI)))["slurm.conf"])
+    assert [n for n, p in parts.items() if p.get("Default") == "YES"] == ["cpu"]
+    parts = partitions_of(slurm_config(example("fsdp-pretraining"))["slurm.conf"])
+    assert [n for n, p in parts.items() if p.get("Default") == "YES"] == ["all"]  # no CPU pool
+    two = fleet(**dict(MULTI, pools=[*MULTI["pools"][:2], dict(MULTI["pools"][2], name="cpua"),
+                                     dict(MULTI["pools"][2], name="cpub", hostnames="cpub-[001-004]")]))
+    parts = partitions_of(slurm_config(plan_of(tmp_path, two))["slurm.conf"])
+    assert [n for n, p in parts.items() if p.get("Default") == "YES"] == ["cpu"]
+    assert parts["cpu"]["Nodes"] == "cpua-[001-004],cpub-[001-004]"
+    # GPU nodes weigh more than CPU nodes: Slurm fills the lighter nodes first
+    nodes = {r["NodeName"]: r["Weight"] for r in records(slurm_config(plan_of(tmp_path, fleet(**MULTI)))["slurm.conf"])
+             if "NodeName" in r}
+    assert nodes == {"a100-[001-008]": "100", "l40s-[001-004]": "100", "cpu-[001-004]": "1"}
+
+
+def test_readme_says_why_the_default_partition_is_not_cpu_only(tmp_path):
+    from generator.render import render
+
+    readme = render(example("fsdp-pretraining"))["README.md"].decode()
+    assert "The default partition is `all`: the Slurm plane has no CPU pool" in readme
+    readme = render(plan_of(tmp_path, fleet(**MULTI)))["README.md"].decode()
+    assert "The default partition `cpu` is CPU-only" in readme
+
+
+def test_billing_makes_a_default_gpu_job_cost_its_gpus(tmp_path):
+    m = model(plan_of(tmp_path, fleet(**MULTI)))
+    groups = {g.pool: g for g in m.groups}
+    for p in m.partitions:
+        assert p.billing is not None
+        for g in (groups[pool] for pool in p.pools if groups[pool].gres):
+            for gpus in range(1, g.gpus + 1):  # the job's default CPUs and memory, on each GPU shape
+                cpu_term = gpus * p.cpu_per_gpu * 1.0
+                mem_term = gpus * p.mem_per_gpu / 1024 * p.billing.mem_per_gib
+                assert max(cpu_term, mem_term) <= gpus * p.billing.gpu, (p.name, g.pool, gpus)
+    conf = _single(slurm_config(plan_of(tmp_path, fleet(**MULTI)))["slurm.conf"])
+    assert conf["PriorityFlags"] == "MAX_TRES" and conf["PriorityWeightTRES"] == "GRES/gpu=2000"
+    assert conf["PreemptType"] == "preempt/qos" and conf["PreemptMode"] == "REQUEUE"
+    assert conf["AccountingStorageEnforce"] == "associations,limits,qos"
+
+
+def test_no_tenants_no_billing_qos_or_slurmdbd_files(tmp_path):
+    files = slurm_config(example("fsdp-pretraining"))
+    assert not {"slurmdbd.conf", "mariadb-slurm.cnf", "accounts.sh"} & set(files)
+    keys = {k for r in records(files["slurm.conf"]) for k in r}
+    assert not keys & {"TRESBillingWeights", "PreemptType", "PriorityWeightTRES"}
+    assert {"DefaultTime", "MaxTime", "DefCpuPerGPU", "DefMemPerGPU", "SchedulerParameters"} <= keys
+
+
+@pytest.mark.parametrize("hosts,want", [(None, "set-fleet-slurm-controllers"), ({"controllers": ["ctl1", "ctl2"]}, "ctl1"),
+                                        ({"controllers": ["ctl1"], "accounting": "db1"}, "db1")])
+def test_slurmdbd_conf_host_and_no_password(tmp_path, hosts, want):
+    doc = fleet(**MULTI)
+    if hosts:
+        doc["fleet"]["slurm"] = hosts
+    for version, line in (("22.05", "Include /etc/slurm/slurmdbd-storage-pass.conf"),
+                          ("25.11", "StoragePassScript=/etc/slurm/slurmdbd-storage-pass.sh")):
+        doc["options"]["slurm_version"] = version
+        files = slurm_config(plan_of(tmp_path, doc))
+        text = files["slurmdbd.conf"]
+        recs = records(text)
+        assert {"DbdHost": want} in recs
+        assert {"AccountingStorageHost": want} in records(files["slurm.conf"])  # the same host
+        assert line in [ln for ln in text.splitlines() if not ln.startswith("#")]
+        assert not [r for r in recs if "StoragePass" in r]
+        assert ("placeholder" in text) is (hosts is None)
+
+
+def test_mariadb_snippet_has_schedmds_settings(tmp_path):
+    text = slurm_config(plan_of(tmp_path, fleet(**MULTI)))["mariadb-slurm.cnf"]
+    settings = dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln and not ln.startswith("#"))
+    assert settings == {"innodb_buffer_pool_size": "4096M", "innodb_log_file_size": "1024M",
+                        "innodb_lock_wait_timeout": "900", "max_allowed_packet": "16M",
+                        "loose-innodb_snapshot_isolation": "OFF"}
+
+
+def test_accounts_sh_carries_users_groups_and_caps(tmp_path):
+    doc = fleet(**dict(MULTI, tenants=[{"name": "nlp", "share": 3, "users": ["alice", "bob"], "max_gpus": 32},
+                                       {"name": "vision", "share": 1, "unix_group": "cv-team"}]))
+    script = slurm_config(plan_of(tmp_path, doc))["accounts.sh"]
+    assert _conf_lines(script)[-6:] == ["tenant nlp 3 32", "tenant vision 1 -", "member nlp alice", "member nlp bob",
+                                        "group vision cv-team", "prune"]
+    for qos in ("add qos scavenger", "Preempt+=scavenger", "Flags+=NoReserve", "UsageFactor=0", "qos+=normal,scavenger"):
+        assert qos in script
+
+
+POLICY_KEYS = ("SchedulerParameters", "EnforcePartLimits", "PriorityFlags", "PriorityDecayHalfLife", "PriorityMaxAge",
+               "PriorityWeightFairshare", "PriorityWeightQOS", "PriorityWeightTRES", "PriorityWeightAge",
+               "AccountingStorageTRES", "AccountingStorageEnforce", "PreemptType", "PreemptMode")
+
+
+def test_every_site_tunable_value_says_why(tmp_path):
+    """Each policy key's paragraph (the lines above it up to a blank line) carries a comment."""
+    files = slurm_config(plan_of(tmp_path, fleet(**MULTI)))
+    lines = files["slurm.conf"].splitlines()
+    for key in POLICY_KEYS:
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(f"{key}="))
+        above = []
+        for ln in reversed(lines[:at]):
+            if not ln.strip():
+                break
+            above.append(ln)
+        assert any(ln.startswith("#") for ln in above), key
+    for name in ("slurmdbd.conf", "mariadb-slurm.cnf"):  # the same, paragraph by paragraph
+        paragraph_commented = False
+        for ln in files[name].splitlines():
+            if ln.startswith("#"):
+                paragraph_commented = True
+            elif ln and not ln.startswith("[") and not ln.startswith(("AuthType", "LogFile", "PidFile")):
+                assert paragraph_commented, (name, ln)
+            elif not ln:
+                paragraph_commented = False

@@ -240,10 +240,11 @@ def test_overlay_of_slurmdbd_conf_replaces_only_where_and_who():
 
     lay = overlay.Layout(work="/w", host="box", ctld_port=20000, node_port_base=20002, legacy=True, dbd_port=20001)
     db = Database(name="slurm_acct_1", user="u1", password="pw1", host="127.0.0.1", port=23306)
-    text = overlay.rewrite_slurmdbd_conf(
+    text, secrets = overlay.rewrite_slurmdbd_conf(
         "DbdHost=slurmdbd\nStorageHost=mariadb\nStoragePass=REPLACE_ME\nStorageLoc=slurm_acct_db\n"
         "SlurmUser=slurm\nLogFile=/var/log/slurm/slurmdbd.log\nStorageParameters=SSL_CA=/etc/ssl/ca.pem\n"
         "PurgeJobAfter=12months\nArchiveDir=/var/archive\nArchiveScript=/usr/sbin/archive\nTrackWCKey=yes\n", lay, db)
+    assert secrets == []
     lines = text.splitlines()
     for loopback in ("DbdHost=box", "DbdAddr=127.0.0.1", "DbdPort=20001", "SlurmUser=root", "AuthType=auth/munge",
                      "AuthInfo=socket=/w/munge/munge.sock", "StorageHost=127.0.0.1", "StoragePort=23306",
@@ -253,7 +254,25 @@ def test_overlay_of_slurmdbd_conf_replaces_only_where_and_who():
     for gone in ("Host=slurmdbd", "mariadb", "REPLACE_ME", "slurm_acct_db", "/var/", "SSL_CA", "ArchiveScript"):
         assert gone not in text
     # without a slurmdbd.conf in the config dir: the same loopback values, nothing else
-    assert overlay.rewrite_slurmdbd_conf(None, lay, db).splitlines()[1:-1] == lines[1:16]
+    assert overlay.rewrite_slurmdbd_conf(None, lay, db)[0].splitlines()[1:-1] == lines[1:16]
+
+
+def test_overlay_fills_the_password_file_or_script_the_input_names():
+    """orchgen's slurmdbd.conf keeps the password out of itself: an Include of a file the operator
+    writes (Slurm < 25.11) or StoragePassScript (25.11+). The overlay fills that place, not the header."""
+    from tests.slurmharness.mariadb import Database
+
+    lay = overlay.Layout(work="/w", host="box", ctld_port=20000, node_port_base=20002, legacy=True, dbd_port=20001)
+    db = Database(name="slurm_acct_1", user="u1", password="pw1", host="127.0.0.1", port=23306)
+    text, secrets = overlay.rewrite_slurmdbd_conf("StorageUser=slurm\nInclude /etc/slurm/pass.conf\n", lay, db)
+    assert "Include /w/etc/pass.conf" in text.splitlines() and "pw1" not in text
+    assert [(f.name, f.text, f.mode) for f in secrets] == [("pass.conf", "StoragePass=pw1\n", 0o600)]
+    text, secrets = overlay.rewrite_slurmdbd_conf("StoragePassScript=/etc/slurm/pass.sh\n", lay, db)
+    assert "StoragePassScript=/w/etc/pass.sh" in text.splitlines() and "pw1" not in text
+    assert [(f.name, f.text, f.mode) for f in secrets] == [("pass.sh", "#!/bin/sh\necho TOKEN=pw1\n", 0o700)]
+    # an Include of a file the config dir ships points at the copy and is not overwritten
+    text, secrets = overlay.rewrite_slurmdbd_conf("Include /etc/slurm/extra.conf\n", lay, db, frozenset({"extra.conf"}))
+    assert "Include /w/etc/extra.conf" in text.splitlines() and "StoragePass=pw1" in text and secrets == []
 
 
 def test_parse_sshare_tree_tables_and_tres():

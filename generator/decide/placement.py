@@ -66,7 +66,8 @@ def tenants_of(fleet: Fleet) -> tuple[list[Tenant], str]:
     if not fleet.tenants:
         return [Tenant(fleet.metadata.name, 1, True)], fleet.metadata.name
     default = next((t.name for t in fleet.tenants if t.default), fleet.tenants[0].name)
-    return [Tenant(t.name, t.share, False) for t in fleet.tenants], default
+    return [Tenant(t.name, t.share, False, users=tuple(t.users), unix_group=t.unix_group, max_gpus=t.max_gpus)
+            for t in fleet.tenants], default
 
 
 def tenant_warnings(fleet: Fleet, default: str) -> list[Warning_]:

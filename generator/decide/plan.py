@@ -10,6 +10,7 @@ from typing import Any
 from ..spec import hostlist
 from ..catalog import Chart
 from ..spec.fabric import FabricModel
+from ..spec import slurmtime
 from ..spec.hardware import NodeHardware
 from ..spec.models import SlurmOptions
 
@@ -63,6 +64,7 @@ class WorkloadDecision:
     pool: str = ""
     gpus: int = 0  # demand: total GPUs (0 on a CPU pool)
     gpus_per_node: int = 0
+    max_time: int | None = None  # minutes (workloads[].max_time); None: the site's options.slurm.max_time
     pinned: bool = False  # workloads[].plane pins it (the rules did not choose its plane)
     # the pods its starter asks for on a Kubernetes plane (None elsewhere); a RayCluster's head too
     shape: PodShape | None = None
@@ -156,6 +158,9 @@ class Tenant:
     share: int
     implicit: bool  # no tenants in the input: one tenant named after the fleet
     quotas: dict[str, Quota] = field(default_factory=dict)  # Kubernetes-plane pool -> nominal quota
+    users: tuple[str, ...] = ()  # Slurm: users of the tenant's account
+    unix_group: str | None = None  # Slurm: a Unix group whose members join the tenant's account
+    max_gpus: int | None = None  # Slurm: GrpTRES=gres/gpu cap of the tenant's account
 
 
 @dataclass(frozen=True)
@@ -258,6 +263,16 @@ class Plan:
     platform: Platform = field(default_factory=Platform)
 
     @property
+    def slurm_default_time(self) -> int:
+        """options.slurm.default_time in minutes: a job's default time limit (partitions' DefaultTime)."""
+        return slurmtime.minutes(self.slurm_options.default_time)
+
+    @property
+    def slurm_max_time(self) -> int:
+        """options.slurm.max_time in minutes: MaxTime of a partition none of whose workloads sets max_time."""
+        return slurmtime.minutes(self.slurm_options.max_time)
+
+    @property
     def kube_plane(self) -> Plane | None:
         for name in KUBE_PLANES:
             if name in self.planes:
@@ -298,6 +313,9 @@ class Plan:
                     "share": t.share,
                     "implicit": t.implicit,
                     "quotas": {pool: vars(q) for pool, q in t.quotas.items()},
+                    **({"users": list(t.users)} if t.users else {}),
+                    **({"unix_group": t.unix_group} if t.unix_group else {}),
+                    **({"max_gpus": t.max_gpus} if t.max_gpus else {}),
                 }
                 for t in self.tenants
             ],
@@ -309,6 +327,7 @@ class Plan:
                     "tenant": w.tenant,
                     "pool": w.pool,
                     "gpus": w.gpus,
+                    **({"max_time_minutes": w.max_time} if w.max_time else {}),
                     "facts": vars(w.facts),
                 }
                 for w in self.workloads

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import catalog
 from ..spec import fabric as fabric_mod
+from ..spec import slurmtime
 from ..spec.hardware import node_hardware
 from . import placement, platform as platform_mod, quotas, slurm_names
 from .rules import RULES, recommend
@@ -51,7 +52,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     warnings.extend(placement.tenant_warnings(fleet, default_tenant))
     default = placement.default_pools(fleet, decisions, slurm, kube)
     placed = [_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or default_tenant,
-                     pools, slurm, kube)
+                     pools, slurm, kube, w.max_time)
               for d, w in zip(decisions, fleet.workloads)]
 
     native_kube = any(d.plane in ("kubernetes", "k3s") or d.hybrid for d in placed)
@@ -242,14 +243,15 @@ def _class_of(d: WorkloadDecision) -> str:
 
 
 def _place(d: WorkloadDecision, pool_name: str, gpus: int | None, tenant: str, pools: dict[str, Pool],
-           slurm: str | None, kube: str | None) -> WorkloadDecision:
+           slurm: str | None, kube: str | None, max_time: str | None = None) -> WorkloadDecision:
     from dataclasses import replace
 
     pool = pools[pool_name]
     per_node = pool.gpu.count if pool.gpu else 0
     plane = slurm if d.primary == "slurm" else kube
     return replace(d, plane=plane or "", workload_class=_class_of(d), tenant=tenant, pool=pool_name,
-                   gpus=gpus if gpus is not None else d.facts.nodes * per_node, gpus_per_node=per_node)
+                   gpus=gpus if gpus is not None else d.facts.nodes * per_node, gpus_per_node=per_node,
+                   max_time=slurmtime.minutes(max_time) if max_time else None)
 
 
 def _slice(pool: Pool, plane: str, nodes: tuple[str, ...], fab: fabric_mod.FabricModel) -> PoolSlice:

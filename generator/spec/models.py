@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
+from . import slurmtime
+
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
 MAX_FLEET_NODES = 65_536
@@ -17,6 +19,10 @@ MAX_FLEET_NODES = 65_536
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GPU_TYPE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+$")
+# A POSIX user or group name as Slurm keeps it (sacctmgr lower-cases user names): it is written
+# into accounts.sh as a shell word, so the characters are a safe subset (no quotes, spaces, `$`).
+_UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_.-]*$")
+MAX_UNIX_NAME = 32
 # A path on the Slurm hosts: it lands in slurm.conf, nhc.conf and shell lines, so a safe subset
 HOST_PATH_PATTERN = r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$"
 _HOST_PATH = re.compile(HOST_PATH_PATTERN)
@@ -55,6 +61,18 @@ def _gpu_type(value: str) -> str:
 def _version(value: str) -> str:
     if not _VERSION.match(value):
         raise ValueError(f"{value!r} is not a MAJOR.MINOR version such as \"25.11\"")
+    return value
+
+
+def _unix_name(value: str) -> str:
+    if len(value) > MAX_UNIX_NAME or not _UNIX_NAME.match(value):
+        raise ValueError(f"{_short(value)} is not a user or group name (lower-case letters, digits, '_', "
+                         f"'.', '-', starting with a letter or '_', at most {MAX_UNIX_NAME} characters)")
+    return value
+
+
+def _slurm_time(value: str) -> str:
+    slurmtime.minutes(value)  # raises ValueError with the accepted forms
     return value
 
 
@@ -117,6 +135,8 @@ Name = Annotated[str, AfterValidator(_dns_label)]
 GpuType = Annotated[str, AfterValidator(_gpu_type)]
 Version = Annotated[str, AfterValidator(_version)]
 GitUrl = Annotated[str, AfterValidator(_git_url)]
+UnixName = Annotated[str, AfterValidator(_unix_name)]
+SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
 HostPath = Annotated[str, AfterValidator(_host_path),
                      WithJsonSchema({"type": "string", "pattern": HOST_PATH_PATTERN, "maxLength": 255})]
 NodeLabels = Annotated[dict[str, str], AfterValidator(_node_labels)]
@@ -305,6 +325,18 @@ class FleetSpec(_Model):
 class Tenant(_Model):
     name: Name
     share: int = Field(default=1, ge=1, le=1_000_000)
+    users: list[UnixName] = Field(
+        default_factory=list, max_length=100_000,
+        description="Slurm: users of this tenant's account (accounts.sh adds their associations)",
+    )
+    unix_group: UnixName | None = Field(
+        default=None, description="Slurm: the members of this Unix group (getent group, and the users whose "
+        "primary group it is) join this tenant's account when accounts.sh runs",
+    )
+    max_gpus: int | None = Field(
+        default=None, ge=1, le=16 * MAX_FLEET_NODES * 64,
+        description="Slurm: GPUs the tenant's running jobs may hold at once (GrpTRES=gres/gpu=N); absent: no cap",
+    )
     default: bool = Field(
         default=False,
         description="the tenant of every workload that names none (at most one tenant is marked)",
@@ -328,12 +360,17 @@ class Workload(_Model):
     tenant: str | None = None
     pool: str | None = None
     gpus: int | None = Field(default=None, ge=0, le=16 * MAX_FLEET_NODES * 64)
+    max_time: SlurmTime | None = Field(
+        default=None, description="Slurm: the longest a job of this workload may run (a Slurm time such as "
+        "\"2-00:00:00\"); its partitions' MaxTime covers it. Default: options.slurm.max_time",
+    )
 
 
 class SlurmOptions(_Model):
     """options.slurm: the GPU-node operations of a bare-metal Slurm plane (the README's Slurm section
     says what each does and how to install what Slurm does not ship). Each is on by default where a
-    GPU site expects it; `auto` resolves from the fleet and the Slurm version."""
+    GPU site expects it; `auto` resolves from the fleet and the Slurm version. default_time/max_time
+    are the site's job time limits (partitions' DefaultTime/MaxTime, and backfill's window)."""
 
     health_check: bool = Field(
         default=True, description="LBNL NHC as HealthCheckProgram with a generated nhc.conf (GPU count and type, "
@@ -358,6 +395,14 @@ class SlurmOptions(_Model):
     state_save_location: HostPath | None = Field(
         default=None, description="StateSaveLocation; with more than one controller it must be a shared filesystem "
         "both mount (default /var/spool/slurmctld, host-local)")
+    # Site policy that no fleet fact decides (issue 12): time limits, in Slurm time strings
+    default_time: SlurmTime = Field(
+        default="04:00:00", description="time limit of a job that gives none (partitions' DefaultTime, "
+        "at most their MaxTime): backfill plans with it, so it must not be unlimited",
+    )
+    max_time: SlurmTime = Field(
+        default="7-00:00:00", description="MaxTime of a partition none of whose workloads sets max_time",
+    )
 
 
 class Options(_Model):
@@ -384,7 +429,8 @@ class Options(_Model):
         "(the bundle sits at <metadata.name>/ in it); argocd writes it into its Applications",
         json_schema_extra={"pattern": GIT_URL_PATTERN, "maxLength": MAX_GIT_URL},
     )
-    slurm: SlurmOptions = Field(default_factory=SlurmOptions, description="GPU-node operations of bare-metal Slurm")
+    slurm: SlurmOptions = Field(default_factory=SlurmOptions,
+                                description="GPU-node operations and site policy (time limits) of bare-metal Slurm")
 
 
 class Fleet(_Model):

@@ -18,7 +18,18 @@
 
 A test session can share one MariaDB between its clusters: the `slurm_db` fixture of
 tests/conftest.py, passed as `SlurmCluster(conf, database=slurm_db)` (each cluster still gets a
-database and a database user of its own).
+database and a database user of its own). `MariaDB(dir, defaults_file=cnf)` starts one that reads
+an option file, such as a bundle's mariadb-slurm.cnf.
+
+Users and groups that exist only for one cluster (a site's LDAP, say), for accounts.sh's
+`getent group` and for jobs submitted as those users:
+
+    with SlurmCluster(conf, accounting=True, unix_users={"alice": 5001, "carol": (5003, 6001)},
+                      unix_groups={"ml": (6001, ["bob"])}) as c:
+        c.submit("true", "-A", "nlp", "--output=/dev/null", "--chdir=/tmp", user=5001)
+
+(the namespace's /etc/passwd and /etc/group are copies with these added; the machine's are not
+touched).
 
 Options (overlay.py says what each changes): `controllers=2` boots a backup slurmctld beside the
 primary (both on this host, under their own names, one shared StateSaveLocation) and

@@ -128,8 +128,17 @@ class SlurmCluster:
     def __init__(self, config_dir: Path, *, suite: str = HOST_SUITE, workdir: Path | None = None,
                  wait_idle_s: float = 90, accounting: bool = False, database: mariadb.MariaDB | None = None,
                  controllers: int | None = None, failover_timeout_s: int | None = None,
-                 health_check: bool = False, bin_files: dict[str, str] | None = None):
+                 health_check: bool = False, bin_files: dict[str, str] | None = None,
+                 unix_users: dict[str, int | tuple[int, int]] | None = None,
+                 unix_groups: dict[str, tuple[int, list[str]]] | None = None):
         """`wait_idle_s=0` starts the daemons without waiting for IDLE (to inspect broken nodes).
+
+        `unix_users` ({name: uid} or {name: (uid, primary gid)}) and `unix_groups` ({name: (gid,
+        [members])}): accounts that exist for this cluster only, as a site's LDAP would provide them:
+        the namespace sees copies of /etc/passwd and /etc/group with these added (a user given only a
+        uid gets a group of its own, gid = uid),
+        so `getent`, sacctmgr, slurmctld and `run(..., user=UID)` all resolve them; the machine's own
+        files are never touched.
 
         `accounting=True` runs slurmdbd (the config dir's slurmdbd.conf, overlaid, or a minimal
         one) and keeps slurm.conf's accounting and TRES weights. Its database lives on `database`
@@ -143,6 +152,8 @@ class SlurmCluster:
         """
         self.config_dir = Path(config_dir)
         self.suite = suite
+        self.unix_users = dict(unix_users or {})
+        self.unix_groups = dict(unix_groups or {})
         self.wait_idle_s = wait_idle_s
         self.accounting = accounting or database is not None
         self._shared_db = database
@@ -250,16 +261,35 @@ class SlurmCluster:
     def _mounts(self) -> list[list[str]]:
         """Mounts of the namespace: for a chroot, the root itself (a mount point, as / is on a real
         machine: switch/nvidia_imex's steps make / a slave mount), /proc, a private /tmp and the
-        work dir; with more than one controller, the work dir's hosts file over /etc/hosts."""
+        work dir; with more than one controller, the work dir's hosts file over /etc/hosts; with
+        `unix_users`/`unix_groups`, /etc/passwd and /etc/group (of the root) with them added."""
         hosts = [["--bind", str(self.workdir / "hosts"), f"{self.root if self.in_chroot else ''}/etc/hosts"]] \
             if self.controllers > 1 else []
-        if not self.in_chroot:
-            return hosts
-        r = self.root
-        return [["--bind", str(r), str(r)],
-                ["-t", "proc", "proc", f"{r}/proc"],
-                ["-t", "tmpfs", "tmpfs", f"{r}/tmp"],  # job files never pollute the cached chroot
-                ["--bind", str(self.workdir), f"{r}{chroot.WORK_MOUNT}"], *hosts]
+        mounts: list[list[str]] = []
+        if self.in_chroot:
+            r = self.root
+            mounts = [["--bind", str(r), str(r)],
+                      ["-t", "proc", "proc", f"{r}/proc"],
+                      ["-t", "tmpfs", "tmpfs", f"{r}/tmp"],  # job files never pollute the cached chroot
+                      ["--bind", str(self.workdir), f"{r}{chroot.WORK_MOUNT}"]]
+        mounts += hosts
+        if self.unix_users or self.unix_groups:
+            nss = self.workdir / "nss"
+            nss.mkdir()
+            root = str(self.root).rstrip("/")
+            passwd = Path(f"{root}/etc/passwd").read_text()
+            group = Path(f"{root}/etc/group").read_text()
+            ids = {name: v if isinstance(v, tuple) else (v, v) for name, v in self.unix_users.items()}
+            passwd += "".join(f"{name}:x:{uid}:{gid}:{name}:/nonexistent:/usr/sbin/nologin\n"
+                              for name, (uid, gid) in ids.items())
+            group += "".join(f"{name}:x:{uid}:\n" for name, (uid, gid) in ids.items() if uid == gid)
+            group += "".join(f"{name}:x:{gid}:{','.join(members)}\n"
+                             for name, (gid, members) in self.unix_groups.items())
+            for name, text in (("passwd", passwd), ("group", group)):
+                (nss / name).write_text(text)
+                (nss / name).chmod(0o644)
+                mounts.append(["--bind", str(nss / name), f"{root}/etc/{name}"])
+        return mounts
 
     def _argv(self, argv: list[str], user: int | None = None, *, hostname: str | None = None,
               own_run: str | None = None) -> list[str]:
@@ -322,12 +352,12 @@ class SlurmCluster:
             (self.workdir / "spool" / node).mkdir()
             (self.workdir / "tmp" / node).mkdir(parents=True)
             (self.workdir / "tmp" / node).chmod(0o1777)
-        # readable by another uid (`run(user=...)`), except slurmdbd.conf (0600, the password)
+        # readable by another uid (`run(user=...)`), except slurmdbd.conf and its password file (0600)
         etc = self.workdir / "etc"
         for path in [etc, *etc.rglob("*")]:
             if path.is_dir():
                 path.chmod(0o755)
-            elif path.is_file() and path.name != "slurmdbd.conf":
+            elif path.is_file() and path.name not in ("slurmdbd.conf", *result.secret_files):
                 path.chmod(path.stat().st_mode | 0o444)
         if self.accounting and not result.cluster_name:
             raise SlurmBootError("accounting needs ClusterName in slurm.conf (the cluster slurmdbd records)")

@@ -55,7 +55,10 @@ class Database:
 class MariaDB:
     """One mariadbd process. `with MariaDB(dir) as db:` starts it (~1 s) and stops it by PID."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, defaults_file: Path | None = None):
+        """`defaults_file`: an option file (e.g. a bundle's mariadb-slurm.cnf) the server reads
+        instead of none; its settings replace the harness's own of the same names."""
+        self.defaults_file = Path(defaults_file) if defaults_file else None
         self.dir = Path(directory)
         self.datadir = self.dir / "data"
         self.socket = self.dir / "mysqld.sock"
@@ -88,9 +91,14 @@ class MariaDB:
             raise RuntimeError(f"mariadb-install-db failed ({init.returncode}):\n{init.stdout}{init.stderr}")
         self.timings["install_db"] = round(time.monotonic() - t, 3)
         self.port = free_port_block(1)
-        argv = ["mariadbd", "--no-defaults", f"--datadir={self.datadir}", "--user=root", f"--socket={self.socket}",
+        defaults, options = "--no-defaults", list(_SERVER_OPTIONS)
+        if self.defaults_file is not None:
+            defaults = f"--defaults-file={self.defaults_file}"
+            given = set(_option_names(self.defaults_file.read_text()))
+            options = [o for o in options if _option_names(o.lstrip("-"))[0] not in given]
+        argv = ["mariadbd", defaults, f"--datadir={self.datadir}", "--user=root", f"--socket={self.socket}",
                 f"--port={self.port}", f"--pid-file={self.dir}/mysqld.pid", f"--log-error={self.log}",
-                f"--tmpdir={self.dir}", *_SERVER_OPTIONS]
+                f"--tmpdir={self.dir}", *options]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 60
@@ -143,6 +151,18 @@ class MariaDB:
     def drop_database(self, db: Database) -> None:
         """Free a cluster's database on a shared server once the cluster is gone."""
         self.sql(f"DROP DATABASE IF EXISTS `{db.name}`; DROP USER IF EXISTS '{db.user}'@'127.0.0.1'")
+
+
+def _option_names(text: str) -> list[str]:
+    """Option names of an option file's lines (or of one `name=value`), normalised: `-` as `_`,
+    without MariaDB's `loose-` prefix."""
+    names = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("["):
+            name = line.split("=", 1)[0].strip().replace("-", "_")
+            names.append(name[len("loose_"):] if name.startswith("loose_") else name)
+    return names
 
 
 def installed() -> str | None:

@@ -21,7 +21,9 @@ slurm.conf
       no slurmdbd, and `AccountingStorageTRES=gres/gpu` without one is fatal
       (`accounting_storage/none`, `jobacct_gather/none`). For the same reason, when the input
       used slurmdbd, `GRES/...` items leave TRESBillingWeights and PriorityWeightTRES (fatal to
-      parse without that TRES); their CPU/Mem weights stay.
+      parse without that TRES); their CPU/Mem weights stay, and a key left with no weight at all
+      (`PriorityWeightTRES=GRES/gpu=2000`) goes. PreemptType=preempt/qos is kept: it parses, and
+      without slurmdbd there is simply no QOS to preempt by.
     * with (`Layout.dbd_port`): only where slurmdbd is changes: `AccountingStorageType=
       accounting_storage/slurmdbd`, `AccountingStorageHost=<hostname -s>`,
       `AccountingStoragePort=<slurmdbd's free port>`, and `AccountingStoragePass=<the private
@@ -62,11 +64,19 @@ slurmdbd.conf (with accounting only; written from scratch when the config dir ha
     input's values of those keys are dropped, as are `StorageParameters` (TLS files of the real
     server), `DbdBackupHost`/`DbdBackupAddr`, `AuthAlt*`, `TLS*`, `PluginDir` and
     `ArchiveScript`; `ArchiveDir` moves under the work dir. Every other key (Purge*, Archive*,
-    TrackWCKey, PrivateData, CommitDelay ...) is kept. The file is mode 0600: it holds the
+    TrackWCKey, PrivateData, CommitDelay ...) is kept. The file is mode 0600: it may hold the
     password, and slurmdbd refuses one that others can read.
+    Where the input keeps the password out of slurmdbd.conf, the overlay plays the operator and
+    fills the place it names instead of writing `StoragePass` into the header, so the bundle's own
+    mechanism is what slurmdbd uses: `Include <file>` of a file the config dir does not ship gets
+    `<work>/etc/<file>` (mode 0600) holding `StoragePass=<the loopback password>`, and
+    `StoragePassScript=<script>` (Slurm 25.11+) gets `<work>/etc/<script>` (mode 0700) printing
+    `TOKEN=<the loopback password>`. An Include of a shipped file points at its copy.
 Permissions (set by cluster.py, on the copies)
-    etc/ and its files become readable by all (except slurmdbd.conf), and the work dir and the
-    munge socket's dir traversable, so that `run(..., user=UID)` can act as a user other than root.
+    etc/ and its files become readable by all (except slurmdbd.conf and the password file or script
+    above), and the work dir and the munge socket's dir traversable, so that `run(..., user=UID)` can
+    act as a user other than root. With `unix_users`/`unix_groups`, the namespace's /etc/passwd and
+    /etc/group are copies with those added (the bundle's files are not changed by it).
 Programs (Prolog, Epilog, TaskProlog, HealthCheckProgram ...)
     A program the config dir ships (e.g. `TaskProlog=/etc/slurm/task-prolog.sh` beside a
     task-prolog.sh) runs from the copy: `<work>/etc/task-prolog.sh`. Any other program path names
@@ -199,6 +209,7 @@ class Overlaid:
     notes: list[str] = field(default_factory=list)
     dropped_slurmdbd: bool = False  # the input used slurmdbd accounting, which the overlay removed
     cluster_name: str = ""  # slurm.conf's ClusterName (the cluster slurmdbd must know)
+    secret_files: list[str] = field(default_factory=list)  # etc/ files holding the database password
     dropped_task_cgroup: bool = False  # the input confined tasks with task/cgroup, which the overlay removed
     controllers: int = 1  # SlurmctldHost lines of the input
     health_check: str | None = None  # the input's HealthCheckProgram (replaced or dropped)
@@ -260,6 +271,8 @@ def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str
     for line in lines:
         if out.dropped_slurmdbd:
             line = _drop_gres_weights(line, out)
+            if not line:  # `PriorityWeightTRES=GRES/gpu=N` alone: nothing of the line is left
+                continue
         tokens = line.split()
         key = _key(tokens[0])
         if key == "slurmdparameters":
@@ -502,25 +515,49 @@ _DBD_DROP = {
 }
 
 
-def rewrite_slurmdbd_conf(text: str | None, lay: Layout, db: "Database") -> str:
-    """slurmdbd.conf for loopback: the input's (if the config dir has one) or a minimal one."""
+@dataclass
+class SecretFile:
+    """A file of the operator's that the input's slurmdbd.conf names but does not ship (it holds the
+    database password): written by the overlay into etc/ with the loopback password."""
+
+    name: str
+    text: str
+    mode: int
+
+
+def rewrite_slurmdbd_conf(text: str | None, lay: Layout, db: "Database",
+                          etc_files: frozenset[str] = frozenset()) -> tuple[str, list[SecretFile]]:
+    """slurmdbd.conf for loopback: the input's (if the config dir has one) or a minimal one, and the
+    password files it names that the operator would have written."""
     w = lay.work
+    body: list[str] = []
+    secrets: list[SecretFile] = []
+    for line in _logical_lines(text or ""):
+        key = _key(line.split()[0])
+        if key == "include":
+            name = os.path.basename(line.split(None, 1)[1].strip()) if " " in line else ""
+            if name not in etc_files:  # the operator's `StoragePass=` file: the loopback password goes there
+                secrets.append(SecretFile(name, f"StoragePass={db.password}\n", 0o600))
+            body.append(f"Include {lay.etc}/{name}")
+        elif key == "storagepassscript":  # Slurm 25.11+: a program printing TOKEN=<password>
+            name = os.path.basename(_value(line.split()[0]))
+            secrets.append(SecretFile(name, f"#!/bin/sh\necho TOKEN={db.password}\n", 0o700))
+            body.append(f"StoragePassScript={lay.etc}/{name}")
+        elif key in ("archivedir",):
+            body.append(f"ArchiveDir={w}/archive")
+        elif key not in _DBD_DROP:
+            body.append(line)
     header = [
         "# --- loopback overlay (tests/slurmharness); the input's slurmdbd.conf follows, if any ---",
         f"DbdHost={lay.host}", "DbdAddr=127.0.0.1", f"DbdPort={lay.dbd_port}", "SlurmUser=root",
         "AuthType=auth/munge", f"AuthInfo=socket={w}/munge/munge.sock",
         "StorageType=accounting_storage/mysql", f"StorageHost={db.host}", f"StoragePort={db.port}",
-        f"StorageUser={db.user}", f"StoragePass={db.password}", f"StorageLoc={db.name}",
+        f"StorageUser={db.user}", f"StorageLoc={db.name}",
         f"PidFile={w}/run/slurmdbd.pid", f"LogFile={w}/log/slurmdbd.log", "DebugLevel=info",
     ]
-    body = []
-    for line in _logical_lines(text or ""):
-        key = _key(line.split()[0])
-        if key in ("archivedir",):
-            body.append(f"ArchiveDir={w}/archive")
-        elif key not in _DBD_DROP:
-            body.append(line)
-    return "\n".join(header + ["# --- end of overlay ---"] + body) + "\n"
+    if not secrets:  # the password in the file itself only where the input has no place for it
+        header.insert(header.index(f"StorageLoc={db.name}"), f"StoragePass={db.password}")
+    return "\n".join(header + ["# --- end of overlay ---"] + body) + "\n", secrets
 
 
 # ---------------------------------------------------------------- the whole dir
@@ -547,12 +584,15 @@ def apply(src: Path, host_work: Path, lay: Layout, db: "Database | None" = None)
     if lay.accounting:
         assert db is not None, "accounting needs a database"
         dbd_path = etc / "slurmdbd.conf"
-        dbd = rewrite_slurmdbd_conf(dbd_path.read_text() if dbd_path.is_file() else None, lay, db)
-        dbd_path.unlink(missing_ok=True)
-        # it holds the database password; slurmdbd also refuses a file others can read
-        fd = os.open(dbd_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(dbd)
+        dbd, secrets = rewrite_slurmdbd_conf(dbd_path.read_text() if dbd_path.is_file() else None, lay, db,
+                                             frozenset(etc_files))
+        # it (or the file it names) holds the database password; slurmdbd also refuses a file others can read
+        for path, content, mode in [(dbd_path, dbd, 0o600), *((etc / f.name, f.text, f.mode) for f in secrets)]:
+            path.unlink(missing_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            with os.fdopen(fd, "w") as f:
+                f.write(content)
+        out.secret_files = [f.name for f in secrets]
         (host_work / "archive").mkdir(exist_ok=True)
     (host_work / "dev").mkdir(exist_ok=True)
     for name in sorted(out.devices):

@@ -18,10 +18,23 @@ Decisions, each also told in the README's Slurm section:
 * SlurmctldHost from fleet.slurm.controllers (slurmctld compares its own short hostname with it),
   a placeholder that slurmctld refuses when not given; AccountingStorageHost from
   fleet.slurm.accounting, else the primary controller.
-* Partitions: `all` (every Slurm node, the default), one per pool (named after it), and one per
-  workload class (`training`, `ray`) only when the Slurm plane runs more than one class.
-* Tenants: fair share (priority/multifactor) over slurmdbd accounting; accounts.sh creates them.
-  Without tenants there is no accounting and slurmdbd is not needed.
+* Partitions: `all` (every Slurm node), one per pool (named after it), and one per workload class
+  (`training`, `ray`) only when the Slurm plane runs more than one class. The default partition is
+  CPU-only when the Slurm plane has a CPU pool (its pool's partition, or `cpu` over several CPU
+  pools), else `all`: a job that names no partition then cannot take a GPU node's CPUs.
+* Node Weight: CPU nodes 1, GPU nodes GPU_NODE_WEIGHT: Slurm gives a job the lowest-weight nodes
+  that fit it (slurm.conf(5) Weight), so CPU-only work fills CPU nodes before GPU nodes.
+* Time limits: a pool's time limit is the longest max_time of the Slurm workloads on it (a workload
+  without one, or a pool without workloads, counts as options.slurm.max_time); a partition's MaxTime
+  is the longest of its pools' (a class partition's: of its class's workloads); DefaultTime is options.slurm.default_time,
+  at most the MaxTime. Backfill's window covers the longest MaxTime (SchedMD's sched_config guide).
+* GPU defaults: each partition with GPU pools gets DefCpuPerGPU and DefMemPerGPU, the CPUs and
+  memory per GPU of its smallest GPU node shape, counted from what jobs may use on it
+  (`NodeGroup.usable_cpus`, `usable_memory`).
+* Tenants: fair share (priority/multifactor) over slurmdbd accounting, billed in GPUs on GPU
+  partitions (TRESBillingWeights, PriorityFlags=MAX_TRES); QOS `normal` and a preemptible
+  `scavenger` (preempt/qos, REQUEUE); accounts.sh creates the accounts, QOS and users.
+  Without tenants there is no accounting, no fair share, no QOS and slurmdbd is not needed.
 * GPU-node operations (health checks, containers, MPI, containment, IMEX, HA, NCCL): `ops.py`, on
   bare metal only.
 """
@@ -30,7 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...spec import hostlist
+from ...spec import hostlist, slurmtime
 from ...errors import OrchgenError
 from ...decide.plan import Plan, PoolSlice
 from ...spec.hardware import MigLayout, NodeHardware
@@ -49,6 +62,17 @@ KERNEL_FRACTION = 0.03  # what firmware and the kernel keep of the installed mem
 PLACEHOLDER_CONTROLLER = "set-fleet-slurm-controllers"
 # Names Slurm reads as keywords in NodeName=/PartitionName=/Nodes= values (case-insensitively).
 SLURM_KEYWORDS = ("default", "all")
+CPU_PARTITION = "cpu"  # the default partition over several CPU pools
+CPU_NODE_WEIGHT = 1
+GPU_NODE_WEIGHT = 100  # above every CPU node's: a job that fits on either gets CPU nodes first
+NORMAL_QOS = "normal"
+SCAVENGER_QOS = "scavenger"
+# StoragePassScript (slurmdbd.conf(5)) exists from Slurm 25.11 (release notes: "Added ...
+# StoragePassScript to enable database password rotation"); before it, slurmdbd.conf Includes a
+# file that holds the StoragePass line.
+STORAGE_PASS_SCRIPT_SINCE = (25, 11)
+STORAGE_PASS_FILE = "/etc/slurm/slurmdbd-storage-pass.conf"
+STORAGE_PASS_SCRIPT = "/etc/slurm/slurmdbd-storage-pass.sh"
 
 
 @dataclass(frozen=True)
@@ -155,9 +179,35 @@ class NodeGroup:
         return ",".join(dict.fromkeys(f for f in (self.pool, self.gpu_type) if f))
 
     @property
+    def usable_cpus(self) -> int:
+        """CPUs jobs may be given on one node: the node's CPUs less the threads of the cores
+        CoreSpecCount keeps for the OS (`reserved.cores`), so the per-GPU defaults follow them."""
+        return self.hw.allocatable_cpus
+
+    @property
+    def usable_memory(self) -> int:
+        """MiB jobs may be given on one node: RealMemory (already without the OS headroom) less
+        MemSpecLimit (`reserved.memory_gib`, kept for slurmd and the OS), so the per-GPU defaults follow it."""
+        return self.real_memory - self.mem_spec_limit
+
+    @property
     def mem_per_cpu(self) -> int:
         """RealMemory per CPU jobs can have: MemSpecLimit and the specialised cores' CPUs taken out."""
-        return (self.real_memory - self.mem_spec_limit) // self.hw.allocatable_cpus
+        return self.usable_memory // self.usable_cpus
+
+    @property
+    def cpus_per_gpu(self) -> int:
+        """Usable CPUs per `gpu` GRES unit: per GPU, or with MIG per MIG instance (what --gres=gpu:1 gets)."""
+        return self.usable_cpus // self.gres_count if self.gres else 0
+
+    @property
+    def mem_per_gpu(self) -> int:
+        """Usable MiB per `gpu` GRES unit (per MIG instance with MIG)."""
+        return self.usable_memory // self.gres_count if self.gres else 0
+
+    @property
+    def weight(self) -> int:
+        return GPU_NODE_WEIGHT if self.gres else CPU_NODE_WEIGHT
 
     @property
     def node_attrs(self) -> list[tuple[str, str]]:
@@ -176,7 +226,7 @@ class NodeGroup:
             out.append(("MemSpecLimit", str(self.mem_spec_limit)))
         if self.gres:
             out.append(("Gres", self.gres))
-        return out + [("Features", self.features), ("State", "UNKNOWN")]
+        return out + [("Features", self.features), ("Weight", str(self.weight)), ("State", "UNKNOWN")]
 
     @property
     def node_line(self) -> str:
@@ -214,6 +264,30 @@ def real_memory(hw: NodeHardware) -> int:
 
 
 @dataclass(frozen=True)
+class Billing:
+    """TRESBillingWeights of a partition, in CPU-equivalents: a CPU bills 1, a GiB of memory the
+    node's CPUs per GiB, a GPU the node's CPUs per GPU. With PriorityFlags=MAX_TRES a job is billed
+    its largest weighted TRES on a node, so a job with the default CPUs and memory per GPU is billed
+    exactly its GPUs x the GPU weight, and one that takes a node's CPUs or memory without its GPUs
+    is billed as if it took them (it kept them from GPU jobs)."""
+
+    mem_per_gib: float  # rounded down, so memory never outbills the GPUs it comes with
+    gpu: float  # 0: no GPUs in the partition; rounded up, so the GPU term is the largest
+
+    @property
+    def value(self) -> str:
+        parts = ["CPU=1.0", f"Mem={_fmt_weight(self.mem_per_gib)}G"]
+        if self.gpu:
+            parts.append(f"GRES/gpu={_fmt_weight(self.gpu)}")
+        return ",".join(parts)
+
+
+def _fmt_weight(value: float) -> str:
+    text = f"{value:.4f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
+@dataclass(frozen=True)
 class Partition:
     name: str
     pools: tuple[str, ...]
@@ -222,16 +296,77 @@ class Partition:
     topology: str | None  # topology.yaml name; None: the cluster default
     def_mem_per_cpu: int
     why: str
+    max_time: int = 0  # minutes
+    default_time: int = 0  # minutes
+    cpu_per_gpu: int = 0  # DefCpuPerGPU; 0: no GPUs, or fewer CPUs than GPUs on a node
+    mem_per_gpu: int = 0  # DefMemPerGPU (MiB)
+    billing: Billing | None = None  # TRESBillingWeights; None without accounting
+
+    @property
+    def max_time_str(self) -> str:
+        return slurmtime.format_minutes(self.max_time)
+
+    @property
+    def default_time_str(self) -> str:
+        return slurmtime.format_minutes(self.default_time)
 
     @property
     def line(self) -> str:
         parts = [f"PartitionName={self.name}", f"Nodes={self.nodes}"]
         if self.default:
             parts.append("Default=YES")
-        parts += ["MaxTime=INFINITE", "State=UP", f"DefMemPerCPU={self.def_mem_per_cpu}"]
+        parts += [f"DefaultTime={self.default_time_str}", f"MaxTime={self.max_time_str}", "State=UP",
+                  f"DefMemPerCPU={self.def_mem_per_cpu}"]
+        if self.cpu_per_gpu:  # 0: a node with fewer CPUs than GPUs, where no whole CPU per GPU fits
+            parts.append(f"DefCpuPerGPU={self.cpu_per_gpu}")
+        if self.mem_per_gpu:
+            parts.append(f"DefMemPerGPU={self.mem_per_gpu}")
+        if self.billing:
+            parts.append(f"TRESBillingWeights={self.billing.value}")
         if self.topology:
             parts.append(f"Topology={self.topology}")
         return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Account:
+    """A tenant as a Slurm account: its share, who joins it, and its GPU cap."""
+
+    name: str
+    share: int
+    users: tuple[str, ...]
+    unix_group: str | None
+    max_gpus: int | None
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """SchedulerParameters of sched/backfill, from the partitions' time limits (SchedMD's
+    Scheduling Configuration Guide, https://slurm.schedmd.com/sched_config.html)."""
+
+    window: int  # bf_window, minutes: the longest MaxTime, so no job's end lies beyond the plan
+    resolution: int  # bf_resolution, seconds
+    max_job_test: int = 1000  # bf_max_job_test: pending jobs looked at per cycle (Slurm's default 500)
+    max_job_user: int = 50  # bf_max_job_user: one user's flood cannot take every slot of those 1000
+
+    @property
+    def window_str(self) -> str:
+        return slurmtime.format_minutes(self.window)
+
+    @property
+    def value(self) -> str:
+        return (f"bf_window={self.window},bf_resolution={self.resolution},bf_continue,"
+                f"bf_max_job_test={self.max_job_test},bf_max_job_user={self.max_job_user}")
+
+
+def backfill(partitions: tuple[Partition, ...]) -> Backfill:
+    """bf_window at least the longest MaxTime ("A value at least as long as the highest allowed time
+    limit is generally advisable to prevent job starvation"); a longer window gets a coarser
+    bf_resolution ("if the value of bf_window is increased, then it is generally advisable to also
+    increase bf_resolution"): 1 min up to a day (Slurm's defaults), 5 min up to a week, 10 min beyond."""
+    window = max(p.max_time for p in partitions)
+    resolution = 60 if window <= 1440 else (300 if window <= 10_080 else 600)
+    return Backfill(window, resolution)
 
 
 @dataclass(frozen=True)
@@ -253,11 +388,56 @@ class SlurmModel:
     groups: tuple[NodeGroup, ...]
     partitions: tuple[Partition, ...]
     topology: Topology
-    accounts: tuple[tuple[str, int], ...]  # (tenant, share); empty without real tenants
+    accounts: tuple[Account, ...]  # empty without real tenants
     ray_jobs: tuple[RayJob, ...]
     controllers: tuple[str, ...]  # SlurmctldHost lines, primary first (a placeholder when not given)
     accounting_host: str  # AccountingStorageHost: fleet.slurm.accounting, else the primary controller
     ops: Ops | None = None  # bare metal only: Slurm on Kubernetes runs the operator's images
+    site_default_time: int = 240  # options.slurm.default_time, minutes
+    site_max_time: int = 10_080  # options.slurm.max_time, minutes
+
+    @property
+    def site_default_time_str(self) -> str:
+        return slurmtime.format_minutes(self.site_default_time)
+
+    @property
+    def site_max_time_str(self) -> str:
+        return slurmtime.format_minutes(self.site_max_time)
+
+    gpu_node_weight = GPU_NODE_WEIGHT
+    cpu_node_weight = CPU_NODE_WEIGHT
+    normal_qos = NORMAL_QOS
+    scavenger_qos = SCAVENGER_QOS
+
+    @property
+    def backfill(self) -> Backfill:
+        return backfill(self.partitions)
+
+    @property
+    def default_partition(self) -> Partition:
+        return next(p for p in self.partitions if p.default)
+
+    @property
+    def cpu_pools(self) -> list[str]:
+        return [g.pool for g in self.groups if not g.gres]
+
+    @property
+    def storage_pass(self) -> tuple[str, str]:
+        """How slurmdbd gets the database password without it in slurmdbd.conf: ("script", path) for
+        StoragePassScript (Slurm 25.11+), else ("include", path) of a file with the StoragePass line."""
+        version = tuple(int(x) for x in self.version.split("."))
+        if version >= STORAGE_PASS_SCRIPT_SINCE:
+            return "script", STORAGE_PASS_SCRIPT
+        return "include", STORAGE_PASS_FILE
+
+    @property
+    def dbd_host(self) -> str:
+        """DbdHost in slurmdbd.conf: the same host slurm.conf's AccountingStorageHost names."""
+        return self.accounting_host
+
+    @property
+    def dbd_host_placeholder(self) -> bool:
+        return self.accounting_host == PLACEHOLDER_CONTROLLER
 
     @property
     def placeholder_controller(self) -> bool:
@@ -279,7 +459,9 @@ class SlurmModel:
     def files(self) -> list[str]:
         """File names of `slurm_config`, in the order the README lists them."""
         out = ["slurm.conf", "gres.conf", "cgroup.conf", self.topology.file]
-        out += (["accounts.sh"] if self.accounting else []) + [j.file for j in self.ray_jobs]
+        if self.accounting:
+            out += ["slurmdbd.conf", "mariadb-slurm.cnf", "accounts.sh"]
+        out += [j.file for j in self.ray_jobs]
         return out + (self.ops.files if self.ops else [])
 
     def outside(self, topo: BlockTopology) -> list[str]:
@@ -295,14 +477,17 @@ def model(plan: Plan) -> SlurmModel:
         raise OrchgenError("the plan has no Slurm plane")
     groups = tuple(_group(s) for s in plane.slices)
     topo = topology(plan)
-    accounts = tuple((t.name, t.share) for t in plan.tenants if not t.implicit)
-    partitions = _partitions(plan, groups, topo)
+    accounts = tuple(Account(t.name, t.share, t.users, t.unix_group, t.max_gpus)
+                     for t in plan.tenants if not t.implicit)
+    _refuse_groups(plan, groups)  # before the partitions, whose per-CPU and per-GPU defaults divide by them
+    partitions = _partitions(plan, groups, topo, bool(accounts))
     _refuse(plan, groups, partitions)
     controllers = plan.slurm_controllers or (PLACEHOLDER_CONTROLLER,)
     ops = operations(plan, groups) if plane.host == "bare-metal" else None
     return SlurmModel(plan.name, plan.source, plan.slurm_version, plane.host, groups, partitions, topo,
                       accounts, _ray_jobs(plan, groups, partitions, bool(accounts)), controllers,
-                      plan.slurm_accounting or controllers[0], ops)
+                      plan.slurm_accounting or controllers[0], ops,
+                      site_default_time=plan.slurm_default_time, site_max_time=plan.slurm_max_time)
 
 
 def _group(s: PoolSlice) -> NodeGroup:
@@ -321,23 +506,63 @@ def _classes(plan: Plan) -> dict[str, list[str]]:
     return {c: out[c] for c in CLASS_PARTITIONS if c in out}
 
 
-def _partitions(plan: Plan, groups: tuple[NodeGroup, ...], topo: Topology) -> tuple[Partition, ...]:
+def _partitions(plan: Plan, groups: tuple[NodeGroup, ...], topo: Topology,
+                accounting: bool) -> tuple[Partition, ...]:
     by_pool = {g.pool: g for g in groups}
+    slurm_workloads = plan.workloads_on("slurm")
 
-    def make(name: str, pools: list[str], nodes: str, default: bool, why: str) -> Partition:
+    def limit(pools: list[str], cls: str | None) -> int:
+        """MaxTime: the longest time limit of the Slurm workloads of class `cls` on `pools`; without a
+        class, the longest of its pools' (a pool no workload runs on takes the site's max_time)."""
+        def longest(ws: list) -> int:
+            return max((w.max_time or plan.slurm_max_time for w in ws), default=plan.slurm_max_time)
+        if cls is not None:
+            return longest([w for w in slurm_workloads if w.pool in pools and w.workload_class == cls])
+        return max(longest([w for w in slurm_workloads if w.pool == p]) for p in pools)
+
+    def make(name: str, pools: list[str], nodes: str, default: bool, why: str, cls: str | None = None) -> Partition:
+        gpu_groups = [by_pool[p] for p in pools if by_pool[p].gres]
+        max_time = limit(pools, cls)
         return Partition(name, tuple(pools), nodes, default, topo.partition_topology(pools),
-                         min(by_pool[p].mem_per_cpu for p in pools), why)
+                         min(by_pool[p].mem_per_cpu for p in pools), why, max_time,
+                         min(plan.slurm_default_time, max_time),
+                         min((g.cpus_per_gpu for g in gpu_groups), default=0),
+                         min((g.mem_per_gpu for g in gpu_groups), default=0),
+                         _billing([by_pool[p] for p in pools]) if accounting else None)
 
-    out = [make(DEFAULT_PARTITION, list(by_pool), "ALL", True, "every Slurm node; the default")]
-    out += [make(g.pool, [g.pool], g.hostlist, False, f"pool {g.pool}") for g in groups]
+    cpu_pools = [g.pool for g in groups if not g.gres]
+    # the default: CPU-only when there are CPU pools (a pool named `cpu` keeps its own partition)
+    combined_cpu = len(cpu_pools) > 1 and CPU_PARTITION not in by_pool
+    default_name = (CPU_PARTITION if combined_cpu or CPU_PARTITION in cpu_pools else cpu_pools[0]) \
+        if cpu_pools else DEFAULT_PARTITION
+    out = [make(DEFAULT_PARTITION, list(by_pool), "ALL", default_name == DEFAULT_PARTITION,
+                "every Slurm node" + ("; the default: the Slurm plane has no CPU pool"
+                                      if default_name == DEFAULT_PARTITION else ""))]
+    out += [make(g.pool, [g.pool], g.hostlist, default_name == g.pool,
+                 f"pool {g.pool}" + ("; the default: CPU-only, so a job that names no partition stays off "
+                                     "the GPU nodes" if default_name == g.pool else "")) for g in groups]
+    if combined_cpu:
+        nodes = hostlist.compress([n for p in cpu_pools for n in by_pool[p].nodes])
+        out.append(make(CPU_PARTITION, cpu_pools, nodes, True,
+                        f"the CPU pools ({', '.join(cpu_pools)}); the default: CPU-only, so a job that names "
+                        "no partition stays off the GPU nodes"))
     classes = _classes(plan)
     if len(classes) > 1:
         for cls, pools in classes.items():
             pools = [p for p in pools if p in by_pool]
             if pools:
                 nodes = hostlist.compress([n for p in pools for n in by_pool[p].nodes])
-                out.append(make(cls, pools, nodes, False, f"{cls} workloads ({', '.join(pools)})"))
+                out.append(make(cls, pools, nodes, False, f"{cls} workloads ({', '.join(pools)})", cls))
     return tuple(out)
+
+
+def _billing(groups: list[NodeGroup]) -> Billing:
+    """Weights that bill every pool of the partition in CPU-equivalents (see Billing): memory at the
+    lowest CPUs-per-GiB of its pools (rounded down), a GPU at the highest CPUs-per-GPU (rounded up),
+    so that on every pool a GPU job with the default CPUs and memory per GPU is billed by its GPUs."""
+    mem = min(g.usable_cpus / (g.usable_memory / 1024) for g in groups)
+    gpu = max((g.usable_cpus / g.gres_count for g in groups if g.gres), default=0.0)
+    return Billing(math.floor(mem * 10_000) / 10_000, math.ceil(gpu * 10_000) / 10_000)
 
 
 def _ray_jobs(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Partition, ...],
@@ -370,6 +595,11 @@ def _refuse(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Partiti
                 f"{clash}; rename the pool", plan.source, None,
                 f"fleet.pools[{pool_index.get(pool, 0)}].name")
         seen[p.name] = f"the partition for {p.why}"
+
+
+def _refuse_groups(plan: Plan, groups: tuple[NodeGroup, ...]) -> None:
+    """Node groups a real slurmd would give jobs nothing on, or whose names Slurm mis-reads."""
+    pool_index = {p: i for i, p in enumerate(plan.fabric.pools)}
     for g in groups:
         if g.mem_spec_limit and g.mem_spec_limit >= g.real_memory:
             raise OrchgenError(
