@@ -58,18 +58,8 @@ def acct(request, slurm_db):
         yield c
 
 
-def config(c: SlurmCluster) -> dict[str, str]:
-    """`scontrol show config` as key -> value."""
-    out = {}
-    for line in c.run("scontrol", "show", "config").stdout.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
 def test_controller_runs_the_accounting_the_config_asks_for(acct):
-    conf = config(acct)
+    conf = acct.config()
     assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd"
     assert conf["AccountingStorageEnforce"] == "associations,limits,qos"
     assert "gres/gpu" in conf["AccountingStorageTRES"].split(",")

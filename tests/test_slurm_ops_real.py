@@ -30,14 +30,6 @@ pytestmark = pytest.mark.slurm
 PYXIS = "/usr/local/lib/slurm/spank_pyxis.so"
 
 
-def config(c: SlurmCluster) -> dict[str, str]:
-    out = {}
-    for line in c.run("scontrol", "show", "config").stdout.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
 
 def nodes_env(c: SlurmCluster, *srun: str, var: str) -> list[str]:
     out = c.job(*srun, "sh", "-c", f'echo "$SLURMD_NODENAME ${{{var}-unset}}"').stdout
@@ -68,7 +60,7 @@ def test_operations_on_2205(tmp_path):
     out = bundle(tmp_path, EXAMPLES / "fsdp-pretraining.yaml")
     p = Planned(out)
     with SlurmCluster(out / "slurm") as c:
-        conf = config(c)
+        conf = c.config()
         assert set(conf["HealthCheckNodeState"].split(",")) == {"ANY", "CYCLE"}
         assert {k: conf[k] for k in ("HealthCheckInterval", "KillOnBadExit", "MpiDefault",
                                      "PrologFlags", "UnkillableStepTimeout", "TaskProlog")} == {
@@ -116,7 +108,7 @@ def test_pmix_and_imex_on_2411(tmp_path):
     out = bundle(tmp_path, EXAMPLES / "nvl72-blocks.yaml")
     p = Planned(out)
     with SlurmCluster(out / "slurm", suite="trixie") as c:
-        conf = config(c)
+        conf = c.config()
         assert conf["MpiDefault"] == "pmix" and conf["SwitchType"] == "switch/nvidia_imex"
         assert conf["SwitchParameters"].startswith("imex_channel_count=2048,")  # + the overlay's imex_dev_major
 
@@ -149,7 +141,7 @@ def test_mpi_and_imex_on_2605(tmp_path):
     (tmp_path / "pmi2").mkdir()
     default = bundle(tmp_path / "default", EXAMPLES / "topology-yaml.yaml")
     with SlurmCluster(default / "slurm", suite="forky") as c:
-        assert config(c)["MpiDefault"] == "pmix"
+        assert c.config()["MpiDefault"] == "pmix"
         failed = c.run("srun", "-N", "1", "true", check=False)
         assert failed.returncode != 0 and "Invalid MPI type 'pmix'" in failed.stderr  # as the README says
         assert "pmix" not in c.run("srun", "--mpi=list", check=False).stdout + c.run(
@@ -157,7 +149,7 @@ def test_mpi_and_imex_on_2605(tmp_path):
     out = bundle(tmp_path / "pmi2", with_slurm_options("topology-yaml", mpi="pmi2"))
     p = Planned(out)
     with SlurmCluster(out / "slurm", suite="forky") as c:
-        assert config(c)["MpiDefault"] == "pmi2"
+        assert c.config()["MpiDefault"] == "pmi2"
         assert nodes_env(c, "-N", "2", "-p", "gb200", var="PMI_RANK") == ["0", "1"]
         # 26.05 gives the batch step the job's channel too (slurm.conf(5) imex_channel_count)
         text = c.batch_wait("ls /dev/nvidia-caps-imex-channels", "-p", "gb200", "-N", "1")
@@ -194,7 +186,7 @@ def test_health_check_drains_the_node_missing_a_gpu_2205(tmp_path):
         assert {n: s["state"] for n, s in nodes.items() if s["state"] != "IDLE"} == {"gpu003": "IDLE+DRAIN"}
         assert nodes["gpu003"]["reason"].startswith(reason)
         assert reason in c.run("sinfo", "-R", "-h", "-o", "%E").stdout
-        conf = config(c)
+        conf = c.config()
         assert conf["HealthCheckProgram"].endswith("nhc-standin.sh") and conf["HealthCheckInterval"] == "300 sec"
         # the bundle's script ran on every node: healthy ones pass, gpu003 fails
         log = (c.workdir / "log" / "nhc.log").read_text()

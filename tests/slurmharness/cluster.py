@@ -784,6 +784,15 @@ class SlurmCluster:
                        "format=Cluster,Account,User,Partition,Share,ParentName,QOS,DefaultQOS,GrpTRES,MaxTRES").stdout
         return parse.table(out)
 
+    def config(self) -> dict[str, str]:
+        """`scontrol show config` as key -> value: what the running slurmctld took from slurm.conf."""
+        out = {}
+        for line in self.run("scontrol", "show", "config").stdout.splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                out[key.strip()] = value.strip()
+        return out
+
     def sshare(self, *args: str) -> list[dict]:
         """`sshare -a -l -P [ARGS]` as slurmctld computes it, one dict per association, in tree order:
         account, user ("" for an account's own row), parent, level, raw_shares, norm_shares,
