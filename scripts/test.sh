@@ -28,7 +28,9 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e '.[test]'
+# stacks/requirements.txt is the Pulumi program's pin set (pulumi, pulumi-kubernetes, PyYAML); the tests
+# run with exactly those versions (test_pulumi_stack checks it), so a newer release on PyPI can't break them.
+.venv/bin/python -m pip install -q -e '.[test]' -c stacks/requirements.txt
 .venv/bin/python -c "import generator, pulumi, pulumi_kubernetes, kubernetes_validate, jsonschema" 
 
 exec .venv/bin/python -m pytest "$@"
