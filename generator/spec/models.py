@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
+from .. import providers
 from . import slurmtime
 
 API_VERSION = "orchgen/v1alpha1"
@@ -305,14 +306,14 @@ class SlurmHosts(_Model):
                                     "default: controllers[0]")
 
 
-PROVIDERS = ("generic", "eks", "gke", "aks", "oke")
+PROVIDERS = providers.NAMES  # the provider table (generator/providers.py)
 DISTRIBUTIONS = ("upstream", "k3s", "rke2")
 
 
 class FleetSpec(_Model):
     bare_metal: bool = False
     edge_or_dev: bool = False
-    provider: Literal["generic", "eks", "gke", "aks", "oke"] = Field(
+    provider: Literal[PROVIDERS] = Field(  # type: ignore[valid-type]
         default="generic", description="where the Kubernetes nodes run; bare_metal: true implies generic")
     kubernetes_distribution: Literal["upstream", "k3s", "rke2"] = Field(
         default="upstream", description="the Kubernetes plane's distribution (an edge/dev plane is always k3s); "
