@@ -47,17 +47,17 @@ CASES: tuple[Case, ...] = (
 )
 
 
+def plan_of(case: Case):
+    from ..support import plan_of
+
+    return plan_of(EXAMPLES / f"{case.example}.yaml", **case.options)
+
+
 def bundle_of(case: Case) -> dict[str, bytes]:
     """The files `orchgen plan examples/<example>.yaml` writes (with the case's options set)."""
-    from generator import spec
-    from generator.decide import make_plan
     from generator.render import render
 
-    path = EXAMPLES / f"{case.example}.yaml"
-    fleet = spec.load(path)
-    if case.options:
-        fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update=case.options)})
-    return render(make_plan(fleet, path))
+    return render(plan_of(case))
 
 
 def stored(case: Case) -> dict[str, bytes]:
