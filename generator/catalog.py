@@ -36,6 +36,7 @@ class Chart:
     crds_in_templates: bool = False  # its CRDs sit in templates/: `helm uninstall` would delete them
     gitops_unsupported: tuple[tuple[str, str], ...] = ()  # (GitOps mode, why it cannot install it)
     readme_part: str = ""  # the README part that describes it (templates/, wired by the README split)
+    no_reference_why: str = ""  # why the reference data holds no defaults of it (then it sets no values)
 
     @property
     def installs_crds(self) -> bool:
@@ -92,7 +93,8 @@ CATALOG: dict[str, Chart] = {
         # -n kube-system`). Its defaults are not in the reference data: the bundle sets no values.
         Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin",
               "v0.5.30", "kube-system", values_reference="aws-efa-k8s-device-plugin",
-              needed_when=("network:efa",), readme_part="network-efa"),
+              needed_when=("network:efa",), readme_part="network-efa",
+              no_reference_why="its defaults fit (its nodeAffinity lists the EFA instance types): no values set"),
         Chart("kueue", "oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2", "kueue-system",
               crd_groups=("kueue.x-k8s.io",), values_reference="kueue", needed_when=("gang:kueue",),
               crds_in_templates=True, readme_part="scheduler-kueue"),
