@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
-from .. import providers
+from .. import providers, schedulers
 from . import slurmtime
 
 API_VERSION = "orchgen/v1alpha1"
@@ -307,6 +307,7 @@ class SlurmHosts(_Model):
 
 
 PROVIDERS = providers.NAMES  # the provider table (generator/providers.py)
+GANG_SCHEDULERS = ("auto", *schedulers.SCHEDULERS)  # the gang-scheduler registry (generator/schedulers.py)
 DISTRIBUTIONS = ("upstream", "k3s", "rke2")
 
 
@@ -407,7 +408,7 @@ class SlurmOptions(_Model):
 
 
 class Options(_Model):
-    gang_scheduler: Literal["auto", "kueue", "volcano", "kai"] = "auto"
+    gang_scheduler: Literal[GANG_SCHEDULERS] = "auto"  # type: ignore[valid-type]
     slurm_on_kubernetes: Literal["auto", "slinky", "soperator", "none"] = "auto"
     split: Literal["auto", "leaf", "node"] = Field(
         default="auto",

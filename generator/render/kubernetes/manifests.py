@@ -19,6 +19,7 @@ from typing import Any
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from ... import schedulers
+from ...contract import MANIFESTS_DIR, WORKLOADS_DIR
 from . import gang, gpu_operator, kai, kueue, labels, network_operator, ray, tenancy, volcano, workloads
 from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
@@ -57,7 +58,7 @@ def readme(plan: Plan) -> dict[str, Any]:
 def render(plan: Plan) -> dict[str, bytes]:
     if plan.kube_plane is None:
         return {}
-    out = {f"kubernetes/manifests/{name}": dump_yaml_all(objs) for name, objs in manifests(plan).items()}
-    out.update({f"kubernetes/workloads/{name}": dump_yaml_all(objs) for name, objs in starter_files(plan).items()})
+    out = {f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manifests(plan).items()}
+    out.update({f"{WORKLOADS_DIR}/{name}": dump_yaml_all(objs) for name, objs in starter_files(plan).items()})
     out["kubernetes/node-labels.sh"] = labels.render_script(plan).encode()
     return out
