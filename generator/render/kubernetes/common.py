@@ -13,16 +13,17 @@ from typing import Any
 from ...spec import fabric
 from ...decide import sizing
 from ...decide.plan import PodShape, Plan, PoolSlice, Tenant, WorkloadDecision
+# The queue labels, annotations and scheduler names live in the gang-scheduler registry
+# (generator/schedulers.py); re-exported here for the renderers.
+from ...schedulers import (KAI_QUEUE_LABEL, KAI_SCHEDULER, KUEUE_DEFAULT_LOCAL_QUEUE,  # noqa: F401
+                           KUEUE_QUEUE_LABEL, RAY_SCHEDULER_LABEL, RAY_VOLCANO_QUEUE_LABEL,
+                           VOLCANO_QUEUE_ANNOTATION, VOLCANO_SCHEDULER)
 
 MANAGED = {"app.kubernetes.io/managed-by": "orchgen"}
 GPU = "nvidia.com/gpu"
 
 # Queue wiring, per scheduler (label and annotation names checked against upstream sources).
-# The queue labels, annotations and scheduler names live in the gang-scheduler registry
-# (generator/schedulers.py); re-exported here for the renderers.
-from ...schedulers import (KAI_QUEUE_LABEL, KAI_SCHEDULER, KUEUE_DEFAULT_LOCAL_QUEUE,  # noqa: E402,F401
-                           KUEUE_QUEUE_LABEL, RAY_SCHEDULER_LABEL, RAY_VOLCANO_QUEUE_LABEL,
-                           VOLCANO_QUEUE_ANNOTATION, VOLCANO_SCHEDULER)
+# (the queue labels, annotations and scheduler names: the gang-scheduler registry, imported above)
 KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 KAI_PODGROUP_ANNOTATION = "pod-group-name"  # KAI's PodGroupAnnotationForPod
 
