@@ -32,7 +32,8 @@ def parse_lines(path: str, text: str, problems: list[Finding]) -> list[Line]:
     out = []
     for record in slurmconf.parse(text, path):
         if record.kind == "include":
-            problems.append(error(path, record.line, "Include: a bundle's Slurm files include nothing"))
+            problems.append(error(path, record.line, f"Include {record.get('Include')}: not followed; orchgen "
+                                  "writes each setting into the bundle's own file, where validate checks it"))
             continue
         if record.leftover or not record.pairs:
             problems.append(error(path, record.line, f"not a key=value line: {record.text.strip()[:80]!r}"))
