@@ -194,3 +194,54 @@ def test_contributing_names_every_registry():
                   "generator/contract.py", "generator/spec/slurmconf.py", "generator/validate/",
                   "python -m tests.golden --update"):
         assert where in text, where
+
+
+# ------------------------------------------------------------------ a new chart: one record, one builder
+
+
+def test_a_new_chart_is_one_record_and_one_values_builder(monkeypatch, tmp_path):
+    """KEDA (the serving issue's next chart, pinned as ../shared/reference/keda) added the way
+    CONTRIBUTING.md says, for this test only: its record and its values builder are all it takes
+    for the planner to install it, releases.yaml to carry its CRD groups and dependsOn in install
+    order, Argo CD to refuse it with the record's reason, and validate to check its values
+    against its reference defaults."""
+    import dataclasses
+
+    import yaml
+
+    from generator import bundle
+    from generator.errors import OrchgenError
+    from generator.render import render
+    from generator.validate import helm_checks
+    from generator.validate.bundle_view import Bundle
+
+    from .support import plan_of as plan_of_path
+
+    keda = catalog.Chart("keda", "https://kedacore.github.io/charts", "keda", "2.20.2", "keda",
+                         crd_groups=("eventing.keda.sh", "keda.sh"), values_reference="keda",
+                         depends_on=("kuberay-operator",), needed_when=("ray",),
+                         gitops_unsupported=(("argocd", "the trial record says so"),), readme_part="keda")
+    monkeypatch.setitem(catalog.CATALOG, "keda", keda)
+    values = {"operator": {"replicaCount": 2}}
+    monkeypatch.setitem(helm.VALUES, "keda", lambda plan: values)
+
+    example = REPO / "examples" / "grpo-rl.yaml"
+    plan = plan_of_path(example)
+    assert list(plan.charts)[-1] == "keda"
+    files = render(plan)
+    rels = yaml.safe_load(files[contract.RELEASES_FILE])["releases"]
+    names = [r["name"] for r in rels]
+    rel = rels[names.index("keda")]
+    assert rel["crds"] == ["eventing.keda.sh", "keda.sh"] and rel["dependsOn"] == ["kuberay-operator"]
+    assert names.index("kuberay-operator") < names.index("keda") and rel["version"] == "2.20.2"
+    with pytest.raises(OrchgenError, match="cannot install keda 2.20.2: the trial record says so"):
+        render(dataclasses.replace(plan, gitops="argocd"))
+
+    bundle.write(files, tmp_path / "ok")
+    notices: list[str] = []
+    findings = list(helm_checks.check_values(Bundle(tmp_path / "ok"), reference_dir(), notices))
+    assert [f for f in findings if "keda" in str(f)] == [] and not [n for n in notices if "keda" in n]
+    values["operator"] = {"replicaCont": 2}  # a typo the chart's defaults do not have
+    bundle.write(render(plan), tmp_path / "typo")
+    findings = list(helm_checks.check_values(Bundle(tmp_path / "typo"), reference_dir(), []))
+    assert any("keda.values.yaml" in str(f) and "replicaCont" in str(f) for f in findings), findings

@@ -163,10 +163,17 @@ def root_application(plan: Plan) -> dict[str, Any]:
 UNSUPPORTED = {c.component: why for c in CATALOG.values() if (why := c.unsupported_by("argocd"))}
 
 
+def unsupported(component: str) -> str | None:
+    """Why Argo CD cannot install a release of `component`, read from its chart record now."""
+    chart = CATALOG.get(component)
+    return chart.unsupported_by("argocd") if chart else None
+
+
 def render(plan: Plan, releases: list[Release]) -> dict[str, bytes]:
     for rel in releases:
-        if rel.name in UNSUPPORTED:
-            raise OrchgenError(f"gitops argocd cannot install {rel.name} {rel.version}: {UNSUPPORTED[rel.name]}",
+        why = unsupported(rel.name)
+        if why:
+            raise OrchgenError(f"gitops argocd cannot install {rel.name} {rel.version}: {why}",
                                field="options.gitops")
     if any(rel.name == MANIFESTS for rel in releases):  # its Application would be overwritten
         raise OrchgenError(f"a release named {MANIFESTS!r} collides with the manifests Application",
