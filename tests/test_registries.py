@@ -169,6 +169,11 @@ def test_the_pulumi_programs_release_keys_are_the_contracts():
                  and any(isinstance(t, ast.Name) and t.id == "RELEASE_KEYS" for t in n.targets))
     copy = {k.value: v.id for k, v in zip(found.keys, found.values)}  # type: ignore[union-attr]
     assert copy == {k: t.__name__ for k, t in contract.RELEASE_KEYS.items()}
+    # and it finds releases.yaml where the contract puts it (pulumi/ beside kubernetes/)
+    helm_dir, releases = contract.RELEASES_FILE.split("/")[1:]
+    assert f'kube_dir / "{helm_dir}" / "{releases}"' in (REPO / "stacks" / "__main__.py").read_text()
+    assert contract.KUBE_DIR == "kubernetes" and 'PROJECT_DIR.parent / "kubernetes"' in \
+        (REPO / "stacks" / "__main__.py").read_text()
 
 
 def test_plan_schema_is_published_and_accepts_every_golden_plan():
