@@ -1,11 +1,21 @@
-"""Every Helm chart a bundle may install: repository, chart, pinned version, namespace.
+"""The chart registry: every Helm chart a bundle may install, one record each.
 
-One place for versions (the ones checked against ../shared/reference), overridable per fleet by
-`options.versions.<component>`. Adding a component is adding an entry here.
+A record says everything a maintainer must know about one chart, and every consumer reads it:
+repository, chart, pinned version (overridable per fleet by `options.versions.<component>`),
+namespace, the CRD groups it installs, the releases it waits for, when the planner installs it,
+the GitOps modes it cannot use and why, its reference-data folder (../shared/reference: chart
+defaults and CRDs, for the tests and `orchgen validate --chart-defaults`) and the README part that
+describes it. Readers: render/kubernetes/helm.py (releases.yaml: crds, dependsOn, install order),
+decide/planner._charts (`needed_when`), render/gitops/argocd.py (`gitops_unsupported`),
+validate/helm_checks.py (`values_reference`), spec/checks.py (reserved namespaces) and the tests
+(tests/test_registries.py holds every record to its reference data and a render test).
+
+Adding a chart: one record here and one module with its `values(plan)` under
+render/kubernetes/ (registered in helm.VALUES). See CONTRIBUTING.md.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -15,57 +25,127 @@ class Chart:
     chart: str
     version: str
     namespace: str
-    installs_crds: bool  # install (and upgrade) before anything that uses its CRDs
-    values_reference: str  # where its upstream defaults sit under the reference dir (tests)
+    # API groups of the CRDs the chart installs at the pinned version; a release that has any is
+    # installed (and upgraded) before anything that uses its CRDs
+    crd_groups: tuple[str, ...] = ()
+    values_reference: str = ""  # where its upstream defaults sit under the reference dir (tests)
+    depends_on: tuple[str, ...] = ()  # releases that must be running first (only those in the plan count)
+    # the plan's needs (decide/planner._charts) any of which installs it: "gpu-stack:operator",
+    # "network:<kind>", "gang:<scheduler>", "operator:<slinky|soperator>", "ray"
+    needed_when: tuple[str, ...] = ()
+    crds_in_templates: bool = False  # its CRDs sit in templates/: `helm uninstall` would delete them
+    gitops_unsupported: tuple[tuple[str, str], ...] = ()  # (GitOps mode, why it cannot install it)
+    readme_part: str = ""  # the README part that describes it (templates/, wired by the README split)
+    no_reference_why: str = ""  # why the reference data holds no defaults of it (then it sets no values)
 
+    @property
+    def installs_crds(self) -> bool:
+        return bool(self.crd_groups)
+
+    def unsupported_by(self, mode: str) -> str | None:
+        """Why GitOps `mode` cannot install this chart; None when it can."""
+        return dict(self.gitops_unsupported).get(mode)
+
+
+# Charts whose CRDs sit in templates/ (not crds/) with no values key for `helm.sh/resource-policy:
+# keep` at the pinned version, so a `helm uninstall` deletes them: kueue 0.19.2
+# (charts/kueue/templates/crd/), volcano 1.15.1 (templates/*_v1*.yaml load crd/bases/ through
+# tpl), slurm-operator-crds 1.2.1 (templates/; its values.yaml is empty). cert-manager's have
+# crds.keep; gpu-operator's, KAI's, KubeRay's and Soperator's are in crds/, which Helm never
+# deletes. The delivery paths never uninstall a CRD owner (README, "Nothing deleted by accident").
+#
+# GitOps: KAI v0.13.0's chart creates its Config (kai.scheduler/v1) in a pre-install Helm hook,
+# which Argo CD runs as a PreSync hook, before it applies the chart's crds/: the first sync fails
+# on a kind the cluster does not know yet. The GitOps mode of later KAI releases
+# (kaiConfigDeployer.enabled=false, kaiConfig.render=true) does not exist in v0.13.0's values.
+# Helm itself (Pulumi, Flux) installs crds/ before any hook, so only Argo CD is refused.
+KAI_ARGOCD = ("KAI Scheduler's chart creates its Config in a pre-install Helm hook, which Argo CD "
+              "runs as PreSync before the chart's CRDs exist, so the first sync fails; use "
+              "options.gitops flux or kustomize (Pulumi installs the releases), or "
+              "options.gang_scheduler kueue or volcano")
 
 CATALOG: dict[str, Chart] = {
     c.component: c
     for c in (
         # cert-manager's own install docs at the pinned release publish the chart as OCI
         # (oci://quay.io/jetstack/charts/cert-manager, tag = the version with its `v`).
-        Chart("cert-manager", "oci://quay.io/jetstack/charts", "cert-manager", "v1.21.1",
-              "cert-manager", True, "cert-manager"),
-        Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.0",
-              "gpu-operator", True, "gpu-operator"),
+        Chart("cert-manager", "oci://quay.io/jetstack/charts", "cert-manager", "v1.21.1", "cert-manager",
+              crd_groups=("acme.cert-manager.io", "cert-manager.io"), values_reference="cert-manager",
+              # both Slurm operators' webhooks take their certificates from it
+              needed_when=("operator:slinky", "operator:soperator"), readme_part="cert-manager"),
+        # gpu-operator's CRD groups include its node-feature-discovery subchart's (nfd.enabled stays true)
+        Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.0", "gpu-operator",
+              crd_groups=("nfd.k8s-sigs.io", "nvidia.com", "resource.nvidia.com"), values_reference="gpu-operator",
+              needed_when=("gpu-stack:operator",), readme_part="gpu-operator"),
         # Mellanox/network-operator v26.4.1: the chart's Chart.yaml is 26.4.1, published in NVIDIA's
         # NGC Helm repository beside the GPU Operator (its README: `helm repo add nvidia
-        # https://helm.ngc.nvidia.com/nvidia`, namespace network-operator).
+        # https://helm.ngc.nvidia.com/nvidia`, namespace network-operator). CRD groups: the chart's
+        # crds/ (NicClusterPolicy and friends, Multus' NetworkAttachmentDefinition); the nv-ipam
+        # IPPool CRD comes from the operator itself once the NicClusterPolicy deploys nv-ipam, so an
+        # IPPool waits for this release too. It waits for the GPU Operator: its NFD labels
+        # (pci-15b3.present) come from the GPU Operator's NFD (nfd.enabled: false here).
         Chart("network-operator", "https://helm.ngc.nvidia.com/nvidia", "network-operator", "26.4.1",
-              "network-operator", True, "network-operator"),
+              "network-operator", crd_groups=("k8s.cni.cncf.io", "mellanox.com", "nv-ipam.nvidia.com"),
+              values_reference="network-operator", depends_on=("gpu-operator",),
+              needed_when=("network:rdma-shared",), readme_part="network-operator"),
         # aws/eks-charts stable/aws-efa-k8s-device-plugin (Chart.yaml v0.5.30, image v0.5.20), installed
         # into kube-system as the EKS user guide does (`helm install efa eks/aws-efa-k8s-device-plugin
         # -n kube-system`). Its defaults are not in the reference data: the bundle sets no values.
         Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin",
-              "v0.5.30", "kube-system", False, "aws-efa-k8s-device-plugin"),
-        Chart("kueue", "oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2",
-              "kueue-system", True, "kueue"),
-        Chart("volcano", "https://volcano-sh.github.io/helm-charts", "volcano", "1.15.1",
-              "volcano-system", True, "volcano"),
-        Chart("kai-scheduler", "oci://ghcr.io/nvidia/kai-scheduler", "kai-scheduler", "v0.13.0",
-              "kai-scheduler", True, "kai-scheduler"),
-        Chart("kuberay-operator", "https://ray-project.github.io/kuberay-helm/", "kuberay-operator",
-              "1.7.0", "kuberay-system", True, "kuberay/kuberay-operator"),
-        Chart("slurm-operator-crds", "oci://ghcr.io/slinkyproject/charts", "slurm-operator-crds",
-              "1.2.1", "slinky", True, "slurm-operator/slurm-operator-crds"),
-        Chart("slurm-operator", "oci://ghcr.io/slinkyproject/charts", "slurm-operator", "1.2.1",
-              "slinky", False, "slurm-operator/slurm-operator"),
-        Chart("slurm", "oci://ghcr.io/slinkyproject/charts", "slurm", "1.2.1",
-              "slurm", False, "slurm-operator/slurm"),
+              "v0.5.30", "kube-system", values_reference="aws-efa-k8s-device-plugin",
+              needed_when=("network:efa",), readme_part="network-efa",
+              no_reference_why="its defaults fit (its nodeAffinity lists the EFA instance types): no values set"),
+        Chart("kueue", "oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2", "kueue-system",
+              crd_groups=("kueue.x-k8s.io",), values_reference="kueue", needed_when=("gang:kueue",),
+              crds_in_templates=True, readme_part="scheduler-kueue"),
+        # volcano's CRD groups include some it ships but this bundle does not use (bus, config,
+        # flow, nodeinfo, shard)
+        Chart("volcano", "https://volcano-sh.github.io/helm-charts", "volcano", "1.15.1", "volcano-system",
+              crd_groups=("batch.volcano.sh", "bus.volcano.sh", "config.volcano.sh", "flow.volcano.sh",
+                          "nodeinfo.volcano.sh", "scheduling.volcano.sh", "shard.volcano.sh",
+                          "topology.volcano.sh"),
+              values_reference="volcano", needed_when=("gang:volcano",), crds_in_templates=True,
+              readme_part="scheduler-volcano"),
+        Chart("kai-scheduler", "oci://ghcr.io/nvidia/kai-scheduler", "kai-scheduler", "v0.13.0", "kai-scheduler",
+              crd_groups=("kai.scheduler", "scheduling.run.ai"), values_reference="kai-scheduler",
+              needed_when=("gang:kai",), gitops_unsupported=(("argocd", KAI_ARGOCD),),
+              readme_part="scheduler-kai"),
+        # KubeRay's Volcano integration owns PodGroups: the operator does not start without their
+        # CRD. KAI's integration only labels pods, but a RayCluster before KAI's webhooks would go
+        # unqueued.
+        Chart("kuberay-operator", "https://ray-project.github.io/kuberay-helm/", "kuberay-operator", "1.7.0",
+              "kuberay-system", crd_groups=("ray.io",), values_reference="kuberay/kuberay-operator",
+              depends_on=("volcano", "kai-scheduler"), needed_when=("ray",), readme_part="ray"),
+        Chart("slurm-operator-crds", "oci://ghcr.io/slinkyproject/charts", "slurm-operator-crds", "1.2.1",
+              "slinky", crd_groups=("slinky.slurm.net",), values_reference="slurm-operator/slurm-operator-crds",
+              needed_when=("operator:slinky",), crds_in_templates=True, readme_part="slinky"),
+        # Slinky's webhook certificates come from cert-manager; its CRDs are their own release.
+        Chart("slurm-operator", "oci://ghcr.io/slinkyproject/charts", "slurm-operator", "1.2.1", "slinky",
+              values_reference="slurm-operator/slurm-operator", depends_on=("slurm-operator-crds", "cert-manager"),
+              needed_when=("operator:slinky",), readme_part="slinky"),
+        # slurmd pods request nvidia.com/gpu: the device plugin must be there before NodeSets scale up.
+        Chart("slurm", "oci://ghcr.io/slinkyproject/charts", "slurm", "1.2.1", "slurm",
+              values_reference="slurm-operator/slurm", depends_on=("slurm-operator", "gpu-operator"),
+              needed_when=("operator:slinky",), readme_part="slinky"),
         Chart("soperator", "oci://cr.eu-north1.nebius.cloud/soperator", "helm-soperator", "4.1.7",
-              "soperator-system", True, "soperator/soperator"),
-        Chart("soperator-slurm-cluster", "oci://cr.eu-north1.nebius.cloud/soperator",
-              "helm-slurm-cluster", "4.1.7", "soperator", False, "soperator/slurm-cluster"),
+              "soperator-system", crd_groups=("slurm.nebius.ai",), values_reference="soperator/soperator",
+              depends_on=("cert-manager",),  # certManager.enabled defaults to true in its chart
+              needed_when=("operator:soperator",), readme_part="soperator"),
+        Chart("soperator-slurm-cluster", "oci://cr.eu-north1.nebius.cloud/soperator", "helm-slurm-cluster",
+              "4.1.7", "soperator", values_reference="soperator/slurm-cluster",
+              depends_on=("soperator", "gpu-operator"), needed_when=("operator:soperator",),
+              readme_part="soperator"),
     )
 }
+
+
+def needed(needs: set[str]) -> list[str]:
+    """The components the plan's needs install, in catalog order (the plan's release order)."""
+    return [c.component for c in CATALOG.values() if needs & set(c.needed_when)]
 
 
 def chart(component: str, overrides: dict[str, str] | None = None) -> Chart:
     """The catalog entry with the fleet's version override applied."""
     entry = CATALOG[component]
     version = (overrides or {}).get(component)
-    if version:
-        from dataclasses import replace
-
-        entry = replace(entry, version=version)
-    return entry
+    return replace(entry, version=version) if version else entry

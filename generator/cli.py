@@ -169,8 +169,14 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
 
 
 @cli.command()
-def schema() -> None:
-    """Print the JSON Schema of workload.yaml (for editors)."""
+@click.option("--plan", "of_plan", is_flag=True, help="the JSON Schema of a bundle's plan.json instead")
+def schema(of_plan: bool) -> None:
+    """Print the JSON Schema of workload.yaml (for editors), or with --plan of plan.json."""
+    if of_plan:
+        from .contract import PLAN_SCHEMA
+
+        click.echo(json.dumps(PLAN_SCHEMA, indent=2, sort_keys=True))
+        return
     from .spec import json_schema
 
     click.echo(json.dumps(json_schema(), indent=2, sort_keys=True))

@@ -43,6 +43,8 @@ PLACEHOLDER_CONTEXT = "REPLACE-WITH-YOUR-KUBECONFIG-CONTEXT"
 PROJECT_DIR = Path(globals().get("__file__") or Path.cwd() / "__main__.py").resolve().parent
 KUBE_DIR = PROJECT_DIR.parent / "kubernetes"
 
+# The releases.yaml entry of the bundle contract: a copy of generator/contract.py's RELEASE_KEYS
+# (this program runs without orchgen; tests/test_registries.py holds the two equal).
 RELEASE_KEYS = {"name": str, "namespace": str, "repo": str, "chart": str, "version": str,
                 "values": str, "crds": list, "dependsOn": list}
 CUSTOM_RESOURCE_FIELDS = {"apiVersion", "kind", "metadata", "spec"}

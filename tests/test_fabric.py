@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import yaml
 
-from generator import spec
 from generator.decide import make_plan
 from generator.render import render
 from generator.render.kubernetes import volcano
@@ -45,8 +44,7 @@ def write(tmp_path: Path, doc: dict, name: str = "fleet.yaml") -> Path:
     return path
 
 
-def plan_of(path: Path):
-    return make_plan(spec.load(path), path)
+from .support import plan_of  # noqa: E402
 
 
 def leaves(plan) -> dict[str, str]:

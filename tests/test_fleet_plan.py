@@ -14,8 +14,7 @@ from generator.spec import Fleet
 from .refusals import check_refusal
 
 
-def plan_of(example_path):
-    return make_plan(spec.load(example_path), example_path)
+from .support import plan_of  # noqa: E402
 
 
 def test_fsdp_pretraining_is_slurm_only(example):

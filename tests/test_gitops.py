@@ -67,8 +67,7 @@ def _kube_examples() -> list[Path]:
 KUBE_EXAMPLES = _kube_examples()
 
 
-def plan_of(path: Path, mode: str):
-    return dataclasses.replace(make_plan(spec.load(path), path), gitops=mode)
+from .support import plan_of  # noqa: E402  (path, gitops mode)
 
 
 def source_plan(name: str, mode: str):

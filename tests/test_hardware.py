@@ -13,10 +13,13 @@ reads it (real Slurm: test_slurm_real.py's hardware tests):
 from __future__ import annotations
 
 import re
+import functools
 from pathlib import Path
 
 import pytest
 import yaml
+
+from .support import plan_of_file
 
 from generator import spec
 from generator.decide import make_plan
@@ -68,10 +71,7 @@ def fleet_doc(pools: list[dict], name: str = "hw", *, slurm: dict | None = None,
             "options": {"slurm_version": "22.05", **options}}
 
 
-def plan_of(tmp_path: Path, doc: dict):
-    path = tmp_path / f"{doc['metadata']['name']}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return make_plan(spec.load(path), path)
+plan_of = functools.partial(plan_of_file, name=None)  # written as <metadata.name>.yaml
 
 
 def node_lines(conf: str) -> dict[str, dict[str, str]]:

@@ -28,6 +28,7 @@ from generator.render import render as render_bundle
 from generator.render.report import render as render_report
 from generator.spec import Fleet, load
 from generator.validate.values import load_defaults, unknown_keys
+from .support import plan_of
 from tests._consumers import reference_dir
 from tests.conftest import all_examples
 
@@ -101,14 +102,14 @@ SYNTHETIC: dict[str, dict[str, Any]] = {
 
 
 @cache
-def plan_of(case: str) -> Plan:
+def case_plan(case: str) -> Plan:
+    """An example's plan ("example:<path>") or a synthetic case's."""
     if case.startswith("example:"):
-        path = Path(case.removeprefix("example:"))
-        return make_plan(load(path), path)
+        return plan_of(Path(case.removeprefix("example:")))
     return synth(**SYNTHETIC[case])
 
 
-EXAMPLE_CASES = [f"example:{p}" for p in all_examples() if plan_of(f"example:{p}").kube_plane]
+EXAMPLE_CASES = [f"example:{p}" for p in all_examples() if case_plan(f"example:{p}").kube_plane]
 CASES = EXAMPLE_CASES + list(SYNTHETIC)
 
 
@@ -118,7 +119,7 @@ def _id(case: str) -> str:
 
 @pytest.fixture(params=CASES, ids=_id)
 def plan(request) -> Plan:
-    return plan_of(request.param)
+    return case_plan(request.param)
 
 
 def helm_files(plan: Plan) -> dict[str, bytes]:
@@ -140,7 +141,7 @@ SLURM_EXTRA = {c: (lambda plan: {}) for c in
 
 def test_the_cases_cover_the_decisions() -> None:
     """The synthetic fleets really produce the planes, schedulers and hybrids the tests rely on."""
-    plans = [plan_of(c) for c in CASES]
+    plans = [case_plan(c) for c in CASES]
     assert {p.gang_scheduler for p in plans} >= {"kueue", "volcano", "kai", None}
     assert {p.kube_plane.name for p in plans} == {"kubernetes", "k3s"}
     assert {p.hybrid for p in plans} >= {None, "partitioned", "slurm-on-kubernetes"}
@@ -148,10 +149,10 @@ def test_the_cases_cover_the_decisions() -> None:
     assert any(not p.bare_metal and p.fabric.kind == "infiniband" for p in plans)
     assert any(kuberay.ray_planned(p) for p in plans) and not all(kuberay.ray_planned(p) for p in plans)
     assert any(len(p.tenants) > 1 for p in plans) and any(len(p.tenants) == 1 for p in plans)
-    assert plan_of("soperator-hybrid").kube_plane.name == "kubernetes"
-    assert "soperator" in plan_of("soperator-hybrid").charts
-    assert plan_of("k3s-ib-baremetal-ray").kube_plane.name == "k3s"
-    assert plan_of("kai-ib-baremetal").gang_scheduler == "kai"
+    assert case_plan("soperator-hybrid").kube_plane.name == "kubernetes"
+    assert "soperator" in case_plan("soperator-hybrid").charts
+    assert case_plan("k3s-ib-baremetal-ray").kube_plane.name == "k3s"
+    assert case_plan("kai-ib-baremetal").gang_scheduler == "kai"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,12 +219,12 @@ def upstream_kueue_config() -> dict[str, Any]:
 
 
 def kueue_plans() -> list[str]:
-    return [c for c in CASES if plan_of(c).gang_scheduler == "kueue"]
+    return [c for c in CASES if case_plan(c).gang_scheduler == "kueue"]
 
 
 @pytest.mark.parametrize("case", kueue_plans(), ids=_id)
 def test_kueue_configuration_is_all_or_nothing_with_the_planned_integrations(case: str) -> None:
-    plan = plan_of(case)
+    plan = case_plan(case)
     text = values_of(plan, "kueue")["managerConfig"]["controllerManagerConfigYaml"]
     config = yaml.safe_load(text)
     assert config["apiVersion"] == upstream_kueue_config()["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
@@ -245,7 +246,7 @@ def test_kueue_configuration_is_all_or_nothing_with_the_planned_integrations(cas
 
 @pytest.mark.parametrize("case", kueue_plans(), ids=_id)
 def test_kueue_configuration_keeps_every_upstream_default(case: str) -> None:
-    config = yaml.safe_load(values_of(plan_of(case), "kueue")["managerConfig"]["controllerManagerConfigYaml"])
+    config = yaml.safe_load(values_of(case_plan(case), "kueue")["managerConfig"]["controllerManagerConfigYaml"])
     upstream = upstream_kueue_config()
     for key, value in upstream.items():
         if key == "integrations":
@@ -278,9 +279,9 @@ VOLCANO_PLUGINS = {"priority", "gang", "conformance", "overcommit", "drf", "pred
                    "capacity", "nodeorder", "binpack", "network-topology-aware"}
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if plan_of(c).gang_scheduler == "volcano"], ids=_id)
+@pytest.mark.parametrize("case", [c for c in CASES if case_plan(c).gang_scheduler == "volcano"], ids=_id)
 def test_volcano_scheduler_conf_has_gang_and_topology_awareness(case: str) -> None:
-    plan = plan_of(case)
+    plan = case_plan(case)
     values = values_of(plan, "volcano")
     assert "scheduler_config_override" in upstream_defaults("volcano")["custom"]
     conf = yaml.safe_load(values["custom"]["scheduler_config_override"])
@@ -347,7 +348,7 @@ def test_the_full_release_list_with_the_slurm_charts_is_in_install_order(plan: P
 
 def test_kuberay_waits_for_the_gang_scheduler_it_is_wired_to() -> None:
     for case in ("volcano-roce-baremetal-ray", "kai-ethernet-cloud-ray", "kueue-ib-baremetal-ray"):
-        plan = plan_of(case)
+        plan = case_plan(case)
         rel = next(r for r in released(plan) if r["name"] == "kuberay-operator")
         expected = {"volcano": ["volcano"], "kai": ["kai-scheduler"]}.get(plan.gang_scheduler, [])
         assert rel["dependsOn"] == expected, case
@@ -361,7 +362,7 @@ def test_crd_groups_cover_the_reference_crds() -> None:
 
 
 def test_versions_are_pinned_from_the_catalog_and_overridable() -> None:
-    pinned = released(plan_of("kai-ethernet-cloud-ray"))
+    pinned = released(case_plan("kai-ethernet-cloud-ray"))
     assert {r["name"]: r["version"] for r in pinned} == {
         r["name"]: catalog.CATALOG[r["name"]].version for r in pinned}
     overrides = {"kai-scheduler": "v0.13.1", "kuberay-operator": "1.10", "gpu-operator": "v26.7.2"}
@@ -381,7 +382,7 @@ def test_the_bytes_are_deterministic(plan: Plan) -> None:
 
 def make_plan_again(plan: Plan) -> Plan:
     """The same plan built afresh (no shared objects), from its example or synthetic fleet."""
-    case = next(c for c in CASES if plan_of(c) is plan)
+    case = next(c for c in CASES if case_plan(c) is plan)
     if case.startswith("example:"):
         path = Path(case.removeprefix("example:"))
         return make_plan(load(path), path)
@@ -397,7 +398,7 @@ def test_no_kubernetes_plane_no_helm_files() -> None:
 
 
 def test_the_seam_refuses_a_half_wired_renderer() -> None:
-    plan = plan_of("slinky-hybrid-ib")
+    plan = case_plan("slinky-hybrid-ib")
     names = [r["name"] for r in released(plan)]
     assert "slurm" in plan.charts and not [n for n in names if n.startswith("slurm")]
     with pytest.raises(OrchgenError, match="slurm-operator"):
@@ -409,9 +410,9 @@ def test_the_renderer_is_registered() -> None:
 
     assert any(getattr(r, "func", r) is helm.render for r in renderers())
     for case in EXAMPLE_CASES:
-        files = render_bundle(plan_of(case))
+        files = render_bundle(case_plan(case))
         assert "kubernetes/helm/releases.yaml" in files
-        wired = helm.render(plan_of(case), extra=slurm_on_kubernetes_values())
+        wired = helm.render(case_plan(case), extra=slurm_on_kubernetes_values())
         assert files["kubernetes/helm/releases.yaml"] == wired["kubernetes/helm/releases.yaml"]
 
 
@@ -492,15 +493,15 @@ def test_kuberay_scheduler_name_is_one_kuberay_accepts(plan: Plan) -> None:
 
 
 def test_kai_images_come_from_the_published_registry() -> None:
-    for case in [c for c in CASES if plan_of(c).gang_scheduler == "kai"]:
-        values = values_of(plan_of(case), "kai-scheduler")
+    for case in [c for c in CASES if case_plan(c).gang_scheduler == "kai"]:
+        values = values_of(case_plan(case), "kai-scheduler")
         assert values["global"]["registry"] == "ghcr.io/nvidia/kai-scheduler"
         assert upstream_defaults("kai-scheduler")["global"]["registry"] != values["global"]["registry"]
         assert values["defaultQueue"]["createDefaultQueue"] is False
 
 
 def test_cert_manager_installs_its_crds_and_keeps_them() -> None:
-    plans = [plan_of(c) for c in CASES if "cert-manager" in plan_of(c).charts]
+    plans = [case_plan(c) for c in CASES if "cert-manager" in case_plan(c).charts]
     assert plans
     for plan in plans:
         values = values_of(plan, "cert-manager")

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "generator"
 
 # Which top-level parts of generator/ each part may import (besides itself and the base modules).
-BASE = {"errors", "catalog", "yamlio"}
+BASE = {"errors", "catalog", "yamlio", "schedulers", "providers", "contract"}  # data every part reads
 LAYERS = {
     "spec": set(),
     "decide": {"spec"},

@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.decide import make_plan
 from generator.render import render
 from generator.render.kubernetes import gpu_operator
-from generator.spec import Fleet
 from generator.validate.bundle_checks import load_crds, validate_bundle
 from tests._consumers import REPO, crd_paths, reference_dir, tool
 from tests.conftest import run_orchgen
@@ -79,8 +77,7 @@ def fleet(provider: str = "generic", *, bare_metal: bool = False, distribution: 
             "options": {"kubernetes_version": k8s, **options}}
 
 
-def plan_of(data: dict[str, Any]):
-    return make_plan(Fleet.model_validate(data), "fleet.yaml")
+from .support import plan_of  # noqa: E402  (Fleet data, as fleet.yaml)
 
 
 def gpu_values(data: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ Kubernetes plane under every gang scheduler.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -21,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.decide import make_plan
+from .support import plan_of as support_plan_of
+
 from generator.render.kubernetes import common, manifests
-from generator.spec import Fleet
 from tests._consumers import REPO, reference_dir
 
 EXAMPLES = REPO / "examples"
@@ -107,8 +108,7 @@ def example(name: str, gang: str | None = None) -> dict[str, Any]:
     return data
 
 
-def plan_of(data: dict[str, Any]):
-    return make_plan(Fleet.model_validate(data), "replan.yaml")
+plan_of = functools.partial(support_plan_of, name="replan.yaml")
 
 
 def _grow_hostnames(expr: str, nodes: int) -> str | None:

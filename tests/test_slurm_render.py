@@ -45,10 +45,7 @@ def fleet(name: str = "lab", *, pools: list[dict], workloads: list[dict], tenant
     return doc
 
 
-def plan_of(tmp_path: Path, doc: dict, name: str = "fleet.yaml"):
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return make_plan(spec.load(path), path)
+from .support import plan_of_file as plan_of  # noqa: E402
 
 
 def example(name: str):

@@ -24,7 +24,6 @@ import yaml
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from generator import spec
 from generator.decide import make_plan
 from generator.decide.partition import split
 from generator.errors import OrchgenError
@@ -269,11 +268,7 @@ def test_random_splits(data):
 # ------------------------------------------------------------------ the fleets of the issue
 
 
-def plan_of(path: Path, **options):
-    fleet = spec.load(path)
-    if options:
-        fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update=options)})
-    return make_plan(fleet, path)
+from .support import plan_of  # noqa: E402
 
 
 def test_the_one_switch_lab_plans_both_planes():

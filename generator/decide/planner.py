@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import catalog
+from ..schedulers import AUTO
 from ..spec import fabric as fabric_mod
 from ..spec import slurmtime
 from ..spec.hardware import node_hardware
@@ -281,11 +282,11 @@ def _gang(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenant
         reasons.append(f"gang scheduler kueue (auto): {', '.join(need)} need all-or-nothing admission; "
                        "Kueue gives it (waitForPodsReady) together with tenant quotas, cohorts and "
                        "Ray/Job integrations, without replacing kube-scheduler")
-        return "kueue"
+        return AUTO.name
     if len(real_tenants) > 1:
         reasons.append(f"quota manager kueue (auto): {len(real_tenants)} tenants share the GPUs; Kueue's "
                        "ClusterQueues in one cohort lend idle quota between them")
-        return "kueue"
+        return AUTO.name
     reasons.append("no gang scheduler (auto): no workload is tightly coupled across nodes on Kubernetes")
     return None
 
@@ -295,22 +296,17 @@ def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang
     """Releases the Kubernetes plane installs, CRD owners first (install order)."""
     if not kube:
         return []
-    out = ["gpu-operator"] if platform.gpu_stack == "operator" else []
+    # each chart's record says which of these needs install it (catalog.py, `needed_when`)
+    needs = {f"gpu-stack:{platform.gpu_stack}"}
     if platform.network is not None:
-        out.append({"rdma-shared": "network-operator", "efa": "aws-efa-k8s-device-plugin"}[platform.network.kind])
-    if operator in ("slinky", "soperator"):  # both operators' webhooks take certificates from it
-        out[:0] = ["cert-manager"]
-    if gang == "kai":
-        out.append("kai-scheduler")
-    elif gang:
-        out.append(gang)
+        needs.add(f"network:{platform.network.kind}")
+    if operator:
+        needs.add(f"operator:{operator}")
+    if gang:
+        needs.add(f"gang:{gang}")
     if any(d.primary == "ray" for d in placed):
-        out.append("kuberay-operator")
-    if operator == "slinky":
-        out += ["slurm-operator-crds", "slurm-operator", "slurm"]
-    elif operator == "soperator":
-        out += ["soperator", "soperator-slurm-cluster"]
-    return out
+        needs.add("ray")
+    return catalog.needed(needs)
 
 
 def _slurm_addons(placed: list[WorkloadDecision], tenants: list[Tenant], fab: fabric_mod.FabricModel) -> tuple[str, ...]:

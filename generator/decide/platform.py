@@ -12,6 +12,7 @@ Every provider-specific fact below names its source.
 """
 from __future__ import annotations
 
+from .. import providers
 from ..errors import OrchgenError
 from ..spec import fabric as fabric_mod
 from ..spec import hostlist
@@ -20,32 +21,14 @@ from ..spec.models import Fleet
 from .plan import Network, Plane, Platform, Warning_, WorkloadDecision
 
 # Kubernetes topology labels the providers put on GPU nodes, broadest level first (Kueue and KAI
-# want that order; kubernetes.io/hostname is appended by the Topology builder).
-# - eks: "Place distributed AI/ML workloads with network topology labels" (EKS user guide,
-#   ml-workload-topology): network-node-layer-1 is the top of the hierarchy, layer-3 the bottom
-#   for most supported instance types (layer-4 exists only on four-layer types, so it is left
-#   out: Kueue's TAS skips nodes that miss a level). Set on the EC2 instance-topology instance types.
-# - gke: "Schedule GKE workloads with Topology Aware Scheduling" (cloud.google.com/ai-hypercomputer/
-#   docs/workloads/schedule-gke-workloads-tas): block, sub-block and host of compactly placed VMs.
-# - oke: "Using RDMA network locality when running workloads on OKE" (oracle-quickstart/oci-hpc-oke
-#   docs/using-rdma-network-locality-when-running-workloads-on-oke.md): HPC island, network block,
-#   local block, set during bootstrap when the capacity topology is available.
-# aks documents no network-topology node labels: no topology there.
+# want that order; kubernetes.io/hostname is appended by the Topology builder), and the level a gang
+# prefers to fit in: the provider table (generator/providers.py) holds them with their sources.
 PROVIDER_TOPOLOGY: dict[str, tuple[str, ...]] = {
-    "eks": ("topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
-            "topology.k8s.aws/network-node-layer-3"),
-    "gke": ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
-            "cloud.google.com/gce-topology-host"),
-    "oke": ("oci.oraclecloud.com/rdma.hpc_island_id", "oci.oraclecloud.com/rdma.network_block_id",
-            "oci.oraclecloud.com/rdma.local_block_id"),
-}
-# The level a gang prefers to fit in: the narrowest one several nodes share (GKE's host level is
-# one machine; its sub-block is the NVLink/RDMA rail group the TAS guide places gangs in).
-PREFERRED_LEVEL = {"eks": PROVIDER_TOPOLOGY["eks"][2], "gke": PROVIDER_TOPOLOGY["gke"][1],
-                   "oke": PROVIDER_TOPOLOGY["oke"][2]}
+    p.name: p.topology_labels for p in providers.PROVIDERS.values() if p.topology_labels}
+PREFERRED_LEVEL = {p.name: p.preferred_level for p in providers.PROVIDERS.values() if p.preferred_level}
 
 RDMA_FABRICS = ("infiniband", "roce")
-MANAGED = ("eks", "gke", "aks", "oke")
+MANAGED = providers.MANAGED
 
 # The RDMA shared device plugin's resource (Network Operator's NicClusterPolicy examples and
 # k8s-rdma-shared-dev-plugin's default prefix `rdma`): one request gives a pod every HCA of the node.
@@ -132,7 +115,7 @@ def decide(fleet: Fleet, kube: Plane | None, placed: list[WorkloadDecision], fab
         if not topology:
             preferred = None
         reasons.append(_cloud_reason(spec.provider, selectors, pools))
-    gpu_stack = "provider" if spec.provider == "oke" else "operator"
+    gpu_stack = providers.PROVIDERS[spec.provider].gpu_stack
     if gpu_stack == "provider":
         reasons.append("no GPU Operator release on oke: Oracle's GPU node images carry the NVIDIA driver and "
                        "container toolkit and OKE's NvidiaGpuPlugin add-on advertises nvidia.com/gpu (NVIDIA "
@@ -157,15 +140,11 @@ def _network(fleet: Fleet, kube: Plane, placed: list[WorkloadDecision], fabric_w
     if not fabric_wl:
         return None
     names = ", ".join(fabric_wl)
-    if spec.provider == "eks":
+    provider = providers.PROVIDERS[spec.provider]
+    if provider.rdma == "efa":
         return _efa(fleet, kube, placed, fabric_wl, reasons, warnings)
-    if spec.provider in MANAGED:
-        doc = {"gke": "GPUDirect-TCPX/TCPXO (A3 High/Mega, H100: GKE \"Maximize GPU network bandwidth with "
-                      "GPUDirect and multi-networking\") or GPUDirect RDMA (A3 Ultra H200, A4 B200: AI Hypercomputer "
-                      "\"Create a custom AI-optimized GKE cluster\")",
-               "aks": "InfiniBand on ND-series VMs (the NVIDIA Network Operator on AKS)",
-               "oke": "the RDMA cluster network's SR-IOV VFs (oracle-quickstart/oci-hpc-oke docs/"
-                      "running-rdma-workloads-on-oke.md)"}[spec.provider]
+    if provider.rdma == "not-configured":
+        doc = provider.rdma_doc
         warnings.append(Warning_(
             f"orchgen does not configure {spec.provider}'s GPU networking: {names} would run NCCL over the pod "
             f"network; set up {doc} and add its resources to the starter manifests", "fleet.provider"))

@@ -14,7 +14,7 @@ import difflib
 import re
 from collections.abc import Iterator
 
-from .. import catalog
+from .. import catalog, providers
 from . import hardware, hostlist
 from .models import MAX_FLEET_NODES, Fleet, Path_, Pool, _dns_label
 
@@ -106,31 +106,11 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
 
 
 # The node-pool label each managed provider puts on its nodes, and the names it allows for a pool
-# (so that the default selector `<label>=<pool name>` can match). Sources, per provider:
-# - eks: "Amazon EKS adds Kubernetes labels to managed node group instances ... prefixed with
-#   eks.amazonaws.com" (EKS user guide, managed-node-groups.adoc), eks.amazonaws.com/nodegroup=<node
-#   group name> among them (the key cluster-autoscaler reads as AWSNodePoolLabelKey). Karpenter or
-#   self-managed nodes carry no such label: give node_labels there.
-# - gke: cloud.google.com/gke-nodepool=<node pool name> (GKE "Node pools" and node labels docs);
-#   node pool names: lower-case letters, digits and '-', starting with a letter, at most 40.
-# - aks: kubernetes.azure.com/agentpool=<agent pool name> (AKS "Use labels", reserved system
-#   labels table); Linux pool names: lower-case letters and digits, starting with a letter, at most 12.
-# - oke: oke.oraclecloud.com/pool.name=<pool name>, the initial node label Oracle's terraform-oci-oke
-#   module (and oracle-quickstart/oci-hpc-oke, which builds on it) gives every node it creates.
-#   OKE itself sets no pool-name label: a pool provisioned otherwise needs node_labels.
-PROVIDER_POOL_LABEL = {
-    "eks": "eks.amazonaws.com/nodegroup",
-    "gke": "cloud.google.com/gke-nodepool",
-    "aks": "kubernetes.azure.com/agentpool",
-    "oke": "oke.oraclecloud.com/pool.name",
-}
-_POOL_NAME = {
-    "gke": (re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"), "lower-case letters, digits and '-', "
-            "starting with a letter, at most 40 characters"),
-    "aks": (re.compile(r"^[a-z][a-z0-9]{0,11}$"), "lower-case letters and digits, starting with a letter, "
-            "at most 12 characters"),
-}
-MANAGED_PROVIDERS = ("eks", "gke", "aks", "oke")
+# (so that the default selector `<label>=<pool name>` can match): the provider table
+# (generator/providers.py) holds them with their sources.
+PROVIDER_POOL_LABEL = {p.name: p.pool_label for p in providers.PROVIDERS.values() if p.pool_label}
+_POOL_NAME = {p.name: p.pool_name for p in providers.PROVIDERS.values() if p.pool_name}
+MANAGED_PROVIDERS = providers.MANAGED
 # Label prefixes a pool's node_labels may not use: orchgen's own (node-labels.sh sets them) and a
 # node's name, which is exactly what a cloud pool must not be selected by.
 _RESERVED_LABELS = ("orchgen.io/", "kubernetes.io/hostname")

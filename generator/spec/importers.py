@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from ..errors import OrchgenError
+from . import slurmconf
 from .hostlist import HostlistError, compress, expand
 
 __all__ = ["ImportedBlock", "ImportedFabric", "ImportedLeaf", "ImportedSpine", "KINDS",
@@ -262,34 +262,20 @@ _NOT_IMPORTED = {
 }
 
 
-def _conf_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(line number, logical line): comments cut, backslash continuations joined, blanks skipped."""
-    start, parts = 0, []
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].rstrip()  # "#" starts a comment through the end of the line
-        start = start or number
-        if line.endswith("\\"):  # as Slurm's parser: a trailing backslash continues the line
-            parts.append(line[:-1])
-            continue
-        parts.append(line)
-        joined = " ".join(parts).strip()
-        if joined:
-            yield start, joined
-        start, parts = 0, []
-    if parts and " ".join(parts).strip():
-        yield start, " ".join(parts).strip()
-
-
-def _conf_pairs(src: _Source, number: int, line: str) -> tuple[str, dict[str, str]]:
-    """The line's kind (its first key, canonical case) and its Key=Value pairs (canonical keys)."""
+def _conf_pairs(src: _Source, record: slurmconf.Record) -> tuple[str, dict[str, str]]:
+    """The line's kind (its first key, canonical case) and its Key=Value pairs (canonical keys), from
+    the one Slurm lexer (spec/slurmconf.py: continuations, comments and escapes as Slurm reads them)."""
+    number = record.line
+    if record.kind == "include":
+        raise src.error(number, _NOT_IMPORTED["include"])
     pairs: dict[str, str] = {}
     kind = ""
-    for token in line.split():
-        key, eq, value = token.partition("=")
-        if not eq:
-            raise src.error(number, f"expected Key=Value, found {token!r}")
+    for pair in record.pairs:
+        key, value = pair.key, pair.value
         if key.lower() in _NOT_IMPORTED:
             raise src.error(number, _NOT_IMPORTED[key.lower()])
+        if pair.op:
+            raise src.error(number, f"{key}{pair.op}= is not read here: give the whole value with {key}=")
         allowed = list(_CONF_LINES) if not kind else _CONF_LINES[kind]
         canon = next((k for k in allowed if k.lower() == key.lower()), None)  # keys are case-insensitive
         if canon is None and not kind:
@@ -300,7 +286,9 @@ def _conf_pairs(src: _Source, number: int, line: str) -> tuple[str, dict[str, st
         if canon in pairs:
             raise src.error(number, f"{canon} is given twice")
         kind = kind or canon
-        pairs[canon] = value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else value
+        pairs[canon] = value
+    if record.leftover:  # Slurm: "Parse error in file ... line N"
+        raise src.error(number, f"expected Key=Value, found {record.leftover.split()[0]!r}")
     return kind, pairs
 
 
@@ -331,8 +319,9 @@ def import_topology_conf(path: str | Path) -> ImportedFabric:
     switches: list[_Switch] = []
     blocks: list[ImportedBlock] = []
     sizes_line = 0
-    for number, line in _conf_lines(src.text()):
-        kind, pairs = _conf_pairs(src, number, line)
+    for record in slurmconf.parse(src.text(), src.file):
+        number = record.line
+        kind, pairs = _conf_pairs(src, record)
         # topology.conf is read by one plugin, whose parser knows only its own keys
         if (kind == "SwitchName" and (blocks or sizes_line)) or (kind != "SwitchName" and switches):
             raise src.error(number, f"{kind} in a file that also has "

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
+from .. import providers, schedulers
 from . import slurmtime
 
 API_VERSION = "orchgen/v1alpha1"
@@ -305,14 +306,15 @@ class SlurmHosts(_Model):
                                     "default: controllers[0]")
 
 
-PROVIDERS = ("generic", "eks", "gke", "aks", "oke")
+PROVIDERS = providers.NAMES  # the provider table (generator/providers.py)
+GANG_SCHEDULERS = ("auto", *schedulers.SCHEDULERS)  # the gang-scheduler registry (generator/schedulers.py)
 DISTRIBUTIONS = ("upstream", "k3s", "rke2")
 
 
 class FleetSpec(_Model):
     bare_metal: bool = False
     edge_or_dev: bool = False
-    provider: Literal["generic", "eks", "gke", "aks", "oke"] = Field(
+    provider: Literal[PROVIDERS] = Field(  # type: ignore[valid-type]
         default="generic", description="where the Kubernetes nodes run; bare_metal: true implies generic")
     kubernetes_distribution: Literal["upstream", "k3s", "rke2"] = Field(
         default="upstream", description="the Kubernetes plane's distribution (an edge/dev plane is always k3s); "
@@ -406,7 +408,7 @@ class SlurmOptions(_Model):
 
 
 class Options(_Model):
-    gang_scheduler: Literal["auto", "kueue", "volcano", "kai"] = "auto"
+    gang_scheduler: Literal[GANG_SCHEDULERS] = "auto"  # type: ignore[valid-type]
     slurm_on_kubernetes: Literal["auto", "slinky", "soperator", "none"] = "auto"
     split: Literal["auto", "leaf", "node"] = Field(
         default="auto",

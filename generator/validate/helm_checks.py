@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import catalog
+from ..contract import HELM_DIR as HELM, RELEASE_KEYS, RELEASES_FILE as RELEASES
 from .bundle_view import Bundle, Doc, Finding, error, split_message, as_list
-
-HELM = "kubernetes/helm"
-RELEASES = f"{HELM}/releases.yaml"
 
 
 def load_releases(bundle: Bundle) -> tuple[list[dict[str, Any]], Doc | None]:
@@ -28,8 +26,7 @@ def load_releases(bundle: Bundle) -> tuple[list[dict[str, Any]], Doc | None]:
     return [r for r in doc.data["releases"] if isinstance(r, dict)], doc
 
 
-REQUIRED = {"name": str, "namespace": str, "repo": str, "chart": str, "version": str, "values": str,
-            "crds": list, "dependsOn": list}
+REQUIRED = RELEASE_KEYS  # the bundle contract (generator/contract.py)
 
 
 def check_releases(bundle: Bundle) -> Iterator[Finding]:

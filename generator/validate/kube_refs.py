@@ -14,13 +14,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+from ..schedulers import KAI_QUEUE_LABEL as KAI_LABEL, KUEUE_QUEUE_LABEL as KUEUE_LABEL
+from ..schedulers import RAY_VOLCANO_QUEUE_LABEL as VOLCANO_LABEL, VOLCANO_QUEUE_ANNOTATION as VOLCANO_ANNOTATION
 from .bundle_view import Bundle, Doc, Finding, NodeLabels, error, as_list
 from .kube_checks import group_of
 
-KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-VOLCANO_LABEL = "volcano.sh/queue-name"
-VOLCANO_ANNOTATION = "scheduling.volcano.sh/queue-name"
-KAI_LABEL = "kai.scheduler/queue"
+# the queue labels and annotations: the gang-scheduler registry's (generator/schedulers.py)
 VOLCANO_BUILTIN_QUEUES = {"default", "root"}  # Volcano creates these itself
 SCRIPT = "kubernetes/node-labels.sh"
 

@@ -11,10 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spec import hostlist
+from ..spec import hostlist, slurmconf
 from .bundle_view import Doc, Finding, error
 
-_PAIR = re.compile(r'([^\s=]+)=("[^"]*"|\S*)')
 _SUFFIX = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
 
 
@@ -28,18 +27,18 @@ class Line:
 
 
 def parse_lines(path: str, text: str, problems: list[Finding]) -> list[Line]:
-    """`key=value ...` lines; comments (`#`, not `\\#`) and blank lines dropped."""
+    """`key=value ...` records as Slurm reads them (spec/slurmconf.py, after parse_config.c:
+    continuation lines joined, `#` comments cut but not `\\#`, escapes removed)."""
     out = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        body = re.split(r"(?<!\\)#", raw, maxsplit=1)[0].strip()
-        if not body:
+    for record in slurmconf.parse(text, path):
+        if record.kind == "include":
+            problems.append(error(path, record.line, f"Include {record.get('Include')}: not followed; orchgen "
+                                  "writes each setting into the bundle's own file, where validate checks it"))
             continue
-        pairs = _PAIR.findall(body)
-        rest = _PAIR.sub("", body).strip()
-        if rest or not pairs:
-            problems.append(error(path, number, f"not a key=value line: {body[:80]!r}"))
+        if record.leftover or not record.pairs:
+            problems.append(error(path, record.line, f"not a key=value line: {record.text.strip()[:80]!r}"))
             continue
-        out.append(Line(number, {k.lower(): v.strip('"') for k, v in pairs}))
+        out.append(Line(record.line, record.params()))
     return out
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...catalog import CATALOG
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
@@ -157,24 +158,22 @@ def root_application(plan: Plan) -> dict[str, Any]:
     }
 
 
-# Releases Argo CD cannot install, with the reason. KAI v0.13.0's chart creates its Config
-# (kai.scheduler/v1) as a `pre-install,pre-upgrade` Helm hook (templates/kai-config.yaml); Argo CD
-# runs Helm pre-install hooks as PreSync, before the Sync phase that applies the chart's crds/, so
-# the first sync fails on a kind the cluster does not know yet. The GitOps mode of later KAI
-# releases (kaiConfigDeployer.enabled=false, kaiConfig.render=true) does not exist in v0.13.0's
-# values. Helm itself (Pulumi, Flux) installs crds/ before any hook, so only Argo CD is refused.
-UNSUPPORTED = {
-    "kai-scheduler": "KAI Scheduler's chart creates its Config in a pre-install Helm hook, which Argo CD "
-                     "runs as PreSync before the chart's CRDs exist, so the first sync fails; use "
-                     "options.gitops flux or kustomize (Pulumi installs the releases), or "
-                     "options.gang_scheduler kueue or volcano",
-}
+# Releases Argo CD cannot install, with the reason: each chart's record says so (catalog.py,
+# `gitops_unsupported`, where KAI's pre-install hook is explained).
+UNSUPPORTED = {c.component: why for c in CATALOG.values() if (why := c.unsupported_by("argocd"))}
+
+
+def unsupported(component: str) -> str | None:
+    """Why Argo CD cannot install a release of `component`, read from its chart record now."""
+    chart = CATALOG.get(component)
+    return chart.unsupported_by("argocd") if chart else None
 
 
 def render(plan: Plan, releases: list[Release]) -> dict[str, bytes]:
     for rel in releases:
-        if rel.name in UNSUPPORTED:
-            raise OrchgenError(f"gitops argocd cannot install {rel.name} {rel.version}: {UNSUPPORTED[rel.name]}",
+        why = unsupported(rel.name)
+        if why:
+            raise OrchgenError(f"gitops argocd cannot install {rel.name} {rel.version}: {why}",
                                field="options.gitops")
     if any(rel.name == MANIFESTS for rel in releases):  # its Application would be overwritten
         raise OrchgenError(f"a release named {MANIFESTS!r} collides with the manifests Application",

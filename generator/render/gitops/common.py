@@ -11,15 +11,11 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 
-HELM_DIR = "kubernetes/helm"
-MANIFESTS_DIR = "kubernetes/manifests"
-RELEASES_FILE = f"{HELM_DIR}/releases.yaml"
+from ...contract import HELM_DIR, MANIFESTS_DIR, RELEASE_KEYS, RELEASES_FILE  # the bundle contract
 MANIFESTS_KUSTOMIZATION = "kubernetes/kustomization.yaml"
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 MODES = ("kustomize", "argocd", "flux")
-# The keys of a releases.yaml entry (the bundle contract) and their types.
-CONTRACT = {"name": str, "namespace": str, "repo": str, "chart": str, "version": str, "values": str,
-            "crds": list, "dependsOn": list}
+CONTRACT = RELEASE_KEYS  # the keys of a releases.yaml entry and their types
 
 
 @dataclass(frozen=True)

@@ -13,19 +13,18 @@ from typing import Any
 from ...spec import fabric
 from ...decide import sizing
 from ...decide.plan import PodShape, Plan, PoolSlice, Tenant, WorkloadDecision
+# The queue labels, annotations and scheduler names live in the gang-scheduler registry
+# (generator/schedulers.py); re-exported here for the renderers.
+from ...schedulers import (KAI_QUEUE_LABEL, KAI_SCHEDULER, KUEUE_DEFAULT_LOCAL_QUEUE,  # noqa: F401
+                           KUEUE_QUEUE_LABEL, RAY_SCHEDULER_LABEL, RAY_VOLCANO_QUEUE_LABEL,
+                           VOLCANO_QUEUE_ANNOTATION, VOLCANO_SCHEDULER)
 
 MANAGED = {"app.kubernetes.io/managed-by": "orchgen"}
 GPU = "nvidia.com/gpu"
 
 # Queue wiring, per scheduler (label and annotation names checked against upstream sources).
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# (the queue labels, annotations and scheduler names: the gang-scheduler registry, imported above)
 KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
-VOLCANO_SCHEDULER = "volcano"
-VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # plain pods / Deployments / Jobs
-RAY_SCHEDULER_LABEL = "ray.io/scheduler-name"  # KubeRay: RayCluster -> scheduler plugin
-RAY_VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"  # KubeRay copies it into Volcano's PodGroup
-KAI_SCHEDULER = "kai-scheduler"
-KAI_QUEUE_LABEL = "kai.scheduler/queue"  # the chart's global.queueLabelKey default
 KAI_PODGROUP_ANNOTATION = "pod-group-name"  # KAI's PodGroupAnnotationForPod
 
 # Tenancy: every tenant namespace carries these labels; schedulers and admission policies select
@@ -35,7 +34,7 @@ QUEUE_LABEL = "orchgen.io/queue"
 # Kueue's default LocalQueue (LocalQueueDefaulting, stable since 0.17 and without a feature gate
 # at 0.19: site/content/en/docs/tasks/manage/enforce_job_management/setup_default_local_queue.md):
 # a workload without a queue-name label in a namespace that has a LocalQueue of this name joins it.
-KUEUE_DEFAULT_LOCAL_QUEUE = "default"
+# (KUEUE_DEFAULT_LOCAL_QUEUE = "default", in generator/schedulers.py)
 
 # Slurm nodes that Kubernetes also runs (Slinky) carry this taint so that only slurmd pods land there.
 SLURM_TAINT = {"key": fabric.LABEL_PLANE, "value": "slurm", "effect": "NoSchedule"}

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ... import schedulers
 from ...decide.plan import Plan
-from .common import (KAI_QUEUE_LABEL, KAI_SCHEDULER, KUEUE_DEFAULT_LOCAL_QUEUE, KUEUE_QUEUE_LABEL,
-                     RAY_SCHEDULER_LABEL, RAY_VOLCANO_QUEUE_LABEL, VOLCANO_SCHEDULER, queue_of, queues_enabled)
+from .common import queue_of, queues_enabled
 
 
 @dataclass(frozen=True)
@@ -36,11 +36,20 @@ def for_pods(plan: Plan, tenant: str) -> Wiring:
     if not queues_enabled(plan):
         return Wiring()
     q = queue_of(tenant)
-    if plan.gang_scheduler in ("kueue", "volcano"):
+    s = scheduler(plan)
+    if s.pod_wiring == "namespace":
         return Wiring()  # the tenant namespace wires them (module docstring)
-    if plan.gang_scheduler == "kai":
-        return Wiring(labels={KAI_QUEUE_LABEL: q}, pod_labels={KAI_QUEUE_LABEL: q}, scheduler_name=KAI_SCHEDULER)
-    raise ValueError(f"unknown gang scheduler {plan.gang_scheduler!r}")
+    assert s.pod_queue_label, s.name
+    return Wiring(labels={s.pod_queue_label: q}, pod_labels={s.pod_queue_label: q},
+                  scheduler_name=s.pod_scheduler_name)
+
+
+def scheduler(plan: Plan) -> schedulers.GangScheduler:
+    """The plan's gang scheduler's record (only called where queues are enabled)."""
+    s = schedulers.get(plan.gang_scheduler)
+    if s is None:
+        raise ValueError("no gang scheduler in this plan")
+    return s
 
 
 def for_raycluster(plan: Plan, tenant: str) -> dict[str, str]:
@@ -49,12 +58,7 @@ def for_raycluster(plan: Plan, tenant: str) -> dict[str, str]:
     for KAI, KAI's pod grouper groups all the cluster's pods into one gang."""
     if not queues_enabled(plan):
         return {}
-    q = queue_of(tenant)
-    return {
-        "kueue": {KUEUE_QUEUE_LABEL: KUEUE_DEFAULT_LOCAL_QUEUE},
-        "volcano": {RAY_SCHEDULER_LABEL: VOLCANO_SCHEDULER, RAY_VOLCANO_QUEUE_LABEL: q},
-        "kai": {KAI_QUEUE_LABEL: q},
-    }[plan.gang_scheduler or ""]
+    return scheduler(plan).raycluster(queue_of(tenant))
 
 
 def apply(template: dict[str, Any], wiring: Wiring) -> dict[str, Any]:

@@ -27,12 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...catalog import CATALOG
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
 from . import cert_manager, gpu_operator, kai, kueue, network_operator, ray, volcano
 
-HELM_DIR = "kubernetes/helm"
+from ...contract import HELM_DIR, RELEASES_FILE
 
 # One values builder per chart, each in the chart's own module (a new chart is one module + one line).
 VALUES: dict[str, Callable[[Plan], dict[str, Any]]] = {
@@ -50,48 +51,11 @@ VALUES: dict[str, Callable[[Plan], dict[str, Any]]] = {
 
 ValuesBuilder = Callable[[Plan], dict[str, Any]]
 
-# API groups of the CRDs each chart installs (at the catalog's pinned versions). gpu-operator's
-# include its node-feature-discovery subchart's (nfd.enabled stays true); volcano's include groups
-# whose CRDs it ships but this bundle does not use (bus, config, flow, nodeinfo, shard).
-CRD_GROUPS: dict[str, tuple[str, ...]] = {
-    "cert-manager": ("acme.cert-manager.io", "cert-manager.io"),
-    "gpu-operator": ("nfd.k8s-sigs.io", "nvidia.com", "resource.nvidia.com"),
-    # the chart's crds/ (NicClusterPolicy and friends, Multus' NetworkAttachmentDefinition); the
-    # nv-ipam IPPool CRD comes from the operator itself once the NicClusterPolicy deploys nv-ipam,
-    # so an IPPool waits for this release too
-    "network-operator": ("k8s.cni.cncf.io", "mellanox.com", "nv-ipam.nvidia.com"),
-    "kueue": ("kueue.x-k8s.io",),
-    "volcano": ("batch.volcano.sh", "bus.volcano.sh", "config.volcano.sh", "flow.volcano.sh",
-                "nodeinfo.volcano.sh", "scheduling.volcano.sh", "shard.volcano.sh",
-                "topology.volcano.sh"),
-    "kai-scheduler": ("kai.scheduler", "scheduling.run.ai"),
-    "kuberay-operator": ("ray.io",),
-    "slurm-operator-crds": ("slinky.slurm.net",),
-    "soperator": ("slurm.nebius.ai",),
-}
-
-# Charts whose CRDs sit in templates/ (not crds/) with no values key for `helm.sh/resource-policy:
-# keep` at the pinned version, so a `helm uninstall` deletes them: kueue 0.19.2
-# (charts/kueue/templates/crd/), volcano 1.15.1 (templates/*_v1*.yaml load crd/bases/ through
-# tpl), slurm-operator-crds 1.2.1 (templates/; its values.yaml is empty). cert-manager's have
-# crds.keep; gpu-operator's, KAI's, KubeRay's and Soperator's are in crds/, which Helm never
-# deletes. The delivery paths never uninstall a CRD owner (README, "Nothing deleted by accident").
-CRDS_IN_TEMPLATES = ("kueue", "volcano", "slurm-operator-crds")
-
-# Releases that must be running before another installs. Only names present in the plan count.
-_DEPENDS_ON: dict[str, tuple[str, ...]] = {
-    # its NFD labels (pci-15b3.present) come from the GPU Operator's NFD (nfd.enabled: false here)
-    "network-operator": ("gpu-operator",),
-    # KubeRay's Volcano integration owns PodGroups: the operator does not start without their CRD.
-    # KAI's integration only labels pods, but a RayCluster before KAI's webhooks would go unqueued.
-    "kuberay-operator": ("volcano", "kai-scheduler"),
-    # Slinky's webhook certificates come from cert-manager; its CRDs are their own release.
-    "slurm-operator": ("slurm-operator-crds", "cert-manager"),
-    # slurmd pods request nvidia.com/gpu: the device plugin must be there before NodeSets scale up.
-    "slurm": ("slurm-operator", "gpu-operator"),
-    "soperator": ("cert-manager",),  # certManager.enabled defaults to true in its chart
-    "soperator-slurm-cluster": ("soperator", "gpu-operator"),
-}
+# Read from the chart registry (generator/catalog.py), which holds each chart's CRD groups,
+# whether its CRDs sit in templates/, and the releases it waits for; kept here under their old
+# names for the README and the tests.
+CRD_GROUPS: dict[str, tuple[str, ...]] = {c.component: c.crd_groups for c in CATALOG.values() if c.crd_groups}
+CRDS_IN_TEMPLATES = tuple(c.component for c in CATALOG.values() if c.crds_in_templates)
 
 
 # The API group of ServiceMonitor / PodMonitor. No chart in the catalog installs it (the
@@ -113,8 +77,8 @@ def _release(plan: Plan, component: str) -> dict[str, Any]:
         "chart": chart.chart,
         "version": chart.version,
         "values": f"{component}.values.yaml",
-        "crds": list(CRD_GROUPS.get(component, ())) if chart.installs_crds else [],
-        "dependsOn": [d for d in _DEPENDS_ON.get(component, ()) if d in plan.charts],
+        "crds": list(chart.crd_groups),
+        "dependsOn": [d for d in chart.depends_on if d in plan.charts],
     }
 
 
@@ -152,5 +116,5 @@ def render(plan: Plan, extra: Mapping[str, ValuesBuilder] | None = None) -> dict
             raise OrchgenError(f"Helm release {rel['name']} depends on {', '.join(missing)}, "
                                "which has no values builder")
     files = {f"{HELM_DIR}/{r['values']}": dump_yaml(builders[r["name"]](plan)) for r in rels}
-    files[f"{HELM_DIR}/releases.yaml"] = dump_yaml({"releases": rels})
+    files[RELEASES_FILE] = dump_yaml({"releases": rels})
     return files

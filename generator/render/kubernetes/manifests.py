@@ -18,10 +18,14 @@ from typing import Any
 
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
-from . import gpu_operator, kai, kueue, labels, network_operator, ray, tenancy, volcano, workloads
+from ... import schedulers
+from ...contract import MANIFESTS_DIR, WORKLOADS_DIR
+from . import gang, gpu_operator, kai, kueue, labels, network_operator, ray, tenancy, volcano, workloads
 from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
-SCHEDULERS = {"kueue": kueue, "volcano": volcano, "kai": kai}
+# Each gang scheduler's module (its record in generator/schedulers.py names it): objects(plan)
+# writes its queues, topology(plan) its topology objects.
+MODULES = {m.__name__.rsplit(".", 1)[-1]: m for m in (kueue, volcano, kai)}
 
 
 def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
@@ -29,7 +33,7 @@ def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     files = {"00-namespaces.yaml": tenancy.namespaces(plan), "05-gpu-operator.yaml": gpu_operator.objects(plan),
              "10-quotas.yaml": tenancy.quotas(plan)}
     if queues_enabled(plan):
-        module = SCHEDULERS[plan.gang_scheduler or ""]
+        module = MODULES[gang.scheduler(plan).module]
         files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan) + tenancy.queue_policy(plan)
         files["30-topology.yaml"] = module.topology(plan)
     files["35-network.yaml"] = network_operator.objects(plan)
@@ -43,9 +47,10 @@ def starter_files(plan: Plan) -> dict[str, list[dict[str, Any]]]:
 
 def readme(plan: Plan) -> dict[str, Any]:
     """What the README's Kubernetes section says about object names: the content-named ones."""
-    topology = topology_name(plan) if has_topology(plan) and plan.gang_scheduler in ("kueue", "kai") else None
-    flavors = ({s.pool: kueue.flavor_name(plan, s.pool) for s in slices(plan)}
-               if queues_enabled(plan) and plan.gang_scheduler == "kueue" else {})
+    s = schedulers.get(plan.gang_scheduler)
+    topology = topology_name(plan) if has_topology(plan) and s and s.topology_object else None
+    flavors = ({sl.pool: kueue.flavor_name(plan, sl.pool) for sl in slices(plan)}
+               if queues_enabled(plan) and s and s.flavors else {})
     policy = tenancy.policy_name(plan) if tenancy.queue_policy(plan) else None
     return {"topology": topology, "flavors": flavors, "policy": policy}
 
@@ -53,7 +58,7 @@ def readme(plan: Plan) -> dict[str, Any]:
 def render(plan: Plan) -> dict[str, bytes]:
     if plan.kube_plane is None:
         return {}
-    out = {f"kubernetes/manifests/{name}": dump_yaml_all(objs) for name, objs in manifests(plan).items()}
-    out.update({f"kubernetes/workloads/{name}": dump_yaml_all(objs) for name, objs in starter_files(plan).items()})
+    out = {f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manifests(plan).items()}
+    out.update({f"{WORKLOADS_DIR}/{name}": dump_yaml_all(objs) for name, objs in starter_files(plan).items()})
     out["kubernetes/node-labels.sh"] = labels.render_script(plan).encode()
     return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import schedulers
 from ...decide import sizing
 from ...decide.plan import Plan, WorkloadDecision
 from . import fabric_wiring, gang
@@ -35,11 +36,13 @@ def topology_wiring(plan: Plan, w: WorkloadDecision | None = None
     gang prefer one leaf switch (or the provider's narrowest shared level) under the plan's
     scheduler; empty without a topology, or on a pool whose nodes do not carry its levels."""
     on_topology = pool_has_topology(plan, w.pool) if w is not None else has_topology(plan)
-    if plan.gang_scheduler == "kai" and on_topology:
+    s = schedulers.get(plan.gang_scheduler)
+    how = s.topology_wiring if s else None
+    if how == "raycluster-annotations" and on_topology:
         return {}, {KAI_TOPOLOGY: topology_name(plan), KAI_PREFERRED_PLACEMENT: preferred_level(plan)}, {}
-    if plan.gang_scheduler == "kueue" and on_topology:
+    if how == "podset-annotation" and on_topology:
         return {}, {}, {KUEUE_PREFERRED_TOPOLOGY: preferred_level(plan)}
-    if plan.gang_scheduler == "volcano" and topology_levels(plan):
+    if how == "network-topology" and topology_levels(plan):
         # HyperNodes exist (listed on bare metal, discovered by label on a cloud)
         return {VOLCANO_NETWORK_TOPOLOGY_MODE: "soft"}, {}, {}  # prefer the fewest HyperNode tiers
     return {}, {}, {}
@@ -109,11 +112,10 @@ def ray_planned(plan: Plan) -> bool:
 
 # --- the kuberay-operator release's values ---------------------------------------------------
 
-# KubeRay 1.7's accepted batchScheduler.name strings. Kueue needs none: its queue label does it.
-KUBERAY_SCHEDULER = {"volcano": "volcano", "kai": "kai-scheduler"}
-
-
 def values(plan: Plan) -> dict[str, Any]:
-    name = KUBERAY_SCHEDULER.get(plan.gang_scheduler or "")
+    # KubeRay 1.7's accepted batchScheduler.name strings, in each scheduler's record (Kueue needs
+    # none: its queue label does it)
+    s = schedulers.get(plan.gang_scheduler)
+    name = s.kuberay_batch_scheduler if s else None
     # Never batchScheduler.enabled: deprecated (means volcano) and an error together with `name`.
     return {"batchScheduler": {"name": name}} if name else {}

@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ...contract import MANIFESTS_DIR
 from ...spec import fabric
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
@@ -39,7 +40,7 @@ from .slinky import conf_lines, gpu_resource, node_settings
 from ..slurm import slurm_config
 from ..slurm.model import Partition, SlurmModel, model
 
-NODESETS_FILE = "kubernetes/manifests/50-soperator-nodesets.yaml"
+NODESETS_FILE = f"{MANIFESTS_DIR}/50-soperator-nodesets.yaml"
 API_VERSION = "slurm.nebius.ai/v1alpha1"
 SLURM_OF_IMAGES = "25.11.3"  # the helm-nodesets 4.1.7 image tags: 4.1.7-slurm25.11.3
 IMAGE_REGISTRY = "cr.eu-north1.nebius.cloud/soperator"

@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...decide.plan import Plan
-from .common import (KAI_QUEUE_LABEL, KAI_SCHEDULER, QUEUE_LABEL, TENANT_LABEL, VOLCANO_QUEUE_ANNOTATION,
+from . import gang
+from .common import (KAI_QUEUE_LABEL, KAI_SCHEDULER, QUEUE_LABEL, TENANT_LABEL,
                      meta, namespace_of, queue_of, queues_enabled, resource_quota_gpus, tenant_namespaces)
 
 # What each GitOps tool reads on an object to never prune it: Argo CD's resource sync option
@@ -38,8 +39,9 @@ def namespace(plan: Plan, tenant: str) -> dict[str, Any]:
     annotations = dict(NO_PRUNE)
     if queues_enabled(plan):
         labels[QUEUE_LABEL] = queue_of(tenant)
-        if plan.gang_scheduler == "volcano":
-            annotations[VOLCANO_QUEUE_ANNOTATION] = queue_of(tenant)
+        annotation = gang.scheduler(plan).namespace_queue_annotation
+        if annotation:
+            annotations[annotation] = queue_of(tenant)
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": meta(namespace_of(tenant), labels=labels, annotations=annotations)}
 
@@ -61,7 +63,8 @@ def _rule(group: str, resource: str, operations: list[str]) -> dict[str, Any]:
 def _policy_rules(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(resourceRules, validations) of the policy for the plan's scheduler ([], [] for Kueue,
     whose LocalQueues are namespaced: a tenant cannot name another tenant's queue)."""
-    if plan.gang_scheduler == "kai":
+    admission = gang.scheduler(plan).admission if queues_enabled(plan) else ""
+    if admission == "pods-and-podgroups":
         rules = [_rule("", "pods", ["CREATE"]), _rule("scheduling.run.ai", "podgroups", ["CREATE", "UPDATE"])]
         validations = [
             {"expression": f"object.kind != 'Pod' || object.spec.schedulerName == '{KAI_SCHEDULER}'",
@@ -79,7 +82,7 @@ def _policy_rules(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, str]
              "reason": "Forbidden"},
         ]
         return rules, validations
-    if plan.gang_scheduler == "volcano":
+    if admission == "podgroups":
         # after Volcano's /podgroups/mutate webhook has put a `default` PodGroup in the namespace's
         # queue (validating admission runs after every mutating webhook)
         rules = [_rule("scheduling.volcano.sh", "podgroups", ["CREATE", "UPDATE"])]

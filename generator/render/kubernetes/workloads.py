@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import schedulers
 from ...decide.plan import Plan, WorkloadDecision
 from . import fabric_wiring, gang, ray
 from .common import (KAI_PODGROUP_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY, TRAIN_IMAGE, PodShape,
@@ -81,7 +82,8 @@ def _tas_annotations(plan: Plan, w: WorkloadDecision, sh: PodShape) -> dict[str,
     """Kueue topology-aware scheduling: keep a gang on one leaf switch (or the provider's narrowest
     shared level) when it fits (preferred). Only on a pool whose flavor has the topology: Kueue
     cannot admit a TAS workload to a flavor without one."""
-    if plan.gang_scheduler == "kueue" and pool_has_topology(plan, w.pool) and sh.pods > 1:
+    s = schedulers.get(plan.gang_scheduler)
+    if s and s.topology_wiring == "podset-annotation" and pool_has_topology(plan, w.pool) and sh.pods > 1:
         return {KUEUE_PREFERRED_TOPOLOGY: preferred_level(plan)}
     return {}
 
@@ -177,11 +179,9 @@ def rayjob(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
     spec: dict[str, Any] = {"clusterSelector": {"ray.io/cluster": ray.cluster_name(w)},
                             "entrypoint": "python -c \"import ray; ray.init(); print(ray.cluster_resources())\"",
                             "shutdownAfterJobFinishes": False}
-    if plan.gang_scheduler == "kai":
-        # KubeRay 1.7's KAI plugin refuses every RayJob in K8sJobMode, the default (batchscheduler/
-        # kai-scheduler/kai_scheduler.go, DoBatchSchedulingOnSubmission); HTTPMode submits through
-        # the cluster's dashboard with no submitter pod, and works with clusterSelector.
-        spec["submissionMode"] = "HTTPMode"
+    s = schedulers.get(plan.gang_scheduler)
+    if s and s.rayjob_submission_mode:  # KAI: HTTPMode (its record says why)
+        spec["submissionMode"] = s.rayjob_submission_mode
     return [{"apiVersion": "ray.io/v1", "kind": "RayJob",
              # KubeRay rejects RayJob names that are no DNS-1035 label of at most 47 characters
              "metadata": meta(f"{dns1035(w.name, 43)}-job", namespace_of(w.tenant)), "spec": spec}]
@@ -192,8 +192,9 @@ def starter(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
         return rayjob(plan, w)
     if w.workload_class == "service":
         return deployment(plan, w)
-    if plan.gang_scheduler == "volcano":
+    how = s.starter if (s := schedulers.get(plan.gang_scheduler)) else "indexed-job"
+    if how == "volcano-job":
         return volcano_job(plan, w)
-    if plan.gang_scheduler == "kai" and w.gang_scheduler_required:
+    if how == "podgroup" and w.gang_scheduler_required:
         return kai_gang(plan, w)
     return indexed_job(plan, w)

@@ -1,0 +1,80 @@
+"""The bundle contract: the paths of a bundle, the releases.yaml entry, and plan.json's JSON Schema.
+
+Tools, tests and GitOps repositories rely on these; render (helm.py, gitops/), validate
+(helm_checks.py, kube_checks.py) and the tests read them from here. The Pulumi program
+(stacks/__main__.py) ships inside the bundle and runs without orchgen installed, so it keeps a
+copy of RELEASE_KEYS; tests/test_registries.py holds the copy equal to this one.
+`orchgen schema --plan` prints PLAN_SCHEMA.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+PLAN_FILE = "plan.json"
+README_FILE = "README.md"
+SLURM_DIR = "slurm"
+KUBE_DIR = "kubernetes"
+HELM_DIR = f"{KUBE_DIR}/helm"
+MANIFESTS_DIR = f"{KUBE_DIR}/manifests"
+WORKLOADS_DIR = f"{KUBE_DIR}/workloads"
+RELEASES_FILE = f"{HELM_DIR}/releases.yaml"
+PULUMI_DIR = "pulumi"
+GITOPS_DIR = "gitops"
+
+# One entry of releases.yaml: key -> type. Install order is the file's order; `crds` are the API
+# groups whose CRDs the release installs (custom resources of those groups wait for it);
+# `dependsOn` names only earlier releases; `values` is a file beside releases.yaml.
+RELEASE_KEYS: dict[str, type] = {"name": str, "namespace": str, "repo": str, "chart": str, "version": str,
+                                 "values": str, "crds": list, "dependsOn": list}
+
+
+def values_path(values_file: str) -> str:
+    """Where a release's values file sits in the bundle."""
+    return f"{HELM_DIR}/{values_file}"
+
+
+_STR = {"type": "string"}
+_STRS = {"type": "array", "items": _STR}
+_INT = {"type": "integer", "minimum": 0}
+_OPT_STR = {"type": ["string", "null"]}
+
+
+def _obj(required: dict[str, Any], optional: dict[str, Any] | None = None, closed: bool = True) -> dict[str, Any]:
+    return {"type": "object", "required": sorted(required), "properties": {**required, **(optional or {})},
+            **({"additionalProperties": False} if closed else {})}
+
+
+_PLANE = _obj({"host": _STR, "operator": _OPT_STR, "nodes": _STRS, "node_count": _INT, "gpus": _INT,
+               "pools": {"type": "array", "items": {"type": "object"}}, "workloads": _STRS, "addons": _STRS,
+               "reasons": _STRS}, closed=False)
+
+PLAN_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://orchgen.invalid/schemas/plan.json",
+    "title": "orchgen plan.json: the decision, pools and reasons of a bundle",
+    **_obj({
+        "apiVersion": {"const": "orchgen/v1alpha1"},
+        "kind": {"const": "Plan"},
+        "name": _STR,
+        "source": _STR,
+        "hybrid": {"enum": [None, "partitioned", "slurm-on-kubernetes"]},
+        "gang_scheduler": _OPT_STR,
+        "gitops": {"enum": ["none", "kustomize", "argocd", "flux"]},
+        "gitops_repo": _OPT_STR,
+        "versions": _obj({"slurm": _STR, "kubernetes": _STR,
+                          "charts": {"type": "object", "additionalProperties": _STR}}),
+        "reasons": _STRS,
+        "platform": _obj({"provider": _STR, "distribution": _STR, "gpu_stack": _STR}, closed=False),
+        "planes": {"type": "object", "propertyNames": {"enum": ["slurm", "kubernetes", "k3s"]},
+                   "additionalProperties": _PLANE},
+        "split": _obj({"mode": _STR, "pools": {"type": "array"}, "shared_leaves": {"type": "array"}}, closed=False),
+        "fabric": _obj({"kind": _STR, "source": _STR, "leaves": {"type": "array"}, "spines": {"type": "array"},
+                        "nvlink_domains": {"type": "array"}}, closed=False),
+        "tenants": {"type": "array", "items": _obj(
+            {"name": _STR, "share": _INT, "implicit": {"type": "boolean"}, "quotas": {"type": "object"}},
+            {"users": _STRS, "unix_group": _STR, "max_gpus": _INT})},
+        "workloads": {"type": "array", "items": _obj(
+            {"name": _STR, "primary": _STR, "plane": _STR, "class": _STR, "tenant": _STR, "pool": _STR,
+             "gpus": _INT, "reasons": _STRS}, closed=False)},
+    }, {"warnings": _STRS}),
+}

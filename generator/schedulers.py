@@ -1,0 +1,113 @@
+"""The gang-scheduler registry: one record per scheduler a Kubernetes plane may run.
+
+A record says how a workload is wired to its tenant's queue, which objects its module writes,
+its webhooks, its chart and its README part. The planner and the renderers read these fields;
+nothing outside this module compares a scheduler's name. The objects themselves (queues,
+topologies, flavors) are written by the scheduler's module under render/kubernetes/ (`module`),
+whose `objects(plan)` and `topology(plan)` render/kubernetes/manifests.py calls.
+
+Adding a scheduler: one record here, one module under render/kubernetes/ (registered in
+manifests.MODULES), its chart in catalog.py (`needed_when=("gang:<name>",)`), and the name in
+spec/models.py's `options.gang_scheduler`. See CONTRIBUTING.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+QUEUE = "{queue}"  # stands for the tenant's queue name in a label or annotation value
+
+
+@dataclass(frozen=True)
+class GangScheduler:
+    name: str  # options.gang_scheduler and plan.json's gang_scheduler
+    title: str
+    chart: str  # its component in catalog.py
+    module: str  # its module under render/kubernetes/
+    auto: bool  # what `gang_scheduler: auto` picks when gangs or tenants need one
+    # How pods, Jobs and Deployments reach the queue: "namespace" (the tenant namespace's label or
+    # annotation and the scheduler's own webhook do it) or "pod" (each pod carries the labels and
+    # schedulerName below)
+    pod_wiring: str
+    pod_queue_label: str | None  # the pod label naming the queue ("pod" wiring)
+    pod_scheduler_name: str | None  # pod spec schedulerName ("pod" wiring)
+    namespace_queue_annotation: str | None  # the tenant namespace's annotation naming its queue
+    raycluster_labels: tuple[tuple[str, str], ...]  # RayCluster labels; QUEUE is the tenant's queue
+    kuberay_batch_scheduler: str | None  # kuberay-operator's batchScheduler.name (KubeRay 1.7)
+    # How a gang prefers one leaf switch: "podset-annotation" (Kueue TAS on the pod template),
+    # "raycluster-annotations" (KAI topology on the RayCluster), "network-topology" (Volcano
+    # HyperNodes, networkTopology mode on the RayCluster/Job), or None
+    topology_wiring: str | None
+    topology_object: bool  # its module writes a Topology object the README names
+    flavors: bool  # its module writes ResourceFlavors the README names (Kueue)
+    # The starter Job for a multi-pod workload: "indexed-job" (a batch/v1 Indexed Job),
+    # "volcano-job" (batch.volcano.sh Job), "podgroup" (a KAI PodGroup with its pods, when the
+    # workload needs a gang; an Indexed Job otherwise)
+    starter: str
+    rayjob_submission_mode: str | None  # RayJob spec.submissionMode it needs (None: KubeRay's default)
+    # What the tenant admission policy checks ("" none: the queue is namespaced, a tenant cannot
+    # name another's): "pods-and-podgroups" (schedulerName, queue label, PodGroup queue),
+    # "podgroups" (the PodGroup's queue, after the scheduler's mutating webhook)
+    admission: str
+    webhooks: tuple[str, ...]  # what its admission webhooks do to a tenant's objects (README, docs)
+    readme_part: str  # the README part that describes it (wired by the README split)
+
+    def raycluster(self, queue: str) -> dict[str, str]:
+        return {k: v.replace(QUEUE, queue) for k, v in self.raycluster_labels}
+
+
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_DEFAULT_LOCAL_QUEUE = "default"
+VOLCANO_SCHEDULER = "volcano"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # plain pods / Deployments / Jobs
+RAY_SCHEDULER_LABEL = "ray.io/scheduler-name"  # KubeRay: RayCluster -> scheduler plugin
+RAY_VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"  # KubeRay copies it into Volcano's PodGroup
+KAI_SCHEDULER = "kai-scheduler"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"  # the chart's global.queueLabelKey default
+
+SCHEDULERS: dict[str, GangScheduler] = {
+    s.name: s
+    for s in (
+        GangScheduler(
+            "kueue", "Kueue", chart="kueue", module="kueue", auto=True,
+            pod_wiring="namespace", pod_queue_label=None, pod_scheduler_name=None,
+            namespace_queue_annotation=None,
+            raycluster_labels=((KUEUE_QUEUE_LABEL, KUEUE_DEFAULT_LOCAL_QUEUE),),
+            kuberay_batch_scheduler=None,  # Kueue needs none: its queue label does it
+            topology_wiring="podset-annotation", topology_object=True, flavors=True,
+            starter="indexed-job", rayjob_submission_mode=None, admission="",
+            webhooks=("the kueue-system webhook suspends a labelled Job, RayCluster or pod group until "
+                      "its ClusterQueue admits it (waitForPodsReady: all or nothing)",),
+            readme_part="scheduler-kueue"),
+        GangScheduler(
+            "volcano", "Volcano", chart="volcano", module="volcano", auto=False,
+            pod_wiring="namespace", pod_queue_label=None, pod_scheduler_name=None,
+            namespace_queue_annotation=VOLCANO_QUEUE_ANNOTATION,
+            raycluster_labels=((RAY_SCHEDULER_LABEL, VOLCANO_SCHEDULER), (RAY_VOLCANO_QUEUE_LABEL, QUEUE)),
+            kuberay_batch_scheduler="volcano",
+            topology_wiring="network-topology", topology_object=False, flavors=False,
+            starter="volcano-job", rayjob_submission_mode=None, admission="podgroups",
+            webhooks=("/podgroups/mutate puts a `default` PodGroup in the namespace's queue",),
+            readme_part="scheduler-volcano"),
+        GangScheduler(
+            "kai", "KAI Scheduler", chart="kai-scheduler", module="kai", auto=False,
+            pod_wiring="pod", pod_queue_label=KAI_QUEUE_LABEL, pod_scheduler_name=KAI_SCHEDULER,
+            namespace_queue_annotation=None,
+            raycluster_labels=((KAI_QUEUE_LABEL, QUEUE),),
+            kuberay_batch_scheduler="kai-scheduler",
+            topology_wiring="raycluster-annotations", topology_object=True, flavors=False,
+            # KubeRay 1.7's KAI plugin refuses every RayJob in K8sJobMode, the default
+            # (batchscheduler/kai-scheduler/kai_scheduler.go, DoBatchSchedulingOnSubmission);
+            # HTTPMode submits through the cluster's dashboard with no submitter pod
+            starter="podgroup", rayjob_submission_mode="HTTPMode", admission="pods-and-podgroups",
+            webhooks=("KAI's pod grouper groups a workload's pods into one PodGroup; KAI v0.13 "
+                      "cannot default schedulerName",),
+            readme_part="scheduler-kai"),
+    )
+}
+
+AUTO = next(s for s in SCHEDULERS.values() if s.auto)
+
+
+def get(name: str | None) -> GangScheduler | None:
+    """The record of plan.gang_scheduler (None without one)."""
+    return SCHEDULERS[name] if name else None
