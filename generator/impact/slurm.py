@@ -134,7 +134,8 @@ TABLE: tuple[Row, ...] = (
         _man(T2205, CONF, 5339)),
     # --- nodes ------------------------------------------------------------------------------------
     Row("slurm.conf", "node:added", "22.05", "restart_slurmd", f"slurm.conf(5) 22.05, NODE CONFIGURATION: {_NODE_WHY}; "
-        "every slurmd must know each node", _man(T2205, CONF, 5716)),
+        "every slurmd must know each node (a reconfigure alone stops slurmctld: \"fatal: MaxNodeCount has changed "
+        "during reconfig, slurmctld must be restarted\", seen on 22.05.8)", _man(T2205, CONF, 5716)),
     Row("slurm.conf", "node:added", "23.02", "restart_slurmd", "scontrol(1) 23.02: \"The slurmctld daemon and all slurmd "
         "daemons must also be restarted if nodes are added to or removed from the cluster\"",
         _man(T2302, "man1/scontrol.1", 269)),
@@ -179,12 +180,12 @@ TABLE: tuple[Row, ...] = (
         "https://github.com/SchedMD/slurm/blob/slurm-22-05-8-1/doc/man/man5/cgroup.conf.5?plain=1#L15"),
     Row("accounts.sh", "*", "22.05", "sacctmgr", "accounts.sh runs sacctmgr: slurmdbd pushes associations and QOS "
         "to slurmctld at once; no daemon restarts",
-        "https://github.com/SchedMD/slurm/blob/slurm-22-05-8-1/doc/man/man1/sacctmgr.1?plain=1#L1"),
+        "https://github.com/SchedMD/slurm/blob/slurm-22-05-8-1/doc/man/man1/sacctmgr.1?plain=1#L47"),
     Row("slurmdbd.conf", "*", "22.05", "sacctmgr", "slurmdbd.conf(5): changes take effect on SIGHUP, which "
         "`sacctmgr reconfigure` sends (restart slurmdbd for its listening settings)",
         "https://github.com/SchedMD/slurm/blob/slurm-22-05-8-1/doc/man/man5/slurmdbd.conf.5?plain=1#L14"),
     Row("plugstack.conf", "*", "22.05", "reconfigure", "SPANK plugins are loaded at each job step; "
-        "`scontrol reconfigure` makes slurmd re-read it", "https://github.com/SchedMD/slurm/blob/slurm-22-05-8-1/doc/man/man8/spank.8?plain=1#L1"),
+        "`scontrol reconfigure` makes slurmd re-read it", "https://github.com/SchedMD/slurm/blob/slurm-22-05-8-1/doc/man/man8/spank.8?plain=1#L9"),
     Row("mariadb-slurm.cnf", "*", "22.05", "restart_slurmctld", "MariaDB reads its option files at start: restart "
         "MariaDB, then slurmdbd (slurmctld queues accounting records meanwhile; jobs run on)",
         "https://mariadb.com/kb/en/configuring-mariadb-with-option-files/"),
