@@ -226,7 +226,11 @@ def _rendered(vfile: str, label: str, before: list[dict], after: list[dict], gpu
             out.append(KubeChange(vfile, f"{label}: {_label(key)}", action, f"pod template changed: {_where(db, gpu_nodes)}"))
         elif key[1] == "ClusterPolicy" and da.get("spec") != db.get("spec"):
             sa, sb = da.get("spec") or {}, db.get("spec") or {}
-            parts = sorted(k for k in sa.keys() | sb.keys() if sa.get(k) != sb.get(k))
+            parts = sorted(k for k in sa.keys() | sb.keys() if _pod_side(sa.get(k)) != _pod_side(sb.get(k)))
+            if not parts:  # only objects beside the pods (a ServiceMonitor) change
+                out.append(KubeChange(vfile, f"{label}: {_label(key)}", "changed",
+                                      "changed in place: no component's pods change (ServiceMonitor settings only)"))
+                continue
             count = f" ({gpu_nodes} GPU nodes in this plan)" if gpu_nodes else ""
             out.append(KubeChange(vfile, f"{label}: {_label(key)}", "rollout",
                                   f"spec.{', spec.'.join(parts)} changed: the operator rolls the DaemonSets of "
@@ -240,6 +244,16 @@ def _rendered(vfile: str, label: str, before: list[dict], after: list[dict], gpu
         out.append(KubeChange(vfile, label, "changed", "changed in place: no pod template of the rendered chart changes"
                               if not same else "the rendered chart is unchanged"))
     return out
+
+
+# ClusterPolicy component settings that configure objects beside the component's DaemonSet, not its pods
+NOT_POD_SIDE = ("serviceMonitor",)
+
+
+def _pod_side(component: Any) -> Any:
+    if isinstance(component, dict):
+        return {k: v for k, v in component.items() if k not in NOT_POD_SIDE}
+    return component
 
 
 def kube_impact(old: dict[str, str], new: dict[str, str], charts: Path | None = None,
