@@ -155,6 +155,10 @@ def test_slurm_impact_of_bundle_dirs(tmp_path):
     assert ("slurm.conf", "PartitionName=p nodes", "reconfigure", ()) in summary
     assert slurm_impact(old, new, "24.11") == got  # deterministic
     assert slurm_impact(old, old, "22.05") == []
+    (new / "slurm.conf").write_text((new / "slurm.conf").read_text() + "GresTypes=gpu\n")
+    grestypes = [c for c in slurm_impact(old, new, "22.05") if c.key == "GresTypes"]
+    assert [(c.action, c.nodes) for c in grestypes] == [("restart_slurmd", ("n-1", "n-2", "n3"))]
+    assert "slurm-22-05-8-1/doc/man/man5/slurm.conf.5" in grestypes[0].cite
 
 
 # ---- Kubernetes: the real charts, rendered ---------------------------------------------------------

@@ -326,7 +326,9 @@ def _slurm_conf(old: str, new: str, release: str) -> list[SlurmChange]:
     for key in sorted(a.keys.keys() | b.keys.keys()):
         va, vb = a.keys.get(key), b.keys.get(key)
         if (va and va[1]) != (vb and vb[1]):
-            out.append(_change(f, (vb or va)[0], va and va[1], vb and vb[1], rule(f, key, release)))
+            row = rule(f, key, release)
+            every = tuple(b.nodes) if row.action in ("restart_slurmd", "drain_restart") else ()  # every slurmd
+            out.append(_change(f, (vb or va)[0], va and va[1], vb and vb[1], row, every))
     added = sorted(b.nodes.keys() - a.nodes.keys())
     removed = sorted(a.nodes.keys() - b.nodes.keys())
     if added:
