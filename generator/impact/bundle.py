@@ -49,6 +49,10 @@ class Impact:
             out.append("Kubernetes:")
             for k in self.kubernetes:
                 out.append(f"  {k.action}: {k.object}" + (f": {k.detail}" if k.detail else ""))
+        others = [(f.path, other_class(f.path)) for f in self.files if other_class(f.path)]
+        if others:
+            out.append("Other files:")
+            out += [f"  {what}: {path}" for path, what in others]
         return out
 
     def text(self, where: str) -> str:
@@ -65,7 +69,25 @@ class Impact:
         return json.dumps({"slurm_release": self.release, "disruptive": self.disruptive(),
                            "files": [asdict(f) for f in self.files],
                            "slurm": [asdict(c) | {"nodes": list(c.nodes)} for c in self.slurm],
-                           "kubernetes": [asdict(c) for c in self.kubernetes]}, indent=2, sort_keys=True)
+                           "kubernetes": [asdict(c) for c in self.kubernetes],
+                           "other": [{"path": f.path, "action": other_class(f.path)} for f in self.files
+                                     if other_class(f.path)]}, indent=2, sort_keys=True)
+
+
+OTHER = (("README.md", "none (documentation)"), ("plan.json", "none (the plan, for tools)"),
+         ("kubernetes/node-labels.sh", "run it again (node labels and taints; pods already placed stay)"),
+         ("gitops/", "applied by the next Argo CD / Flux sync (what it syncs is listed above)"),
+         ("pulumi/", "applied by the next `pulumi up` (what it applies is listed above)"),
+         ("kubernetes/kustomization.yaml", "applied by the next `kubectl apply -k`"))
+
+
+def other_class(path: str) -> str | None:
+    """The class of a changed file that neither plane's impact covers object by object."""
+    if path.startswith("slurm/") or path.startswith(("kubernetes/manifests/", "kubernetes/workloads/",
+                                                      "kubernetes/helm/")):
+        return None
+    return next((what for prefix, what in OTHER if path == prefix or (prefix.endswith("/") and path.startswith(prefix))),
+                "changed (no running object reads it)")
 
 
 def _short(value: str | None, limit: int = 80) -> str:

@@ -206,7 +206,7 @@ def _rel(release: str) -> tuple[int, ...]:
 def rule(file: str, key: str, release: str) -> Row:
     """The row of `TABLE` that holds for `key` of `file` under `release`."""
     target = _rel(release)
-    name = file.rsplit("/", 1)[-1]
+    name = "plugstack.conf" if file.startswith("plugstack.conf.d/") else file.rsplit("/", 1)[-1]
     if name.startswith("topology.yaml"):
         name = "topology.yaml"
     for f, k in ((name, key.lower()), (name, "*"), ("*", "*")):
