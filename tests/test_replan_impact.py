@@ -64,6 +64,10 @@ def test_diff_right_after_plan_prints_nothing_and_exits_0(orchgen, example, tmp_
     orchgen("plan", example("research-lab"), "-o", out, check=True)
     proc = orchgen("plan", example("research-lab"), "-o", out, "--diff")
     assert (proc.returncode, proc.stdout, proc.stderr.count("error")) == (0, "", 0), proc.stderr
+    # JSON says the same for CI: nothing to do
+    proc = orchgen("plan", example("research-lab"), "-o", out, "--diff", "--format", "json")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 0 and data["files"] == data["slurm"] == data["kubernetes"] == data["disruptive"] == []
 
 
 def test_diff_prints_content_and_impact_disruptive_first_and_writes_nothing(orchgen, example, tmp_path):
@@ -86,6 +90,7 @@ def test_diff_prints_content_and_impact_disruptive_first_and_writes_nothing(orch
     assert lines.index("  sacctmgr: accounts.sh tenant nlp: tenant nlp 3 - -> tenant nlp 4 -") < lines.index(
         f"--- {out}/slurm/accounts.sh")
     assert "  changed: ClusterQueue nlp: updated in place" in lines
+    assert "  none (documentation): README.md" in lines
     # JSON, for CI
     proc = orchgen("plan", edited, "-o", out, "--diff", "--format", "json")
     assert proc.returncode == 1
@@ -200,6 +205,14 @@ def test_a_values_change_is_a_rollout_or_an_in_place_change_of_the_rendered_char
     got = kube_impact(old, new, charts, 16)
     assert {c.action for c in got} == {"upgraded", "changed"}, got
     assert any("changed in place" in c.detail for c in got)
+    # Slurm on Kubernetes (Slinky): a NodeSet's pod template changes, its slurmd pods are recreated
+    slinky = _edited(tmp_path, "research-lab", ("slurm_on_kubernetes: auto", "slurm_on_kubernetes: slinky"))
+    orchgen("plan", slinky, "-o", tmp_path / "slinky", check=True)
+    old_sl = _kube_files(tmp_path / "slinky")
+    new = _with_values(old_sl, "slurm", lambda v: v["nodesets"]["h100"]["podSpec"].setdefault("tolerations", [])
+                       .append(toleration))
+    got = [(c.action, c.object) for c in kube_impact(old_sl, new, charts, 16)]
+    assert ("recreates_pods", "release slurm: NodeSet slurm/slurm-worker-h100") in got, got
     # through the CLI, with the charts from ORCHGEN_CHARTS
     import os
     import subprocess
