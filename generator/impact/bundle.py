@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .kube import DISRUPTIVE, KubeChange, kube_impact
-from .slurm import ACTIONS, SlurmChange, impact_of_files
+from .slurm import ACTIONS, HOW, SlurmChange, impact_of_files
 
 # Slurm actions that disrupt the running site: a daemon restart or more
 SLURM_DISRUPTIVE = set(ACTIONS[ACTIONS.index("restart_slurmctld"):])
@@ -45,6 +45,9 @@ class Impact:
                 change = f": {_short(c.old)} -> {_short(c.new)}" if (c.old or c.new) else ""
                 out.append(f"  {c.action}: {c.file} {c.key}{change}{_nodes(c)}")
                 out.append(f"      why: {c.reason}" + (f" [{c.cite}]" if c.cite else ""))
+            out.append("  how:")
+            for action in sorted({c.action for c in self.slurm}, key=ACTIONS.index, reverse=True):
+                out.append(f"    {action}: {HOW[action]}")
         if self.kubernetes:
             out.append("Kubernetes:")
             for k in self.kubernetes:
@@ -66,7 +69,8 @@ class Impact:
         return body + "".join(f.diff or f"binary file {f.path} {f.status}\n" for f in self.files)
 
     def to_json(self) -> str:
-        return json.dumps({"slurm_release": self.release, "disruptive": self.disruptive(),
+        how = {a: HOW[a] for a in sorted({c.action for c in self.slurm}, key=ACTIONS.index)}
+        return json.dumps({"slurm_release": self.release, "disruptive": self.disruptive(), "slurm_how": how,
                            "files": [asdict(f) for f in self.files],
                            "slurm": [asdict(c) | {"nodes": list(c.nodes)} for c in self.slurm],
                            "kubernetes": [asdict(c) for c in self.kubernetes],

@@ -39,6 +39,19 @@ ACTIONS = ("none", "sacctmgr", "reconfigure", "restart_slurmctld", "restart_slur
            "impossible")
 
 
+# How to apply each action on a running site (README and `plan --diff` print it; the tests do exactly this)
+HOW = {
+    "none": "install the new files; nothing to run",
+    "sacctmgr": "run slurm/accounts.sh where sacctmgr reaches slurmdbd (slurmdbd.conf: `sacctmgr reconfigure`)",
+    "reconfigure": "install the files on every host, then `scontrol reconfigure`",
+    "restart_slurmctld": "install the files, restart slurmctld, then `scontrol reconfigure` for the slurmds",
+    "restart_slurmd": "install the files, restart slurmctld, then slurmd on the named nodes (their jobs run on)",
+    "drain_restart": "`scontrol update nodename=NODES state=drain reason=replan`, wait until their jobs end, install "
+                     "the files, restart slurmctld and the nodes' slurmd, then `state=resume`",
+    "impossible": "not in place: a new cluster (drain everything, stop every daemon, start afresh)",
+}
+
+
 @dataclass(frozen=True)
 class SlurmChange:
     file: str
