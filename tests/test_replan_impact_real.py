@@ -229,3 +229,16 @@ def test_each_impact_class_applied_to_a_running_slurm(suite, slurm_db, tmp_path)
         c.wait_for(lambda: "h100-004" not in c.nodes(), 30, "h100-004 gone")
         _running(c, job)
         assert c.job_record(job)["NodeList"] == "h100-001"
+
+        # ClusterName: impossible in place; slurmctld refuses its own state under another name
+        before = plans.current
+        new, acts = plans.next(edit_bundle=lambda s: (s / "slurm.conf").write_text(
+            (s / "slurm.conf").read_text().replace("ClusterName=replan", "ClusterName=renamed")))
+        assert acts == {"slurm.conf ClusterName": "impossible"}, acts
+        c.apply_config(new)
+        with pytest.raises(SlurmBootError, match="exited"):
+            c.restart_slurmctld()
+        assert "CLUSTER NAME MISMATCH" in c.log()
+        c.apply_config(before)  # back to the cluster's own name: slurmctld recovers its state and the job
+        c.restart_slurmctld()
+        _running(c, job)
