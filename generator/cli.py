@@ -121,11 +121,32 @@ def _show_workloads(workloads, fmt: str, name: str):
 @click.option("--force", is_flag=True, help="replace a directory orchgen did not write")
 @click.option("--gitops", type=click.Choice(["none", "kustomize", "argocd", "flux"]), default=None,
               help="override options.gitops")
-def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | None) -> None:
+@click.option("--diff", "show_diff", is_flag=True,
+              help="write nothing; print each file's diff against the directory and what each change does to "
+                   "the running site; exit 1 if anything would change")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="with --diff: text, or JSON for CI")
+@click.option("--charts", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="with --diff: unpacked Helm charts (<chart>/<version>/) to render for rollouts "
+                   "(default: $ORCHGEN_CHARTS)")
+def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | None, show_diff: bool,
+         fmt: str, charts: Path | None) -> None:
     """Decide and write the bundle (atomically, byte-identical for the same input)."""
     from . import bundle
 
     the_plan, files = _load_plan(workload, gitops, render=True)
+    if show_diff:
+        from .impact.bundle import compare, read_tree
+        from .impact.kube import charts_dir
+
+        skip = lambda p: p == bundle.MARKER or bundle.operator_owned(p)  # noqa: E731 - as --check
+        ours = {p: d for p, d in files.items() if not skip(p)}
+        impact = compare(read_tree(output, skip), ours, str(output), "new", charts_dir(charts))
+        if fmt == "json":
+            click.echo(impact.to_json())
+        elif impact:
+            click.echo(impact.text(str(output)), nl=False)
+        sys.exit(Exit.DIFF if impact else 0)
     if check:
         diff = bundle.diff(files, output)
         if diff:

@@ -233,7 +233,7 @@ class Platform:
 @dataclass(frozen=True)
 class Plan:
     name: str
-    source: str  # file name of the input (no directory: bundles must not depend on where they ran)
+    source: str  # file name of the input, for error messages only: no bundle file names it (issue 23)
     workloads: tuple[WorkloadDecision, ...]
     planes: dict[str, Plane]
     hybrid: str | None  # None | partitioned | slurm-on-kubernetes
@@ -291,7 +291,6 @@ class Plan:
             "apiVersion": "orchgen/v1alpha1",
             "kind": "Plan",
             "name": self.name,
-            "source": self.source,
             "hybrid": self.hybrid,
             "gang_scheduler": self.gang_scheduler,
             "gitops": self.gitops,

@@ -137,6 +137,9 @@ def _findings(bundle: Bundle, crds: CRDRegistry | None, chart_defaults: Path | N
 
 def _against(bundle: Bundle, old: Bundle, old_root: str, crds: CRDRegistry | None, report: Report) -> list[Finding]:
     report.replan = replan.summarize(bundle, old).lines(old_root)
+    from ..impact.bundle import against_lines  # issue 23: both planes' impact classes
+
+    report.replan += against_lines(old.root, bundle.root, old_root)
     found = list(replan.check_updates(bundle, old, crds)) if crds is not None else []
     if crds is None:
         report.notices.append("no --crds: updates not checked against the CRDs' transition rules")

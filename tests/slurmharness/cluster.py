@@ -33,6 +33,7 @@ from . import chroot, mariadb, nhc, overlay, parse, procs
 from .net import free_port_block
 
 HOST_SUITE = "bookworm"  # the suite whose Slurm the host itself runs
+SPARE_NODE_PORTS = 4  # slurmd ports kept free for nodes a re-plan adds to the last NodeName line
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Log lines that are known to be harmless here; keep this list short, and say why for each.
@@ -333,7 +334,8 @@ class SlurmCluster:
 
     def _write_configs(self) -> None:
         node_count = overlay.count_nodes((self.config_dir / "slurm.conf").read_text())
-        base = free_port_block(node_count + 2)  # slurmctld, slurmdbd, then one per slurmd
+        # slurmctld, slurmdbd, then one per slurmd, and SPARE_NODE_PORTS for nodes a re-plan adds (apply_config)
+        base = free_port_block(node_count + 2 + SPARE_NODE_PORTS)
         layout = overlay.Layout(work=self.work, host=socket.gethostname().split(".")[0],
                                 ctld_port=base, node_port_base=base + 2,
                                 legacy=_version_tuple(self.version) < (23, 2),
@@ -564,6 +566,63 @@ class SlurmCluster:
             self.run(*argv, check=False, timeout=10)
         except subprocess.TimeoutExpired:
             pass
+
+    # ------------------------------------------------------------------ re-plans (issue 23)
+
+    def apply_config(self, config_dir: Path) -> list[str]:
+        """Install a re-planned config dir over the running cluster's etc/, overlaid with the same
+        layout (same ports: nodes keep theirs as long as the re-plan changes only the last NodeName
+        line's tail; a new node gets one of SPARE_NODE_PORTS). Tells no daemon: the caller applies it
+        the way the impact class says (`reconfigure`, `restart_slurmctld`, `restart_slurmd`,
+        `start_slurmd`, `stop_slurmd`). slurmdbd.conf stays as booted. Returns the nodes it adds."""
+        assert self.layout is not None and self.workdir is not None
+        stage = Path(tempfile.mkdtemp(prefix="replan-", dir=self.workdir))
+        result = overlay.apply(Path(config_dir), stage, self.layout, self.database)
+        etc = self.workdir / "etc"
+        for path in sorted((stage / "etc").rglob("*")):
+            rel = path.relative_to(stage / "etc")
+            if path.is_dir() or rel.as_posix() in ("slurmdbd.conf", *result.secret_files):
+                continue
+            (etc / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, etc / rel)
+            (etc / rel).chmod((etc / rel).stat().st_mode | 0o444)
+        for name in sorted(result.devices):
+            if not (self.workdir / "dev" / name).is_symlink():
+                os.symlink("/dev/null", self.workdir / "dev" / name)
+        shutil.rmtree(stage)
+        added = [n for n in result.nodes if n not in self.nodes_started]
+        for node in added:
+            (self.workdir / "spool" / node).mkdir(exist_ok=True)
+            (self.workdir / "tmp" / node).mkdir(parents=True, exist_ok=True)
+            (self.workdir / "tmp" / node).chmod(0o1777)
+        self.overlay_result = result
+        self.nodes_started = list(result.nodes)
+        return added
+
+    def reconfigure(self) -> subprocess.CompletedProcess:
+        """`scontrol reconfigure`, then wait until slurmctld answers again (from 23.11 it re-executes)."""
+        result = self.run("scontrol", "reconfigure", check=False)
+        if not self._until(lambda: "is UP" in self._ping(), 60, "slurmctld"):
+            raise SlurmBootError(f"slurmctld does not answer after reconfigure:\n{_tail(self._log_of('slurmctld'))}")
+        return result
+
+    def restart_slurmctld(self) -> None:
+        """Stop slurmctld (SIGTERM: it saves its state) and start it again on the same StateSaveLocation."""
+        procs.stop(self._daemons["slurmctld"], timeout_s=0)
+        self._start_slurmctld()
+
+    def stop_slurmd(self, node: str) -> None:
+        procs.stop(self._daemons.pop(f"slurmd:{node}"), timeout_s=0)
+
+    def start_slurmd(self, node: str) -> None:
+        self._spawn(f"slurmd:{node}", ["slurmd", "-D", "-N", node])
+
+    def restart_slurmd(self, nodes: list[str]) -> None:
+        """Restart slurmd on `nodes` (their jobs' slurmstepd processes run on meanwhile)."""
+        for node in nodes:
+            if f"slurmd:{node}" in self._daemons:
+                self.stop_slurmd(node)
+            self.start_slurmd(node)
 
     # ------------------------------------------------------------------ client commands
 

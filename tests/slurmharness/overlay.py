@@ -104,6 +104,11 @@ Controllers (`controllers=N`, N > 1)
     SlurmctldPort is one port for all. StateSaveLocation is the one <work>/state of every
     controller: shared, as production needs it. `failover_timeout_s` replaces SlurmctldTimeout, so
     that a takeover test waits seconds rather than the bundle's minutes.
+Re-plans (`SlurmCluster.apply_config`, issue 23)
+    A re-planned config dir gets exactly this overlay again, with the booted cluster's layout, and
+    replaces etc/ (slurmdbd.conf stays as booted). Node ports follow NodeName order, so a node added
+    or removed at the tail of the last NodeName line leaves the others' ports as they were; the
+    port block keeps SPARE_NODE_PORTS free for added nodes. Nothing else in the bundle changes.
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ BATCH = 256  # node names per kubectl call: short command lines, few API round t
 HEADER = """#!/usr/bin/env bash
 # Label{taint_word} the nodes of fleet {name} with the labels its Kubernetes objects select on:
 # {labels}.
-# Written by `orchgen plan {source}`; do not edit: re-run orchgen instead.
+# Written by `orchgen plan workload.yaml` for fleet {name}; do not edit: re-plan instead.
 # Idempotent (--overwrite): run it again after nodes join or are re-imaged.
 #   KUBECTL=/path/to/kubectl bash node-labels.sh   # another kubectl or context wrapper
 #   DRY_RUN=1 bash node-labels.sh                  # print the commands instead of running them
@@ -125,7 +125,7 @@ def render_script(plan: Plan) -> str:
     used = {k for _, lb in pairs for k in lb}
     names = [n for n in (fabric.LABEL_POOL, fabric.LABEL_LEAF, fabric.LABEL_SPINE, fabric.LABEL_NVLINK,
                          fabric.LABEL_PLANE, MIG_CONFIG_LABEL) if n in used]
-    out = [HEADER.format(taint_word=" and taint" if taints else "", name=plan.name, source=plan.source,
+    out = [HEADER.format(taint_word=" and taint" if taints else "", name=plan.name,
                          labels=", ".join(names))]
     untaint = taints and plan.slurm_plane is not None and plan.slurm_plane.host == "kubernetes"
     for labels, group in groupby(pairs, key=lambda p: tuple(sorted(p[1].items()))):
@@ -145,7 +145,7 @@ def render_script(plan: Plan) -> str:
 CLOUD_HEADER = """#!/usr/bin/env bash
 # Fleet {name} runs on {provider} nodes, which the provisioner names and labels: this script names
 # no node. It checks that each pool's labels select as many nodes as the plan has{plane_words}.
-# Written by `orchgen plan {source}`; do not edit: re-run orchgen instead.
+# Written by `orchgen plan workload.yaml` for fleet {name}; do not edit: re-plan instead.
 # Idempotent: run it again after nodes join or are replaced.
 #   KUBECTL=/path/to/kubectl bash node-labels.sh   # another kubectl or context wrapper
 #   DRY_RUN=1 bash node-labels.sh                  # print what it would do
@@ -208,7 +208,7 @@ def _cloud_pools(plan: Plan) -> list[tuple[str, int, int]]:
 
 def _cloud_script(plan: Plan) -> str:
     hybrid = plan.hybrid is not None
-    out = [CLOUD_HEADER.format(name=plan.name, provider=plan.platform.provider, source=plan.source,
+    out = [CLOUD_HEADER.format(name=plan.name, provider=plan.platform.provider,
                                plane=fabric.LABEL_PLANE,
                                plane_words=" and gives them their plane (and the Slurm nodes its taint)" if hybrid else "")]
     taint = f"{SLURM_TAINT['key']}={SLURM_TAINT['value']}:{SLURM_TAINT['effect']}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fleet cloud-training runs on generic nodes, which the provisioner names and labels: this script names
 # no node. It checks that each pool's labels select as many nodes as the plan has and gives them their plane (and the Slurm nodes its taint).
-# Written by `orchgen plan cloud-training.yaml`; do not edit: re-run orchgen instead.
+# Written by `orchgen plan workload.yaml` for fleet cloud-training; do not edit: re-plan instead.
 # Idempotent: run it again after nodes join or are replaced.
 #   KUBECTL=/path/to/kubectl bash node-labels.sh   # another kubectl or context wrapper
 #   DRY_RUN=1 bash node-labels.sh                  # print what it would do

@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpu-health.sh COUNT TYPE, for cluster fsdp-pretraining: does this node have COUNT GPUs whose product name
 # contains TYPE (the pool's GRES type), as `nvidia-smi --query-gpu=name` lists them? Prints "ok: ..." and
-# exits 0, or prints one "FAIL: ..." line and exits 1. Written by `orchgen plan fsdp-pretraining.yaml`.
+# exits 0, or prints one "FAIL: ..." line and exits 1. Written by `orchgen plan workload.yaml` for fleet fsdp-pretraining.
 # NHC runs it from nhc.conf (installed as /etc/slurm/gpu-health.sh, mode 0755) and drains the node with the
 # FAIL line as the reason. It also runs by hand: /etc/slurm/gpu-health.sh 8 h100
 set -u

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Label the nodes of fleet research-lab with the labels its Kubernetes objects select on:
 # orchgen.io/pool, orchgen.io/leaf, orchgen.io/spine, orchgen.io/plane.
-# Written by `orchgen plan research-lab.yaml`; do not edit: re-run orchgen instead.
+# Written by `orchgen plan workload.yaml` for fleet research-lab; do not edit: re-plan instead.
 # Idempotent (--overwrite): run it again after nodes join or are re-imaged.
 #   KUBECTL=/path/to/kubectl bash node-labels.sh   # another kubectl or context wrapper
 #   DRY_RUN=1 bash node-labels.sh                  # print the commands instead of running them

@@ -1,6 +1,6 @@
 #!/bin/sh
 # accounts.sh of cluster research-lab: the tenants as Slurm accounts (fair-share shares, QOS, GPU caps)
-# and their users. Written by `orchgen plan research-lab.yaml`. Run it where sacctmgr reaches slurmdbd (as
+# and their users. Written by `orchgen plan workload.yaml` for fleet research-lab. Run it where sacctmgr reaches slurmdbd (as
 # root or the SlurmUser) once slurmdbd runs: before slurmctld on a new cluster (README.md, bring-up
 # order), and again whenever the input or a tenant's Unix group changes.
 #

@@ -1,0 +1,188 @@
+"""Both planes' impact of a re-plan, for `orchgen plan --diff` (the bundle in memory against the one
+on disk) and `orchgen validate NEW --against OLD` (two bundles on disk)."""
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .kube import DISRUPTIVE, KubeChange, kube_impact
+from .slurm import ACTIONS, HOW, SlurmChange, impact_of_files
+
+# Slurm actions that disrupt the running site: a daemon restart or more
+SLURM_DISRUPTIVE = set(ACTIONS[ACTIONS.index("restart_slurmctld"):])
+
+
+@dataclass
+class FileDiff:
+    path: str
+    status: str  # changed | added | removed
+    diff: str  # unified diff ("" for a file that is not text)
+
+
+@dataclass
+class Impact:
+    release: str
+    files: list[FileDiff] = field(default_factory=list)
+    slurm: list[SlurmChange] = field(default_factory=list)
+    kubernetes: list[KubeChange] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.files)
+
+    def disruptive(self) -> list[str]:
+        slurm = sorted((c for c in self.slurm if c.action in SLURM_DISRUPTIVE),
+                       key=lambda c: (-ACTIONS.index(c.action), c.file, c.key))
+        return ([f"slurm {c.action}: {c.file} {c.key}{_nodes(c)}" for c in slurm]
+                + [f"kubernetes {c.action}: {c.object}: {c.detail}" for c in self.kubernetes if c.action in DISRUPTIVE])
+
+    def impact_lines(self) -> list[str]:
+        out = []
+        if self.slurm:
+            out.append(f"Slurm {self.release} (generator/impact/slurm.py):")
+            for c in sorted(self.slurm, key=lambda c: (-ACTIONS.index(c.action), c.file, c.key)):
+                change = f": {_short(c.old)} -> {_short(c.new)}" if (c.old or c.new) else ""
+                out.append(f"  {c.action}: {c.file} {c.key}{change}{_nodes(c)}")
+                out.append(f"      why: {c.reason}" + (f" [{c.cite}]" if c.cite else ""))
+            out.append("  how:")
+            for action in sorted({c.action for c in self.slurm}, key=ACTIONS.index, reverse=True):
+                out.append(f"    {action}: {HOW[action]}")
+        if self.kubernetes:
+            out.append("Kubernetes:")
+            for k in self.kubernetes:
+                out.append(f"  {k.action}: {k.object}" + (f": {k.detail}" if k.detail else ""))
+        others = [(f.path, other_class(f.path)) for f in self.files if other_class(f.path)]
+        if others:
+            out.append("Other files:")
+            out += [f"  {what}: {path}" for path, what in others]
+        return out
+
+    def text(self, where: str) -> str:
+        lines = [f"{where}: {len(self.files)} file(s) would change"]
+        bad = self.disruptive()
+        if bad:
+            lines.append(f"disruptive ({len(bad)}), apply these with care:")
+            lines += [f"  {b}" for b in bad]
+        lines += self.impact_lines()
+        body = "\n".join(lines) + "\n"
+        return body + "".join(f.diff or f"binary file {f.path} {f.status}\n" for f in self.files)
+
+    def to_json(self) -> str:
+        how = {a: HOW[a] for a in sorted({c.action for c in self.slurm}, key=ACTIONS.index)}
+        return json.dumps({"slurm_release": self.release, "disruptive": self.disruptive(), "slurm_how": how,
+                           "files": [asdict(f) for f in self.files],
+                           "slurm": [asdict(c) | {"nodes": list(c.nodes)} for c in self.slurm],
+                           "kubernetes": [asdict(c) for c in self.kubernetes],
+                           "other": [{"path": f.path, "action": other_class(f.path)} for f in self.files
+                                     if other_class(f.path)]}, indent=2, sort_keys=True)
+
+
+OTHER = (("README.md", "none (documentation)"), ("plan.json", "none (the plan, for tools)"),
+         ("kubernetes/node-labels.sh", "run it again (node labels and taints; pods already placed stay)"),
+         ("gitops/", "applied by the next Argo CD / Flux sync (what it syncs is listed above)"),
+         ("pulumi/", "applied by the next `pulumi up` (what it applies is listed above)"),
+         ("kubernetes/kustomization.yaml", "applied by the next `kubectl apply -k`"))
+
+
+def other_class(path: str) -> str | None:
+    """The class of a changed file that neither plane's impact covers object by object."""
+    if path.startswith("slurm/") or path.startswith(("kubernetes/manifests/", "kubernetes/workloads/",
+                                                      "kubernetes/helm/")):
+        return None
+    return next((what for prefix, what in OTHER if path == prefix or (prefix.endswith("/") and path.startswith(prefix))),
+                "changed (no running object reads it)")
+
+
+def _short(value: str | None, limit: int = 80) -> str:
+    if value is None:
+        return "(none)"
+    one = " | ".join(value.splitlines())
+    return one if len(one) <= limit else one[:limit - 3] + "..."
+
+
+def _nodes(c: SlurmChange) -> str:
+    if not c.nodes:
+        return ""
+    from generator.spec import hostlist
+
+    try:
+        return f" [nodes {hostlist.compress(list(c.nodes))}]"
+    except Exception:  # noqa: BLE001
+        return f" [nodes {','.join(c.nodes)}]"
+
+
+def _text(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _release(files: dict[str, bytes]) -> str | None:
+    try:
+        return str(json.loads(files["plan.json"])["versions"]["slurm"])
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _gpu_nodes(files: dict[str, bytes]) -> int | None:
+    try:
+        planes = json.loads(files["plan.json"])["planes"]
+        return sum(int(p["node_count"]) for name, p in planes.items() if name != "slurm" and p.get("gpus")) or None
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def read_tree(root: Path, skip=lambda p: False) -> dict[str, bytes]:
+    root = Path(root)
+    if not root.is_dir():
+        return {}
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not skip(p.relative_to(root).as_posix())}
+
+
+def compare(old: dict[str, bytes], new: dict[str, bytes], old_label: str, new_label: str,
+            charts: Path | None = None) -> Impact:
+    """What changes from bundle files `old` to `new` (operator-owned files and the marker already out)."""
+    release = _release(new) or _release(old) or "22.05"
+    impact = Impact(release)
+    for path in sorted(old.keys() | new.keys()):
+        a, b = old.get(path), new.get(path)
+        if a == b:
+            continue
+        status = "added" if a is None else "removed" if b is None else "changed"
+        ta, tb = _text(a), _text(b)
+        diff = ""
+        if (a is None or ta is not None) and (b is None or tb is not None):
+            diff = "".join(difflib.unified_diff(
+                (ta or "").splitlines(keepends=True), (tb or "").splitlines(keepends=True),
+                f"{old_label}/{path}" if a is not None else "/dev/null",
+                f"{new_label}/{path}" if b is not None else "/dev/null"))
+            if diff and not diff.endswith("\n"):
+                diff += "\n\\ No newline at end of file\n"
+        impact.files.append(FileDiff(path, status, diff))
+    texts_old = {p: t for p, d in old.items() if (t := _text(d)) is not None}
+    texts_new = {p: t for p, d in new.items() if (t := _text(d)) is not None}
+    sub = lambda files: {p[len("slurm/"):]: t for p, t in files.items() if p.startswith("slurm/")}  # noqa: E731
+    if any(p.startswith("slurm/") for p in texts_old.keys() | texts_new.keys()):
+        impact.slurm = impact_of_files(sub(texts_old), sub(texts_new), release)
+    impact.kubernetes = kube_impact(texts_old, texts_new, charts, _gpu_nodes(new))
+    return impact
+
+
+def against_lines(old_root: Path, new_root: Path, old_label: str) -> list[str]:
+    """`validate NEW --against OLD`: the impact classes (no content diff), disruptive ones first."""
+    from generator.bundle import MARKER, operator_owned
+
+    skip = lambda p: p == MARKER or operator_owned(p) or ".git" in p.split("/")  # noqa: E731
+    from .kube import charts_dir
+
+    impact = compare(read_tree(old_root, skip), read_tree(new_root, skip), old_label, str(new_root), charts_dir())
+    if not impact:
+        return []
+    bad = impact.disruptive()
+    return ([f"impact: {len(impact.files)} file(s) changed; {len(bad)} disruptive change(s)"]
+            + [f"  disruptive: {b}" for b in bad] + impact.impact_lines())
