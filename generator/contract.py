@@ -56,7 +56,6 @@ PLAN_SCHEMA: dict[str, Any] = {
         "apiVersion": {"const": "orchgen/v1alpha1"},
         "kind": {"const": "Plan"},
         "name": _STR,
-        "source": _STR,
         "hybrid": {"enum": [None, "partitioned", "slurm-on-kubernetes"]},
         "gang_scheduler": _OPT_STR,
         "gitops": {"enum": ["none", "kustomize", "argocd", "flux"]},

@@ -25,7 +25,8 @@ LAYERS = {
     "spec": set(),
     "decide": {"spec"},
     "render": {"spec", "decide"},
-    "validate": {"spec", "decide", "render", "bundle"},
+    "impact": {"spec", "bundle"},  # reads two bundles' files (hostlists, the bundle marker)
+    "validate": {"spec", "decide", "render", "bundle", "impact"},
 }
 
 

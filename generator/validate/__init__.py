@@ -8,7 +8,8 @@ and secrets (`secrets_check`). `replan` compares a bundle with an older one (`--
 re-plan creates, changes and deletes, and the updates the API server would refuse.
 
 May import: generator.spec (hostlists, fabric labels), generator.decide.plan's constants,
-generator.render where a renderer owns a format, bundle, errors, catalog. It reads files only:
+generator.render where a renderer owns a format, generator.impact (what a re-plan does,
+for `--against`), bundle, errors, catalog. It reads files only:
 never the input workload.yaml, never the planner. jsonschema, kubernetes-validate and cel-python
 are imported here alone, so `plan` never loads them.
 """
