@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
+from ..errors import mask_urls
 from . import slurmtime
 
 API_VERSION = "orchgen/v1alpha1"
@@ -18,7 +19,8 @@ MAX_FLEET_NODES = 65_536
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GPU_TYPE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
-_VERSION = re.compile(r"^[0-9]+\.[0-9]+$")
+# MAJOR.MINOR, or a patch release (25.11.1): the renderers read MAJOR.MINOR
+_VERSION = re.compile(r"^[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?$")
 # A POSIX user or group name as Slurm keeps it (sacctmgr lower-cases user names): it is written
 # into accounts.sh as a shell word, so the characters are a safe subset (no quotes, spaces, `$`).
 _UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_.-]*$")
@@ -44,7 +46,7 @@ MAX_GIT_URL = 512
 def _dns_label(value: str) -> str:
     if len(value) > 63 or not _DNS_LABEL.match(value):
         raise ValueError(
-            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
+            f"{_short(value)} is not a DNS-1123 label (lower-case letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters)"
         )
     return value
@@ -53,14 +55,15 @@ def _dns_label(value: str) -> str:
 def _gpu_type(value: str) -> str:
     if len(value) > 32 or not _GPU_TYPE.match(value):
         raise ValueError(
-            f"{value!r} is not a GRES type (lower-case letters, digits, '-' and '_', at most 32)"
+            f"{_short(value)} is not a GRES type (lower-case letters, digits, '-' and '_', at most 32)"
         )
     return value
 
 
 def _version(value: str) -> str:
     if not _VERSION.match(value):
-        raise ValueError(f"{value!r} is not a MAJOR.MINOR version such as \"25.11\"")
+        raise ValueError(f"{_short(value)} is not a MAJOR.MINOR version such as \"25.11\" (or a patch "
+                         "release such as \"25.11.1\")")
     return value
 
 
@@ -462,5 +465,6 @@ def format_path(path: Path_) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    # credentials masked before the cut: a cut URL no longer looks like one (errors.mask_urls)
+    text = repr(mask_urls(value) if isinstance(value, str) else value)
     return text if len(text) <= 40 else text[:37] + "..."
