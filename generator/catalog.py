@@ -81,12 +81,12 @@ PLATFORM_NAMESPACE_PREFIXES = ("kube-",)
 
 def reserved_namespace(name: str) -> str | None:
     """Who owns namespace `name` (None: no platform component), from the chart records above."""
-    owners = [c.component for c in CATALOG.values() if c.namespace == name]
-    if owners:
-        return f"the {', '.join(owners)} chart{'s' * (len(owners) > 1)}' namespace"
     if name in PLATFORM_NAMESPACES or name.startswith(PLATFORM_NAMESPACE_PREFIXES):
         return {"argocd": "Argo CD's namespace", "flux-system": "Flux's namespace",
                 "default": "Kubernetes' default namespace"}.get(name, "a Kubernetes system namespace")
+    owners = [c.component for c in CATALOG.values() if c.namespace == name]
+    if owners:
+        return f"the {', '.join(owners)} chart" + ("s' namespace" if len(owners) > 1 else "'s namespace")
     return None
 
 

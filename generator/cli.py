@@ -219,9 +219,9 @@ def _stdout_error(exc: OSError) -> None:
     sys.exit(Exit.ERROR)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     try:
-        cli.main(standalone_mode=False)
+        cli.main(args=argv, standalone_mode=False)
         sys.stdout.flush()  # inside the try: a full disk behind stdout is an error here, not at exit
     except OrchgenError as exc:
         _say(f"orchgen: {exc}")

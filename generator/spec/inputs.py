@@ -134,7 +134,7 @@ def fleet_problems(fleet: Fleet) -> Iterator[tuple[str, Path_]]:
             yield (f"{what} {asked} is older than the oldest orchgen writes configuration for "
                    f"({_show(oldest)}; supported: {_show(oldest)} to {_show(newest)})", ("options", key))
     for component, version in sorted(opts.versions.items()):
-        if not isinstance(version, str) or not _CHART_VERSION.match(version):
+        if not isinstance(version, str) or not _CHART_VERSION.fullmatch(version):
             yield (f"{_short(version)} is not a chart version: write a SemVer version such as 1.2.3 or "
                    "v1.2.3 (no spaces, quotes, newlines or shell characters)", ("options", "versions", component))
 

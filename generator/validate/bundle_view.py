@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from ..bundle import MARKER
+from ..errors import fit_to_print
 from ..spec.inputs import Refused, read_bounded
 from ..spec.fabric import LABEL_PLANE
 from ..decide.plan import KUBE_PLANES
@@ -66,7 +67,7 @@ class Finding:
 
     def __str__(self) -> str:
         prefix = "warning: " if self.severity == "warning" else ""
-        return f"{self.path}:{self.line}: {prefix}{self.message}"
+        return fit_to_print(f"{self.path}:{self.line}: {prefix}{self.message}")  # a bundle's content is no one's terminal
 
 
 def as_list(value: Any) -> list[Any]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import catalog
 from ..bundle import MARKER
-from .bundle_view import Bundle, Doc, Finding, as_list, error, warning
+from .bundle_view import Bundle, Doc, Finding, as_list, error
 from .slurm_conf import parse_lines
 
 CONF, CGROUP = "slurm/slurm.conf", "slurm/cgroup.conf"
@@ -191,7 +191,7 @@ def _chart_versions(bundle: Bundle) -> Iterator[Finding]:
             continue
         name, version = str(rel.get("name", "")), rel.get("version")
         line = doc.line_of(["releases", i, "version"])
-        if not isinstance(version, str) or not _CHART_VERSION.match(version):
+        if not isinstance(version, str) or not _CHART_VERSION.fullmatch(version):
             yield error(path, line, f"release {name}: the chart version is not a SemVer version (such as 1.2.3 "
                         "or v1.2.3): helm refuses it, and it is written into shell lines")
             continue
@@ -338,7 +338,7 @@ def _foreign_line(path: str, text: str) -> tuple[int, str] | None:
             continue
         if line.startswith("#!") and number == 1 and line in ("#!/bin/sh", "#!/usr/bin/env bash", "#!/bin/bash"):
             continue
-        if any(p.match(line) for p in patterns):
+        if any(p.fullmatch(line) for p in patterns):
             continue
         return number, line
     return None
