@@ -229,6 +229,16 @@ def _write_locked(files: Files, target: Path, force: bool, shown: str) -> None:
         raise
 
 
+def _read_or_none(path: Path) -> bytes | None:
+    """A bundle file's bytes for --check; None (differs) for a FIFO, a device or a huge file put there."""
+    from .spec.inputs import Refused, read_bounded
+
+    try:
+        return read_bounded(path, 1 << 30)
+    except (Refused, OSError):
+        return None
+
+
 @dataclass(frozen=True)
 class Diff:
     changed: tuple[str, ...]
@@ -253,5 +263,5 @@ def diff(files: Files, target: Path) -> Diff:
     on_disk.discard(MARKER)
     on_disk = {p for p in on_disk if not operator_owned(p)}
     ours = {p: data for p, data in files.items() if not operator_owned(p)}
-    changed = sorted(p for p in ours if p in on_disk and (target / p).read_bytes() != ours[p])
+    changed = sorted(p for p in ours if p in on_disk and _read_or_none(target / p) != ours[p])
     return Diff(tuple(changed), tuple(sorted(set(ours) - on_disk)), tuple(sorted(on_disk - set(ours))))

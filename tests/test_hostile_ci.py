@@ -373,13 +373,22 @@ def test_validate_refuses_what_consumers_refuse(lab_bundle, tmp_path, case):
     assert hits, proc.stdout
 
 
-def test_a_bundle_fifo_is_not_read(lab_bundle, tmp_path):
+@pytest.mark.parametrize("inside", [True, False])
+def test_validate_reads_bundle_files_with_plans_limits(lab_bundle, tmp_path, inside):
+    """A 1 GiB file in the bundle is not read; a link leading outside the bundle is not followed."""
     damaged = tmp_path / "b"
     shutil.copytree(lab_bundle, damaged)
-    (damaged / "kubernetes/manifests/20-kueue.yaml").unlink()
-    (damaged / "kubernetes/manifests/20-kueue.yaml").symlink_to("/dev/zero")
+    huge = (damaged / "kubernetes" / "huge.bin") if inside else (tmp_path / "secret.yaml")
+    with huge.open("wb") as f:
+        f.truncate(1 << 30) if inside else f.write(f"token: {TOKEN}\n".encode())
+    rel = "kubernetes/manifests/20-kueue.yaml"
+    (damaged / rel).unlink()
+    (damaged / rel).symlink_to(huge)
     proc = run("validate", damaged, timeout=60)
     assert proc.returncode == 1 and not proc.stderr, proc.stderr
+    want = "not read: it is larger than 16 MiB" if inside else "is a symbolic link leading outside the bundle"
+    assert f"{rel}:0: {want}" in proc.stdout, proc.stdout
+    assert TOKEN not in proc.stdout
 
 
 # ---------------------------------------------------------------- concurrency

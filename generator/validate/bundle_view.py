@@ -8,6 +8,7 @@ file as a whole".
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -293,7 +294,10 @@ class Bundle:
     def text(self, rel: str) -> str | None:
         if rel not in self._text:
             self._text[rel] = None
-            if self.has(rel):
+            if self.has(rel) and not self._inside(rel):
+                self.problems.append(error(rel, 0, "is a symbolic link leading outside the bundle: not read "
+                                                   "(a bundle is committed and applied as it is)"))
+            elif self.has(rel):
                 try:  # the limits `plan` reads workload.yaml with: a regular file, at most 16 MiB
                     self._text[rel] = read_bounded(self.root / rel).decode("utf-8")
                 except UnicodeDecodeError as exc:
@@ -303,6 +307,10 @@ class Bundle:
                 except OSError as exc:
                     self.problems.append(error(rel, 0, f"cannot read: {exc.strerror}"))
         return self._text[rel]
+
+    def _inside(self, rel: str) -> bool:
+        real, top = os.path.realpath(self.root / rel), os.path.realpath(self.root)
+        return real.startswith(top.rstrip(os.sep) + os.sep)
 
     def docs(self, rel: str) -> list[Doc]:
         """The file's non-empty YAML documents ([] if absent or unparsable; the latter is a problem)."""
