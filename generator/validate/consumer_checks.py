@@ -25,7 +25,6 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from .. import catalog
@@ -35,7 +34,6 @@ from .slurm_conf import parse_lines
 
 CONF, CGROUP = "slurm/slurm.conf", "slurm/cgroup.conf"
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
-_TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
 
 
 def check(bundle: Bundle, objs: list[Doc]) -> Iterator[Finding]:
@@ -259,7 +257,9 @@ _NODE_LABELS_BODY = re.compile(rf"^(?:label|taint|annotate|expect_nodes|assign_p
 @functools.lru_cache(maxsize=None)
 def _jinja_skeleton(name: str) -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
     """The lines a template can produce: its static lines, and a pattern for each line with values."""
-    text = (_TEMPLATES / name).read_text(encoding="utf-8")
+    from importlib import resources
+
+    text = resources.files("generator.templates").joinpath(name).read_text(encoding="utf-8")
     statics, patterns = set(), []
     for raw in text.splitlines():
         line = raw.strip()
