@@ -373,6 +373,16 @@ def test_validate_refuses_what_consumers_refuse(lab_bundle, tmp_path, case):
     assert hits, proc.stdout
 
 
+def test_validate_refuses_a_volcano_queue_beyond_the_plan(tmp_path):
+    out = tmp_path / "b"
+    assert run("plan", REPO / "examples" / "aks-inference.yaml", "-o", out).returncode == 0
+    sub(out / "kubernetes/manifests/20-volcano.yaml", "nvidia.com/gpu: '48'", "nvidia.com/gpu: '99999'")
+    proc = run("validate", out)
+    assert proc.returncode == 1, proc.stdout
+    assert re.search(r"^kubernetes/manifests/20-volcano\.yaml:\d+: Queue \S+: capability 99999 nvidia\.com/gpu is "
+                     r"more than the \d+ GPUs of the whole plan", proc.stdout, re.M), proc.stdout
+
+
 @pytest.mark.parametrize("inside", [True, False])
 def test_validate_reads_bundle_files_with_plans_limits(lab_bundle, tmp_path, inside):
     """A 1 GiB file in the bundle is not read; a link leading outside the bundle is not followed."""

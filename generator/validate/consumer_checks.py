@@ -7,7 +7,8 @@ other checks let through (issue 19: `validate` said ok on these damaged bundles)
   socket*core*thread count"), or a CoreSpecCount that leaves no core;
 - cgroup.conf without ConstrainDevices=yes while nodes have GPUs: every job sees every GPU of its node;
 - an orchgen bundle (its marker file) without plan.json;
-- a Kueue ClusterQueue whose GPU nominalQuota is beyond every GPU the plan has;
+- a Kueue ClusterQueue's GPU nominalQuota, or a Volcano Queue's GPU capability or deserved share, beyond
+  every GPU the plan has;
 - a Helm release whose chart version is not a version (shell or YAML syntax in it), or is neither
   the one the catalog pins nor the one plan.json records (an options.versions override);
 - a namespaced object in a namespace nothing creates: no Namespace object in the bundle, no Helm
@@ -156,6 +157,8 @@ def _quotas(bundle: Bundle, objs: list[Doc]) -> Iterator[Finding]:
     if capacity is None:
         return
     for doc in objs:
+        if doc.kind == "Queue" and doc.api_version.startswith("scheduling.volcano.sh/"):
+            yield from _volcano_quota(doc, capacity)
         if doc.kind != "ClusterQueue" or not doc.api_version.startswith("kueue.x-k8s.io/"):
             continue
         spec = doc.data.get("spec") if isinstance(doc.data.get("spec"), dict) else {}
@@ -171,6 +174,18 @@ def _quotas(bundle: Bundle, objs: list[Doc]) -> Iterator[Finding]:
                                     f"{doc.label}: nominalQuota {int(quota)} {res['name']} is more than the "
                                     f"{capacity} GPUs of the whole plan (plan.json): Kueue would admit "
                                     "workloads that can never be scheduled")
+
+
+def _volcano_quota(doc: Doc, capacity: int) -> Iterator[Finding]:
+    spec = doc.data.get("spec") if isinstance(doc.data.get("spec"), dict) else {}
+    for key in ("capability", "deserved"):
+        resources = spec.get(key)
+        for name in GPU_RESOURCES:
+            quota = _quantity(resources.get(name)) if isinstance(resources, dict) else None
+            if quota is not None and quota > capacity:
+                yield error(doc.path, doc.line_of(["spec", key, name]),
+                            f"{doc.label}: {key} {int(quota)} {name} is more than the {capacity} GPUs of the "
+                            "whole plan (plan.json)")
 
 
 _CHART_VERSION = re.compile(r"^v?\d{1,9}\.\d{1,9}(\.\d{1,9})?(-[0-9A-Za-z.-]{1,64})?(\+[0-9A-Za-z.-]{1,64})?$")
