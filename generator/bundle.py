@@ -14,15 +14,25 @@ there. orchgen renders a seed for the bundle's own stack; `write` uses it only w
 has no such file yet, and carries every operator-owned file of the previous bundle into the new
 one byte for byte (other stacks' files included). `diff` (--check) ignores them: they are not
 orchgen's to compare.
+
+Concurrent plans into one target are serialized (issue 19): a plan holds an exclusive flock(2) on
+`.<name>.orchgen-lock` beside the target while it checks, stages and swaps; a second plan waits up to
+LOCK_WAIT_S, then refuses with "another orchgen plan is writing DIR". Holding the lock, a plan removes
+the staging directories that killed runs left for THIS target (`.<name>.orchgen-new-XXXXXXXX` exactly,
+never another target's), and removes the lock file when it is done.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import fcntl
 import fnmatch
 import os
+import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -131,15 +141,70 @@ def write(files: Files, target: Path, force: bool = False) -> None:
         raise OrchgenError(f"cannot write the bundle: {exc.strerror or exc}{where}", shown) from None
 
 
+LOCK_WAIT_S = 5.0  # how long a second plan into the same target waits before it refuses
+_STAGE_SUFFIX = re.compile(r"[a-z0-9_]{8}")  # tempfile.mkdtemp's random part
+
+
+@contextlib.contextmanager
+def _locked(target: Path, shown: str):
+    """An exclusive flock on `.<name>.orchgen-lock` beside `target`, held for the block. The lock file is
+    removed by its holder; a plan that locked a file its holder removed meanwhile locks the new one."""
+    path = target.parent / f".{target.name}.orchgen-lock"
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                raise OrchgenError(f"another orchgen plan is writing {shown} (waited {LOCK_WAIT_S:g} s); "
+                                   "run again when it has finished") from None
+            time.sleep(0.05)
+            continue
+        try:
+            same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # still holding the lock: no one else can be past this point
+        os.close(fd)
+
+
+def _remove_stale(target: Path) -> None:
+    """Staging directories of killed runs into `target` (only its own: `-o 'out*'` names a target
+    `out*`, whose staging directories are `.out*.orchgen-new-XXXXXXXX`, not `.out2.orchgen-new-...`).
+    Called with the lock held, so no live run owns one."""
+    for kind in ("new", "old"):
+        prefix = f".{target.name}.orchgen-{kind}-"
+        with os.scandir(target.parent) as entries:
+            stale = [e.path for e in entries if e.name.startswith(prefix)
+                     and _STAGE_SUFFIX.fullmatch(e.name[len(prefix):]) and e.is_dir(follow_symlinks=False)]
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def _write(files: Files, target: Path, force: bool, shown: str) -> None:
+    if target.exists() and not target.is_dir():
+        raise OrchgenError("exists and is not a directory", shown)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target, shown):
+        _write_locked(files, target, force, shown)
+
+
+def _write_locked(files: Files, target: Path, force: bool, shown: str) -> None:
     if target.exists() and not target.is_dir():
         raise OrchgenError("exists and is not a directory", shown)
     if target.is_dir() and any(target.iterdir()) and not _is_bundle(target) and not force:
         raise OrchgenError(f"is not empty and was not written by orchgen (no {MARKER}); "
                            "pass --force to replace it", shown)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f".{target.name}.orchgen-new-*"):
-        shutil.rmtree(stale, ignore_errors=True)  # left by a run that was killed mid-write
+    _remove_stale(target)  # left by a run that was killed mid-write
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-new-", dir=target.parent))
     try:
         # the operator's files win over the seeds (read last, so as late as possible before the swap)
@@ -162,6 +227,16 @@ def _write(files: Files, target: Path, force: bool, shown: str) -> None:
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    """A bundle file's bytes for --check; None (differs) for a FIFO, a device or a huge file put there."""
+    from .spec.inputs import Refused, read_bounded
+
+    try:
+        return read_bounded(path, 1 << 30)
+    except (Refused, OSError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -188,5 +263,5 @@ def diff(files: Files, target: Path) -> Diff:
     on_disk.discard(MARKER)
     on_disk = {p for p in on_disk if not operator_owned(p)}
     ours = {p: data for p, data in files.items() if not operator_owned(p)}
-    changed = sorted(p for p in ours if p in on_disk and (target / p).read_bytes() != ours[p])
+    changed = sorted(p for p in ours if p in on_disk and _read_or_none(target / p) != ours[p])
     return Diff(tuple(changed), tuple(sorted(set(ours) - on_disk)), tuple(sorted(on_disk - set(ours))))

@@ -149,3 +149,28 @@ def chart(component: str, overrides: dict[str, str] | None = None) -> Chart:
     entry = CATALOG[component]
     version = (overrides or {}).get(component)
     return replace(entry, version=version) if version else entry
+
+
+# Namespaces a tenant may not take (issue 19): a tenant's name becomes a Kueue-managed namespace
+# with quotas and, under KAI, a deny policy, so it must not be one a platform component runs in.
+# Kubernetes' own (`default` and every kube-*: kube-system, kube-public, kube-node-lease), the GitOps
+# tools' (Argo CD's install manifests: argocd; `flux install`: flux-system) and each chart's above.
+PLATFORM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "argocd", "flux-system")
+PLATFORM_NAMESPACE_PREFIXES = ("kube-",)
+
+
+def reserved_namespace(name: str) -> str | None:
+    """Who owns namespace `name` (None: no platform component), from the chart records above."""
+    if name in PLATFORM_NAMESPACES or name.startswith(PLATFORM_NAMESPACE_PREFIXES):
+        return {"argocd": "Argo CD's namespace", "flux-system": "Flux's namespace",
+                "default": "Kubernetes' default namespace"}.get(name, "a Kubernetes system namespace")
+    owners = [c.component for c in CATALOG.values() if c.namespace == name]
+    if owners:
+        return f"the {', '.join(owners)} chart" + ("s' namespace" if len(owners) > 1 else "'s namespace")
+    return None
+
+
+def known_versions(component: str) -> frozenset[str]:
+    """The chart versions of `component` orchgen knows (the pinned one); empty for an unknown component."""
+    entry = CATALOG.get(component)
+    return frozenset({entry.version}) if entry else frozenset()

@@ -5,26 +5,47 @@ refused operation, always as one line on stderr naming file, line and field.
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from .errors import Exit, OrchgenError
+from .errors import Exit, OrchgenError, fit_to_print
+
+# --input-root: a folder besides workload.yaml's own that files named in it may be read from
+_INPUT_ROOT = click.option(
+    "--input-root", "input_roots", multiple=True, type=click.Path(file_okay=False, path_type=str),
+    help="also read files workload.yaml names (fabric.from) from this folder; by default only the "
+    "folder of workload.yaml is allowed (repeatable)")
 
 
-def _load_plan(path: str, gitops: str | None = None, render: bool = False):
+def _planned(fleet, path: str):
+    """make_plan, plus the warnings of the loader's version checks (spec.inputs): a Slurm,
+    Kubernetes or chart version orchgen does not know plans, with a warning (an error under strict)."""
+    from dataclasses import replace
+
+    from .decide import make_plan
+    from .decide.plan import Warning_
+    from .spec.inputs import version_warnings
+
+    plan = make_plan(fleet, path)
+    extra = tuple(Warning_(message, field) for message, field in version_warnings(fleet))
+    return replace(plan, warnings=extra + plan.warnings) if extra else plan
+
+
+def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots: tuple[str, ...] = ()):
     """The plan (and with `render`, the bundle's files) of a workload.yaml. An error the planner or
     a renderer raises about a field is pointed at that field's line in the file."""
     from . import spec
-    from .decide import make_plan
 
-    fleet, locate = spec.load_located(path)
+    fleet, locate = spec.load_located(path, roots)
     if gitops:
         fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update={"gitops": gitops})})
     try:
-        plan = make_plan(fleet, path)
+        plan = _planned(fleet, path)
         if not render:
             _warn(plan, locate, bundle=False)
             return plan, None
@@ -60,15 +81,16 @@ def cli() -> None:
 @cli.command()
 @click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def recommend(workload: str, fmt: str) -> None:
+@_INPUT_ROOT
+def recommend(workload: str, fmt: str, input_roots: tuple[str, ...]) -> None:
     """Show the plane, add-ons and reasons per workload and for the fleet. A fleet that cannot be
     planned still gets its per-workload decisions (they do not depend on the split), then the error."""
     from . import spec
-    from .decide import make_plan, per_workload
+    from .decide import per_workload
 
-    fleet, locate = spec.load_located(workload)
+    fleet, locate = spec.load_located(workload, input_roots)
     try:
-        plan = make_plan(fleet, workload)
+        plan = _planned(fleet, workload)
         _warn(plan, locate, bundle=False)
     except OrchgenError as err:
         _show_workloads(per_workload(fleet), fmt, fleet.metadata.name)
@@ -129,12 +151,13 @@ def _show_workloads(workloads, fmt: str, name: str):
 @click.option("--charts", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="with --diff: unpacked Helm charts (<chart>/<version>/) to render for rollouts "
                    "(default: $ORCHGEN_CHARTS)")
+@_INPUT_ROOT
 def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | None, show_diff: bool,
-         fmt: str, charts: Path | None) -> None:
+         fmt: str, charts: Path | None, input_roots: tuple[str, ...]) -> None:
     """Decide and write the bundle (atomically, byte-identical for the same input)."""
     from . import bundle
 
-    the_plan, files = _load_plan(workload, gitops, render=True)
+    the_plan, files = _load_plan(workload, gitops, render=True, roots=input_roots)
     if show_diff:
         from .impact.bundle import compare, read_tree
         from .impact.kube import charts_dir
@@ -150,15 +173,15 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
     if check:
         diff = bundle.diff(files, output)
         if diff:
-            click.echo(f"{output}: differs from what `orchgen plan {workload}` writes:")
+            click.echo(fit_to_print(f"{output}: differs from what `orchgen plan {workload}` writes:"))
             for line in diff.lines():
                 click.echo(f"  {line}")
             sys.exit(Exit.DIFF)
-        click.echo(f"{output}: up to date ({len(files)} files)")
+        click.echo(fit_to_print(f"{output}: up to date ({len(files)} files)"))
         return
     bundle.write(files, output, force=force)
     planes = ", ".join(f"{n} ({len(p.nodes)} nodes)" for n, p in the_plan.planes.items())
-    click.echo(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/")
+    click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
     for path, data in files.items():
         click.echo(f"  {path}  ({len(data)} bytes)")
 
@@ -179,12 +202,12 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
     defaults = chart_defaults_dir(chart_defaults) if chart_defaults else None
     report = validate_bundle(bundle_dir, registry, defaults, against=old_bundle)
     for line in report.replan:
-        click.echo(line)
+        click.echo(fit_to_print(line))
     for notice in report.notices:
-        click.echo(f"notice: {notice}")
+        click.echo(fit_to_print(f"notice: {notice}"))
     for finding in report.findings:
         click.echo(str(finding))
-    click.echo(report.summary())
+    click.echo(fit_to_print(report.summary()))
     if report.errors:
         sys.exit(Exit.DIFF)
 
@@ -203,25 +226,56 @@ def schema(of_plan: bool) -> None:
     click.echo(json.dumps(json_schema(), indent=2, sort_keys=True))
 
 
-def main() -> None:
+def _say(line: str) -> None:
+    """One line on stderr, fit to print (user input escaped, credentials masked); stderr itself
+    failing is ignored: the exit code still tells."""
     try:
-        cli.main(standalone_mode=False)
+        click.echo(fit_to_print(" ".join(line.split("\n"))), err=True)
+    except OSError:
+        pass
+
+
+def _stdout_error(exc: OSError) -> None:
+    """Standard output could not be written (`orchgen schema > /dev/full`, a closed pipe): one line, exit 2."""
+    try:  # what is still buffered would fail again at exit: drop it
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
+    except OSError:
+        pass
+    _say(f"orchgen: cannot write to standard output: {exc.strerror or exc}")
+    sys.exit(Exit.ERROR)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, standalone_mode=False)
+        sys.stdout.flush()  # inside the try: a full disk behind stdout is an error here, not at exit
     except OrchgenError as exc:
-        click.echo(f"orchgen: {exc}", err=True)
+        _say(f"orchgen: {exc}")
         sys.exit(Exit.ERROR)
     except click.exceptions.Abort:
-        click.echo("orchgen: aborted", err=True)
+        _say("orchgen: aborted")
         sys.exit(Exit.ERROR)
     except click.ClickException as exc:
-        click.echo(f"orchgen: {exc.format_message()}", err=True)
+        _say(f"orchgen: {exc.format_message()}")
         sys.exit(Exit.ERROR)
     except SystemExit:
         raise
     except RecursionError:
-        click.echo("orchgen: input nested too deeply", err=True)
+        _say("orchgen: input nested too deeply")
+        sys.exit(Exit.ERROR)
+    except MemoryError:
+        _say("orchgen: out of memory (the input is too large)")
+        sys.exit(Exit.ERROR)
+    except OSError as exc:
+        if exc.filename is None and exc.errno in (errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EBADF,
+                                                  errno.EDQUOT, errno.EFBIG, errno.EROFS):
+            _stdout_error(exc)
+        # any other OS error names its path: an input or output the user gave
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"orchgen: {where}{exc.strerror or exc}")
         sys.exit(Exit.ERROR)
     except Exception as exc:  # a bug: still one line, never a traceback on a user's terminal
-        click.echo(f"orchgen: internal error: {type(exc).__name__}: {exc} (please report)", err=True)
+        _say(f"orchgen: internal error: {type(exc).__name__}: {exc} (please report)")
         sys.exit(3)
 
 

@@ -6,6 +6,8 @@ exit code.
 """
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -29,4 +31,56 @@ class OrchgenError(Exception):
             where = self.file + (f":{self.line}" if self.line else "") + ": "
         field = f"{self.field}: " if self.field else ""
         # one line, always: a multi-line message would break `file:line: message` tooling
-        return " ".join(f"{where}{field}{self.message}".split("\n"))
+        return printable(mask_urls(" ".join(f"{where}{field}{self.message}".split("\n"))))
+
+
+# Every message orchgen prints passes through these two (OrchgenError, validate's findings, the CLI's
+# own lines): file names, keys and values in a message come from the user, and a CI log is a terminal.
+_ESCAPES = {"\r": "\\r", "\t": "\\t", "\n": "\\n", "\x1b": "\\x1b"}
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on shown as an escape: control characters
+    (ESC sequences that set the title or move the cursor, CR that overwrites the line), format
+    characters (bidi overrides such as U+202E, zero-width joiners), line/paragraph separators and
+    lone surrogates (a file name that is not UTF-8). Printable text, non-ASCII letters included, stays."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or (ch == " "):
+            out.append(ch)
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        elif unicodedata.category(ch) == "Zs":  # a space other than " " (NBSP ...): visible as a gap
+            out.append(ch)
+        else:
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+    return "".join(out)
+
+
+# userinfo of any scheme://user:password@ (also a mistyped scheme: `htps://<token>@host`), the
+# scp form's `user:token@host`, a token in a query string, and the token shapes the big Git hosts issue
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,31}://)[^/\s@'\"]*@")
+_SCP_USERINFO = re.compile(r"(?<![\w.:/-])[\w.-]+:[^/\s@'\"]+@(?=[\w.-])")
+_QUERY_TOKEN = re.compile(r"(?i)([?&;](?:access_token|token|private_token|password|passwd|pwd|secret|key|sig|"
+                          r"signature|auth|x-amz-signature|x-amz-credential)=)[^&#\s'\"]*")
+_TOKENS = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{8,}|github_pat_[A-Za-z0-9_]{8,}|glpat-[A-Za-z0-9_-]{8,}"
+                     r"|xox[abposr]-[A-Za-z0-9-]{8,}|AKIA[0-9A-Z]{16})")
+
+
+def mask_urls(text: str) -> str:
+    """`text` with the credentials of every URL in it masked (`https://***@github.com/org/repo`),
+    and any token shape GitHub, GitLab, Slack or AWS issues replaced by `***`. The one place a URL
+    is made fit to print: errors end up in CI logs that strangers read."""
+    text = _URL_USERINFO.sub(r"\1***@", text)
+    text = _SCP_USERINFO.sub("***@", text)
+    text = _QUERY_TOKEN.sub(r"\1***", text)
+    return _TOKENS.sub("***", text)
+
+
+def fit_to_print(text: str) -> str:
+    """Both: what the CLI applies to any line built from user input."""
+    return printable(mask_urls(text))

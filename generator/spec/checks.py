@@ -19,9 +19,7 @@ from . import hardware, hostlist
 from .models import MAX_FLEET_NODES, Fleet, Path_, Pool, _dns_label
 
 # Namespaces a tenant cannot take: Kubernetes' own and the ones our releases install into.
-RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"} | {
-    entry.namespace for entry in catalog.CATALOG.values()
-}
+RESERVED_NAMESPACES = set(catalog.PLATFORM_NAMESPACES) | {entry.namespace for entry in catalog.CATALOG.values()}
 
 Problem = tuple[str, Path_]
 
@@ -46,9 +44,10 @@ def check_fleet(fleet: Fleet) -> Iterator[Problem]:
         if name not in catalog.CATALOG:
             yield _unknown("component", name, list(catalog.CATALOG)), ("options", "versions", name)
     for i, tenant in enumerate(fleet.tenants):
-        if tenant.name in RESERVED_NAMESPACES:
-            yield (f"{tenant.name!r} is reserved (a system or add-on namespace); pick another tenant name",
-                   ("tenants", i, "name"))
+        owner = catalog.reserved_namespace(tenant.name)
+        if owner:
+            yield (f"{tenant.name!r} is reserved ({owner}): a tenant's name becomes its namespace; "
+                   "pick another tenant name", ("tenants", i, "name"))
     defaults = [t.name for t in fleet.tenants if t.default]
     if len(defaults) > 1:
         i = next(i for i, t in enumerate(fleet.tenants) if t.default and t.name == defaults[1])

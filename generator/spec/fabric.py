@@ -293,14 +293,15 @@ def resolve(fleet: Fleet, base: Path | None, imported: ImportedFabric | None = N
                    _Where(("fleet", "fabric", "leaves")), fleet)
 
 
-def read_import(fleet: Fleet, base: Path | None) -> ImportedFabric | None:
-    """The `from` file's cabling (None without `from`), read relative to `base`. Raises FabricProblem."""
+def read_import(fleet: Fleet, base: Path | None, roots: tuple[str, ...] = ()) -> ImportedFabric | None:
+    """The `from` file's cabling (None without `from`), read relative to `base`, confined to it (or
+    `roots`, from --input-root). Raises FabricProblem."""
     fab = fleet.fleet.fabric
     _exclusive(fab)
     if fab.from_ is None:
         return None
     kind, rel = next((k, v) for k, v in fab.from_.model_dump().items() if v is not None)
-    return _read_import(kind, rel, base)
+    return _read_import(kind, rel, base, roots)
 
 
 def of(fleet: Fleet) -> FabricModel:
@@ -355,26 +356,32 @@ def _hostlist(expr: str, path: Path_) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _read_import(kind: str, rel: str, base: Path | None) -> ImportedFabric:
-    from . import importers
+def _read_import(kind: str, rel: str, base: Path | None, roots: tuple[str, ...] = ()) -> ImportedFabric:
+    from . import importers, inputs
 
     at = ("fleet", "fabric", "from", kind)
     if base is None:
         raise FabricProblem("the import is read when workload.yaml is loaded (orchgen plan/recommend "
                             "read it relative to the file)", at)
-    path = base / rel
-    try:
+    try:  # inside workload.yaml's folder, symbolic links followed (issue 19: no reading /etc/passwd)
+        path = inputs.confine(base, rel, roots)
         size = path.stat().st_size
         if not path.is_file():
-            raise FabricProblem(f"cannot read {rel}: not a file", at)
+            raise FabricProblem(f"cannot read {_cut(rel)}: not a regular file", at)
+    except inputs.Refused as exc:
+        raise FabricProblem(str(exc), at) from None
     except OSError as exc:
-        raise FabricProblem(f"cannot read {rel} (relative to workload.yaml): {exc.strerror}", at) from None
+        raise FabricProblem(f"cannot read {_cut(rel)} (relative to workload.yaml): {exc.strerror}", at) from None
     if size > MAX_IMPORT_BYTES:
-        raise FabricProblem(f"{rel} is larger than {MAX_IMPORT_BYTES // 2**20} MiB", at)
+        raise FabricProblem(f"{_cut(rel)} is larger than {MAX_IMPORT_BYTES // 2**20} MiB", at)
     try:
         return importers.load(kind, path)
     except OrchgenError as err:
         raise FabricProblem(err.message, file=err.file, line=err.line, field=err.field) from None
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _from_import(fleet: Fleet, kind: str, rel: str, imp: ImportedFabric,

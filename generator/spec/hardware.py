@@ -306,5 +306,5 @@ def _detected_gres(gpu, hw: NodeHardware, gres: str) -> Iterator[tuple[str, Path
 
 
 def _version(text: str) -> tuple[int, int]:
-    major, minor = text.split(".")
+    major, minor = text.split(".")[:2]  # 25.11.1 is a 25.11
     return int(major), int(minor)

@@ -94,10 +94,15 @@ class _Source:
         return OrchgenError(message, self.file, line, self.field)
 
     def text(self) -> str:
-        try:
-            data = self.path.read_bytes()
+        from .fabric import MAX_IMPORT_BYTES
+        from .inputs import Refused, read_bounded
+
+        try:  # a regular file only, its size checked before reading (a FIFO would block for ever)
+            data = read_bounded(self.path, MAX_IMPORT_BYTES)
+        except Refused as exc:
+            raise self.error(None, str(exc)) from None
         except OSError as exc:
-            raise self.error(None, f"cannot read the file: {exc.strerror}") from None
+            raise self.error(None, f"cannot read the file: {exc.strerror or exc}") from None
         try:
             text = data.decode("utf-8-sig")  # a byte-order mark from a Windows editor is not content
         except UnicodeDecodeError as exc:
@@ -279,8 +284,8 @@ def _conf_pairs(src: _Source, record: slurmconf.Record) -> tuple[str, dict[str, 
         allowed = list(_CONF_LINES) if not kind else _CONF_LINES[kind]
         canon = next((k for k in allowed if k.lower() == key.lower()), None)  # keys are case-insensitive
         if canon is None and not kind:
-            raise src.error(number, "a line starts with SwitchName=, BlockName= or BlockSizes=, "
-                            f"not {key}={_suggest(key, allowed)}")
+            raise src.error(number, "a line starts with SwitchName=, BlockName= or BlockSizes="
+                            f"{_suggest(key, allowed)}")
         if canon is None:
             raise src.error(number, f"unknown key {key!r} in a {kind} line{_suggest(key, allowed)}")
         if canon in pairs:
@@ -288,7 +293,8 @@ def _conf_pairs(src: _Source, record: slurmconf.Record) -> tuple[str, dict[str, 
         kind = kind or canon
         pairs[canon] = value
     if record.leftover:  # Slurm: "Parse error in file ... line N"
-        raise src.error(number, f"expected Key=Value, found {record.leftover.split()[0]!r}")
+        # what was found is not quoted: the file may be anything (issue 19: a credentials file)
+        raise src.error(number, "expected Key=Value words (SwitchName=..., Nodes=..., BlockName=...)")
     return kind, pairs
 
 
@@ -376,7 +382,8 @@ class _Yaml:
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else None
             if name not in keys:
-                raise self.src.error(self.line(key), f"{what}: unknown key {name!r}{_suggest(str(name), list(keys))}")
+                raise self.src.error(self.line(key), f"{what}: unknown key{_suggest(str(name), list(keys))}; expected "
+                                     f"{', '.join(keys)}")
             if name in out:
                 raise self.src.error(self.line(key), f"{what}: {name} is given twice")
             out[name] = value

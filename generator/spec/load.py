@@ -14,11 +14,11 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import OrchgenError
-from . import fabric
+from . import fabric, inputs
 from .checks import check_fleet
 from .models import Fleet, Path_, _short, format_path
 
-MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_FILE_BYTES = inputs.MAX_INPUT_BYTES  # checked before reading (spec.inputs.read_bounded)
 MAX_YAML_NODES = 200_000  # after alias expansion: stops a "billion laughs" YAML bomb early
 MAX_YAML_DEPTH = 40
 
@@ -59,7 +59,10 @@ class _Source:
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
         if node.tag not in _SCALAR_TAGS:
-            raise self.error(f"unsupported YAML tag {node.tag}", path)
+            raise self.error(f"unsupported YAML tag {_short(node.tag)}", path)
+        if node.tag == _INT_TAG and len(str(node.value)) > inputs.MAX_INT_DIGITS:
+            # int() of thousands of digits is slow, and refused by Python past 4,300 (ValueError)
+            raise self.error(f"integer longer than {inputs.MAX_INT_DIGITS} digits", path)
         return self._constructor.construct_object(node, deep=True)
 
     def build_key(self, node: yaml.Node, path: Path_) -> str:
@@ -69,20 +72,20 @@ class _Source:
 
 
 _SCALAR_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null")}
+_INT_TAG = "tag:yaml.org,2002:int"
 
 
 def _read(path: Path) -> tuple[_Source, Any]:
     src = _Source(str(path))
-    if path.is_dir():
-        raise src.error("is a directory, not a workload.yaml file")
-    try:
-        raw = path.read_bytes()
+    try:  # a regular file only, its size checked before a byte is read (a FIFO, /dev/zero, a directory)
+        raw = inputs.read_bounded(path, MAX_FILE_BYTES)
+    except inputs.Refused as exc:
+        raise src.error(("file " if "larger" in str(exc) else "") + str(exc)
+                        + (" (give the workload.yaml file in it)" if "directory" in str(exc) else "")) from None
     except FileNotFoundError:
         raise src.error("no such file") from None
     except OSError as exc:
-        raise src.error(f"cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise src.error(f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        raise src.error(f"cannot read: {exc.strerror or exc}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -159,14 +162,16 @@ def _model_of(annotation: Any) -> Any:
     return None
 
 
-def load(path: str | Path) -> Fleet:
+def load(path: str | Path, roots: tuple[str, ...] = ()) -> Fleet:
     """Parse and check a workload.yaml; raise OrchgenError naming file, line and field."""
-    return load_located(path)[0]
+    return load_located(path, roots)[0]
 
 
-def load_located(path: str | Path) -> tuple[Fleet, Callable[[OrchgenError], OrchgenError]]:
+def load_located(path: str | Path, roots: tuple[str, ...] = ()
+                 ) -> tuple[Fleet, Callable[[OrchgenError], OrchgenError]]:
     """`load`, plus a function that points a later error (the planner's or a renderer's, which
-    name a field but know no file or line) at the file and line of that field."""
+    name a field but know no file or line) at the file and line of that field. A file workload.yaml
+    names is read only inside its folder or one of `roots` (--input-root; spec.inputs.confine)."""
     src, data = _read(Path(path))
     fields = {format_path(key): line for key, line in src.lines.items()}
 
@@ -187,8 +192,10 @@ def load_located(path: str | Path) -> tuple[Fleet, Callable[[OrchgenError], Orch
         raise src.error(_message(first, data) + more, _loc(first)) from None
     for message, loc in check_fleet(fleet):
         raise src.error(message, loc)
+    for message, loc in inputs.fleet_problems(fleet):
+        raise src.error(message, loc)
     try:  # the fabric as cabled: imports are read here, their errors name the imported file's line
-        imported = fabric.read_import(fleet, Path(path).parent)
+        imported = fabric.read_import(fleet, Path(path).parent, roots)
         fabric.resolve(fleet, None, imported)  # every cabling error now, with its line
         fleet.fleet.fabric._imported = imported
     except fabric.FabricProblem as p:

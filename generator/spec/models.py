@@ -11,15 +11,18 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
 from .. import providers, schedulers
+from ..errors import mask_urls
 from . import slurmtime
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
 MAX_FLEET_NODES = 65_536
 
+# The validators below use fullmatch: `$` alone also matches before a trailing newline ("gpu\n").
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GPU_TYPE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
-_VERSION = re.compile(r"^[0-9]+\.[0-9]+$")
+# MAJOR.MINOR, or a patch release (25.11.1): the renderers read MAJOR.MINOR
+_VERSION = re.compile(r"^[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?$")
 # A POSIX user or group name as Slurm keeps it (sacctmgr lower-cases user names): it is written
 # into accounts.sh as a shell word, so the characters are a safe subset (no quotes, spaces, `$`).
 _UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_.-]*$")
@@ -43,30 +46,31 @@ MAX_GIT_URL = 512
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
+            f"{_short(value)} is not a DNS-1123 label (lower-case letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters)"
         )
     return value
 
 
 def _gpu_type(value: str) -> str:
-    if len(value) > 32 or not _GPU_TYPE.match(value):
+    if len(value) > 32 or not _GPU_TYPE.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not a GRES type (lower-case letters, digits, '-' and '_', at most 32)"
+            f"{_short(value)} is not a GRES type (lower-case letters, digits, '-' and '_', at most 32)"
         )
     return value
 
 
 def _version(value: str) -> str:
-    if not _VERSION.match(value):
-        raise ValueError(f"{value!r} is not a MAJOR.MINOR version such as \"25.11\"")
+    if not _VERSION.fullmatch(value):
+        raise ValueError(f"{_short(value)} is not a MAJOR.MINOR version such as \"25.11\" (or a patch "
+                         "release such as \"25.11.1\")")
     return value
 
 
 def _unix_name(value: str) -> str:
-    if len(value) > MAX_UNIX_NAME or not _UNIX_NAME.match(value):
+    if len(value) > MAX_UNIX_NAME or not _UNIX_NAME.fullmatch(value):
         raise ValueError(f"{_short(value)} is not a user or group name (lower-case letters, digits, '_', "
                          f"'.', '-', starting with a letter or '_', at most {MAX_UNIX_NAME} characters)")
     return value
@@ -78,7 +82,7 @@ def _slurm_time(value: str) -> str:
 
 
 def _host_path(value: str) -> str:
-    if len(value) > 255 or not _HOST_PATH.match(value) or "/../" in f"{value}/" or "/./" in f"{value}/":
+    if len(value) > 255 or not _HOST_PATH.fullmatch(value) or "/../" in f"{value}/" or "/./" in f"{value}/":
         raise ValueError(f"{_short(value)} is not an absolute path of letters, digits and '._+-' "
                          "(no spaces, quotes, '..' or trailing '/'; at most 255 characters)")
     return value
@@ -96,23 +100,23 @@ _CIDR4 = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})/(\d{1,2})$")
 def _node_labels(value: dict[str, str]) -> dict[str, str]:
     for key, val in value.items():
         prefix = key.split("/", 1)[0] if "/" in key else ""
-        if len(key) > 316 or len(prefix) > 253 or not _LABEL_KEY.match(key):
+        if len(key) > 316 or len(prefix) > 253 or not _LABEL_KEY.fullmatch(key):
             raise ValueError(f"{_short(key)} is not a label key (optional DNS-subdomain prefix and '/', then "
                              "at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)")
-        if not isinstance(val, str) or len(val) > 63 or not _LABEL_VALUE.match(val):
+        if not isinstance(val, str) or len(val) > 63 or not _LABEL_VALUE.fullmatch(val):
             raise ValueError(f"label {key}: {_short(val)} is not a label value (at most 63 letters, digits, "
                              "'-', '_' or '.', starting and ending alphanumeric)")
     return value
 
 
 def _ifname(value: str) -> str:
-    if not _IFNAME.match(value):
+    if not _IFNAME.fullmatch(value):
         raise ValueError(f"{_short(value)} is not a network interface name (at most 15 characters)")
     return value
 
 
 def _cidr4(value: str) -> str:
-    m = _CIDR4.match(value)
+    m = _CIDR4.fullmatch(value)
     if not m or any(int(o) > 255 for o in m.groups()[:4]) or not 8 <= int(m.group(5)) <= 30:
         raise ValueError(f"{_short(value)} is not an IPv4 subnet such as 172.16.0.0/16 (prefix /8 to /30)")
     return value
@@ -125,7 +129,7 @@ def _git_url(value: str) -> str:
     if re.match(r"^(https://[^/]*@|ssh://[^/@]*:[^/@]*@|[^/@:]+:[^/@]*@)", value):
         raise ValueError("must not carry credentials (a user, password or token in the URL): Argo CD "
                          "and Flux read them from a Secret, and this URL is committed with the bundle")
-    if not _GIT_URL.match(value):
+    if not _GIT_URL.fullmatch(value):
         why = " (it contains whitespace)" if re.search(r"\s", value) else ""
         raise ValueError(f"{_short(value)} is not a Git clone URL{why}: write https://host/path, "
                          "ssh://[user@]host/path or user@host:path")
@@ -158,7 +162,7 @@ _MIG_PROFILE = re.compile(r"^[1-8]g\.[0-9]{1,4}gb$")
 
 
 def _mig_profile(value: str) -> str:
-    if not _MIG_PROFILE.match(value):
+    if not _MIG_PROFILE.fullmatch(value):
         raise ValueError(f"{_short(value)} is not a MIG profile name such as 1g.10gb or 3g.40gb "
                          "(media-extension profiles, +me, are not supported)")
     return value
@@ -464,5 +468,6 @@ def format_path(path: Path_) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    # credentials masked before the cut: a cut URL no longer looks like one (errors.mask_urls)
+    text = repr(mask_urls(value) if isinstance(value, str) else value)
     return text if len(text) <= 40 else text[:37] + "..."

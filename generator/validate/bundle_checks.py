@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OrchgenError
-from . import cross_checks, helm_checks, kube_checks, kube_refs, replan, secrets_check, slinky_checks, slurm_checks
+from . import consumer_checks, cross_checks, helm_checks, kube_checks, kube_refs, replan, secrets_check, slinky_checks, slurm_checks
 from .bundle_view import Bundle, Finding, error
 
 if TYPE_CHECKING:
@@ -132,6 +132,7 @@ def _findings(bundle: Bundle, crds: CRDRegistry | None, chart_defaults: Path | N
     found += slinky_checks.check(bundle)
     found += cross_checks.check(bundle, objs)
     found += _secrets(bundle)
+    found += consumer_checks.check(bundle, objs)
     return found
 
 

@@ -8,6 +8,7 @@ file as a whole".
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,10 +18,45 @@ from typing import Any
 import yaml
 
 from ..bundle import MARKER
+from ..errors import fit_to_print
+from ..spec.inputs import Refused, read_bounded
 from ..spec.fabric import LABEL_PLANE
 from ..decide.plan import KUBE_PLANES
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_YAML_NODES = 1_000_000  # per document, aliases expanded: far beyond any bundle file, far below a bomb
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """How many nodes the document has once every alias is expanded, counted without expanding them
+    (a node used N times counts N times); a cycle counts as too many. Stops past MAX_YAML_NODES."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            children = _children(node)
+            sizes[key] = min(1 + sum(sizes[id(c)] for c in children), MAX_YAML_NODES + 1)
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            return MAX_YAML_NODES + 1  # an alias inside its own anchor
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
 
 
 @dataclass(frozen=True, order=True)
@@ -32,7 +68,7 @@ class Finding:
 
     def __str__(self) -> str:
         prefix = "warning: " if self.severity == "warning" else ""
-        return f"{self.path}:{self.line}: {prefix}{self.message}"
+        return fit_to_print(f"{self.path}:{self.line}: {prefix}{self.message}")  # a bundle's content is no one's terminal
 
 
 def as_list(value: Any) -> list[Any]:
@@ -258,14 +294,23 @@ class Bundle:
     def text(self, rel: str) -> str | None:
         if rel not in self._text:
             self._text[rel] = None
-            if self.has(rel):
-                try:
-                    self._text[rel] = (self.root / rel).read_text(encoding="utf-8")
+            if self.has(rel) and not self._inside(rel):
+                self.problems.append(error(rel, 0, "is a symbolic link leading outside the bundle: not read "
+                                                   "(a bundle is committed and applied as it is)"))
+            elif self.has(rel):
+                try:  # the limits `plan` reads workload.yaml with: a regular file, at most 16 MiB
+                    self._text[rel] = read_bounded(self.root / rel).decode("utf-8")
                 except UnicodeDecodeError as exc:
                     self.problems.append(error(rel, 0, f"not UTF-8 text (byte {exc.start})"))
+                except Refused as exc:
+                    self.problems.append(error(rel, 0, f"not read: it {exc}"))
                 except OSError as exc:
                     self.problems.append(error(rel, 0, f"cannot read: {exc.strerror}"))
         return self._text[rel]
+
+    def _inside(self, rel: str) -> bool:
+        real, top = os.path.realpath(self.root / rel), os.path.realpath(self.root)
+        return real.startswith(top.rstrip(os.sep) + os.sep)
 
     def docs(self, rel: str) -> list[Doc]:
         """The file's non-empty YAML documents ([] if absent or unparsable; the latter is a problem)."""
@@ -286,6 +331,11 @@ class Bundle:
         try:
             while loader.check_node():
                 node = loader.get_node()
+                if _expanded_size(node) > MAX_YAML_NODES:  # a "billion laughs" alias bomb: never walked
+                    self.problems.append(error(rel, node.start_mark.line + 1, f"a YAML document that expands "
+                                               f"to more than {MAX_YAML_NODES} nodes (aliases counted as "
+                                               "often as they are used): not read"))
+                    return []
                 data = loader.construct_document(node)
                 if data is not None:
                     out.append(Doc(rel, data, node))
@@ -300,6 +350,9 @@ class Bundle:
             return []
         except (yaml.YAMLError, RecursionError) as exc:
             self.problems.append(error(rel, 0, f"not valid YAML: {exc}"))
+            return []
+        except ValueError as exc:  # int("9" * 5000): Python's limit on integer digits
+            self.problems.append(error(rel, 0, f"not valid YAML: {str(exc)[:120]}"))
             return []
         finally:
             loader.dispose()

@@ -36,7 +36,7 @@ def parse_lines(path: str, text: str, problems: list[Finding]) -> list[Line]:
                                   "writes each setting into the bundle's own file, where validate checks it"))
             continue
         if record.leftover or not record.pairs:
-            problems.append(error(path, record.line, f"not a key=value line: {record.text.strip()[:80]!r}"))
+            problems.append(error(path, record.line, "not a key=value line (its text is not quoted: a damaged bundle file may hold anything)"))
             continue
         out.append(Line(record.line, record.params()))
     return out

@@ -29,7 +29,7 @@ TREE_TOPOLOGY = "fabric"  # topology.yaml name of the fabric tree (the cluster d
 
 
 def version_of(plan: Plan) -> tuple[int, int]:
-    major, minor = plan.slurm_version.split(".")
+    major, minor = plan.slurm_version.split(".")[:2]  # a patch release (25.11.1) is its minor's
     return int(major), int(minor)
 
 
