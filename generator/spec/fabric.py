@@ -55,7 +55,6 @@ LABEL_HOSTNAME = "kubernetes.io/hostname"
 
 DEFAULT_SPINE = "spine"  # explicit leaves without spines: the one spine over all of them
 SHORTHAND_CORE = "core"
-MAX_IMPORT_BYTES = 64 * 1024 * 1024  # an ibnetdiscover dump of a 10,000-port fabric is a few MiB
 
 
 @dataclass(frozen=True)
@@ -372,8 +371,8 @@ def _read_import(kind: str, rel: str, base: Path | None, roots: tuple[str, ...] 
         raise FabricProblem(str(exc), at) from None
     except OSError as exc:
         raise FabricProblem(f"cannot read {_cut(rel)} (relative to workload.yaml): {exc.strerror}", at) from None
-    if size > MAX_IMPORT_BYTES:
-        raise FabricProblem(f"{_cut(rel)} is larger than {MAX_IMPORT_BYTES // 2**20} MiB", at)
+    if size > importers.MAX_IMPORT_BYTES:
+        raise FabricProblem(f"{_cut(rel)} is larger than {importers.MAX_IMPORT_BYTES // 2**20} MiB", at)
     try:
         return importers.load(kind, path)
     except OrchgenError as err:

@@ -45,6 +45,7 @@ __all__ = ["ImportedBlock", "ImportedFabric", "ImportedLeaf", "ImportedSpine", "
            "import_ibnetdiscover", "import_topology_conf", "import_topology_yaml", "load"]
 
 KINDS = ("topology_conf", "topology_yaml", "ibnetdiscover")
+MAX_IMPORT_BYTES = 64 * 1024 * 1024  # an ibnetdiscover dump of a 10,000-port fabric is a few MiB
 _MAX_SWITCH_NAME = 64  # topology.conf(5) and topology.yaml(5): "cannot be longer than 64 characters"
 
 
@@ -94,7 +95,6 @@ class _Source:
         return OrchgenError(message, self.file, line, self.field)
 
     def text(self) -> str:
-        from .fabric import MAX_IMPORT_BYTES
         from .inputs import Refused, read_bounded
 
         try:  # a regular file only, its size checked before reading (a FIFO would block for ever)
