@@ -14,9 +14,10 @@ import click
 from .errors import Exit, OrchgenError
 
 
-def _load_plan(path: str, gitops: str | None = None, render: bool = False):
+def _load_plan(path: str, gitops: str | None = None, render: bool = False, warnings: list | None = None):
     """The plan (and with `render`, the bundle's files) of a workload.yaml. An error the planner or
-    a renderer raises about a field is pointed at that field's line in the file."""
+    a renderer raises about a field is pointed at that field's line in the file. With `warnings`,
+    the warning lines are appended there instead of printed (`plan` prints them after its listing)."""
     from . import spec
     from .decide import make_plan
 
@@ -26,21 +27,21 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False):
     try:
         plan = make_plan(fleet, path)
         if not render:
-            _warn(plan, locate, bundle=False)
+            _warn(plan, locate, bundle=False, out=warnings)
             return plan, None
         from .render import render as render_files
 
         files = render_files(plan)
-        _warn(plan, locate, bundle=True)  # after rendering: a refusal there is the one line printed
+        _warn(plan, locate, bundle=True, out=warnings)  # after rendering: a refusal there is the one line printed
         return plan, files
     except OrchgenError as err:
         raise locate(err) from None
 
 
-def _warn(plan, locate, bundle: bool) -> None:
-    """Each warning as one stderr line naming file:line: field; under options.strict the first one
-    refuses the plan instead (exit 2, nothing written). Warnings about the bundle's placeholders
-    only when a bundle is written (`recommend` needs no fleet.slurm)."""
+def _warn(plan, locate, bundle: bool, out: list | None = None) -> None:
+    """Each warning as one stderr line naming file:line: field (appended to `out` when given);
+    under options.strict the first one refuses the plan instead (exit 2, nothing written). Warnings
+    about the bundle's placeholders only when a bundle is written (`recommend` needs no fleet.slurm)."""
     for warning in plan.warnings:
         if warning.bundle_only and not bundle:
             continue
@@ -48,7 +49,11 @@ def _warn(plan, locate, bundle: bool) -> None:
         if plan.strict:
             err.message += " (options.strict: true refuses what would otherwise be a warning)"
             raise err
-        click.echo(f"orchgen: warning: {err}", err=True)
+        line = f"orchgen: warning: {err}"
+        if out is None:
+            click.echo(line, err=True)
+        else:
+            out.append(line)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,6 +74,9 @@ def recommend(workload: str, fmt: str) -> None:
     fleet, locate = spec.load_located(workload)
     try:
         plan = make_plan(fleet, workload)
+        from .render import render as render_files
+
+        render_files(plan)  # what `plan` refuses while writing the bundle, recommend refuses too
         _warn(plan, locate, bundle=False)
     except OrchgenError as err:
         _show_workloads(per_workload(fleet), fmt, fleet.metadata.name)
@@ -84,12 +92,17 @@ def recommend(workload: str, fmt: str) -> None:
         click.echo(json.dumps(out, indent=2))
         return
     console = _show_workloads(plan.workloads, fmt, plan.name)
+    from rich.text import Text
+
+    from .recommend_view import hanging
+
     console.print(f"[bold]{plan.name}: fleet[/bold]")
     for name, p in plan.planes.items():
         host = f" on Kubernetes ({p.operator})" if p.operator else ""
-        console.print(f"  {name}{host}: {len(p.nodes)} nodes; add-ons: {', '.join(p.addons) or '-'}")
+        console.print(Text(hanging(f"  {name}{host}: {len(p.nodes)} nodes; add-ons: {', '.join(p.addons) or '-'}",
+                                   console.width, 4)))
     for line in plan.reasons:
-        console.print(f"  - {line}", highlight=False)
+        console.print(Text(hanging(f"  - {line}", console.width, 4)))
 
 
 def _show_workloads(workloads, fmt: str, name: str):
@@ -98,18 +111,11 @@ def _show_workloads(workloads, fmt: str, name: str):
         click.echo(json.dumps({"fleet": None, "workloads": [w.recommendation() for w in workloads]}, indent=2))
         return None
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=f"{name}: per workload", show_lines=True)
-    for col in ("workload", "primary", "plane", "gang", "add-ons", "why"):
-        table.add_column(col)
-    for w in workloads:
-        primary = w.primary + (f" on {w.ray_host}" if w.ray_host else "") + (" (hybrid)" if w.hybrid else "")
-        plane = w.plane + (" (pinned)" if w.pinned else "")
-        table.add_row(w.name, primary, plane, "REQUIRED" if w.gang_scheduler_required else "-",
-                      ", ".join(w.addons), "\n".join(w.reasons))
-    console = Console(width=max(120, Console().width))
-    console.print(table)
+    from .recommend_view import workloads_view
+
+    console = Console()  # the terminal's width (COLUMNS; 80 when not a terminal)
+    console.print(workloads_view(workloads, name, console.width))
     return console
 
 
@@ -121,11 +127,16 @@ def _show_workloads(workloads, fmt: str, name: str):
 @click.option("--force", is_flag=True, help="replace a directory orchgen did not write")
 @click.option("--gitops", type=click.Choice(["none", "kustomize", "argocd", "flux"]), default=None,
               help="override options.gitops")
-def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | None) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="no file listing: one summary line, warnings and the next step")
+def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | None, quiet: bool) -> None:
     """Decide and write the bundle (atomically, byte-identical for the same input)."""
     from . import bundle
+    from .plan_output import listing, next_steps
 
-    the_plan, files = _load_plan(workload, gitops, render=True)
+    warnings: list[str] = []
+    the_plan, files = _load_plan(workload, gitops, render=True, warnings=warnings)
+    for line in warnings if check else ():
+        click.echo(line, err=True)
     if check:
         diff = bundle.diff(files, output)
         if diff:
@@ -138,8 +149,13 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
     bundle.write(files, output, force=force)
     planes = ", ".join(f"{n} ({len(p.nodes)} nodes)" for n, p in the_plan.planes.items())
     click.echo(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/")
-    for path, data in files.items():
-        click.echo(f"  {path}  ({len(data)} bytes)")
+    if not quiet:
+        for line in listing(files):
+            click.echo(line)
+    for line in warnings:  # last, where they do not scroll away
+        click.echo(line, err=True)
+    for line in next_steps(the_plan, output, len(warnings)):
+        click.echo(line)
 
 
 @cli.command()
