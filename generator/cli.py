@@ -185,6 +185,71 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
 
 
 @cli.command()
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True,
+              help="the file to write")
+@click.option("--force", is_flag=True, help="replace an existing file")
+@click.option("--name", default=None, help="the fleet's name (a DNS-1123 label)")
+@click.option("--provider", type=click.Choice(["generic", "eks", "gke", "aks", "oke"]), default=None,
+              help="where the GPU nodes run: generic (your machines) or a managed Kubernetes")
+@click.option("--bare-metal/--no-bare-metal", default=None, help="generic only: machines you own and cable")
+@click.option("--nodes", type=click.IntRange(1, 65536), default=None, help="GPU nodes")
+@click.option("--gpu-type", default=None, help="GPU model as a GRES type (h100, a100, l40s ...)")
+@click.option("--gpus-per-node", type=click.IntRange(1, 64), default=None)
+@click.option("--fabric", type=click.Choice(["infiniband", "roce", "ethernet"]), default=None)
+@click.option("--training-nodes", type=click.IntRange(0, 65536), default=None,
+              help="nodes one tightly coupled training job spans (0: none)")
+@click.option("--service/--no-service", default=None, help="a long-lived inference service")
+@click.option("--slurm-controller", default=None, help="bare metal: the Slurm controller's short hostname")
+def init(output: Path, force: bool, **given) -> None:
+    """Write a commented workload.yaml from a few questions (or the flags; no prompt when stdin
+    is not a terminal: the defaults fill what no flag gives)."""
+    from .starter import Answers, workload_yaml
+
+    ask = sys.stdin.isatty()
+    defaults = Answers()
+    answers: dict = {}
+
+    def pick(key: str, text: str, **kw):
+        value = given.get(key)
+        if value is None and ask:
+            value = click.prompt(text, default=getattr(defaults, key), **kw)
+        answers[key] = getattr(defaults, key) if value is None else value
+
+    if output.exists() and not force:
+        raise OrchgenError("exists; pass --force to replace it", str(output))
+    pick("name", "Fleet name")
+    pick("provider", "Provider", type=click.Choice(["generic", "eks", "gke", "aks", "oke"]))
+    if answers["provider"] == "generic":
+        pick("bare_metal", "Bare metal (your machines, Slurm for multi-node jobs)?", type=bool)
+    else:
+        answers["bare_metal"] = False
+    pick("nodes", "GPU nodes", type=click.IntRange(1, 65536))
+    pick("gpu_type", "GPU type (GRES name)")
+    pick("gpus_per_node", "GPUs per node", type=click.IntRange(1, 64))
+    pick("fabric", "Fabric", type=click.Choice(["infiniband", "roce", "ethernet"]))
+    pick("training_nodes", "Nodes of one training job (0: none)", type=click.IntRange(0, answers["nodes"]))
+    pick("service", "An inference service too?", type=bool)
+    if answers["provider"] == "generic" and answers["bare_metal"]:
+        value = given.get("slurm_controller")
+        if value is None and ask:
+            value = click.prompt("Slurm controller's short hostname (empty: later)", default="",
+                                 show_default=False) or None
+        answers["controller"] = value
+    answers["training_nodes"] = min(answers["training_nodes"], answers["nodes"])
+    text = workload_yaml(Answers(**answers))
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
+    try:
+        _load_plan(str(output), warnings=[])  # what init writes plans; a bad answer is named by its line
+    except OrchgenError:
+        output.unlink()
+        raise
+    click.echo(f"wrote {output}; next: orchgen recommend {output}, then orchgen plan {output} -o out/")
+
+
+@cli.command()
 def schema() -> None:
     """Print the JSON Schema of workload.yaml (for editors)."""
     from .spec import json_schema
