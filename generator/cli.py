@@ -166,13 +166,31 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
               help="directory with <component>/values.yaml of each chart, to check Helm values keys")
 @click.option("--against", "old_bundle", metavar="OLD_BUNDLE", type=click.Path(path_type=str), default=None,
               help="the bundle applied now: summarize the re-plan and check it as updates of OLD_BUNDLE's objects")
-def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None, old_bundle: str | None) -> None:
-    """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors."""
-    from .validate.bundle_checks import chart_defaults_dir, load_crds, validate_bundle
+@click.option("--offline", is_flag=True, help="use only the chart cache (no download) for CRDs and chart defaults")
+@click.option("--no-fetch", is_flag=True, help="fetch nothing: skip the checks that need CRDs or chart defaults "
+              "not given by --crds / --chart-defaults")
+def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None, old_bundle: str | None,
+             offline: bool, no_fetch: bool) -> None:
+    """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors.
+    Without --crds / --chart-defaults, the CRDs and default values of the chart versions the bundle
+    pins are fetched once from the charts' repositories into a cache ($XDG_CACHE_HOME/orchgen/charts;
+    ORCHGEN_CHART_MIRROR replaces every repository)."""
+    import tempfile
 
-    registry = load_crds(crds) if crds else None
+    from .validate.bundle_checks import bundle_releases, chart_defaults_dir, load_crds, validate_bundle
+
+    registry = load_crds(crds) if crds else None  # the user's directories first: their errors first
     defaults = chart_defaults_dir(chart_defaults) if chart_defaults else None
-    report = validate_bundle(bundle_dir, registry, defaults, against=old_bundle)
+    with tempfile.TemporaryDirectory(prefix="orchgen-defaults-") as tmp:
+        if not no_fetch and (registry is None or defaults is None):
+            from .validate import charts
+
+            _, found = charts.resolve(bundle_releases(bundle_dir), offline)
+            if registry is None and charts.crd_dirs(found):
+                registry = load_crds(charts.crd_dirs(found))
+            if defaults is None and found:
+                defaults = charts.defaults_view(found, Path(tmp))
+        report = validate_bundle(bundle_dir, registry, defaults, against=old_bundle)
     for line in report.replan:
         click.echo(line)
     for notice in report.notices:

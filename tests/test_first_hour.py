@@ -118,11 +118,11 @@ def test_aws_suggests_eks(tmp_path):
 def test_validate_ignores_byte_code_and_editor_droppings(tmp_path):
     out = tmp_path / "out"
     run_orchgen("plan", REPO / "examples/cloud-training.yaml", "-o", out, check=True)
-    clean = run_orchgen("validate", out)
+    clean = run_orchgen("validate", out, "--no-fetch")
     subprocess.run([sys.executable, "-m", "py_compile", str(out / "pulumi/__main__.py")], check=True)
     (out / "kubernetes/helm/kueue.values.yaml~").write_bytes(b"\xff\xfe")
     (out / "kubernetes/helm/.kueue.values.yaml.swp").write_bytes(b"\x00\xff")
-    proc = run_orchgen("validate", out)
+    proc = run_orchgen("validate", out, "--no-fetch")
     assert proc.returncode == clean.returncode == 0, proc.stdout
     assert "not UTF-8" not in proc.stdout
     assert re.search(r"notice: ignored 3 file\(s\) no tool reads .*__pycache__", proc.stdout), proc.stdout

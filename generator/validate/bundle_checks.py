@@ -66,6 +66,13 @@ def load_crds(paths: str | Path | Iterable[str | Path]) -> CRDRegistry:
     return registry
 
 
+def bundle_releases(path: str | Path) -> list[dict]:
+    """The releases a bundle pins (kubernetes/helm/releases.yaml), [] where it has none."""
+    from .helm_checks import load_releases
+
+    return load_releases(open_bundle(path))[0]
+
+
 def chart_defaults_dir(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_dir():
