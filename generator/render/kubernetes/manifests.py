@@ -47,7 +47,8 @@ def readme(plan: Plan) -> dict[str, Any]:
     flavors = ({s.pool: kueue.flavor_name(plan, s.pool) for s in slices(plan)}
                if queues_enabled(plan) and plan.gang_scheduler == "kueue" else {})
     policy = tenancy.policy_name(plan) if tenancy.queue_policy(plan) else None
-    return {"topology": topology, "flavors": flavors, "policy": policy}
+    # the files of kubernetes/manifests/ this plan writes: the README names only those
+    return {"topology": topology, "flavors": flavors, "policy": policy, "files": sorted(manifests(plan))}
 
 
 def render(plan: Plan) -> dict[str, bytes]:
