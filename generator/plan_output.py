@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 WIDTH = 100
+PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}  # the README's headings
 
 
 def listing(files: dict[str, bytes]) -> list[str]:
@@ -49,7 +50,7 @@ def next_steps(plan, output: Path, warnings: int) -> list[str]:
                   f"(README: \"GitOps\"), or: cd {out}/pulumi && pulumi up"
         else:
             how = f"bash {out}/kubernetes/node-labels.sh, then cd {out}/pulumi && pulumi up " \
-                  "(or helm install: README)"
+                  f"(or helm install: README, \"{PLANE_TITLES.get(kube.name, kube.name)}: checklist\")"
         lines.append(f"  {step}. {what}: on an existing cluster, {how}")
     return [w for line in lines for w in textwrap.wrap(line, WIDTH, subsequent_indent="     ",
                                                          break_long_words=False, break_on_hyphens=False)]
