@@ -32,11 +32,19 @@ API_GROUP_VERSION = re.compile(r"/v[0-9]+((alpha|beta)[0-9]+)?$")
 
 
 def bundles():
+    """Every example, in each GitOps mode it plans in (argocd refuses KAI)."""
+    from generator.errors import OrchgenError
+
     out = []
     for path in all_examples():
         fleet = spec.load(str(path))
-        plan = make_plan(fleet, str(path))
-        out.append(pytest.param(render(plan), id=path.stem))
+        for mode in ("none", "kustomize", "argocd", "flux"):
+            options = fleet.options.model_copy(update={"gitops": mode})
+            try:
+                files = render(make_plan(fleet.model_copy(update={"options": options}), str(path)))
+            except OrchgenError:
+                continue
+            out.append(pytest.param(files, id=f"{path.stem}-{mode}"))
     return out
 
 
