@@ -5,8 +5,8 @@ The repository is real HTTP on loopback: ../shared/charts packaged (a gzipped ta
 directory under its name, as `helm package` writes it) with an index.yaml as `helm repo index`
 writes it (name, version, urls, sha256 digest), served by http.server; ORCHGEN_CHART_MIRROR points
 every release at it. Its findings must equal those with --crds/--chart-defaults from
-../shared/reference. (The OCI pull path, generator/validate/charts._pull_oci, is not exercised
-here: no OCI registry runs on this machine's package sources in the time this took; see the report.)
+../shared/reference. The OCI path runs against Debian's docker-registry (the CNCF distribution
+server) on loopback, the charts pushed as `helm push` does (config and chart layer, OCI manifest).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import urllib.parse
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -135,3 +136,84 @@ def test_unreachable_repository_is_one_line(tmp_path):
     assert "cannot fetch gpu-operator v26.7.0 from http://127.0.0.1:9/" in proc.stderr and "--no-fetch" in proc.stderr
     skip = _validate(out, "--no-fetch", env={"XDG_CACHE_HOME": str(tmp_path / "c")})
     assert skip.returncode == 0 and "notice: no --crds" in skip.stdout
+
+
+# --- OCI: a real registry (Debian's docker-registry, the CNCF distribution server) on loopback ----
+
+def _push_chart(base: str, name: str, version: str, archive: bytes, meta: dict) -> None:
+    """Push a chart as `helm push` does: config and chart layer blobs, then the OCI manifest."""
+    import json
+    import urllib.request
+
+    def blob(data: bytes) -> dict:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        start = urllib.request.urlopen(urllib.request.Request(f"{base}/v2/charts/{name}/blobs/uploads/",
+                                                              method="POST", data=b""))
+        location = urllib.parse.urljoin(base, start.headers["Location"])
+        sep = "&" if "?" in location else "?"
+        urllib.request.urlopen(urllib.request.Request(f"{location}{sep}digest={digest}", method="PUT", data=data,
+                                                      headers={"Content-Type": "application/octet-stream"}))
+        return {"digest": digest, "size": len(data)}
+
+    config = json.dumps({"name": name, "version": version, "apiVersion": meta.get("apiVersion", "v2")}).encode()
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.cncf.helm.config.v1+json", **blob(config)},
+                "layers": [{"mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip", **blob(archive)}]}
+    urllib.request.urlopen(urllib.request.Request(
+        f"{base}/v2/charts/{name}/manifests/{version.replace('+', '_')}", method="PUT",
+        data=json.dumps(manifest).encode(), headers={"Content-Type": manifest["mediaType"]}))
+
+
+@pytest.fixture(scope="module")
+def oci_registry(tmp_path_factory):
+    import shutil
+    import socket
+    import time
+    import urllib.error
+    import urllib.parse  # noqa: F401 (used by _push_chart)
+    import urllib.request
+
+    server = shutil.which("docker-registry")
+    require(server, "docker-registry not installed (apt-get install docker-registry)")
+    require(CHARTS.is_dir(), f"charts not found at {CHARTS} (set ORCHGEN_CHARTS)")
+    root = tmp_path_factory.mktemp("oci")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (root / "config.yml").write_text(yaml.safe_dump({
+        "version": 0.1, "log": {"level": "error"}, "storage": {"filesystem": {"rootdirectory": str(root / "data")}},
+        "http": {"addr": f"127.0.0.1:{port}"}}))
+    proc = subprocess.Popen([server, "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{base}/v2/", timeout=1)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+        for chart_yaml in sorted(CHARTS.glob("*/*/Chart.yaml")):
+            meta = yaml.safe_load(chart_yaml.read_text())
+            if meta["name"] in ("gpu-operator", "kueue"):  # research-lab's releases
+                _push_chart(base, meta["name"], str(meta["version"]), _package(chart_yaml.parent, meta["name"]), meta)
+        yield f"oci://127.0.0.1:{port}/charts"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_validate_pulls_from_an_oci_registry(oci_registry, tmp_path):
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "generator.cli", "plan", "examples/research-lab.yaml", "-o", out],
+                   check=True, capture_output=True, cwd=REPO)
+    values = out / "kubernetes/helm/kueue.values.yaml"
+    values.write_text(values.read_text() + "notAKueueKey: 1\n")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "ORCHGEN_CHART_MIRROR": oci_registry}
+    ref = reference_dir()
+    with_ref = _validate(out, *[a for p in crd_paths() for a in ("--crds", p)], "--chart-defaults", ref, env=env)
+    fetched = _validate(out, env=env)
+    assert fetched.returncode == with_ref.returncode == 1, fetched.stdout + fetched.stderr
+    assert _findings(fetched.stdout) == _findings(with_ref.stdout), fetched.stdout
+    assert any("notAKueueKey" in f for f in _findings(fetched.stdout))
+    assert len(list((tmp_path / "cache/orchgen/charts").glob("*/*/*/.orchgen-crds"))) == 2
