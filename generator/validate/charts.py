@@ -158,7 +158,12 @@ def _unpack(archive: bytes, pin: Pin, target: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
     try:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            tar.extractall(staging, filter="data")  # no links out, no absolute paths, no devices
+            if hasattr(tarfile, "data_filter"):  # Python 3.11.4+ (and distributions' backports)
+                tar.extractall(staging, filter="data")  # no links out, no absolute paths, no devices
+            else:
+                members = [m for m in tar.getmembers() if (m.isfile() or m.isdir()) and not m.name.startswith("/")
+                           and ".." not in Path(m.name).parts]
+                tar.extractall(staging, members=members)  # noqa: S202 (regular files and dirs, inside only)
         top = [p for p in staging.iterdir() if (p / "Chart.yaml").is_file()]
         if len(top) != 1:
             raise FetchError(f"{pin}: the archive holds no chart directory")
