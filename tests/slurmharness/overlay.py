@@ -104,6 +104,12 @@ Controllers (`controllers=N`, N > 1)
     SlurmctldPort is one port for all. StateSaveLocation is the one <work>/state of every
     controller: shared, as production needs it. `failover_timeout_s` replaces SlurmctldTimeout, so
     that a takeover test waits seconds rather than the bundle's minutes.
+Chart repositories (`orchgen validate` without --crds/--chart-defaults; no bundle file changes)
+    The bundle's `kubernetes/helm/releases.yaml` keeps its upstream repositories. The tests set
+    `ORCHGEN_CHART_MIRROR` (documented in the README) to a repository on loopback serving
+    ../shared/charts: an http:// Helm repository (index.yaml and archives, tests/test_validate_fetch.py
+    and tests/test_readme_commands.py) or oci://127.0.0.1:<port>/charts (Debian's docker-registry),
+    and `XDG_CACHE_HOME` to a temporary directory, so every run fetches for real into a fresh cache.
 """
 from __future__ import annotations
 
