@@ -25,9 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ._consumers import REPO, crd_paths, reference_dir, require
-
-CHARTS = Path(os.environ.get("ORCHGEN_CHARTS", REPO.parent / "shared" / "charts"))
+from ._consumers import REPO, charts_dir, crd_paths, reference_dir, require
 
 
 def _package(chart_dir: Path, name: str) -> bytes:
@@ -47,10 +45,10 @@ def _package(chart_dir: Path, name: str) -> bytes:
 @pytest.fixture(scope="module")
 def chart_repo(tmp_path_factory):
     """../shared/charts as a Helm repository on 127.0.0.1; yields its URL and a hit counter."""
-    require(CHARTS.is_dir(), f"charts not found at {CHARTS} (set ORCHGEN_CHARTS)")
+    charts = charts_dir()
     root = tmp_path_factory.mktemp("chart-repo")
     entries: dict[str, list] = {}
-    for chart_yaml in sorted(CHARTS.glob("*/*/Chart.yaml")):
+    for chart_yaml in sorted(charts.glob("*/*/Chart.yaml")):
         meta = yaml.safe_load(chart_yaml.read_text())
         name, version = meta["name"], str(meta["version"])
         data = _package(chart_yaml.parent, name)
@@ -175,7 +173,7 @@ def oci_registry(tmp_path_factory):
 
     server = shutil.which("docker-registry")
     require(server, "docker-registry not installed (apt-get install docker-registry)")
-    require(CHARTS.is_dir(), f"charts not found at {CHARTS} (set ORCHGEN_CHARTS)")
+    charts = charts_dir()
     root = tmp_path_factory.mktemp("oci")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -193,7 +191,7 @@ def oci_registry(tmp_path_factory):
                 break
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.1)
-        for chart_yaml in sorted(CHARTS.glob("*/*/Chart.yaml")):
+        for chart_yaml in sorted(charts.glob("*/*/Chart.yaml")):
             meta = yaml.safe_load(chart_yaml.read_text())
             if meta["name"] in ("gpu-operator", "kueue"):  # research-lab's releases
                 _push_chart(base, meta["name"], str(meta["version"]), _package(chart_yaml.parent, meta["name"]), meta)
