@@ -230,7 +230,10 @@ def init(output: Path, force: bool, **given) -> None:
     def pick(key: str, text: str, **kw):
         value = given.get(key)
         if value is None and ask:
-            value = click.prompt(text, default=getattr(defaults, key), **kw)
+            if kw.get("type") is bool:
+                value = click.confirm(text, default=getattr(defaults, key))
+            else:
+                value = click.prompt(text, default=getattr(defaults, key), **kw)
         answers[key] = getattr(defaults, key) if value is None else value
 
     if output.exists() and not force:

@@ -126,6 +126,8 @@ def test_readme_is_an_ordered_checklist_per_plane(files):
     heads = [h for h in re.findall(r"^## (.+)$", readme, re.M)]
     checklists = [h for h in heads if h.endswith(": checklist")]
     assert checklists, heads
+    intro = re.search(r"^What to do, in order: (.+?) below$", readme, re.M)
+    assert intro and re.findall(r'"([^"]+)"', intro[1]) == checklists, intro
     reference = heads.index("Reference")
     assert all(heads.index(h) < reference for h in checklists)
     for head in checklists:
