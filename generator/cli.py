@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from . import providers
 from .errors import Exit, OrchgenError, fit_to_print
 
 # --input-root: a folder besides workload.yaml's own that files named in it may be read from
@@ -36,9 +37,11 @@ def _planned(fleet, path: str):
     return replace(plan, warnings=extra + plan.warnings) if extra else plan
 
 
-def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots: tuple[str, ...] = ()):
+def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots: tuple[str, ...] = (),
+               warnings: list | None = None):
     """The plan (and with `render`, the bundle's files) of a workload.yaml. An error the planner or
-    a renderer raises about a field is pointed at that field's line in the file."""
+    a renderer raises about a field is pointed at that field's line in the file. With `warnings`,
+    the warning lines are appended there instead of printed (`plan` prints them after its listing)."""
     from . import spec
 
     fleet, locate = spec.load_located(path, roots)
@@ -47,21 +50,21 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots
     try:
         plan = _planned(fleet, path)
         if not render:
-            _warn(plan, locate, bundle=False)
+            _warn(plan, locate, bundle=False, out=warnings)
             return plan, None
         from .render import render as render_files
 
         files = render_files(plan)
-        _warn(plan, locate, bundle=True)  # after rendering: a refusal there is the one line printed
+        _warn(plan, locate, bundle=True, out=warnings)  # after rendering: a refusal there is the one line printed
         return plan, files
     except OrchgenError as err:
         raise locate(err) from None
 
 
-def _warn(plan, locate, bundle: bool) -> None:
-    """Each warning as one stderr line naming file:line: field; under options.strict the first one
-    refuses the plan instead (exit 2, nothing written). Warnings about the bundle's placeholders
-    only when a bundle is written (`recommend` needs no fleet.slurm)."""
+def _warn(plan, locate, bundle: bool, out: list | None = None) -> None:
+    """Each warning as one stderr line naming file:line: field (appended to `out` when given);
+    under options.strict the first one refuses the plan instead (exit 2, nothing written). Warnings
+    about the bundle's placeholders only when a bundle is written (`recommend` needs no fleet.slurm)."""
     for warning in plan.warnings:
         if warning.bundle_only and not bundle:
             continue
@@ -69,7 +72,11 @@ def _warn(plan, locate, bundle: bool) -> None:
         if plan.strict:
             err.message += " (options.strict: true refuses what would otherwise be a warning)"
             raise err
-        click.echo(f"orchgen: warning: {err}", err=True)
+        line = f"orchgen: warning: {err}"
+        if out is None:
+            click.echo(line, err=True)
+        else:
+            out.append(line)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,6 +98,9 @@ def recommend(workload: str, fmt: str, input_roots: tuple[str, ...]) -> None:
     fleet, locate = spec.load_located(workload, input_roots)
     try:
         plan = _planned(fleet, workload)
+        from .render import render as render_files
+
+        render_files(plan)  # what `plan` refuses while writing the bundle, recommend refuses too
         _warn(plan, locate, bundle=False)
     except OrchgenError as err:
         _show_workloads(per_workload(fleet), fmt, fleet.metadata.name)
@@ -106,12 +116,17 @@ def recommend(workload: str, fmt: str, input_roots: tuple[str, ...]) -> None:
         click.echo(json.dumps(out, indent=2))
         return
     console = _show_workloads(plan.workloads, fmt, plan.name)
+    from rich.text import Text
+
+    from .recommend_view import hanging
+
     console.print(f"[bold]{plan.name}: fleet[/bold]")
     for name, p in plan.planes.items():
         host = f" on Kubernetes ({p.operator})" if p.operator else ""
-        console.print(f"  {name}{host}: {len(p.nodes)} nodes; add-ons: {', '.join(p.addons) or '-'}")
+        console.print(Text(hanging(f"  {name}{host}: {len(p.nodes)} nodes; add-ons: {', '.join(p.addons) or '-'}",
+                                   console.width, 4)))
     for line in plan.reasons:
-        console.print(f"  - {line}", highlight=False)
+        console.print(Text(hanging(f"  - {line}", console.width, 4)))
 
 
 def _show_workloads(workloads, fmt: str, name: str):
@@ -120,18 +135,11 @@ def _show_workloads(workloads, fmt: str, name: str):
         click.echo(json.dumps({"fleet": None, "workloads": [w.recommendation() for w in workloads]}, indent=2))
         return None
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=f"{name}: per workload", show_lines=True)
-    for col in ("workload", "primary", "plane", "gang", "add-ons", "why"):
-        table.add_column(col)
-    for w in workloads:
-        primary = w.primary + (f" on {w.ray_host}" if w.ray_host else "") + (" (hybrid)" if w.hybrid else "")
-        plane = w.plane + (" (pinned)" if w.pinned else "")
-        table.add_row(w.name, primary, plane, "REQUIRED" if w.gang_scheduler_required else "-",
-                      ", ".join(w.addons), "\n".join(w.reasons))
-    console = Console(width=max(120, Console().width))
-    console.print(table)
+    from .recommend_view import workloads_view
+
+    console = Console()  # the terminal's width (COLUMNS; 80 when not a terminal)
+    console.print(workloads_view(workloads, name, console.width))
     return console
 
 
@@ -151,17 +159,22 @@ def _show_workloads(workloads, fmt: str, name: str):
 @click.option("--charts", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="with --diff: unpacked Helm charts (<chart>/<version>/) to render for rollouts "
                    "(default: $ORCHGEN_CHARTS)")
+@click.option("-q", "--quiet", is_flag=True, help="no file listing: one summary line, warnings and the next step")
 @_INPUT_ROOT
 def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | None, show_diff: bool,
-         fmt: str, charts: Path | None, input_roots: tuple[str, ...]) -> None:
+         fmt: str, charts: Path | None, quiet: bool, input_roots: tuple[str, ...]) -> None:
     """Decide and write the bundle (atomically, byte-identical for the same input)."""
     from . import bundle
+    from .plan_output import listing, next_steps
 
-    the_plan, files = _load_plan(workload, gitops, render=True, roots=input_roots)
+    warnings: list[str] = []
+    the_plan, files = _load_plan(workload, gitops, render=True, roots=input_roots, warnings=warnings)
     if show_diff:
         from .impact.bundle import compare, read_tree
         from .impact.kube import charts_dir
 
+        for line in warnings:
+            click.echo(line, err=True)
         skip = lambda p: p == bundle.MARKER or bundle.operator_owned(p)  # noqa: E731 - as --check
         ours = {p: d for p, d in files.items() if not skip(p)}
         impact = compare(read_tree(output, skip), ours, str(output), "new", charts_dir(charts))
@@ -170,6 +183,8 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         elif impact:
             click.echo(impact.text(str(output)), nl=False)
         sys.exit(Exit.DIFF if impact else 0)
+    for line in warnings if check else ():
+        click.echo(line, err=True)
     if check:
         diff = bundle.diff(files, output)
         if diff:
@@ -182,8 +197,13 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
     bundle.write(files, output, force=force)
     planes = ", ".join(f"{n} ({len(p.nodes)} nodes)" for n, p in the_plan.planes.items())
     click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
-    for path, data in files.items():
-        click.echo(f"  {path}  ({len(data)} bytes)")
+    if not quiet:
+        for line in listing(files):
+            click.echo(line)
+    for line in warnings:  # last, where they do not scroll away
+        click.echo(line, err=True)
+    for line in next_steps(the_plan, output, len(warnings)):
+        click.echo(fit_to_print(line))
 
 
 @cli.command()
@@ -194,13 +214,31 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
               help="directory with <component>/values.yaml of each chart, to check Helm values keys")
 @click.option("--against", "old_bundle", metavar="OLD_BUNDLE", type=click.Path(path_type=str), default=None,
               help="the bundle applied now: summarize the re-plan and check it as updates of OLD_BUNDLE's objects")
-def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None, old_bundle: str | None) -> None:
-    """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors."""
-    from .validate.bundle_checks import chart_defaults_dir, load_crds, validate_bundle
+@click.option("--offline", is_flag=True, help="use only the chart cache (no download) for CRDs and chart defaults")
+@click.option("--no-fetch", is_flag=True, help="fetch nothing: skip the checks that need CRDs or chart defaults "
+              "not given by --crds / --chart-defaults")
+def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None, old_bundle: str | None,
+             offline: bool, no_fetch: bool) -> None:
+    """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors.
+    Without --crds / --chart-defaults, the CRDs and default values of the chart versions the bundle
+    pins are fetched once from the charts' repositories into a cache ($XDG_CACHE_HOME/orchgen/charts;
+    ORCHGEN_CHART_MIRROR replaces every repository)."""
+    import tempfile
 
-    registry = load_crds(crds) if crds else None
+    from .validate.bundle_checks import bundle_releases, chart_defaults_dir, load_crds, validate_bundle
+
+    registry = load_crds(crds) if crds else None  # the user's directories first: their errors first
     defaults = chart_defaults_dir(chart_defaults) if chart_defaults else None
-    report = validate_bundle(bundle_dir, registry, defaults, against=old_bundle)
+    with tempfile.TemporaryDirectory(prefix="orchgen-defaults-") as tmp:
+        if not no_fetch and (registry is None or defaults is None):
+            from .validate import charts
+
+            _, found = charts.resolve(bundle_releases(bundle_dir), offline)
+            if registry is None and charts.crd_dirs(found):
+                registry = load_crds(charts.crd_dirs(found))
+            if defaults is None and found:
+                defaults = charts.defaults_view(found, Path(tmp))
+        report = validate_bundle(bundle_dir, registry, defaults, against=old_bundle)
     for line in report.replan:
         click.echo(fit_to_print(line))
     for notice in report.notices:
@@ -210,6 +248,74 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
     click.echo(fit_to_print(report.summary()))
     if report.errors:
         sys.exit(Exit.DIFF)
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True,
+              help="the file to write")
+@click.option("--force", is_flag=True, help="replace an existing file")
+@click.option("--name", default=None, help="the fleet's name (a DNS-1123 label)")
+@click.option("--provider", type=click.Choice(providers.NAMES), default=None,
+              help="where the GPU nodes run: generic (your machines) or a managed Kubernetes")
+@click.option("--bare-metal/--no-bare-metal", default=None, help="generic only: machines you own and cable")
+@click.option("--nodes", type=click.IntRange(1, 65536), default=None, help="GPU nodes")
+@click.option("--gpu-type", default=None, help="GPU model as a GRES type (h100, a100, l40s ...)")
+@click.option("--gpus-per-node", type=click.IntRange(1, 64), default=None)
+@click.option("--fabric", type=click.Choice(["infiniband", "roce", "ethernet"]), default=None)
+@click.option("--training-nodes", type=click.IntRange(0, 65536), default=None,
+              help="nodes one tightly coupled training job spans (0: none)")
+@click.option("--service/--no-service", default=None, help="a long-lived inference service")
+@click.option("--slurm-controller", default=None, help="bare metal: the Slurm controller's short hostname")
+def init(output: Path, force: bool, **given) -> None:
+    """Write a commented workload.yaml from a few questions (or the flags; no prompt when stdin
+    is not a terminal: the defaults fill what no flag gives)."""
+    from .starter import Answers, workload_yaml
+
+    ask = sys.stdin.isatty()
+    defaults = Answers()
+    answers: dict = {}
+
+    def pick(key: str, text: str, **kw):
+        value = given.get(key)
+        if value is None and ask:
+            if kw.get("type") is bool:
+                value = click.confirm(text, default=getattr(defaults, key))
+            else:
+                value = click.prompt(text, default=getattr(defaults, key), **kw)
+        answers[key] = getattr(defaults, key) if value is None else value
+
+    if output.exists() and not force:
+        raise OrchgenError("exists; pass --force to replace it", str(output))
+    pick("name", "Fleet name")
+    pick("provider", "Provider", type=click.Choice(providers.NAMES))
+    if answers["provider"] == "generic":
+        pick("bare_metal", "Bare metal (your machines, Slurm for multi-node jobs)?", type=bool)
+    else:
+        answers["bare_metal"] = False
+    pick("nodes", "GPU nodes", type=click.IntRange(1, 65536))
+    pick("gpu_type", "GPU type (GRES name)")
+    pick("gpus_per_node", "GPUs per node", type=click.IntRange(1, 64))
+    pick("fabric", "Fabric", type=click.Choice(["infiniband", "roce", "ethernet"]))
+    pick("training_nodes", "Nodes of one training job (0: none)", type=click.IntRange(0, answers["nodes"]))
+    pick("service", "An inference service too?", type=bool)
+    if answers["provider"] == "generic" and answers["bare_metal"]:
+        value = given.get("slurm_controller")
+        if value is None and ask:
+            value = click.prompt("Slurm controller's short hostname (empty: later)", default="",
+                                 show_default=False) or None
+        answers["controller"] = value
+    answers["training_nodes"] = min(answers["training_nodes"], answers["nodes"])
+    text = workload_yaml(Answers(**answers))
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
+    try:
+        _load_plan(str(output), warnings=[])  # what init writes plans; a bad answer is named by its line
+    except OrchgenError:
+        output.unlink()
+        raise
+    click.echo(f"wrote {output}; next: orchgen recommend {output}, then orchgen plan {output} -o out/")
 
 
 @cli.command()

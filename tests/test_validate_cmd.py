@@ -683,7 +683,7 @@ def test_cli_clean_bundle_exit_0_one_summary(pristine):
 
 
 def test_cli_without_dirs_skips_with_notices(pristine):
-    proc = run(pristine("research-lab"))
+    proc = run(pristine("research-lab"), "--no-fetch")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert [ln for ln in lines if ln.startswith("notice: ")] == [
@@ -695,7 +695,7 @@ def test_cli_without_dirs_skips_with_notices(pristine):
 def test_cli_findings_and_exit_1(broken):
     b = broken("research-lab")
     line = b.edit(GRES, "Type=h100", "Type=a100")
-    proc = run(b.root)
+    proc = run(b.root, "--no-fetch")
     assert proc.returncode == 1
     assert re.search(rf"^slurm/gres.conf:{line}: gpu-h100-\[001-064\]: gres.conf has gpu:a100:8", proc.stdout, re.M)
     assert proc.stdout.splitlines()[-1] == f"{b.root}: 1 error ({_count(b.root)} files checked; 2 check(s) skipped)"
@@ -709,7 +709,7 @@ def test_cli_findings_and_exit_1(broken):
     (["{bundle}", "--crds", "{empty}"], r"^orchgen: .*: --crds: holds no CustomResourceDefinition$"),
     (["{bundle}", "--crds", "{badcrd}"], r"^orchgen: .*: --crds: cannot load CRDs: .*not valid YAML"),
     # a schema is parsed when a custom resource first needs it: the same usage error, then
-    (["{bundle}", "--crds", "{badschema}"], r"^orchgen: --crds: cannot load CRDs: .*cq\.yaml: not valid YAML"),
+    (["{bundle}", "--crds", "{badschema}", "--no-fetch"], r"^orchgen: --crds: cannot load CRDs: .*cq\.yaml: not valid YAML"),
     (["{bundle}", "--chart-defaults", "/nonexistent"],
      r"^orchgen: /nonexistent: --chart-defaults: is not a directory$"),
     ([], r"^orchgen: Missing argument 'BUNDLE'"),

@@ -43,7 +43,8 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts],
                                      kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {},
                                      gpu_operator_values=gpu_operator.values,
-                                     provisioner_of=provisioner_of, topology_note=topology_note),
+                                     provisioner_of=provisioner_of, topology_note=topology_note,
+                                     releases=[r for r in helm.releases(plan) if r["name"] in helm.VALUES]),
     }
 
 

@@ -115,6 +115,13 @@ def _read(path: Path) -> tuple[_Source, Any]:
     return src, data
 
 
+# What people write for a value that orchgen spells otherwise: the cloud's name for its managed
+# Kubernetes (`provider: aws` is EKS, not the 'aks' that spelling distance suggests).
+ALIASES = {"aws": "eks", "amazon": "eks", "gcp": "gke", "google": "gke", "azure": "aks",
+           "oci": "oke", "oracle": "oke", "onprem": "generic", "on-prem": "generic", "baremetal": "generic",
+           "slinky-operator": "slinky", "argo": "argocd", "argo-cd": "argocd", "fluxcd": "flux"}
+
+
 def _message(err: dict[str, Any], data: Any) -> str:
     kind, loc = err["type"], err["loc"]
     if kind == "extra_forbidden":
@@ -127,7 +134,8 @@ def _message(err: dict[str, Any], data: Any) -> str:
     value = err.get("input")
     if kind == "literal_error" and isinstance(value, str):
         choices = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
-        hint = difflib.get_close_matches(value, choices, n=1)
+        hint = [ALIASES[value.lower()]] if ALIASES.get(value.lower()) in choices else \
+            difflib.get_close_matches(value, choices, n=1)
         if hint:
             msg += f" (did you mean {hint[0]!r}?)"
     if kind in ("greater_than_equal", "less_than_equal", "too_short", "too_long"):

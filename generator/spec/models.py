@@ -454,7 +454,9 @@ def json_schema() -> dict[str, Any]:
     schema = Fleet.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "orchgen workload.yaml"
-    return schema
+    from .schema_doc import document
+
+    return document(schema)
 
 
 Path_ = tuple[str | int, ...]  # a location in the document: keys and list indexes

@@ -66,6 +66,13 @@ def load_crds(paths: str | Path | Iterable[str | Path]) -> CRDRegistry:
     return registry
 
 
+def bundle_releases(path: str | Path) -> list[dict]:
+    """The releases a bundle pins (kubernetes/helm/releases.yaml), [] where it has none."""
+    from .helm_checks import load_releases
+
+    return load_releases(open_bundle(path))[0]
+
+
 def chart_defaults_dir(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_dir():
@@ -97,6 +104,10 @@ def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
     bundle = open_bundle(path)
     old = open_bundle(against, "--against") if against is not None else None
     report = Report(str(path), files=len(bundle.files))
+    if bundle.ignored:
+        shown = ", ".join(bundle.ignored[:3]) + (f" and {len(bundle.ignored) - 3} more" if len(bundle.ignored) > 3 else "")
+        report.notices.append(f"ignored {len(bundle.ignored)} file(s) no tool reads (byte code, editor "
+                              f"backups): {shown}")
     try:
         found = _findings(bundle, crds, chart_defaults, report)
         if old is not None:

@@ -272,6 +272,14 @@ def _selector_line(out: NodeLabels, words: list[str], number: int) -> bool:
     return False
 
 
+def dropping(rel: str) -> bool:
+    """A file that tools leave beside the bundle's own: byte code, editor backups and swap files."""
+    parts = rel.split("/")
+    name = parts[-1]
+    return ("__pycache__" in parts or name.endswith(("~", ".pyc", ".swp", ".swo", ".swx"))
+            or (name.startswith(".#")) or (name.startswith("#") and name.endswith("#")) or name == ".DS_Store")
+
+
 class Bundle:
     """Read-only, lazily parsed view of a bundle directory."""
 
@@ -281,9 +289,12 @@ class Bundle:
         self._docs: dict[str, list[Doc]] = {}
         self._text: dict[str, str | None] = {}
         self.memo: dict[str, Any] = {}  # parsed files shared between checks (slurm.conf ...)
-        self.files: list[str] = sorted(
-            p.relative_to(root).as_posix() for p in root.rglob("*")
-            if p.is_file() and p.name != MARKER and ".git" not in p.relative_to(root).parts)
+        every = sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                       if p.is_file() and p.name != MARKER and ".git" not in p.relative_to(root).parts)
+        # Python's byte code (`python -m py_compile pulumi/__main__.py`) and editors' backups and
+        # swap files are nobody's artifact: skipped with a notice, not read as bundle files.
+        self.ignored: list[str] = [f for f in every if dropping(f)]
+        self.files: list[str] = [f for f in every if not dropping(f)]
 
     def has(self, rel: str) -> bool:
         return (self.root / rel).is_file()

@@ -109,6 +109,12 @@ Re-plans (`SlurmCluster.apply_config`, issue 23)
     replaces etc/ (slurmdbd.conf stays as booted). Node ports follow NodeName order, so a node added
     or removed at the tail of the last NodeName line leaves the others' ports as they were; the
     port block keeps SPARE_NODE_PORTS free for added nodes. Nothing else in the bundle changes.
+Chart repositories (`orchgen validate` without --crds/--chart-defaults; no bundle file changes)
+    The bundle's `kubernetes/helm/releases.yaml` keeps its upstream repositories. The tests set
+    `ORCHGEN_CHART_MIRROR` (documented in the README) to a repository on loopback serving
+    ../shared/charts: an http:// Helm repository (index.yaml and archives, tests/test_validate_fetch.py
+    and tests/test_readme_commands.py) or oci://127.0.0.1:<port>/charts (Debian's docker-registry),
+    and `XDG_CACHE_HOME` to a temporary directory, so every run fetches for real into a fresh cache.
 """
 from __future__ import annotations
 

@@ -52,7 +52,8 @@ def readme(plan: Plan) -> dict[str, Any]:
     flavors = ({sl.pool: kueue.flavor_name(plan, sl.pool) for sl in slices(plan)}
                if queues_enabled(plan) and s and s.flavors else {})
     policy = tenancy.policy_name(plan) if tenancy.queue_policy(plan) else None
-    return {"topology": topology, "flavors": flavors, "policy": policy}
+    # the files of kubernetes/manifests/ this plan writes: the README names only those
+    return {"topology": topology, "flavors": flavors, "policy": policy, "files": sorted(manifests(plan))}
 
 
 def render(plan: Plan) -> dict[str, bytes]:

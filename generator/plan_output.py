@@ -1,0 +1,56 @@
+"""What `orchgen plan` prints after writing a bundle: the files grouped by folder, and the next
+step per plane. Text only; cli.py prints it."""
+from __future__ import annotations
+
+import posixpath
+import shlex
+import textwrap
+from pathlib import Path
+
+WIDTH = 100
+PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}  # the README's headings
+
+
+def listing(files: dict[str, bytes]) -> list[str]:
+    """One entry per folder, its file names after it (wrapped), folders in the bundle's order."""
+    folders: dict[str, list[str]] = {}
+    for path in files:
+        folder, name = posixpath.split(path)
+        folders.setdefault(folder + "/" if folder else "./", []).append(name)
+    pad = min(max(len(f) for f in folders), 28) + 2 if folders else 0
+    out = []
+    for folder, names in folders.items():
+        head = f"  {folder:<{pad}}"
+        body = f"{len(names)} file{'s' if len(names) > 1 else ''}: " + ", ".join(names)
+        out += textwrap.wrap(body, WIDTH, initial_indent=head, subsequent_indent=" " * len(head),
+                             break_long_words=False, break_on_hyphens=False)
+    return out
+
+
+def next_steps(plan, output: Path, warnings: int) -> list[str]:
+    """The next step after `plan`, per plane: read the bundle README, validate, install, check."""
+    out = shlex.quote(str(output))
+    lines = [f"next: read {out}/README.md (a checklist per plane); then:"]
+    if warnings:
+        lines.append(f"  0. {warnings} warning{'s' if warnings > 1 else ''} above: "
+                     "each names the workload.yaml field to fix or accept")
+    lines.append(f"  1. orchgen validate {out}    # check the bundle before it touches a cluster")
+    step = 2
+    for name, p in plan.planes.items():
+        if name == "slurm" and p.host == "bare-metal":
+            lines.append(f"  {step}. slurm: install Slurm on its hosts with {out}/slurm/ "
+                         "(README: \"Slurm: checklist\")")
+            step += 1
+    kube = plan.kube_plane
+    if kube is not None:
+        what = f"{kube.name}" + (f" + Slurm ({kube.operator})" if any(
+            p.operator for p in plan.planes.values()) else "")
+        if plan.gitops in ("argocd", "flux"):
+            how = f"commit {out}/ to your GitOps repository and apply {out}/gitops/bootstrap/ " \
+                  f"(README: \"GitOps\"), or: cd {out}/pulumi && pulumi up"
+        else:
+            how = f"bash {out}/kubernetes/node-labels.sh, then cd {out}/pulumi && pulumi up " \
+                  f"(or helm install: README, \"{PLANE_TITLES.get(kube.name, kube.name)}: checklist\")"
+        lines.append(f"  {step}. {what}: on an existing cluster, {how}")
+    return [w for line in lines for w in textwrap.wrap(line, WIDTH, subsequent_indent="     ",
+                                                         break_long_words=False, break_on_hyphens=False)]
