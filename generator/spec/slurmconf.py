@@ -208,7 +208,7 @@ def _read_into(config: Config, path: Path, text: str | None, base: Path, follow:
     here = [*stack, path.resolve() if path.exists() else path]
     for record in parse(text, name):
         if record.leftover or not record.pairs:
-            config.problems.append(Problem(name, record.line, "not Key=Value words (Slurm: parse error); the text is not quoted"))
+            config.problems.append(Problem(name, record.line, "not Key=Value: Slurm's parse error (the line's text is not quoted: it may hold anything)"))
         if record.kind == "clustername":
             state["cluster"] = record.get("ClusterName")
         if record.kind != "include":
