@@ -10,6 +10,8 @@ host addresses, SSH user and key live, outside the bundle. The files:
   (no address, user or key: the operator's inventory or the Pulumi stack's config gives those);
 - bringup/vars.yaml: what the playbook installs where: the Slurm release, the packages of each role, every
   file of slurm/ with its destination, owner and mode, the directories slurm.conf names;
+- bringup/pulumi/: the Pulumi project (stacks/slurm_bringup.py as __main__.py) that runs up.sh per host
+  over SSH in dependency order; hosts' addresses, SSH user and key are its stack config (the key a secret);
 - checks/run.py (copied): the production checks, run as the bring-up's last step and on their own;
 - checks/checks.json: what they expect of this plan (nodes, GPUs, leaves, fabric, bandwidth floor).
 """
@@ -151,6 +153,14 @@ def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
     out = {f"bringup/{name}": static(name) for name in STATIC}
     out["bringup/inventory.yaml"] = dump_yaml(inventory(plan))
     out["bringup/vars.yaml"] = dump_yaml(vars_data(plan, slurm_files))
+    # the Pulumi program that runs the bring-up over SSH (stacks/slurm_bringup.py), its own project
+    out["bringup/pulumi/Pulumi.yaml"] = dump_yaml({
+        "name": f"{plan.name}-slurm",
+        "description": f"Brings up the bare-metal Slurm hosts of the orchgen bundle {plan.name} with ../up.sh over SSH",
+        "runtime": {"name": "python", "options": {"toolchain": "pip"}}})
+    out["bringup/pulumi/__main__.py"] = resources.files("generator.stacks").joinpath("slurm_bringup.py").read_bytes()
+    out["bringup/pulumi/requirements.txt"] = resources.files("generator.stacks").joinpath(
+        "bringup-requirements.txt").read_bytes()
     out["checks/run.py"] = static("checks.py")
     out["checks/checks.json"] = dump_json(checks(plan))
     return out

@@ -129,8 +129,9 @@ def judge_nccl(log: str, transport: str, floor: float) -> dict:
         problems.append("no all_reduce_perf result rows")
         busbw = 0.0
     else:
-        busbw = max(float(r[7]) for r in rows)
-        wrong = [r for r in rows if r[8] not in ("0", "N/A")]
+        # columns: size count type redop root | out-of-place time algbw busbw #wrong | in-place time algbw busbw #wrong
+        busbw = max(float(x) for r in rows for x in (r[7], r[11] if len(r) > 11 else r[7]))
+        wrong = [r for r in rows if r[8] not in ("0", "N/A") or (len(r) > 12 and r[12] not in ("0", "N/A"))]
         if wrong:
             problems.append(f"{len(wrong)} sizes with wrong results")
         if busbw < floor:
