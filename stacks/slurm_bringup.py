@@ -86,7 +86,7 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
     # munge.key: 512 random bytes, hex (munged reads the file's bytes; mungekey(8) makes 1024 by default)
     munge = random.RandomBytes("munge-key", length=512)
     env = pulumi.Output.secret(pulumi.Output.all(key, munge.hex).apply(lambda kv: {
-        "ORCHGEN_SSH_KEY": kv[0], "ORCHGEN_MUNGE_KEY": kv[1],
+        "ORCHGEN_SSH_KEY": kv[0], "ORCHGEN_MUNGE_KEY_HEX": kv[1],
         "ORCHGEN_HOSTS": hosts_yaml(addresses, user), "ORCHGEN_BRINGUP": str(bringup_dir)}))
     triggers = [bundle_digest(bringup_dir), json.dumps(addresses, sort_keys=True), user]
 

@@ -88,3 +88,22 @@ def test_a_host_without_an_address_is_refused(bundle):
 def test_a_host_the_plan_lacks_is_refused(bundle):
     with pytest.raises(Exception, match="does not have: gpu09"):
         run(bundle, {**ADDRESSES, "gpu09": "10.0.1.9"})
+
+
+def test_requirements_pin_the_installed_versions():
+    from importlib import metadata
+
+    pins = [line.split("==") for line in (Path(__file__).parents[1] / "stacks/bringup-requirements.txt").read_text()
+            .splitlines() if "==" in line and not line.startswith("#")]
+    assert {name for name, _ in pins} >= {"pulumi", "pulumi-command", "pulumi-random", "ansible-core"}
+    for name, version in pins:
+        assert metadata.version(name) == version, f"{name}: installed {metadata.version(name)}, pinned {version}"
+
+
+def test_program_imports_no_orchgen():
+    import ast
+
+    tree = ast.parse((Path(__file__).parents[1] / "stacks/slurm_bringup.py").read_text())
+    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.split(".")[0] in ("generator", "orchgen", "tests") for m in mods), mods

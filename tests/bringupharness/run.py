@@ -63,7 +63,7 @@ class Site:
     def _run(self, argv: list[str], what: str, timeout: float) -> subprocess.CompletedProcess:
         env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_NOCOLOR": "1",
                "ANSIBLE_LOCAL_TEMP": str(self.work / "ansible-tmp"), "ANSIBLE_HOME": str(self.work / "ansible-home")}
-        env.pop("ORCHGEN_MUNGE_KEY", None)
+        env.pop("ORCHGEN_MUNGE_KEY_HEX", None)
         t = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
         with open(self.log, "a") as f:
