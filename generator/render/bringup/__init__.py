@@ -20,10 +20,10 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-from ..decide.plan import Plan
-from ..yamlio import dump_json, dump_yaml
-from .slurm.model import STORAGE_PASS_FILE, model
-from .slurm.ops import ETC
+from ...decide.plan import Plan
+from ...yamlio import dump_json, dump_yaml
+from ..slurm.model import STORAGE_PASS_FILE, model
+from ..slurm.ops import ETC
 
 STATIC = ("site.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt")
 
