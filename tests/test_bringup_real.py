@@ -93,7 +93,7 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
         actions = [line for line in out.stdout.splitlines() if line.startswith("apply: ")]
         print(f"re-plan {name} ({time.monotonic() - t:.0f} s):", *actions, sep="\n  ")
         assert _running(hosts, running), f"job {running} did not survive re-plan {name}"
-        return new
+        return out.stdout
 
     # the impact table's answers for these changes (generator/impact/slurm.py, issue 23), given explicitly
     replan("share", lambda t: t.replace("{name: nlp, share: 3", "{name: nlp, share: 5"),
@@ -109,13 +109,15 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     assert "MaxTime=2-00:00:00" in hosts.ssh("ctl1", "scontrol show partition a100").stdout
 
     hosts.boot(hosts.add("gpu03", gpus=2))
-    replan("node", lambda t: t.replace('max_time: "1-00:00:00"', 'max_time: "2-00:00:00"').replace(
+    out = replan("node", lambda t: t.replace('max_time: "1-00:00:00"', 'max_time: "2-00:00:00"').replace(
         "{name: nlp, share: 3", "{name: nlp, share: 5"),
            [{"file": "slurm.conf", "key": "NodeName=gpu03", "old": None, "new": "gpu03", "action": "restart_slurmctld",
              "nodes": [], "reason": "adding a node to slurm.conf", "cite": "slurm.conf(5) NodeName"},
             {"file": "slurm.conf", "key": "NodeName=gpu03", "old": None, "new": "gpu03", "action": "restart_slurmd",
              "nodes": [], "reason": "every slurmd reads the node list", "cite": "slurm.conf(5) NodeName"}],
            nodes=3)
+    assert '"restart_slurmctld": true, "restart_slurmd": ["gpu01", "gpu02", "gpu03"]' in out, out[-3000:]
+    assert out.count("slurmd: restarted") == 2 and "slurmd: started" in out and "slurmctld: restarted" in out
     states = hosts.ssh("ctl1", "sinfo -h -N -o '%N %t'").stdout.split("\n")
     assert "gpu03 idle" in states, states
     three = hosts.ssh("ctl1", "srun -N2 -w gpu02,gpu03 --gres=gpu:2 hostname").stdout.split()

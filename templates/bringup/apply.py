@@ -66,16 +66,11 @@ def plan_actions(changes: list[dict], all_nodes: list[str]) -> tuple[dict, list[
 
 
 def nodes_of_inventory() -> list[str]:
-    lines = (HERE / "inventory.yaml").read_text().splitlines()
-    out, inside = [], False
-    for line in lines:
-        if line.strip() == "slurmd:":
-            inside = True
-        elif inside and line.startswith("      ") and line.strip().endswith(":") and line.strip() != "hosts:":
-            out.append(line.strip().rstrip(":"))
-        elif inside and line.startswith("    ") and not line.startswith("     "):
-            inside = False
-    return out
+    """The slurmd hosts of the bundle's inventory.yaml (PyYAML comes with ansible-core)."""
+    import yaml
+
+    data = yaml.safe_load((HERE / "inventory.yaml").read_text())
+    return list(((data["all"]["children"].get("slurmd") or {}).get("hosts") or {}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apply: refused: {c.get('file')}: {c.get('key')}: {c.get('reason')} ({c.get('cite')})", file=sys.stderr)
     if refused:
         return 2
-    apply, log = plan_actions(changes, nodes_of_inventory())
+    try:
+        apply, log = plan_actions(changes, nodes_of_inventory())
+    except (ValueError, KeyError) as e:
+        print(f"apply: {args.changes or args.old}: {e}", file=sys.stderr)
+        return 2
     for line in log:
         print(line, flush=True)
     print("apply: orchgen_apply=" + json.dumps(apply, sort_keys=True), flush=True)

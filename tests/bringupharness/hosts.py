@@ -59,9 +59,11 @@ class Hosts:
     suite: str
     work: Path
     hosts: dict[str, Host] = field(default_factory=dict)
-    next_octet: int = 20
+    next_octet: int = 0
 
     def __post_init__(self) -> None:
+        # each suite its own range of 127.0.0.N, so a Debian 12 and a Debian 13 cluster can run side by side
+        self.next_octet = self.next_octet or {"bookworm": 20, "trixie": 60}.get(self.suite, 100)
         self.work.mkdir(parents=True, exist_ok=True)
         self.key = self.work / "id_ed25519"
         if not self.key.exists():
@@ -85,6 +87,10 @@ class Hosts:
         return "\n".join(lines) + "\n"
 
     def boot(self, host: Host) -> None:
+        with socket.socket() as s:  # another harness's host on this address would answer in our place
+            s.settimeout(0.5)
+            if s.connect_ex((host.address, 22)) == 0:
+                raise RuntimeError(f"{host.address}:22 is taken: another bring-up harness runs on this machine")
         base = roots.ensure_root(self.suite)
         for sub in ("upper", "ovl", "merged"):
             (host.dir / sub).mkdir(parents=True, exist_ok=True)
