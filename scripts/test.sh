@@ -25,6 +25,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# --- issue 26: Slurm bring-up tests (tests/test_bringup_real.py) -----------------------------------------
+# bare Debian hosts from debootstrap roots, reached over SSH: the client here, sshd inside each root
+# (debootstrap installs that one); ansible-core, pulumi-command and pulumi-random come with .[test] below.
+for pkg in openssh-client debootstrap; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    if [ "$(id -u)" = 0 ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null
+    else
+      echo "note: not root, so not installing $pkg: the bring-up tests will skip" >&2
+    fi
+  fi
+done
+# --- end issue 26 ------------------------------------------------------------------------------------------
+
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi

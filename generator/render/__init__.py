@@ -47,9 +47,10 @@ def slurm_on_kubernetes_values() -> dict[str, Callable[[Plan], dict]]:
 
 def bundle_renderers() -> list[BundleRenderer]:
     """Renderers that run after the plan renderers, in a fixed order."""
+    from . import bringup
     from .gitops import wrap
 
-    return [wrap.render]
+    return [wrap.render, bringup.render]
 
 
 def _merge(files: dict[str, bytes], more: dict[str, bytes]) -> None:

@@ -632,3 +632,76 @@ def pick_free_major(first: int = 4000) -> int:
     while major in used:
         major += 1
     return major
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The bring-up harness (tests/bringupharness, tests/test_bringup_real.py): what it changes in a bundle copy
+# before running bringup/up.sh against bare Debian roots on this machine. The roots share this machine's
+# network namespace (apt reaches the mirror without NAT) and have no init system and no cgroup access.
+# Everything else (packages, munge key, every file of slurm/, MariaDB, slurmdbd, accounts.sh, daemon order,
+# NHC) runs as the bundle says.
+BRINGUP_CHANGES = (
+    ("slurm.conf NodeName lines: Port=[a-b]",
+     "every slurmd listens on the one network namespace the hosts share: each node needs a port of its own"),
+    ("slurm.conf SlurmctldPort, AccountingStoragePort; slurmdbd.conf DbdPort: free ports",
+     "other tests on this machine run Slurm daemons too; the default ports may be taken"),
+    ("slurm.conf SlurmdParameters=config_overrides",
+     "the hosts are this machine: slurmd must report the planned CPUs, memory and GPUs, not its own"),
+    ("slurm.conf ProctrackType=proctrack/linuxproc, TaskPlugin task/none (22.05) or unset, "
+     "JobAcctGatherType=jobacct_gather/linux; cgroup.conf CgroupPlugin=disabled (23.02+)",
+     "cgroup writes fail in this sandbox (tests/slurmharness notes)"),
+    ("mariadb-slurm.cnf: innodb_buffer_pool_size=256M, innodb_log_file_size=64M, skip-networking",
+     "the plan's sizes are for a production database host; slurmdbd reaches MariaDB over its socket "
+     "(StorageHost=localhost), and port 3306 of the shared namespace may be taken"),
+    ("nhc.conf: the check_hw_ib line removed", "no RDMA port on this machine"),
+    ("vars.yaml orchgen_service_manager: none", "the roots run no init system: daemons start from their pidfiles"),
+    ("vars.yaml orchgen_nhc_source: a 1.4.3 checkout of github.com/mej/nhc (ORCHGEN_NHC_SOURCE)",
+     "CI reaches the Debian mirror, not GitHub"),
+    ("vars.yaml orchgen_munge_key_file: in the test's work dir", "kept outside the bundle, as on a site"),
+)
+
+
+def bringup_overlay(bundle: Path, *, legacy: bool, node_port_base: int, ctld_port: int, dbd_port: int,
+                    munge_key_file: Path, nhc_source: Path | None) -> None:
+    """Apply BRINGUP_CHANGES to the bundle copy at `bundle`, in place."""
+    slurm = bundle / "slurm"
+    lines = []
+    for line in (slurm / "slurm.conf").read_text().splitlines():
+        key = line.split("=", 1)[0].strip().lower()
+        if key == "nodename" and "Port=" not in line:
+            names = expand(line.split()[0].split("=", 1)[1])
+            # a node keeps its port when a re-plan adds others: the port is derived from its name's index
+            ports = [node_port_base + int(re.sub(r"\D", "", n) or 0) for n in names]
+            line += f" Port=[{ports[0]}-{ports[-1]}]" if len(ports) > 1 else f" Port={ports[0]}"
+        elif key in {"proctracktype", "taskplugin", "jobacctgathertype", "slurmdparameters", "slurmctldport",
+                     "accountingstorageport"}:
+            continue
+        lines.append(line)
+    head = ["# tests/slurmharness/overlay.py BRINGUP_CHANGES", f"SlurmctldPort={ctld_port}",
+            "SlurmdParameters=config_overrides", "ProctrackType=proctrack/linuxproc",
+            "JobAcctGatherType=jobacct_gather/linux"]
+    if legacy:
+        head.append("TaskPlugin=task/none")
+    if (slurm / "slurmdbd.conf").exists():
+        head.append(f"AccountingStoragePort={dbd_port}")
+        dbd = [ln for ln in (slurm / "slurmdbd.conf").read_text().splitlines() if not ln.startswith("DbdPort=")]
+        (slurm / "slurmdbd.conf").write_text("\n".join(dbd + [f"DbdPort={dbd_port}"]) + "\n")
+    (slurm / "slurm.conf").write_text("\n".join(head + lines) + "\n")
+    if not legacy:
+        cg = [ln for ln in (slurm / "cgroup.conf").read_text().splitlines() if not ln.startswith("CgroupPlugin=")]
+        (slurm / "cgroup.conf").write_text("\n".join(cg + ["CgroupPlugin=disabled"]) + "\n")
+    cnf = slurm / "mariadb-slurm.cnf"
+    if cnf.exists():
+        text = re.sub(r"(?m)^innodb_buffer_pool_size=.*$", "innodb_buffer_pool_size=256M", cnf.read_text())
+        text = re.sub(r"(?m)^innodb_log_file_size=.*$", "innodb_log_file_size=64M", text)
+        cnf.write_text(text.replace("[mysqld]\n", "[mysqld]\nskip-networking\n", 1))
+    nhc_conf = slurm / "nhc.conf"
+    if nhc_conf.exists():
+        nhc_conf.write_text("".join(ln for ln in nhc_conf.read_text().splitlines(True) if "check_hw_ib" not in ln))
+    vars_file = bundle / "bringup" / "vars.yaml"
+    text = vars_file.read_text()
+    text = re.sub(r"(?m)^orchgen_service_manager: .*$", "orchgen_service_manager: none", text)
+    text = re.sub(r"(?m)^orchgen_munge_key_file: .*$", f"orchgen_munge_key_file: {munge_key_file}", text)
+    if nhc_source is not None:
+        text = re.sub(r"(?m)^orchgen_nhc_source: .*$", f"orchgen_nhc_source: {nhc_source}", text)
+    vars_file.write_text(text)

@@ -1,0 +1,166 @@
+"""bringup/ and checks/: bring a bare-metal Slurm plane up from a bare OS, and prove it with the checks.
+
+Only for a plan with a bare-metal Slurm plane. Ansible (ansible-core) runs it: HPC sites know it, it is
+idempotent by construction (a second run reports `changed=0`), and its inventory is where each site's own
+host addresses, SSH user and key live, outside the bundle. The files:
+
+- bringup/site.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt: copied byte for byte from
+  templates/bringup (the playbook, its one command, and the re-plan entry point);
+- bringup/inventory.yaml: the plan's Slurm hosts in the groups slurmctld, slurmdbd, slurmd, by name only
+  (no address, user or key: the operator's inventory or the Pulumi stack's config gives those);
+- bringup/vars.yaml: what the playbook installs where: the Slurm release, the packages of each role, every
+  file of slurm/ with its destination, owner and mode, the directories slurm.conf names;
+- bringup/pulumi/: the Pulumi project (stacks/slurm_bringup.py as __main__.py) that runs up.sh per host
+  over SSH in dependency order; hosts' addresses, SSH user and key are its stack config (the key a secret);
+- checks/run.py (copied): the production checks, run as the bring-up's last step and on their own;
+- checks/checks.json: what they expect of this plan (nodes, GPUs, leaves, fabric, bandwidth floor).
+"""
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+from ...decide.plan import Plan
+from ...yamlio import dump_json, dump_yaml
+from ..slurm.model import STORAGE_PASS_FILE, model
+from ..slurm.ops import ETC
+
+STATIC = ("site.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt")
+
+# nccl-tests all_reduce_perf bus bandwidth (GB/s) below which the two-node check fails, per fabric kind:
+# about half the line rate of one 400 Gb/s NDR port (50 GB/s) per GPU rail on InfiniBand, a 400 GbE RoCE
+# port likewise, and of a 100 GbE port on plain Ethernet (NCCL's sockets path). A site tunes it in
+# checks/checks.json; nccl-tests' README ("Performance") defines busbw.
+BUSBW_FLOOR_GBPS = {"infiniband": 20.0, "roce": 15.0, "ethernet": 5.0}
+# The transport NCCL must log for the inter-node ring (NCCL_DEBUG=INFO "via NET/<name>"): IB verbs on
+# InfiniBand and RoCE (both are NET/IB in NCCL), sockets only on plain Ethernet.
+TRANSPORT = {"infiniband": "NET/IB", "roce": "NET/IB", "ethernet": "NET/Socket"}
+
+
+@cache
+def static(name: str) -> bytes:
+    return resources.files("generator.templates").joinpath("bringup", name).read_bytes()
+
+
+def _dest(name: str, accounting_host_only: bool) -> dict[str, object]:
+    """Where a file of slurm/ goes, who owns it, its mode, and on which roles."""
+    nodes_and_ctld = ["slurmctld", "slurmd"]
+    if name == "slurmdbd.conf":  # slurmdbd refuses a file others can read (it may hold the password)
+        return {"dest": f"{ETC}/slurmdbd.conf", "owner": "slurm", "mode": "0600", "on": ["slurmdbd"]}
+    if name == "mariadb-slurm.cnf":  # read after Debian's 50-server.cnf
+        return {"dest": "/etc/mysql/mariadb.conf.d/60-slurm.cnf", "owner": "root", "mode": "0644", "on": ["slurmdbd"]}
+    if name == "accounts.sh":
+        return {"dest": f"{ETC}/accounts.sh", "owner": "root", "mode": "0755", "on": ["slurmctld"]}
+    if name == "nhc.conf":
+        return {"dest": "/etc/nhc/nhc.conf", "owner": "root", "mode": "0644", "on": ["slurmd"]}
+    if name == "enroot.conf":
+        return {"dest": "/etc/enroot/enroot.conf", "owner": "root", "mode": "0644", "on": ["slurmd"]}
+    mode = "0755" if name.endswith(".sh") else "0644"
+    return {"dest": f"{ETC}/{name}", "owner": "root", "mode": mode, "on": nodes_and_ctld}
+
+
+def _conf(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line and not line.lower().startswith(("nodename", "partitionname")):
+            k, v = line.split("=", 1)
+            out.setdefault(k.strip().lower(), v.strip())
+    return out
+
+
+def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
+    m = model(plan)
+    conf = _conf(slurm_files["slurm.conf"].decode())
+    files = [{"src": name, **_dest(name, False)} for name in sorted(slurm_files)]
+    logdirs = sorted({v.rsplit("/", 1)[0] for k, v in conf.items() if k.endswith("logfile")})
+    dirs = [{"path": conf.get("statesavelocation", "/var/spool/slurmctld"), "owner": "slurm", "on": ["slurmctld"]},
+            {"path": conf.get("slurmdspooldir", "/var/spool/slurmd"), "owner": "root", "on": ["slurmd"]}]
+    dirs += [{"path": d, "owner": "slurm", "on": ["slurmctld", "slurmdbd", "slurmd"]} for d in logdirs]
+    parents: dict[str, list[str]] = {}  # the directories the files go to (the packages make only /etc/slurm)
+    for f in files:
+        parent = str(f["dest"]).rsplit("/", 1)[0]
+        parents[parent] = sorted(set(parents.get(parent, [])) | set(f["on"]))  # type: ignore[arg-type]
+    dirs += [{"path": d, "owner": "root", "on": on} for d, on in sorted(parents.items())]
+    ops = m.ops
+    node_pkgs = ["slurmd", "slurm-client"]
+    if ops and ops.containment:
+        node_pkgs.append("libpam-slurm-adopt")  # pam_slurm_adopt (PrologFlags=Contain): Debian packages it
+    if ops and ops.mpi == "pmix" and ops.legacy_pmix:
+        node_pkgs.append("libpmix-dev")  # 22.05's mpi/pmix dlopens the unversioned libpmix.so
+    return {
+        "orchgen_cluster": m.cluster,
+        # the release the plan's files are written for; the play refuses hosts whose OS packages another
+        "orchgen_slurm_release": m.version,
+        "orchgen_packages": {
+            "common": ["munge"],
+            "slurmctld": ["slurmctld", "slurm-client"],
+            "slurmdbd": ["slurmdbd", "mariadb-server", "mariadb-client"] if m.accounting else [],
+            "slurmd": node_pkgs,
+        },
+        "orchgen_files": files,
+        "orchgen_dirs": dirs,
+        "orchgen_accounting": m.accounting,
+        "orchgen_storage_pass_file": STORAGE_PASS_FILE,
+        "orchgen_storage_user": conf.get("accountingstorageuser", "slurm"),
+        "orchgen_storage_loc": "slurm_acct_db",
+        "orchgen_nodes": [n for g in m.groups for n in g.nodes],
+        # NHC from its 1.4.3 source tree on the machine that runs Ansible (it is not packaged by Debian);
+        # empty: up.sh downloads the tag's archive from GitHub
+        "orchgen_nhc": bool(ops and ops.health),
+        "orchgen_nhc_source": "",
+        "orchgen_containment": bool(ops and ops.containment),
+        "orchgen_pyxis": bool(ops and ops.containers == "pyxis"),
+        # standalone runs keep the munge key here, outside the bundle (Pulumi passes its own secret)
+        "orchgen_munge_key_file": f"~/.config/orchgen/{m.cluster}/munge.key",
+        "orchgen_service_manager": "systemd",
+        "orchgen_idle_timeout_s": 300,
+    }
+
+
+def inventory(plan: Plan) -> dict[str, object]:
+    m = model(plan)
+    nodes = [n for g in m.groups for n in g.nodes]
+    groups = {"slurmctld": {"hosts": {c: None for c in m.controllers}}}
+    if m.accounting:
+        groups["slurmdbd"] = {"hosts": {m.accounting_host: None}}
+    groups["slurmd"] = {"hosts": {n: None for n in nodes}}
+    return {"all": {"children": groups}}
+
+
+def checks(plan: Plan) -> dict[str, object]:
+    m = model(plan)
+    ops = m.ops
+    fabric = ops.fabric if ops else "ethernet"
+    leaves = [{"name": sw.name, "nodes": list(sw.nodes)} for sw in m.topology.tree if sw.nodes]
+    return {
+        "cluster": m.cluster,
+        "nodes": {n: {"gpus": g.gpus, "gpu_type": g.gpu_type} for g in m.groups for n in g.nodes},
+        "leaves": leaves,
+        "fabric": fabric,
+        "nccl_transport": TRANSPORT[fabric],
+        "busbw_floor_gbps": BUSBW_FLOOR_GBPS[fabric],
+        "accounts": [a.name for a in m.accounts],
+        "health_program": ops.nhc_program if ops and ops.health else None,
+    }
+
+
+def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
+    plane = plan.slurm_plane
+    if plane is None or plane.host != "bare-metal":
+        return {}
+    slurm_files = {p.removeprefix("slurm/"): data for p, data in files.items() if p.startswith("slurm/")}
+    out = {f"bringup/{name}": static(name) for name in STATIC}
+    out["bringup/inventory.yaml"] = dump_yaml(inventory(plan))
+    out["bringup/vars.yaml"] = dump_yaml(vars_data(plan, slurm_files))
+    # the Pulumi program that runs the bring-up over SSH (stacks/slurm_bringup.py), its own project
+    out["bringup/pulumi/Pulumi.yaml"] = dump_yaml({
+        "name": f"{plan.name}-slurm",
+        "description": f"Brings up the bare-metal Slurm hosts of the orchgen bundle {plan.name} with ../up.sh over SSH",
+        "runtime": {"name": "python", "options": {"toolchain": "pip"}}})
+    out["bringup/pulumi/__main__.py"] = resources.files("generator.stacks").joinpath("slurm_bringup.py").read_bytes()
+    out["bringup/pulumi/requirements.txt"] = resources.files("generator.stacks").joinpath(
+        "bringup-requirements.txt").read_bytes()
+    out["checks/run.py"] = static("checks.py")
+    out["checks/checks.json"] = dump_json(checks(plan))
+    return out

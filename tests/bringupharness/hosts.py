@@ -1,0 +1,194 @@
+"""Bare Debian hosts on this machine: one per Slurm host of a plan, each reachable over SSH as a real host.
+
+Each host is an overlayfs over the cached bare root of its suite (roots.py: debootstrap minbase plus an
+SSH server, nothing else), booted by `unshare` in namespaces of its own: UTS (its own hostname, which
+slurmctld, slurmdbd and slurmd compare with SlurmctldHost/DbdHost/NodeName), mount (its own /proc, /run,
+/dev/pts) and PID (its daemons see only their own processes: pidfiles and `pgrep` mean what they mean on a
+host). Its sshd is PID 1 and listens on the host's own loopback address 127.0.0.<N>; the hosts share this
+machine's network namespace so that apt reaches the Debian mirror with no NAT, which is why the bundle's
+daemons get distinct ports (the one list of such changes: tests/slurmharness/overlay.py, BRINGUP_CHANGES).
+
+Teardown kills each host's PID 1 (the kernel then kills every process of its PID namespace) and unmounts
+its overlay; nothing is left running or mounted.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import roots
+
+# A fake nvidia-smi for nodes without GPUs: answers the queries the bundle's checks and gpu-health.sh
+# make (`--query-gpu=name`, `-L`) for ORCHGEN_FAKE_GPUS GPUs of ORCHGEN_FAKE_GPU_NAME.
+FAKE_NVIDIA_SMI = """#!/bin/sh
+n=$(cat /etc/orchgen-fake-gpus 2>/dev/null || echo 0)
+name=$(cat /etc/orchgen-fake-gpu-name 2>/dev/null || echo "NVIDIA A100-SXM4-80GB")
+i=0
+case "$*" in
+  *--query-gpu=name*) while [ $i -lt $n ]; do echo "$name"; i=$((i+1)); done ;;
+  *-L*) while [ $i -lt $n ]; do echo "GPU $i: $name (UUID: GPU-fake-$i)"; i=$((i+1)); done ;;
+  *) echo "fake nvidia-smi: $n x $name" ;;
+esac
+"""
+
+
+@dataclass
+class Host:
+    name: str
+    address: str
+    suite: str
+    dir: Path
+    gpus: int = 0
+    proc: subprocess.Popen | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.dir / "merged"
+
+
+@dataclass
+class Hosts:
+    """Bare hosts of one suite under `work`, booted on enter, torn down on exit."""
+
+    suite: str
+    work: Path
+    hosts: dict[str, Host] = field(default_factory=dict)
+    next_octet: int = 0
+
+    def __post_init__(self) -> None:
+        # each suite its own range of 127.0.0.N, so a Debian 12 and a Debian 13 cluster can run side by side
+        self.next_octet = self.next_octet or {"bookworm": 20, "trixie": 60}.get(self.suite, 100)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.key = self.work / "id_ed25519"
+        if not self.key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key)], check=True)
+
+    def __enter__(self) -> "Hosts":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def add(self, name: str, gpus: int = 0) -> Host:
+        octet = self.next_octet
+        self.next_octet += 1
+        host = Host(name, f"127.0.0.{octet}", self.suite, self.work / name, gpus)
+        self.hosts[name] = host
+        return host
+
+    def etc_hosts(self) -> str:
+        lines = ["127.0.0.1 localhost"] + [f"{h.address} {h.name}" for h in self.hosts.values()]
+        return "\n".join(lines) + "\n"
+
+    def boot(self, host: Host) -> None:
+        with socket.socket() as s:  # another harness's host on this address would answer in our place
+            s.settimeout(0.5)
+            if s.connect_ex((host.address, 22)) == 0:
+                raise RuntimeError(f"{host.address}:22 is taken: another bring-up harness runs on this machine")
+        base = roots.ensure_root(self.suite)
+        for sub in ("upper", "ovl", "merged"):
+            (host.dir / sub).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={base},upperdir={host.dir}/upper,workdir={host.dir}/ovl", str(host.root)],
+                       check=True)
+        r = host.root
+        # apt's .deb cache: the suite's shared one, hard-linked into a per-host dir (apt locks its archive dir,
+        # and the hosts install at the same time); what a host downloads is linked back at teardown
+        shared, own = roots.apt_archive(self.suite), host.dir / "apt"
+        (own / "partial").mkdir(parents=True, exist_ok=True)
+        for deb in shared.glob("*.deb"):
+            if not (own / deb.name).exists():
+                os.link(deb, own / deb.name)
+        subprocess.run(["mount", "--bind", str(own), str(r / "var/cache/apt/archives")], check=True)
+        (r / "etc/hostname").write_text(host.name + "\n")
+        for h in self.hosts.values():  # every host knows every other by name, as DNS would tell it
+            (h.root / "etc/hosts").write_text(self.etc_hosts()) if h.root.is_dir() else None
+        (r / "etc/hosts").write_text(self.etc_hosts())
+        ssh = r / "root/.ssh"
+        ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copy(self.key.with_suffix(".pub"), ssh / "authorized_keys")
+        (r / "etc/ssh/sshd_config.d").mkdir(exist_ok=True)
+        (r / "etc/ssh/sshd_config.d/orchgen-harness.conf").write_text(
+            f"ListenAddress {host.address}\nUseDNS no\nPermitRootLogin prohibit-password\n")
+        # no init system runs in these roots: packages must not try to start their daemons at install
+        policy = r / "usr/sbin/policy-rc.d"
+        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.chmod(0o755)
+        # apt keeps what it downloads (the archive dir is shared by the suite's hosts and runs)
+        (r / "etc/apt/apt.conf.d/99orchgen-keep").write_text('Binary::apt::APT::Keep-Downloaded-Packages "true";\n')
+        if host.gpus:
+            for i in range(host.gpus):  # the GPU device files gres.conf names: character devices like /dev/null
+                dev = r / f"dev/nvidia{i}"
+                if not dev.exists():
+                    os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))
+            smi = r / "usr/bin/nvidia-smi"
+            smi.write_text(FAKE_NVIDIA_SMI)
+            smi.chmod(0o755)
+            (r / "etc/orchgen-fake-gpus").write_text(f"{host.gpus}\n")
+        boot = (f"hostname {host.name}\n"
+                f"mount -t proc proc {r}/proc\n"
+                f"mount --rbind /sys {r}/sys\n"
+                f"mkdir -p {r}/dev/pts {r}/dev/shm {r}/run/sshd\n"
+                f"mount -t devpts -o newinstance,ptmxmode=0666 devpts {r}/dev/pts\n"
+                f"mount -t tmpfs tmpfs {r}/dev/shm\n"
+                f"exec chroot {r} /usr/sbin/sshd -D -e")
+        log = open(host.dir / "sshd.log", "ab")
+        host.proc = subprocess.Popen(["unshare", "--uts", "--mount", "--propagation", "private", "--pid", "--fork",
+                                      "--kill-child", "--", "sh", "-ec", boot],
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if host.proc.poll() is not None:
+                raise RuntimeError(f"{host.name}: sshd exited: {(host.dir / 'sshd.log').read_text()[-2000:]}")
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                if s.connect_ex((host.address, 22)) == 0:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError(f"{host.name}: sshd did not listen on {host.address}:22")
+
+    def inventory(self, path: Path) -> Path:
+        """The operator's side of the inventory: each host's address, SSH user and key (never in the bundle)."""
+        lines = ["all:", "  vars:", "    ansible_user: root", f"    ansible_ssh_private_key_file: {self.key}",
+                 "    ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+                 "  hosts:"]
+        for h in self.hosts.values():
+            lines.append(f"    {h.name}: {{ansible_host: {h.address}}}")
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def ssh(self, name: str, command: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+        h = self.hosts[name]
+        proc = subprocess.run(["ssh", "-i", str(self.key), "-o", "StrictHostKeyChecking=no", "-o",
+                               "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
+                               f"root@{h.address}", command], capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{name}: `{command}` exit {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def down(self) -> None:
+        for h in self.hosts.values():
+            if h.proc is not None and h.proc.poll() is None:
+                try:
+                    os.killpg(h.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                h.proc.wait(timeout=30)
+        time.sleep(0.2)
+        shared = roots.apt_archive(self.suite)
+        for h in self.hosts.values():
+            for deb in (h.dir / "apt").glob("*.deb"):
+                if not (shared / deb.name).exists():
+                    try:
+                        os.link(deb, shared / deb.name)
+                    except FileExistsError:
+                        pass
+            for mnt in ("var/cache/apt/archives", ""):
+                target = h.root / mnt if mnt else h.root
+                subprocess.run(["umount", "-l", str(target)], capture_output=True)

@@ -1,0 +1,89 @@
+"""Drive the bundle's own bring-up (bringup/up.sh, bringup/apply.py) against bare hosts of hosts.py."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.slurmharness.net import free_port_block
+from tests.slurmharness.overlay import bringup_overlay
+
+from .hosts import Hosts
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+def plan(fleet: Path, out: Path, slurm_version: str, pool_nodes: int | None = None) -> Path:
+    """orchgen plan of `fleet` with options.slurm_version (and the pool's size) set for the suite."""
+    data = yaml.safe_load(fleet.read_text())
+    data["options"]["slurm_version"] = slurm_version
+    if pool_nodes:
+        pool = data["fleet"]["pools"][0]
+        pool["nodes"] = pool_nodes
+        pool["hostnames"] = f"gpu[01-{pool_nodes:02d}]"
+        data["fleet"]["fabric"]["leaves"][0]["nodes"] = f"gpu[01-{pool_nodes:02d}]"
+    src = out.with_suffix(".yaml")
+    src.write_text(yaml.safe_dump(data, sort_keys=False))
+    if out.exists():
+        shutil.rmtree(out)
+    subprocess.run([str(VENV_BIN / "orchgen"), "plan", str(src), "-o", str(out)], check=True, capture_output=True)
+    return out
+
+
+class Site:
+    """One cluster's bundle copy with the harness overlay, its hosts and ports."""
+
+    def __init__(self, hosts: Hosts, work: Path, legacy: bool) -> None:
+        self.hosts = hosts
+        self.work = work
+        self.legacy = legacy
+        base = free_port_block(40)
+        self.node_port_base, self.ctld_port, self.dbd_port = base, base + 38, base + 39
+        self.key_file = work / "munge.key"  # outside the bundle, made once by the playbook
+        self.log = work / "bringup.log"
+
+    def install(self, bundle: Path) -> Path:
+        """The bundle as the hosts get it: a copy with BRINGUP_CHANGES applied."""
+        dest = self.work / "bundle"
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(bundle, dest)
+        nhc = os.environ.get("ORCHGEN_NHC_SOURCE")
+        bringup_overlay(dest, legacy=self.legacy, node_port_base=self.node_port_base, ctld_port=self.ctld_port,
+                        dbd_port=self.dbd_port, munge_key_file=self.key_file, nhc_source=Path(nhc) if nhc else None)
+        return dest
+
+    def _run(self, argv: list[str], what: str, timeout: float) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_NOCOLOR": "1",
+               "ANSIBLE_LOCAL_TEMP": str(self.work / "ansible-tmp"), "ANSIBLE_HOME": str(self.work / "ansible-home")}
+        env.pop("ORCHGEN_MUNGE_KEY_HEX", None)
+        t = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+        with open(self.log, "a") as f:
+            f.write(f"\n===== {what} ({time.monotonic() - t:.1f} s, exit {proc.returncode}): {' '.join(argv)}\n")
+            f.write(proc.stdout + proc.stderr)
+        return proc
+
+    def up(self, bundle: Path, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        inv = self.hosts.inventory(self.work / "hosts.yaml")
+        return self._run(["sh", str(bundle / "bringup/up.sh"), str(inv), *extra], "up.sh", timeout)
+
+    def apply(self, bundle: Path, changes: Path, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        inv = self.hosts.inventory(self.work / "hosts.yaml")
+        return self._run([sys.executable, str(bundle / "bringup/apply.py"), str(inv), "--changes", str(changes),
+                          *extra], "apply.py", timeout)
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """Ansible's PLAY RECAP: {host: {ok, changed, failed, ...}}."""
+    out = {}
+    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", output, re.M):
+        out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return out

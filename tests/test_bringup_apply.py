@@ -1,0 +1,73 @@
+"""bringup/apply.py, the re-plan entry point: each impact-table action maps to the playbook's step
+(`orchgen_apply`), every change is logged with the action used, and `impossible` refuses before anything runs.
+The same file runs the three re-plans on a real cluster in tests/test_bringup_real.py."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data" / "bringup"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("apply") / "out"
+    subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(DATA / "fleet.yaml"), "-o", str(out)],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+def change(action: str, nodes=(), key="k") -> dict:
+    return {"file": "slurm.conf", "key": key, "old": "a", "new": "b", "action": action, "nodes": list(nodes),
+            "reason": f"why {action}", "cite": "slurm.conf(5)"}
+
+
+def apply(bundle: Path, tmp_path: Path, changes: list[dict]) -> subprocess.CompletedProcess:
+    path = tmp_path / "changes.json"
+    path.write_text(json.dumps(changes))
+    return subprocess.run([sys.executable, str(bundle / "bringup/apply.py"), "hosts.yaml", "--changes", str(path),
+                           "--dry-run"], capture_output=True, text=True, timeout=60)
+
+
+def orchgen_apply(out: str) -> dict:
+    line = next(ln for ln in out.splitlines() if ln.startswith("apply: orchgen_apply="))
+    return json.loads(line.split("=", 1)[1])
+
+
+@pytest.mark.parametrize("action,expected", [
+    ("none", {"drain": [], "reconfigure": False, "restart_slurmctld": False, "restart_slurmd": []}),
+    ("sacctmgr", {"drain": [], "reconfigure": False, "restart_slurmctld": False, "restart_slurmd": []}),
+    ("reconfigure", {"drain": [], "reconfigure": True, "restart_slurmctld": False, "restart_slurmd": []}),
+    ("restart_slurmctld", {"drain": [], "reconfigure": False, "restart_slurmctld": True, "restart_slurmd": []}),
+    ("restart_slurmd", {"drain": [], "reconfigure": False, "restart_slurmctld": False,
+                        "restart_slurmd": ["gpu01", "gpu02"]}),
+    ("drain_restart", {"drain": ["gpu01", "gpu02"], "reconfigure": False, "restart_slurmctld": False,
+                       "restart_slurmd": ["gpu01", "gpu02"]}),
+])
+def test_each_action_maps_to_its_step(bundle, tmp_path, action, expected):
+    out = apply(bundle, tmp_path, [change(action)])
+    assert out.returncode == 0, out.stderr
+    assert orchgen_apply(out.stdout) == expected
+    assert f"apply: slurm.conf: k: 'a' -> 'b': {action} (why {action})" in out.stdout
+
+
+def test_node_lists_are_kept(bundle, tmp_path):
+    out = apply(bundle, tmp_path, [change("drain_restart", ["gpu02"]), change("reconfigure", key="x")])
+    assert orchgen_apply(out.stdout) == {"drain": ["gpu02"], "reconfigure": True, "restart_slurmctld": False,
+                                         "restart_slurmd": ["gpu02"]}
+    assert "drain_restart on gpu02" in out.stdout
+
+
+def test_impossible_is_refused_before_anything_runs(bundle, tmp_path):
+    out = apply(bundle, tmp_path, [change("reconfigure"), change("impossible", key="SlurmUser")])
+    assert out.returncode == 2 and "apply: refused: slurm.conf: SlurmUser: why impossible" in out.stderr
+    assert "orchgen_apply" not in out.stdout
+
+
+def test_unknown_action_is_an_error(bundle, tmp_path):
+    out = apply(bundle, tmp_path, [change("reboot")])
+    assert out.returncode == 2 and "unknown action 'reboot'" in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,109 @@
+"""The bundle's Slurm bring-up Pulumi program (bringup/pulumi/__main__.py, from stacks/slurm_bringup.py) under
+Pulumi's mocks: it declares the bring-up for exactly the plan's Slurm hosts, in dependency order (database
+before slurmdbd, slurmdbd before the controller, the controller before the nodes, the checks last), with the
+munge key and the SSH key as secrets, and refuses a host it has no address for."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests._consumers import require
+
+DATA = Path(__file__).parent / "data" / "bringup"
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
+ADDRESSES = {"ctl1": "10.99.0.1", "db1": "10.99.0.2", "gpu01": "10.0.1.1", "gpu02": "10.0.1.2"}
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-real-key-orchgen-test\n-----END OPENSSH PRIVATE KEY-----"
+
+try:
+    import pulumi_command  # noqa: F401
+    import pulumi_random  # noqa: F401
+    from tests import pulumi_mocks
+except ImportError as e:  # pragma: no cover
+    pulumi_mocks, MISSING = None, str(e)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    require(pulumi_mocks, "pulumi, pulumi-command or pulumi-random not importable (pip install -e '.[test]')")
+    out = tmp_path_factory.mktemp("pulumi-bringup") / "out"
+    subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(DATA / "fleet.yaml"), "-o", str(out)],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+def run(bundle: Path, addresses: dict[str, str]):
+    import pulumi
+
+    mocks = pulumi_mocks.ValidatingMocks(lambda obj: [])
+    config = {"orchgen:hosts": json.dumps(addresses), "orchgen:sshPrivateKey": KEY}
+    monitor_run = pulumi_mocks.run_program
+    pulumi.runtime.set_all_config(config, ["orchgen:sshPrivateKey"])
+    return monitor_run(bundle / "bringup/pulumi/__main__.py", mocks, config, project="bringup-lab-slurm")
+
+
+def is_secret(value) -> bool:
+    return isinstance(value, dict) and SECRET_SIG in value
+
+
+def test_declares_every_host_in_dependency_order(bundle):
+    r = run(bundle, ADDRESSES)
+    commands = {d.name: d for d in r.of_type("command:local:Command")}
+    assert list(commands) == ["database-db1", "slurmdbd-db1", "slurmctld-ctl1", "slurmd-gpu01", "slurmd-gpu02",
+                              "checks"]
+    urn = {name: d.urn for name, d in commands.items()}
+    deps = {name: set(d.dependencies) for name, d in commands.items()}
+    assert urn["database-db1"] in deps["slurmdbd-db1"]
+    assert urn["slurmdbd-db1"] in deps["slurmctld-ctl1"]
+    assert {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu01"] and {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu02"]
+    assert {urn["slurmd-gpu01"], urn["slurmd-gpu02"], urn["slurmctld-ctl1"]} <= deps["checks"]
+    assert "--limit db1" in commands["database-db1"].inputs["create"]
+    assert "orchgen_start_slurmdbd=false" in commands["database-db1"].inputs["create"]
+    assert "--limit gpu02" in commands["slurmd-gpu02"].inputs["create"]
+    assert "--limit" not in commands["checks"].inputs["create"]
+    # the munge key: one RandomBytes, reaching the steps only through their secret environment
+    (munge,) = r.of_type("random:index/randomBytes:RandomBytes")
+    assert munge.inputs["length"] == 512
+    for d in commands.values():
+        assert is_secret(d.inputs["environment"]), f"{d.name}: environment (SSH key, munge key) is not secret"
+        assert KEY not in json.dumps(d.inputs["create"])
+
+
+def test_no_secret_reaches_the_bundle(bundle):
+    run(bundle, ADDRESSES)
+    for path in bundle.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes()
+            assert b"not-a-real-key" not in text and b"10.99.0.1" not in text, path
+
+
+def test_a_host_without_an_address_is_refused(bundle):
+    with pytest.raises(Exception, match="no address for gpu02"):
+        run(bundle, {k: v for k, v in ADDRESSES.items() if k != "gpu02"})
+
+
+def test_a_host_the_plan_lacks_is_refused(bundle):
+    with pytest.raises(Exception, match="does not have: gpu09"):
+        run(bundle, {**ADDRESSES, "gpu09": "10.0.1.9"})
+
+
+def test_requirements_pin_the_installed_versions():
+    from importlib import metadata
+
+    pins = [line.split("==") for line in (Path(__file__).parents[1] / "stacks/bringup-requirements.txt").read_text()
+            .splitlines() if "==" in line and not line.startswith("#")]
+    assert {name for name, _ in pins} >= {"pulumi", "pulumi-command", "pulumi-random", "ansible-core"}
+    for name, version in pins:
+        assert metadata.version(name) == version, f"{name}: installed {metadata.version(name)}, pinned {version}"
+
+
+def test_program_imports_no_orchgen():
+    import ast
+
+    tree = ast.parse((Path(__file__).parents[1] / "stacks/slurm_bringup.py").read_text())
+    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.split(".")[0] in ("generator", "orchgen", "tests") for m in mods), mods
