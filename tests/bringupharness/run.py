@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.slurmharness import nhc as nhc_standin
 from tests.slurmharness.net import free_port_block
 from tests.slurmharness.overlay import bringup_overlay
 
@@ -37,6 +38,47 @@ def plan(fleet: Path, out: Path, slurm_version: str, pool_nodes: int | None = No
     return out
 
 
+def standin_nhc_tree(slurm: Path, dest: Path) -> Path:
+    """Without ORCHGEN_NHC_SOURCE (CI reaches no GitHub, and no registry packages NHC): a tree laid out
+    as NHC 1.4.3's source, whose `nhc` is the loopback harness's NHC stand-in (tests/slurmharness/nhc.py:
+    the shipped nhc.conf's check_cmd_output lines per node, draining as NHC does) with the hosts' own
+    paths (/etc/slurm, /var/log/nhc.log). The playbook installs it exactly as it installs NHC."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    gen = dest / "gen" / "etc"
+    gen.mkdir(parents=True)
+    if (slurm / "nhc.conf").exists():
+        shutil.copy(slurm / "nhc.conf", gen / "nhc.conf")
+    work = "/ORCHGEN-WORK"
+    written = nhc_standin.write_standin(gen, work, _slurm_nodes(slurm))
+    script = (gen.parent / "nhc" / nhc_standin.STANDIN).read_text() if written else "#!/bin/sh\nexit 0\n"
+    script = (script.replace(f"{work}/etc/", "/etc/slurm/").replace(f"{work}/etc", "/etc/slurm")
+              .replace(f"{work}/bin", "/usr/local/bin").replace(f"{work}/log/nhc.log", "/var/log/nhc.log"))
+    shutil.rmtree(dest / "gen")
+    (dest / "helpers").mkdir()
+    (dest / "scripts").mkdir()
+    (dest / "nhc").write_text(script)
+    (dest / "nhc-genconf").write_text("#!/bin/sh\n# NHC stand-in (tests/bringupharness): nhc.conf comes from the bundle\n")
+    (dest / "nhc-wrapper").write_text("#!/bin/sh\n# NHC stand-in (tests/bringupharness)\nexec /usr/sbin/nhc \"$@\"\n")
+    for name in ("helpers/README", "scripts/README"):
+        (dest / name).write_text("NHC stand-in of the orchgen test harness: its checks are in nhc itself\n")
+    for name in ("nhc", "nhc-genconf", "nhc-wrapper"):
+        (dest / name).chmod(0o755)
+    return dest
+
+
+def _slurm_nodes(slurm: Path) -> list[str]:
+    from tests.slurmharness.hostlist import expand
+
+    out: list[str] = []
+    for line in (slurm / "slurm.conf").read_text().splitlines():
+        if line.split("=", 1)[0].strip().lower() == "nodename":
+            name = line.split()[0].split("=", 1)[1]
+            if name.upper() != "DEFAULT":
+                out += expand(name)
+    return out
+
+
 class Site:
     """One cluster's bundle copy with the harness overlay, its hosts and ports."""
 
@@ -56,8 +98,9 @@ class Site:
             shutil.rmtree(dest)
         shutil.copytree(bundle, dest)
         nhc = os.environ.get("ORCHGEN_NHC_SOURCE")
+        source = Path(nhc) if nhc else standin_nhc_tree(dest / "slurm", self.work / "nhc-standin")
         bringup_overlay(dest, legacy=self.legacy, node_port_base=self.node_port_base, ctld_port=self.ctld_port,
-                        dbd_port=self.dbd_port, munge_key_file=self.key_file, nhc_source=Path(nhc) if nhc else None)
+                        dbd_port=self.dbd_port, munge_key_file=self.key_file, nhc_source=source)
         return dest
 
     def _run(self, argv: list[str], what: str, timeout: float) -> subprocess.CompletedProcess:

@@ -655,8 +655,9 @@ BRINGUP_CHANGES = (
      "(StorageHost=localhost), and port 3306 of the shared namespace may be taken"),
     ("nhc.conf: the check_hw_ib line removed", "no RDMA port on this machine"),
     ("vars.yaml orchgen_service_manager: none", "the roots run no init system: daemons start from their pidfiles"),
-    ("vars.yaml orchgen_nhc_source: a 1.4.3 checkout of github.com/mej/nhc (ORCHGEN_NHC_SOURCE)",
-     "CI reaches the Debian mirror, not GitHub"),
+    ("vars.yaml orchgen_nhc_source: a 1.4.3 checkout of github.com/mej/nhc (ORCHGEN_NHC_SOURCE), else a tree "
+     "laid out as NHC's whose nhc is the NHC stand-in of nhc.py (tests/bringupharness/run.py standin_nhc_tree)",
+     "CI reaches the Debian mirror, not GitHub, and no registry packages NHC"),
     ("vars.yaml orchgen_munge_key_file: in the test's work dir", "kept outside the bundle, as on a site"),
 )
 
