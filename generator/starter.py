@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PROVIDERS = ("generic", "eks", "gke", "aks", "oke")
+from .providers import NAMES as PROVIDERS
 PROVIDER_NAMES = {"generic": "your own machines (or a cloud without a managed Kubernetes here)",
                   "eks": "Amazon EKS", "gke": "Google GKE", "aks": "Azure AKS", "oke": "Oracle OKE"}
 

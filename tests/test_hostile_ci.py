@@ -355,7 +355,7 @@ def lab_bundle(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("lab") / "bundle"
     proc = run("plan", REPO / "examples" / "research-lab.yaml", "-o", out)
     assert proc.returncode == 0, proc.stderr
-    ok = run("validate", out)
+    ok = run("validate", "--no-fetch", out)
     assert ok.returncode == 0 and ": ok (" in ok.stdout, ok.stdout
     return out
 
@@ -366,7 +366,7 @@ def test_validate_refuses_what_consumers_refuse(lab_bundle, tmp_path, case):
     damaged = tmp_path / "b"
     shutil.copytree(lab_bundle, damaged)
     damage(damaged)
-    proc = run("validate", damaged, timeout=60)
+    proc = run("validate", "--no-fetch", damaged, timeout=60)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert not proc.stderr and "Traceback" not in proc.stdout
     hits = [line for line in proc.stdout.splitlines() if line.startswith(f"{rel}:") and re.search(pattern, line)]
@@ -377,7 +377,7 @@ def test_validate_refuses_a_volcano_queue_beyond_the_plan(tmp_path):
     out = tmp_path / "b"
     assert run("plan", REPO / "examples" / "aks-inference.yaml", "-o", out).returncode == 0
     sub(out / "kubernetes/manifests/20-volcano.yaml", "nvidia.com/gpu: '48'", "nvidia.com/gpu: '99999'")
-    proc = run("validate", out)
+    proc = run("validate", "--no-fetch", out)
     assert proc.returncode == 1, proc.stdout
     assert re.search(r"^kubernetes/manifests/20-volcano\.yaml:\d+: Queue \S+: capability 99999 nvidia\.com/gpu is "
                      r"more than the \d+ GPUs of the whole plan", proc.stdout, re.M), proc.stdout
@@ -394,7 +394,7 @@ def test_validate_reads_bundle_files_with_plans_limits(lab_bundle, tmp_path, ins
     rel = "kubernetes/manifests/20-kueue.yaml"
     (damaged / rel).unlink()
     (damaged / rel).symlink_to(huge)
-    proc = run("validate", damaged, timeout=60)
+    proc = run("validate", "--no-fetch", damaged, timeout=60)
     assert proc.returncode == 1 and not proc.stderr, proc.stderr
     want = "not read: it is larger than 16 MiB" if inside else "is a symbolic link leading outside the bundle"
     assert f"{rel}:0: {want}" in proc.stdout, proc.stdout

@@ -106,7 +106,7 @@ def test_diff_prints_content_and_impact_disruptive_first_and_writes_nothing(orch
     # validate NEW --against OLD: the same classes
     new = tmp_path / "new"
     orchgen("plan", edited, "-o", new, check=True)
-    proc = orchgen("validate", new, "--against", out)
+    proc = orchgen("validate", "--no-fetch", new, "--against", out)
     assert "impact: " in proc.stdout and \
         "  disruptive: slurm restart_slurmd: slurm.conf NodeName [nodes gpu-h100-[001-065]]" in proc.stdout
     assert "  sacctmgr: accounts.sh tenant nlp: tenant nlp 3 - -> tenant nlp 4 -" in proc.stdout

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import providers
+
 DNS_LABEL = {"pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
 # Slurm's six time forms (slurmtime._FORMS); "UNLIMITED" is refused by the pattern too
 _M = r"[0-5]?[0-9]"  # minutes and seconds after the leading field: below 60
@@ -125,7 +127,7 @@ DOCS: dict[tuple[str, str], dict[str, Any]] = {
     ("Options", "kubernetes_version"): {"description": "the cluster's Kubernetes minor version, in quotes: "
                                         "the built-in kinds' schemas validate checks against",
                                         "examples": ["1.33"], **VERSION},
-    ("Options", "versions"): {"examples": [{"kueue": "0.19.2"}]},
+    ("Options", "versions"): {"examples": [{"gpu-operator": "v26.7.0"}]},
     ("Options", "gitops_repo"): {"examples": ["https://github.com/example/fleet-gitops.git"]},
 }
 
@@ -176,7 +178,7 @@ def document(schema: dict[str, Any]) -> dict[str, Any]:
     places["FleetSpec"]["allOf"] = [
         {"if": {"properties": {"bare_metal": {"const": True}}, "required": ["bare_metal"]},
          "then": {"properties": {"provider": {"const": "generic"}}}},
-        {"if": {"properties": {"provider": {"enum": ["eks", "gke", "aks", "oke"]}}, "required": ["provider"]},
+        {"if": {"properties": {"provider": {"enum": list(providers.MANAGED)}}, "required": ["provider"]},
          "then": {"properties": {"kubernetes_distribution": {"const": "upstream"}}}},
     ]
     # Fabric.core is Name | None, FabricLeaf.name a Name: the DNS pattern on each
