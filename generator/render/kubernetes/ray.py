@@ -23,7 +23,7 @@ from ...decide.plan import Plan, WorkloadDecision
 from . import fabric_wiring, gang
 from .common import (KUEUE_PREFERRED_TOPOLOGY, RAY_IMAGE, RAY_VERSION, PodShape, dns1035, has_topology, meta,
                      namespace_of, node_selector, pool_has_topology, preferred_level, resources, shape, slice_of,
-                     topology_levels, topology_name)
+                     tolerations, topology_levels, topology_name)
 
 KAI_TOPOLOGY = "kai.scheduler/topology"
 KAI_PREFERRED_PLACEMENT = "kai.scheduler/topology-preferred-placement"
@@ -61,11 +61,15 @@ def _head_shape(plan: Plan, w: WorkloadDecision) -> PodShape:
 
 
 def _pod(plan: Plan, w: WorkloadDecision, name: str, shape_: PodShape, image: str) -> dict[str, Any]:
-    return {"spec": {
+    # head and workers both run on the workload's pool: both tolerate its taints
+    spec: dict[str, Any] = {
         "nodeSelector": node_selector(plan, w.pool),
         "containers": [{"name": name, "image": image,
                         "resources": resources(shape_, limits_cpu_memory=True)}],
-    }}
+    }
+    if tols := tolerations(plan, w.pool):
+        spec["tolerations"] = tols
+    return {"spec": spec}
 
 
 def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:

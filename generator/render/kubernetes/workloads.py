@@ -21,7 +21,7 @@ from ...decide.plan import Plan, WorkloadDecision
 from . import fabric_wiring, gang, ray
 from .common import (KAI_PODGROUP_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY, TRAIN_IMAGE, PodShape,
                          dns1035, indexed_name, meta, namespace_of, node_selector, pool_has_topology,
-                         preferred_level, queue_of, resources, shape, topology_levels, topology_name)
+                         preferred_level, queue_of, resources, shape, tolerations, topology_levels, topology_name)
 
 JOB_SECONDS = 300  # the placeholder job prints, then holds its GPUs this long, then succeeds
 
@@ -47,6 +47,8 @@ def _pod_spec(plan: Plan, w: WorkloadDecision, sh: PodShape, *, forever: bool, r
               env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"restartPolicy": restart, "nodeSelector": node_selector(plan, w.pool),
                             "containers": [_container(w, sh, forever, env or [])]}
+    if tols := tolerations(plan, w.pool):  # the pool's taints (workload.yaml, or the provider's default)
+        spec["tolerations"] = tols
     if sh.gpus:
         spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     return spec
