@@ -242,3 +242,29 @@ def test_a_cpu_pool_pod_would_be_refused_a_gpu_node():
     assert not _schedules([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
                           GPU["gke"])
     assert _schedules([], [("x", None, "PreferNoSchedule")])
+
+
+@pytest.mark.parametrize("taint, field, words", [
+    ({"key": "nvidia.com/gpu", "effect": "NoScheduleX"}, "fleet.pools[0].taints[0].effect", "NoSchedule"),
+    ({"key": "bad key!", "value": "x", "effect": "NoSchedule"}, "fleet.pools[0].taints[0].key", "not a taint key"),
+    ({"key": "a", "value": "-x-", "effect": "NoSchedule"}, "fleet.pools[0].taints[0].value", "not a taint value"),
+    ({"key": "a", "effect": "NoSchedule", "operator": "Exists"}, "fleet.pools[0].taints[0].operator", ""),
+])
+def test_a_bad_taint_is_one_line_naming_file_line_and_field(tmp_path, orchgen, taint, field, words):
+    d = _load("baremetal-k8s-training")
+    d["fleet"]["pools"][0]["taints"] = [taint]
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    proc = orchgen("plan", path, "-o", tmp_path / "out")
+    assert proc.returncode == 2 and not (tmp_path / "out").exists()
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"orchgen: {path}:") and f": {field}: " in line and words in line, line
+
+
+def test_a_system_group_is_refused(tmp_path, orchgen):
+    d = _load("baremetal-k8s-training")
+    d["tenants"][0]["kubernetes_group"] = "system:masters"
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    proc = orchgen("plan", path, "-o", tmp_path / "out")
+    assert proc.returncode == 2 and "tenants[0].kubernetes_group" in proc.stderr and len(proc.stderr.splitlines()) == 1
