@@ -202,3 +202,72 @@ def test_the_checker_refuses_what_the_levels_refuse():
     ipc = {"containers": [{"name": "c", "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}]}
     assert violations(ipc, "baseline")
     assert violations({"hostNetwork": True, "containers": []}, "baseline")
+
+
+# --- the guard on privileged (RDMA) tenant namespaces, evaluated with cel-python --------------
+
+def _cel_admits(policy: dict[str, Any], pod_obj: dict[str, Any]) -> list[str]:
+    """The messages of the validations that refuse `pod_obj` (a Pod), as the API server evaluates
+    the policy: its variables first, then each validation with `object` and `variables`."""
+    import celpy
+
+    env = celpy.Environment()
+    obj = celpy.json_to_cel(pod_obj)
+    variables = {}
+    for v in policy["spec"].get("variables", []):
+        prog = env.program(env.compile(v["expression"]))
+        variables[v["name"]] = prog.evaluate({"object": obj, "variables": celpy.json_to_cel(variables)})
+    act = {"object": obj, "variables": celpy.celtypes.MapType(
+        {celpy.celtypes.StringType(k): val for k, val in variables.items()})}
+    refused = []
+    for v in policy["spec"]["validations"]:
+        result = env.program(env.compile(v["expression"])).evaluate(act)
+        assert isinstance(result, celpy.celtypes.BoolType), (v["expression"], result)
+        if not result:
+            refused.append(v["message"])
+    return refused
+
+
+@pytest.mark.parametrize("cid", [c for c in sorted(CASES) if c.startswith("baremetal")])
+def test_the_guard_admits_the_rdma_pods_and_refuses_a_node_takeover(cid, bundles):
+    from tests._consumers import require
+
+    try:
+        import celpy  # noqa: F401
+    except ImportError:
+        require(False, "cel-python not installed")
+    plan, objs, starters = bundles[cid]
+    privileged = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"
+                  and o["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "privileged"}
+    assert privileged, "the bare-metal RDMA tenants' namespaces are privileged"
+    [policy] = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicy"
+                and o["metadata"]["name"].endswith("-tenant-pod-security")]
+    [binding] = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                 and o["spec"]["policyName"] == policy["metadata"]["name"]]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    sel = policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
+    assert {"key": "pod-security.kubernetes.io/enforce", "operator": "In", "values": ["privileged"]} in sel
+    pods = [p for o in starters + objs if o["metadata"].get("namespace") in privileged for p in _pods(o)]
+    assert pods
+    for p in pods:
+        assert _cel_admits(policy, {"apiVersion": "v1", "kind": "Pod", "spec": p}) == []
+    base = copy.deepcopy(pods[0])
+    for mutate in (lambda s: s["containers"][0].setdefault("securityContext", {}).update(privileged=True),
+                   lambda s: s.update(hostNetwork=True),
+                   lambda s: s.setdefault("volumes", []).append({"name": "h", "hostPath": {"path": "/"}}),
+                   lambda s: s["containers"][0].setdefault("securityContext", {}).setdefault(
+                       "capabilities", {}).setdefault("add", []).append("SYS_ADMIN"),
+                   lambda s: s["containers"][0].setdefault("ports", []).append({"containerPort": 1, "hostPort": 22})):
+        bad = copy.deepcopy(base)
+        mutate(bad)
+        assert _cel_admits(policy, {"apiVersion": "v1", "kind": "Pod", "spec": bad}), bad
+
+
+def test_no_guard_where_every_tenant_namespace_is_restricted(bundles):
+    for cid in CASES:
+        plan, objs, _ = bundles[cid]
+        levels = [o["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") for o in objs
+                  if o["kind"] == "Namespace" and "orchgen.io/tenant" in o["metadata"]["labels"]]
+        has_guard = any(o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"].endswith("-pod-security")
+                        for o in objs)
+        assert has_guard == ("privileged" in levels), cid
