@@ -268,3 +268,24 @@ def test_a_system_group_is_refused(tmp_path, orchgen):
     path.write_text(yaml.safe_dump(d, sort_keys=False))
     proc = orchgen("plan", path, "-o", tmp_path / "out")
     assert proc.returncode == 2 and "tenants[0].kubernetes_group" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_slinky_slurmd_pods_tolerate_their_tainted_pool(tmp_path):
+    """Slurm on Kubernetes: the real slurm chart renders each NodeSet's pod template from our values;
+    slurmd must tolerate the plane's taint and its pool's own."""
+    d = _load("fsdp-pretraining")
+    taint = ("example.com/gpu", "yes", "NoSchedule")
+    for p in d["fleet"]["pools"]:
+        if p.get("gpu"):
+            p["taints"] = [{"key": taint[0], "value": taint[1], "effect": taint[2]}]
+    d.setdefault("options", {})["slurm_on_kubernetes"] = "slinky"
+    plan = plan_of(d, name="fsdp-slinky.yaml")
+    files = render(plan)
+    [rel] = [r for r in yaml.safe_load(files["kubernetes/helm/releases.yaml"])["releases"] if r["name"] == "slurm"]
+    objs = helm_template("slurm", rel["version"], rel["namespace"], files[f"kubernetes/helm/{rel['values']}"],
+                         plan.kubernetes_version, tmp_path)
+    nodesets = [o for o in objs if o["kind"] == "NodeSet"]
+    assert nodesets
+    for o in nodesets:
+        tols = o["spec"]["template"]["spec"].get("tolerations", [])
+        assert _schedules(tols, [taint, ("orchgen.io/plane", "slurm", "NoSchedule")]), o["metadata"]["name"]
