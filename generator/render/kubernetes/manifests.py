@@ -23,7 +23,7 @@ from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from ... import schedulers
 from ...contract import MANIFESTS_DIR, WORKLOADS_DIR
-from . import gang, gpu_operator, kai, kueue, labels, network_operator, pod_security, priority, ray, tenancy, volcano, workloads
+from . import gang, gpu_operator, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano, workloads
 from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
 # Each gang scheduler's module (its record in generator/schedulers.py names it): objects(plan)
@@ -35,7 +35,7 @@ def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """File name (under kubernetes/manifests/) -> its objects, in apply order."""
     files = {"00-namespaces.yaml": tenancy.namespaces(plan), "01-priorities.yaml": priority.objects(plan),
              "05-gpu-operator.yaml": gpu_operator.objects(plan), "10-quotas.yaml": tenancy.quotas(plan),
-             "15-access.yaml": tenancy.access(plan) + pod_security.guard(plan)}
+             "15-access.yaml": tenancy.access(plan) + tenancy.pod_security_guard(plan)}
     if queues_enabled(plan):
         module = MODULES[gang.scheduler(plan).module]
         files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan) + tenancy.queue_policy(plan)

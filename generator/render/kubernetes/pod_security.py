@@ -11,7 +11,7 @@ The level is pinned to the plane's Kubernetes minor (`enforce-version`), so an u
 tighten it unseen.
 
 A `privileged` namespace would let the tenant's group run a privileged pod and own the node, so
-there a ValidatingAdmissionPolicy (`guard`, Kubernetes 1.30+) holds its pods to `baseline` plus
+there a ValidatingAdmissionPolicy (tenancy.pod_security_guard, Kubernetes 1.30+) holds its pods to `baseline` plus
 IPC_LOCK: no privileged container, no host namespaces, ports or hostPath volumes, and no added
 capability beyond baseline's list and IPC_LOCK.
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...decide.plan import Plan
-from .common import TENANT_LABEL, meta
 
 PSA = "pod-security.kubernetes.io"
 RESTRICTED, PRIVILEGED = "restricted", "privileged"
@@ -62,7 +61,7 @@ def harden(spec: dict[str, Any]) -> dict[str, Any]:
 BASELINE_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
                          "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT")
 FABRIC_CAPABILITIES = (*BASELINE_CAPABILITIES, "IPC_LOCK")
-_CONTAINERS = "object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])"
+CONTAINERS = "object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])"
 
 
 def _host_false(field: str) -> str:
@@ -83,33 +82,3 @@ GUARD_VALIDATIONS = (
      f"[{', '.join(repr(x) for x in FABRIC_CAPABILITIES)}]))",
      "only baseline's capabilities and IPC_LOCK may be added"),
 )
-
-
-def guard_name(plan: Plan) -> str:
-    return f"{plan.name}-tenant-pod-security"
-
-
-def guard(plan: Plan) -> list[dict[str, Any]]:
-    """The policy holding a privileged tenant namespace's pods to baseline + IPC_LOCK ([] when no
-    tenant namespace is privileged, or before Kubernetes 1.30: the ValidatingAdmissionPolicy v1 API)."""
-    from .tenancy import ADMISSION_API, policies_available
-
-    if plan.kube_plane is None or not policies_available(plan):
-        return []
-    if not any(level(plan, t.name) == PRIVILEGED for t in plan.tenants):
-        return []
-    name = guard_name(plan)
-    selector = {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"},
-                                     {"key": f"{PSA}/enforce", "operator": "In", "values": [PRIVILEGED]}]}
-    return [
-        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
-         "spec": {"failurePolicy": "Fail",
-                  "matchConstraints": {"namespaceSelector": selector, "resourceRules": [
-                      {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                       "resources": ["pods"]}]},
-                  "variables": [{"name": "containers", "expression": _CONTAINERS}],
-                  "validations": [{"expression": e, "message": m, "reason": "Forbidden"}
-                                  for e, m in GUARD_VALIDATIONS]}},
-        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": meta(name),
-         "spec": {"policyName": name, "validationActions": ["Deny"]}},
-    ]

@@ -184,3 +184,34 @@ def access(plan: Plan) -> list[dict[str, Any]]:
                     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
                                   "name": t.kubernetes_group}]})
     return out
+
+
+# --- the Pod Security guard of privileged (RDMA) tenant namespaces (pod_security.py says why) ---
+
+def guard_name(plan: Plan) -> str:
+    return f"{plan.name}-tenant-pod-security"
+
+
+def pod_security_guard(plan: Plan) -> list[dict[str, Any]]:
+    """The policy holding a privileged tenant namespace's pods to baseline + IPC_LOCK ([] when no
+    tenant namespace is privileged, or before Kubernetes 1.30: the ValidatingAdmissionPolicy v1 API)."""
+    if plan.kube_plane is None or not policies_available(plan):
+        return []
+    if not any(pod_security.level(plan, t.name) == pod_security.PRIVILEGED for t in plan.tenants):
+        return []
+    name = guard_name(plan)
+    selector = {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"},
+                                     {"key": f"{pod_security.PSA}/enforce", "operator": "In",
+                                      "values": [pod_security.PRIVILEGED]}]}
+    return [
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"namespaceSelector": selector, "resourceRules": [
+                      {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                       "resources": ["pods"]}]},
+                  "variables": [{"name": "containers", "expression": pod_security.CONTAINERS}],
+                  "validations": [{"expression": e, "message": m, "reason": "Forbidden"}
+                                  for e, m in pod_security.GUARD_VALIDATIONS]}},
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": meta(name),
+         "spec": {"policyName": name, "validationActions": ["Deny"]}},
+    ]
