@@ -90,11 +90,13 @@ CATALOG: dict[str, Chart] = {
               needed_when=("network:rdma-shared",), readme_part="network-operator"),
         # aws/eks-charts stable/aws-efa-k8s-device-plugin (Chart.yaml v0.5.30, image v0.5.20), installed
         # into kube-system as the EKS user guide does (`helm install efa eks/aws-efa-k8s-device-plugin
-        # -n kube-system`). Its defaults are not in the reference data: the bundle sets no values.
+        # -n kube-system`). Its defaults are not in the reference data, but the pinned chart is in
+        # ../shared/charts (its values.yaml is what the tests check our one key against).
         Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin",
               "v0.5.30", "kube-system", values_reference="aws-efa-k8s-device-plugin",
               needed_when=("network:efa",), readme_part="network-efa",
-              no_reference_why="its defaults fit (its nodeAffinity lists the EFA instance types): no values set"),
+              no_reference_why="its defaults fit but `tolerations: []` (its nodeAffinity lists the EFA instance "
+                               "types): only tolerations are set, checked against the pinned chart's values.yaml"),
         Chart("kueue", "oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2", "kueue-system",
               crd_groups=("kueue.x-k8s.io",), values_reference="kueue", needed_when=("gang:kueue",),
               crds_in_templates=True, readme_part="scheduler-kueue"),

@@ -55,6 +55,18 @@ class Provider:
 #   oci-hpc-oke docs/using-rdma-network-locality-when-running-workloads-on-oke.md): HPC island,
 #   network block, local block, set during bootstrap when the capacity topology is available. aks
 #   documents no network-topology node labels: no topology there.
+# - default taints (the taints a provider's GPU node pools carry unless the site says otherwise; a
+#   pool's `taints` in workload.yaml replaces them): eks: the EKS user guide's recipe "Prevent pods
+#   from being scheduled on specific nodes" (node-taints-managed-node-groups) taints GPU managed node
+#   groups, and GPU node pools of EKS blueprints (Karpenter NodePools, ai-on-eks) carry
+#   nvidia.com/gpu=true:NoSchedule. gke: "when you add a GPU node pool to a cluster that already runs a
+#   non-GPU node pool, GKE automatically taints the GPU nodes" with nvidia.com/gpu=present:NoSchedule
+#   (GKE "Run GPUs in Standard node pools"; its ExtendedResourceToleration admission adds the
+#   toleration only to pods that request nvidia.com/gpu, not to a CPU head or a daemonset). aks: the
+#   AKS best practices for advanced scheduler features add GPU pools with `--node-taints
+#   sku=gpu:NoSchedule` (operator-best-practices-advanced-scheduler, use-node-taints). oke: a node
+#   pool carries no taint unless the site adds one (kubelet --register-with-taints in its cloud-init;
+#   oracle/terraform-provider-oci#1504): none by default. Bare metal (generic): none by default.
 # - oke's GPU stack: Oracle's GPU node images carry the NVIDIA driver and container toolkit and OKE's
 #   NvidiaGpuPlugin add-on advertises nvidia.com/gpu (NVIDIA AI Cluster Runtime, "OKE GPU Setup").
 PROVIDERS: dict[str, Provider] = {
@@ -70,8 +82,10 @@ PROVIDERS: dict[str, Provider] = {
                  preferred_level="topology.k8s.aws/network-node-layer-3", gpu_stack="operator",
                  gpu_operator_profile="eks", rdma="efa",
                  rdma_doc="EFA (the aws-efa-k8s-device-plugin release; EKS user guide, device-management-efa)",
+                 default_taints=("nvidia.com/gpu=true:NoSchedule",),
                  docs=("https://docs.aws.amazon.com/eks/latest/userguide/ml-workload-topology.html",
-                       "https://docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html")),
+                       "https://docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html",
+                       "https://docs.aws.amazon.com/eks/latest/userguide/node-taints-managed-node-groups.html")),
         Provider("gke", managed=True, pool_label="cloud.google.com/gke-nodepool",
                  pool_name=(re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"),
                             "lower-case letters, digits and '-', starting with a letter, at most 40 characters"),
@@ -82,13 +96,17 @@ PROVIDERS: dict[str, Provider] = {
                  rdma_doc="GPUDirect-TCPX/TCPXO (A3 High/Mega, H100: GKE \"Maximize GPU network bandwidth with "
                           "GPUDirect and multi-networking\") or GPUDirect RDMA (A3 Ultra H200, A4 B200: AI "
                           "Hypercomputer \"Create a custom AI-optimized GKE cluster\")",
-                 docs=("https://cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas",)),
+                 default_taints=("nvidia.com/gpu=present:NoSchedule",),
+                 docs=("https://cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas",
+                       "https://cloud.google.com/kubernetes-engine/docs/how-to/gpus")),
         Provider("aks", managed=True, pool_label="kubernetes.azure.com/agentpool",
                  pool_name=(re.compile(r"^[a-z][a-z0-9]{0,11}$"),
                             "lower-case letters and digits, starting with a letter, at most 12 characters"),
                  topology_labels=(), preferred_level=None, gpu_stack="operator", gpu_operator_profile="aks",
                  rdma="not-configured", rdma_doc="InfiniBand on ND-series VMs (the NVIDIA Network Operator on AKS)",
-                 docs=("https://learn.microsoft.com/azure/aks/use-labels",)),
+                 default_taints=("sku=gpu:NoSchedule",),
+                 docs=("https://learn.microsoft.com/azure/aks/use-labels",
+                       "https://learn.microsoft.com/azure/aks/operator-best-practices-advanced-scheduler")),
         Provider("oke", managed=True, pool_label="oke.oraclecloud.com/pool.name", pool_name=None,
                  topology_labels=("oci.oraclecloud.com/rdma.hpc_island_id", "oci.oraclecloud.com/rdma.network_block_id",
                                   "oci.oraclecloud.com/rdma.local_block_id"),
@@ -101,4 +119,11 @@ PROVIDERS: dict[str, Provider] = {
 }
 
 NAMES: tuple[str, ...] = tuple(PROVIDERS)
+
+
+def parse_taint(text: str) -> tuple[str, str | None, str]:
+    """`key=value:effect` or `key:effect` -> (key, value or None, effect)."""
+    rest, effect = text.rsplit(":", 1)
+    key, _, value = rest.partition("=")
+    return key, (value or None), effect
 MANAGED: tuple[str, ...] = tuple(p.name for p in PROVIDERS.values() if p.managed)

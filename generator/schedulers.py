@@ -49,6 +49,13 @@ class GangScheduler:
     # "podgroups" (the PodGroup's queue, after the scheduler's mutating webhook)
     admission: str
     webhooks: tuple[str, ...]  # what its admission webhooks do to a tenant's objects (README, docs)
+    # Where it reads a workload's PriorityClass (render/kubernetes/priority.py): "pod" (the pod
+    # template's priorityClassName only) or "group" (also the gang object's spec.priorityClassName:
+    # Volcano's Job, KAI's PodGroup)
+    priority_wiring: str
+    # What a tenant's group may do in its own namespace with the scheduler's namespaced objects
+    # (tenancy.access): (API group, resources, "write" | "read"). Queues and quotas are never written.
+    tenant_rbac: tuple[tuple[str, tuple[str, ...], str], ...]
     readme_part: str  # the README part that describes it (wired by the README split)
 
     def raycluster(self, queue: str) -> dict[str, str]:
@@ -77,6 +84,9 @@ SCHEDULERS: dict[str, GangScheduler] = {
             starter="indexed-job", rayjob_submission_mode=None, admission="",
             webhooks=("the kueue-system webhook suspends a labelled Job, RayCluster or pod group until "
                       "its ClusterQueue admits it (waitForPodsReady: all or nothing)",),
+            priority_wiring="pod",
+            # a LocalQueue is the tenant's door to its ClusterQueue: read only
+            tenant_rbac=(("kueue.x-k8s.io", ("workloads", "localqueues"), "read"),),
             readme_part="scheduler-kueue"),
         GangScheduler(
             "volcano", "Volcano", chart="volcano", module="volcano", auto=False,
@@ -87,6 +97,8 @@ SCHEDULERS: dict[str, GangScheduler] = {
             topology_wiring="network-topology", topology_object=False, flavors=False,
             starter="volcano-job", rayjob_submission_mode=None, admission="podgroups",
             webhooks=("/podgroups/mutate puts a `default` PodGroup in the namespace's queue",),
+            priority_wiring="group",
+            tenant_rbac=(("batch.volcano.sh", ("jobs",), "write"), ("scheduling.volcano.sh", ("podgroups",), "read")),
             readme_part="scheduler-volcano"),
         GangScheduler(
             "kai", "KAI Scheduler", chart="kai-scheduler", module="kai", auto=False,
@@ -101,6 +113,9 @@ SCHEDULERS: dict[str, GangScheduler] = {
             starter="podgroup", rayjob_submission_mode="HTTPMode", admission="pods-and-podgroups",
             webhooks=("KAI's pod grouper groups a workload's pods into one PodGroup; KAI v0.13 "
                       "cannot default schedulerName",),
+            priority_wiring="group",
+            # the gang starter creates its PodGroup; the admission policy keeps it in the tenant's queue
+            tenant_rbac=(("scheduling.run.ai", ("podgroups",), "write"),),
             readme_part="scheduler-kai"),
     )
 }

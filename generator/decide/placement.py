@@ -66,7 +66,8 @@ def tenants_of(fleet: Fleet) -> tuple[list[Tenant], str]:
     if not fleet.tenants:
         return [Tenant(fleet.metadata.name, 1, True)], fleet.metadata.name
     default = next((t.name for t in fleet.tenants if t.default), fleet.tenants[0].name)
-    return [Tenant(t.name, t.share, False, users=tuple(t.users), unix_group=t.unix_group, max_gpus=t.max_gpus)
+    return [Tenant(t.name, t.share, False, users=tuple(t.users), unix_group=t.unix_group, max_gpus=t.max_gpus,
+                   kubernetes_group=t.kubernetes_group)
             for t in fleet.tenants], default
 
 

@@ -161,6 +161,7 @@ class Tenant:
     users: tuple[str, ...] = ()  # Slurm: users of the tenant's account
     unix_group: str | None = None  # Slurm: a Unix group whose members join the tenant's account
     max_gpus: int | None = None  # Slurm: GrpTRES=gres/gpu cap of the tenant's account
+    kubernetes_group: str | None = None  # Kubernetes: the group given a Role on the tenant's namespace
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,9 @@ class Platform:
     gpu_stack: str = "operator"  # operator: the GPU Operator release | provider: the provider's add-ons
     network: Network | None = None
     fabric_workloads: tuple[str, ...] = ()  # tightly coupled multi-pod workloads on the fabric
+    # pool -> the taints its nodes carry, (key, value or None, effect): the pool's `taints`, or the
+    # provider's default for a GPU pool (generator/providers.py)
+    taints: dict[str, tuple[tuple[str, str | None, str], ...]] = field(default_factory=dict)
 
     @property
     def cloud(self) -> bool:

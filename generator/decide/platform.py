@@ -124,7 +124,23 @@ def decide(fleet: Fleet, kube: Plane | None, placed: list[WorkloadDecision], fab
     _scale(kube, fab, reasons, warnings)
     return Platform(spec.provider, dist, selectors, script, topology if topo_pools else (),
                     preferred if topo_pools else None, topo_pools, gpu_stack, network,
-                    fabric_wl if network else ())
+                    fabric_wl if network else (), pool_taints(fleet))
+
+
+def pool_taints(fleet: Fleet) -> dict[str, tuple[tuple[str, str | None, str], ...]]:
+    """pool -> its nodes' taints: the pool's `taints` where given, else the provider's default taints
+    of a GPU node pool (providers.py cites each; none on bare metal and for a CPU pool)."""
+    spec = fleet.fleet
+    default = tuple(providers.parse_taint(t) for t in providers.PROVIDERS[spec.provider].default_taints)
+    out: dict[str, tuple[tuple[str, str | None, str], ...]] = {}
+    for p in spec.pools:
+        if p.taints is not None:
+            taints = tuple((t.key, t.value, t.effect) for t in p.taints)
+        else:
+            taints = default if p.gpu is not None and not spec.bare_metal else ()
+        if taints:
+            out[p.name] = taints
+    return out
 
 
 def _cloud_reason(provider: str, selectors: dict[str, dict[str, str]], pools: set[str]) -> str:

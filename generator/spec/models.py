@@ -27,6 +27,10 @@ _VERSION = re.compile(r"^[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?$")
 # into accounts.sh as a shell word, so the characters are a safe subset (no quotes, spaces, `$`).
 _UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_.-]*$")
 MAX_UNIX_NAME = 32
+# A Kubernetes RBAC group subject: any string the authenticator reports; a safe subset here, since
+# it lands in YAML and in the README's commands
+_KUBE_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._@/-]*$")
+MAX_KUBE_GROUP = 253
 # A path on the Slurm hosts: it lands in slurm.conf, nhc.conf and shell lines, so a safe subset
 HOST_PATH_PATTERN = r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$"
 _HOST_PATH = re.compile(HOST_PATH_PATTERN)
@@ -136,7 +140,17 @@ def _git_url(value: str) -> str:
     return value
 
 
+def _kube_group(value: str) -> str:
+    if len(value) > MAX_KUBE_GROUP or not _KUBE_GROUP.match(value):
+        raise ValueError(f"{_short(value)} is not a group name (letters, digits and ':._@/-', starting with a "
+                         f"letter or digit, at most {MAX_KUBE_GROUP} characters)")
+    if value.startswith("system:"):
+        raise ValueError(f"{_short(value)} is one of Kubernetes' own groups (system:), not a tenant's")
+    return value
+
+
 Name = Annotated[str, AfterValidator(_dns_label)]
+KubeGroup = Annotated[str, AfterValidator(_kube_group)]
 GpuType = Annotated[str, AfterValidator(_gpu_type)]
 Version = Annotated[str, AfterValidator(_version)]
 GitUrl = Annotated[str, AfterValidator(_git_url)]
@@ -208,6 +222,31 @@ class Reserved(_Model):
     memory_gib: int = Field(default=0, ge=0, le=1_048_576, description="GiB (Slurm MemSpecLimit)")
 
 
+def _taint_key(value: str) -> str:
+    prefix = value.split("/", 1)[0] if "/" in value else ""
+    if len(value) > 316 or len(prefix) > 253 or not _LABEL_KEY.match(value):
+        raise ValueError(f"{_short(value)} is not a taint key (optional DNS-subdomain prefix and '/', then "
+                         "at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)")
+    return value
+
+
+def _taint_value(value: str) -> str:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise ValueError(f"{_short(value)} is not a taint value (at most 63 letters, digits, '-', '_' or '.', "
+                         "starting and ending alphanumeric)")
+    return value
+
+
+class Taint(_Model):
+    """A taint every node of the pool carries (the provider's node-pool setting, `kubectl taint`).
+    orchgen's pods for the pool tolerate it; pods for other pools do not."""
+
+    key: Annotated[str, AfterValidator(_taint_key)] = Field(description="e.g. nvidia.com/gpu")
+    value: Annotated[str, AfterValidator(_taint_value)] | None = Field(
+        default=None, description="absent: a taint without a value (tolerated with operator Exists)")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
 class Pool(_Model):
     name: Name
     nodes: int = Field(ge=1, le=MAX_NODES_PER_POOL)
@@ -234,6 +273,12 @@ class Pool(_Model):
         description="labels the provisioner puts on this pool's nodes (a cloud node group's, e.g. "
         "{eks.amazonaws.com/nodegroup: h100-ng}); Kubernetes objects select the pool by them. Default "
         "off bare metal: the provider's node-pool label with the pool's name",
+    )
+    taints: list[Taint] | None = Field(
+        default=None, max_length=16,
+        description="taints on this pool's nodes; every pod orchgen writes or configures for the pool tolerates "
+        "them. Absent: the provider's default for a GPU pool (eks nvidia.com/gpu=true, gke nvidia.com/gpu=present, "
+        "aks sku=gpu, all NoSchedule; none on bare metal, oke or a CPU pool); [] for none",
     )
 
 
@@ -346,6 +391,11 @@ class Tenant(_Model):
     default: bool = Field(
         default=False,
         description="the tenant of every workload that names none (at most one tenant is marked)",
+    )
+    kubernetes_group: KubeGroup | None = Field(
+        default=None, description="Kubernetes: the group (as the API server's authenticator reports it, e.g. an "
+        "OIDC groups claim) that gets a Role on this tenant's namespace: its workloads, never its quota, queue "
+        "or another namespace",
     )
 
 

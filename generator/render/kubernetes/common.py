@@ -209,6 +209,39 @@ def pool_labels(plan: Plan, pool: str) -> dict[str, str]:
     return dict(cloud) if cloud is not None else {fabric.LABEL_POOL: pool}
 
 
+def taints(plan: Plan, pool: str) -> list[dict[str, str]]:
+    """The taints of a pool's nodes as Node.spec.taints writes them (decide.platform.pool_taints)."""
+    return [{"key": k, **({"value": v} if v else {}), "effect": e} for k, v, e in plan.platform.taints.get(pool, ())]
+
+
+def toleration(taint: dict[str, str]) -> dict[str, str]:
+    """The toleration of exactly one taint: Equal on its value, Exists for a taint without one."""
+    if taint.get("value"):
+        return {"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": taint["effect"]}
+    return {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
+
+
+def tolerations(plan: Plan, pool: str) -> list[dict[str, str]]:
+    """What a pod for `pool` tolerates: its nodes' taints, and nothing else (a pod for a CPU pool
+    does not tolerate the GPU pools' taints, so it stays off GPU nodes)."""
+    return [toleration(t) for t in taints(plan, pool)]
+
+
+def tolerates(tols: list[dict[str, Any]], taint: dict[str, str]) -> bool:
+    """Kubernetes' rule (core/v1 Toleration.ToleratesTaint): an empty effect matches every effect, an
+    empty key with Exists every key; Exists ignores the value, Equal (the default) compares it."""
+    for t in tols:
+        if t.get("effect") and t["effect"] != taint["effect"]:
+            continue
+        if t.get("key") and t["key"] != taint["key"]:
+            continue
+        if not t.get("key") and t.get("operator") != "Exists":
+            continue
+        if t.get("operator") == "Exists" or t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
 def node_selector(plan: Plan, pool: str) -> dict[str, str]:
     """The labels this plane's nodes of `pool` carry. In a hybrid the plane label is added (node-
     labels.sh sets it), since a pool split between the planes has nodes of the same pool on both sides."""

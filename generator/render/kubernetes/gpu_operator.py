@@ -206,12 +206,31 @@ def values(plan: Plan) -> dict[str, Any]:
         values["toolkit"] = toolkit
     if "eks-efa" in keys:
         values["devicePlugin"] = {"env": [dict(e) for e in NO_MOFED_ENV]}
-    if plan.hybrid:
-        values["daemonsets"] = {"tolerations": [dict(_GPU_TOLERATION), dict(PLANE_TOLERATION)]}
+    extra = gpu_pool_tolerations(plan, [_GPU_TOLERATION])
+    if plan.hybrid or extra:
+        # Helm replaces the list: the upstream entry, then the GPU pools' taints it does not cover
+        # (e.g. AKS's sku=gpu), then the hybrid's plane taint
+        hybrid = [dict(PLANE_TOLERATION)] if plan.hybrid else []
+        values["daemonsets"] = {"tolerations": [dict(_GPU_TOLERATION), *extra, *hybrid]}
         # NFD's worker labels the GPU nodes the operator's daemonsets select: it must reach them too.
         values["node-feature-discovery"] = {"worker": {"tolerations": [
-            dict(_CONTROL_PLANE_TOLERATION), dict(_GPU_TOLERATION), dict(PLANE_TOLERATION)]}}
+            dict(_CONTROL_PLANE_TOLERATION), dict(_GPU_TOLERATION), *extra, *hybrid]}}
     return values
+
+
+def gpu_pool_tolerations(plan: Plan, have: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Tolerations of the taints of the GPU pools on Kubernetes-run nodes that `have` does not
+    already tolerate, in pool order, each once: what a GPU-node daemonset adds to its defaults."""
+    from .common import taints, toleration, tolerates
+
+    out: list[dict[str, str]] = []
+    for s in kube_managed_slices(plan):
+        if not s.gpu_type:
+            continue
+        for t in taints(plan, s.pool):
+            if not tolerates([*have, *out], t):
+                out.append(toleration(t))
+    return out
 
 
 # GKE admits pods of priority class system-node-critical / system-cluster-critical outside

@@ -31,7 +31,7 @@ from ...catalog import CATALOG
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
-from . import cert_manager, gpu_operator, kai, kueue, network_operator, ray, volcano
+from . import cert_manager, efa, gpu_operator, kai, kueue, network_operator, ray, volcano
 
 from ...contract import HELM_DIR, RELEASES_FILE
 
@@ -40,9 +40,8 @@ VALUES: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "cert-manager": cert_manager.values,
     "gpu-operator": gpu_operator.values,
     "network-operator": network_operator.values,
-    # The EFA device plugin's defaults fit (its nodeAffinity already lists the EFA instance types):
-    # nothing to set, and so no key that could be missing from a chart we hold no defaults of.
-    "aws-efa-k8s-device-plugin": lambda plan: {},
+    # The EFA device plugin: its defaults but the GPU node groups' tolerations (efa.py says why)
+    "aws-efa-k8s-device-plugin": efa.values,
     "kueue": kueue.values,
     "volcano": volcano.values,
     "kai-scheduler": kai.values,

@@ -18,7 +18,7 @@ from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
 from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, content_name, devices, gpu_resources,
                      level_topology, meta, namespace_of, node_selector, pool_has_topology, queue_of, slices,
-                     tenant_namespaces, topology_name, unique, workloads as kube_workloads)
+                     tenant_namespaces, tolerations, topology_name, unique, workloads as kube_workloads)
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -36,6 +36,11 @@ def flavor_spec(plan: Plan, pool: str) -> dict[str, Any]:
     """The pool's nodes by the labels they carry (the provider's off bare metal), and the Topology
     where every node of the pool carries its levels."""
     spec: dict[str, Any] = {"nodeLabels": node_selector(plan, pool)}
+    if tols := tolerations(plan, pool):
+        # Kueue adds a flavor's tolerations to the pods it admits to it, and its topology-aware
+        # admission counts only nodes whose taints the pod template plus the flavor tolerate
+        # (cluster-toolkit's GKE TAS blueprints put nvidia.com/gpu on the flavor for this reason)
+        spec["tolerations"] = tols
     if pool_has_topology(plan, pool):
         spec["topologyName"] = topology_name(plan)
     return spec

@@ -3,8 +3,11 @@ kubernetes/node-labels.sh (Helm releases and their values are helm.py's, beside 
 
 Manifests are applied in file-name order (by Pulumi or GitOps), each file one multi-document YAML:
   00-namespaces.yaml  a Namespace per tenant
+  01-priorities.yaml  the PriorityClasses every starter names (services, batch, preemptible)
   05-gpu-operator.yaml on GKE, the GPU Operator's namespace and the quota its pods need there
   10-quotas.yaml      a ResourceQuota on GPU requests per tenant namespace
+  15-access.yaml      a Role and RoleBinding per tenant namespace for the tenant's kubernetes_group,
+                      and the policy holding privileged (RDMA) tenant namespaces to baseline + IPC_LOCK
   20-<scheduler>.yaml the gang scheduler's queues (Kueue flavors/cohort/queues, Volcano or KAI queues)
                       and, for Volcano and KAI, the admission policy keeping tenants in their queues
   30-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes)
@@ -20,7 +23,7 @@ from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from ... import schedulers
 from ...contract import MANIFESTS_DIR, WORKLOADS_DIR
-from . import gang, gpu_operator, kai, kueue, labels, network_operator, ray, tenancy, volcano, workloads
+from . import gang, gpu_operator, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano, workloads
 from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
 # Each gang scheduler's module (its record in generator/schedulers.py names it): objects(plan)
@@ -30,8 +33,9 @@ MODULES = {m.__name__.rsplit(".", 1)[-1]: m for m in (kueue, volcano, kai)}
 
 def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """File name (under kubernetes/manifests/) -> its objects, in apply order."""
-    files = {"00-namespaces.yaml": tenancy.namespaces(plan), "05-gpu-operator.yaml": gpu_operator.objects(plan),
-             "10-quotas.yaml": tenancy.quotas(plan)}
+    files = {"00-namespaces.yaml": tenancy.namespaces(plan), "01-priorities.yaml": priority.objects(plan),
+             "05-gpu-operator.yaml": gpu_operator.objects(plan), "10-quotas.yaml": tenancy.quotas(plan),
+             "15-access.yaml": tenancy.access(plan) + tenancy.pod_security_guard(plan)}
     if queues_enabled(plan):
         module = MODULES[gang.scheduler(plan).module]
         files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan) + tenancy.queue_policy(plan)

@@ -28,6 +28,7 @@ import json
 from typing import Any
 
 from ...decide.plan import Network, Plan
+from . import gpu_operator
 from .common import meta, namespace_of, slices
 
 API = "mellanox.com/v1alpha1"
@@ -72,12 +73,16 @@ def nic_cluster_policy(plan: Plan, net: Network) -> dict[str, Any]:
                                  "multus": _component(plan, "multus-cni")}
     if net.cni == "ipoib":
         secondary["ipoib"] = _component(plan, "ipoib-cni")
-    spec = {
+    spec: dict[str, Any] = {
         "rdmaSharedDevicePlugin": {**_component(plan, "k8s-rdma-shared-dev-plugin"),
                                    "config": device_plugin_config(net)},
         "secondaryNetwork": secondary,
         "nvIpam": {**_component(plan, "nvidia-k8s-ipam"), "enableWebhook": False},
     }
+    # The policy's daemonsets (device plugin, CNI plugins, multus, nv-ipam node) run on the GPU
+    # nodes: spec.tolerations (NicClusterPolicy v1alpha1) carries their pools' taints
+    if tols := gpu_operator.gpu_pool_tolerations(plan, []):
+        spec["tolerations"] = tols
     return {"apiVersion": API, "kind": "NicClusterPolicy", "metadata": meta(POLICY_NAME), "spec": spec}
 
 

@@ -20,10 +20,10 @@ from typing import Any
 from ... import schedulers
 from ...decide import sizing
 from ...decide.plan import Plan, WorkloadDecision
-from . import fabric_wiring, gang
+from . import fabric_wiring, gang, pod_security, priority
 from .common import (KUEUE_PREFERRED_TOPOLOGY, RAY_IMAGE, RAY_VERSION, PodShape, dns1035, has_topology, meta,
                      namespace_of, node_selector, pool_has_topology, preferred_level, resources, shape, slice_of,
-                     topology_levels, topology_name)
+                     tolerations, topology_levels, topology_name)
 
 KAI_TOPOLOGY = "kai.scheduler/topology"
 KAI_PREFERRED_PLACEMENT = "kai.scheduler/topology-preferred-placement"
@@ -60,19 +60,27 @@ def _head_shape(plan: Plan, w: WorkloadDecision) -> PodShape:
     return sizing.ray_head(s.cpus if s else None, s.memory_gib if s else None)
 
 
-def _pod(plan: Plan, w: WorkloadDecision, name: str, shape_: PodShape, image: str) -> dict[str, Any]:
-    return {"spec": {
+def _pod(plan: Plan, w: WorkloadDecision, name: str, shape_: PodShape, image: str,
+         fabric: bool = False) -> dict[str, Any]:
+    # head and workers both run on the workload's pool: both tolerate its taints
+    spec: dict[str, Any] = {
+        "priorityClassName": priority.class_of(plan, w),
         "nodeSelector": node_selector(plan, w.pool),
         "containers": [{"name": name, "image": image,
                         "resources": resources(shape_, limits_cpu_memory=True)}],
-    }}
+    }
+    if tols := tolerations(plan, w.pool):
+        spec["tolerations"] = tols
+    if not fabric:  # a fabric pod needs root for IPC_LOCK (pod_security.py)
+        pod_security.harden(spec)
+    return {"spec": spec}
 
 
 def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     sh = shape(plan, w)
     worker_image = f"{RAY_IMAGE}-gpu" if sh.gpus else RAY_IMAGE
     labels, annotations, worker_annotations = topology_wiring(plan, w)
-    template = _pod(plan, w, "ray-worker", sh, worker_image)
+    template = _pod(plan, w, "ray-worker", sh, worker_image, fabric=fabric_wiring.network_of(plan, w) is not None)
     if worker_annotations:
         template["metadata"] = {"annotations": worker_annotations}
     group = {

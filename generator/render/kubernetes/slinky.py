@@ -36,7 +36,7 @@ from ...spec import fabric, hostlist
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
-from .common import GPU, SLURM_TAINT, pool_labels
+from .common import GPU, SLURM_TAINT, pool_labels, tolerations
 from ..slurm import slurm_config
 from ..slurm.model import NodeGroup, Partition, SlurmModel, model
 
@@ -201,7 +201,8 @@ def gpu_resource(g: NodeGroup) -> str:
 
 
 def _nodeset(pool: str, count: int, attrs: dict[str, str], resource: str = GPU,
-             selector: dict[str, str] | None = None) -> dict[str, Any]:
+             selector: dict[str, str] | None = None,
+             pool_tolerations: list[dict[str, str]] | None = None) -> dict[str, Any]:
     conf = dict(attrs)
     # the operator always gives a NodeSet's nodes the feature of its name (the pool): not twice
     features = [f for f in conf.pop("Features", "").split(",") if f and f != pool]
@@ -213,7 +214,8 @@ def _nodeset(pool: str, count: int, attrs: dict[str, str], resource: str = GPU,
         "podSpec": {
             # the pool's labels (orchgen's on bare metal, the provisioner's on a cloud) and the Slurm plane
             "nodeSelector": {**(selector or {fabric.LABEL_POOL: pool}), fabric.LABEL_PLANE: SLURM_TAINT["value"]},
-            "tolerations": [{**SLURM_TAINT, "operator": "Equal"}],
+            # the plane's taint, then the pool's own (workload.yaml `taints`, or the provider's default)
+            "tolerations": [{**SLURM_TAINT, "operator": "Equal"}, *(pool_tolerations or [])],
         },
     }
     gres = attrs.get("Gres", "")
@@ -272,7 +274,7 @@ def slurm_values(plan: Plan) -> dict[str, Any]:
         "configFiles": config_files(m, files),
         "controller": {"extraConfMap": settings},
         "nodesets": {g.pool: _nodeset(g.pool, len(g.nodes), nodes[g.pool], gpu_resource(g),
-                                      pool_labels(plan, g.pool))
+                                      pool_labels(plan, g.pool), tolerations(plan, g.pool))
                      for g in m.groups},
         "partitions": {p.name: _partition(p) for p in m.partitions if not own_partition(p)},
         # somewhere to run sbatch from: kubectl exec into it (no load balancer for SSH by default)

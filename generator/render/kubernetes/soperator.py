@@ -34,7 +34,7 @@ from ...contract import MANIFESTS_DIR
 from ...spec import fabric
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
-from .common import GPU, MANAGED, SLURM_TAINT, pool_labels
+from .common import GPU, MANAGED, SLURM_TAINT, pool_labels, tolerations
 from .helm import monitoring_installed
 from .slinky import conf_lines, gpu_resource, node_settings
 from ..slurm import slurm_config
@@ -210,7 +210,8 @@ def nodeset(plan: Plan, pool: str, count: int, attrs: dict[str, str], gres: list
     spec: dict[str, Any] = {
         "replicas": count,
         "nodeSelector": _selector(pool, plan),
-        "tolerations": [_toleration()],
+        # the plane's taint, then the pool's own (workload.yaml `taints`, or the provider's default)
+        "tolerations": [_toleration(), *tolerations(plan, pool)],
         "gpu": {"enabled": True, "nvidia": {}} if attrs.get("Gres") else {"enabled": False},
         "nodeConfig": {"features": attrs.get("Features", pool).split(","), "static": " ".join(static),
                        **({"gresConfig": gres} if gres else {})},

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...decide.plan import Plan
-from . import gang
+from . import gang, pod_security
 from .common import (KAI_QUEUE_LABEL, KAI_SCHEDULER, QUEUE_LABEL, TENANT_LABEL,
                      meta, namespace_of, queue_of, queues_enabled, resource_quota_gpus, tenant_namespaces)
 
@@ -35,7 +35,7 @@ NO_PRUNE = {"argocd.argoproj.io/sync-options": "Prune=false", "kustomize.toolkit
 
 
 def namespace(plan: Plan, tenant: str) -> dict[str, Any]:
-    labels = {TENANT_LABEL: tenant}
+    labels = {TENANT_LABEL: tenant, **pod_security.labels(plan, tenant)}
     annotations = dict(NO_PRUNE)
     if queues_enabled(plan):
         labels[QUEUE_LABEL] = queue_of(tenant)
@@ -133,4 +133,85 @@ def quotas(plan: Plan) -> list[dict[str, Any]]:
          "metadata": meta("gpu-quota", namespace_of(t.name)),
          "spec": {"hard": {f"requests.{r}": str(n) for r, n in resource_quota_gpus(plan, t).items()}}}
         for t in plan.tenants
+    ]
+
+
+# --- tenant access: a Role and RoleBinding per tenant namespace for its kubernetes_group -------
+
+RBAC_API = "rbac.authorization.k8s.io/v1"
+WRITE = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+READ = ["get", "list", "watch"]
+# What every tenant runs, whatever the scheduler: its workloads and what they mount. Never
+# resourcequotas, limitranges, roles or rolebindings (read at most), never a cluster-scoped object.
+WORKLOAD_RULES: tuple[tuple[str, tuple[str, ...], list[str]], ...] = (
+    ("", ("pods", "services", "configmaps", "secrets", "persistentvolumeclaims"), WRITE),
+    ("", ("pods/log", "pods/exec", "pods/portforward", "pods/attach"), ["get", "create"]),
+    ("", ("events", "resourcequotas", "limitranges"), READ),
+    ("apps", ("deployments", "statefulsets"), WRITE),
+    ("apps", ("replicasets",), READ),
+    ("batch", ("jobs", "cronjobs"), WRITE),
+    ("ray.io", ("rayclusters", "rayjobs", "rayservices"), WRITE),
+)
+
+
+def role_name(plan: Plan) -> str:
+    return f"{plan.name}-tenant"
+
+
+def rules(plan: Plan) -> list[dict[str, Any]]:
+    out = [{"apiGroups": [g], "resources": list(r), "verbs": list(v)} for g, r, v in WORKLOAD_RULES]
+    if queues_enabled(plan):
+        for group, resources, how in gang.scheduler(plan).tenant_rbac:
+            out.append({"apiGroups": [group], "resources": list(resources),
+                        "verbs": list(WRITE if how == "write" else READ)})
+    return out
+
+
+def access(plan: Plan) -> list[dict[str, Any]]:
+    """15-access.yaml: for each tenant with a kubernetes_group, a Role on its namespace's workloads
+    and a RoleBinding of the group to it. A Role grants only in its own namespace, so the group
+    reaches no other tenant's; quotas and queues are read at most."""
+    out: list[dict[str, Any]] = []
+    if plan.kube_plane is None:
+        return out
+    for t in plan.tenants:
+        if not t.kubernetes_group:
+            continue
+        ns, name = namespace_of(t.name), role_name(plan)
+        out.append({"apiVersion": RBAC_API, "kind": "Role", "metadata": meta(name, ns), "rules": rules(plan)})
+        out.append({"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": meta(name, ns),
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                  "name": t.kubernetes_group}]})
+    return out
+
+
+# --- the Pod Security guard of privileged (RDMA) tenant namespaces (pod_security.py says why) ---
+
+def guard_name(plan: Plan) -> str:
+    return f"{plan.name}-tenant-pod-security"
+
+
+def pod_security_guard(plan: Plan) -> list[dict[str, Any]]:
+    """The policy holding a privileged tenant namespace's pods to baseline + IPC_LOCK ([] when no
+    tenant namespace is privileged, or before Kubernetes 1.30: the ValidatingAdmissionPolicy v1 API)."""
+    if plan.kube_plane is None or not policies_available(plan):
+        return []
+    if not any(pod_security.level(plan, t.name) == pod_security.PRIVILEGED for t in plan.tenants):
+        return []
+    name = guard_name(plan)
+    selector = {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"},
+                                     {"key": f"{pod_security.PSA}/enforce", "operator": "In",
+                                      "values": [pod_security.PRIVILEGED]}]}
+    return [
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"namespaceSelector": selector, "resourceRules": [
+                      {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                       "resources": ["pods"]}]},
+                  "variables": [{"name": "containers", "expression": pod_security.CONTAINERS}],
+                  "validations": [{"expression": e, "message": m, "reason": "Forbidden"}
+                                  for e, m in pod_security.GUARD_VALIDATIONS]}},
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": meta(name),
+         "spec": {"policyName": name, "validationActions": ["Deny"]}},
     ]

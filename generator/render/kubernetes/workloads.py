@@ -18,10 +18,10 @@ from typing import Any
 
 from ... import schedulers
 from ...decide.plan import Plan, WorkloadDecision
-from . import fabric_wiring, gang, ray
+from . import fabric_wiring, gang, pod_security, priority, ray
 from .common import (KAI_PODGROUP_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY, TRAIN_IMAGE, PodShape,
                          dns1035, indexed_name, meta, namespace_of, node_selector, pool_has_topology,
-                         preferred_level, queue_of, resources, shape, topology_levels, topology_name)
+                         preferred_level, queue_of, resources, shape, tolerations, topology_levels, topology_name)
 
 JOB_SECONDS = 300  # the placeholder job prints, then holds its GPUs this long, then succeeds
 
@@ -45,10 +45,15 @@ def _container(w: WorkloadDecision, sh: PodShape, forever: bool, env: list[dict[
 
 def _pod_spec(plan: Plan, w: WorkloadDecision, sh: PodShape, *, forever: bool, restart: str,
               env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"restartPolicy": restart, "nodeSelector": node_selector(plan, w.pool),
+    spec: dict[str, Any] = {"restartPolicy": restart, "priorityClassName": priority.class_of(plan, w),
+                            "nodeSelector": node_selector(plan, w.pool),
                             "containers": [_container(w, sh, forever, env or [])]}
+    if tols := tolerations(plan, w.pool):  # the pool's taints (workload.yaml, or the provider's default)
+        spec["tolerations"] = tols
     if sh.gpus:
         spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    if fabric_wiring.network_of(plan, w) is None:  # a fabric pod needs root for IPC_LOCK (pod_security.py)
+        pod_security.harden(spec)
     return spec
 
 
@@ -88,6 +93,12 @@ def _tas_annotations(plan: Plan, w: WorkloadDecision, sh: PodShape) -> dict[str,
     return {}
 
 
+def _group_priority(plan: Plan) -> bool:
+    """The scheduler reads the gang object's spec.priorityClassName (its record's priority_wiring)."""
+    s = schedulers.get(plan.gang_scheduler)
+    return s is not None and s.priority_wiring == "group"
+
+
 def indexed_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
     sh = shape(plan, w)
     name = indexed_name(w.name, sh.pods)
@@ -122,6 +133,8 @@ def volcano_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
                    "template": fabric_wiring.wire(plan, w, sh, {"metadata": {"labels": {"orchgen.io/workload": w.name}},
                                                                 "spec": spec})}],
     }
+    if _group_priority(plan):
+        job_spec["priorityClassName"] = priority.class_of(plan, w)
     if sh.pods > 1:
         job_spec["plugins"] = {"svc": [], "env": []}
     if w.gang_scheduler_required:
@@ -138,6 +151,8 @@ def kai_gang(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
     sh = shape(plan, w)
     pg_name = w.name
     pg_spec: dict[str, Any] = {"minMember": sh.pods, "queue": queue_of(w.tenant)}
+    if _group_priority(plan):
+        pg_spec["priorityClassName"] = priority.class_of(plan, w)
     if pool_has_topology(plan, w.pool):
         pg_spec["topologyConstraint"] = {"topology": topology_name(plan),
                                          "preferredTopologyLevel": preferred_level(plan)}
