@@ -1,0 +1,111 @@
+"""`pulumi up` for an orchgen bundle's bare-metal Slurm plane: runs the bundle's own bring-up (../up.sh,
+Ansible) over SSH on every Slurm host of the plan, in dependency order, then the production checks.
+
+orchgen copies this file verbatim into every bundle with a bare-metal Slurm plane, as
+bringup/pulumi/__main__.py (with requirements.txt beside it); `pulumi stack init` there, then:
+
+    pulumi config set --path 'orchgen:hosts.ctl1' 10.0.0.1     # every host of ../inventory.yaml: its address
+    pulumi config set orchgen:sshUser root                     # optional, default root
+    pulumi config set --secret orchgen:sshPrivateKey < ~/.ssh/id_ed25519
+    pulumi up
+
+Resources, each a pulumi-command `local.Command` running ../up.sh for one host (`--limit`), each after the
+previous step: the database (MariaDB on the accounting host), then slurmdbd, then the controllers, then
+every node (in parallel), then `checks`: a full run that waits until every node is idle and runs checks/run.py;
+its output is the stack output `checks`. The munge key is a pulumi-random RandomBytes (a secret in the stack's
+state, never in the bundle) handed to the playbook in the environment, like the SSH key. A change to any file
+of the bundle re-runs the steps (`triggers`): the playbook is idempotent, so only what changed is applied.
+Needs pulumi, pulumi-command, pulumi-random, PyYAML and ansible-core (requirements.txt); no orchgen.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_command as command
+import pulumi_random as random
+import yaml
+
+PROJECT_DIR = Path(globals().get("__file__") or Path.cwd() / "__main__.py").resolve().parent
+BRINGUP_DIR = PROJECT_DIR.parent
+
+
+def groups(bringup_dir: Path) -> dict[str, list[str]]:
+    """The Slurm hosts of the plan by role, from the bundle's inventory.yaml."""
+    data = yaml.safe_load((bringup_dir / "inventory.yaml").read_text(encoding="utf-8"))
+    children = data["all"]["children"]
+    return {role: list((children.get(role) or {}).get("hosts") or {}) for role in ("slurmctld", "slurmdbd", "slurmd")}
+
+
+def bundle_digest(bringup_dir: Path) -> str:
+    """One hash of every file the hosts get (slurm/, bringup/, checks/): a change re-runs the steps."""
+    h = hashlib.sha256()
+    root = bringup_dir.parent
+    for sub in ("slurm", "bringup", "checks"):
+        for path in sorted((root / sub).rglob("*")):
+            if path.is_file() and "pulumi" not in path.relative_to(root).parts:
+                h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+# The operator's inventory, written by each step into a private temporary dir (mode 0700) and removed after:
+# addresses from the stack config, the key from the secret, nothing of it in the bundle.
+SCRIPT = """set -eu
+umask 077
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+printf '%s\\n' "$ORCHGEN_SSH_KEY" > "$d/key"
+printf '%s\\n' "$ORCHGEN_HOSTS" > "$d/hosts.yaml"
+export ORCHGEN_SSH_KEY_FILE="$d/key"
+sh "$ORCHGEN_BRINGUP/up.sh" "$d/hosts.yaml" {args}
+"""
+
+
+def hosts_yaml(addresses: dict[str, str], user: str) -> str:
+    return json.dumps({"all": {
+        "vars": {"ansible_user": user, "ansible_ssh_private_key_file": "{{ lookup('env', 'ORCHGEN_SSH_KEY_FILE') }}"},
+        "hosts": {name: {"ansible_host": addr} for name, addr in sorted(addresses.items())}}})
+
+
+def main(bringup_dir: Path = BRINGUP_DIR) -> None:
+    roles = groups(bringup_dir)
+    cfg = pulumi.Config("orchgen")
+    addresses: dict[str, str] = cfg.require_object("hosts")
+    wanted = sorted({h for hosts in roles.values() for h in hosts})
+    missing = [h for h in wanted if h not in (addresses or {})]
+    if missing:
+        raise pulumi.RunError(f"no address for {', '.join(missing)}: pulumi config set --path 'orchgen:hosts.{missing[0]}' ADDRESS")
+    extra = sorted(set(addresses) - set(wanted))
+    if extra:
+        raise pulumi.RunError(f"orchgen:hosts names hosts the plan does not have: {', '.join(extra)}")
+    user = cfg.get("sshUser") or "root"
+    key = cfg.require_secret("sshPrivateKey")
+    # munge.key: 512 random bytes, hex (munged reads the file's bytes; mungekey(8) makes 1024 by default)
+    munge = random.RandomBytes("munge-key", length=512)
+    env = pulumi.Output.secret(pulumi.Output.all(key, munge.hex).apply(lambda kv: {
+        "ORCHGEN_SSH_KEY": kv[0], "ORCHGEN_MUNGE_KEY_HEX": kv[1],
+        "ORCHGEN_HOSTS": hosts_yaml(addresses, user), "ORCHGEN_BRINGUP": str(bringup_dir)}))
+    triggers = [bundle_digest(bringup_dir), json.dumps(addresses, sort_keys=True), user]
+
+    def step(name: str, args: str, after: list[pulumi.Resource]) -> command.local.Command:
+        return command.local.Command(name, create=SCRIPT.format(args=args), update=SCRIPT.format(args=args),
+                                     environment=env, triggers=triggers,
+                                     opts=pulumi.ResourceOptions(depends_on=after))
+
+    previous: list[pulumi.Resource] = []
+    for db in roles["slurmdbd"]:  # the database before slurmdbd, both before the controllers
+        database = step(f"database-{db}", f"--limit {db} --skip-tags checks -e orchgen_start_slurmdbd=false", previous)
+        previous = [step(f"slurmdbd-{db}", f"--limit {db} --skip-tags checks", [database])]
+    controllers = [step(f"slurmctld-{c}", f"--limit {c} --skip-tags checks -e orchgen_wait_idle=false", previous)
+                   for c in roles["slurmctld"]]
+    nodes = [step(f"slurmd-{n}", f"--limit {n} --skip-tags checks", controllers) for n in roles["slurmd"]]
+    checks = step("checks", "", controllers + nodes)  # every host: changes nothing, waits for idle, runs the checks
+    pulumi.export("hosts", wanted)
+    pulumi.export("checks", checks.stdout)
+
+
+if __name__ == "__main__":
+    main()
