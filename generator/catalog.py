@@ -35,7 +35,7 @@ class Chart:
     needed_when: tuple[str, ...] = ()
     crds_in_templates: bool = False  # its CRDs sit in templates/: `helm uninstall` would delete them
     gitops_unsupported: tuple[tuple[str, str], ...] = ()  # (GitOps mode, why it cannot install it)
-    readme_part: str = ""  # the README part that describes it (templates/, wired by the README split)
+    readme_part: str = ""  # the README part that describes it: templates/readme/<readme_part>.md.j2
     no_reference_why: str = ""  # why the reference data holds no defaults of it (then it sets no values)
 
     @property
@@ -72,11 +72,11 @@ CATALOG: dict[str, Chart] = {
         Chart("cert-manager", "oci://quay.io/jetstack/charts", "cert-manager", "v1.21.1", "cert-manager",
               crd_groups=("acme.cert-manager.io", "cert-manager.io"), values_reference="cert-manager",
               # both Slurm operators' webhooks take their certificates from it
-              needed_when=("operator:slinky", "operator:soperator"), readme_part="cert-manager"),
+              needed_when=("operator:slinky", "operator:soperator"), readme_part="kubernetes_helm"),
         # gpu-operator's CRD groups include its node-feature-discovery subchart's (nfd.enabled stays true)
         Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.0", "gpu-operator",
               crd_groups=("nfd.k8s-sigs.io", "nvidia.com", "resource.nvidia.com"), values_reference="gpu-operator",
-              needed_when=("gpu-stack:operator",), readme_part="gpu-operator"),
+              needed_when=("gpu-stack:operator",), readme_part="kubernetes_nodes"),
         # Mellanox/network-operator v26.4.1: the chart's Chart.yaml is 26.4.1, published in NVIDIA's
         # NGC Helm repository beside the GPU Operator (its README: `helm repo add nvidia
         # https://helm.ngc.nvidia.com/nvidia`, namespace network-operator). CRD groups: the chart's
@@ -87,19 +87,19 @@ CATALOG: dict[str, Chart] = {
         Chart("network-operator", "https://helm.ngc.nvidia.com/nvidia", "network-operator", "26.4.1",
               "network-operator", crd_groups=("k8s.cni.cncf.io", "mellanox.com", "nv-ipam.nvidia.com"),
               values_reference="network-operator", depends_on=("gpu-operator",),
-              needed_when=("network:rdma-shared",), readme_part="network-operator"),
+              needed_when=("network:rdma-shared",), readme_part="kubernetes_fabric"),
         # aws/eks-charts stable/aws-efa-k8s-device-plugin (Chart.yaml v0.5.30, image v0.5.20), installed
         # into kube-system as the EKS user guide does (`helm install efa eks/aws-efa-k8s-device-plugin
         # -n kube-system`). Its defaults are not in the reference data, but the pinned chart is in
         # ../shared/charts (its values.yaml is what the tests check our one key against).
         Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin",
               "v0.5.30", "kube-system", values_reference="aws-efa-k8s-device-plugin",
-              needed_when=("network:efa",), readme_part="network-efa",
+              needed_when=("network:efa",), readme_part="kubernetes_fabric",
               no_reference_why="its defaults fit but `tolerations: []` (its nodeAffinity lists the EFA instance "
                                "types): only tolerations are set, checked against the pinned chart's values.yaml"),
         Chart("kueue", "oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2", "kueue-system",
               crd_groups=("kueue.x-k8s.io",), values_reference="kueue", needed_when=("gang:kueue",),
-              crds_in_templates=True, readme_part="scheduler-kueue"),
+              crds_in_templates=True, readme_part="kubernetes_queues"),
         # volcano's CRD groups include some it ships but this bundle does not use (bus, config,
         # flow, nodeinfo, shard)
         Chart("volcano", "https://volcano-sh.github.io/helm-charts", "volcano", "1.15.1", "volcano-system",
@@ -107,17 +107,17 @@ CATALOG: dict[str, Chart] = {
                           "nodeinfo.volcano.sh", "scheduling.volcano.sh", "shard.volcano.sh",
                           "topology.volcano.sh"),
               values_reference="volcano", needed_when=("gang:volcano",), crds_in_templates=True,
-              readme_part="scheduler-volcano"),
+              readme_part="kubernetes_queues"),
         Chart("kai-scheduler", "oci://ghcr.io/nvidia/kai-scheduler", "kai-scheduler", "v0.13.0", "kai-scheduler",
               crd_groups=("kai.scheduler", "scheduling.run.ai"), values_reference="kai-scheduler",
               needed_when=("gang:kai",), gitops_unsupported=(("argocd", KAI_ARGOCD),),
-              readme_part="scheduler-kai"),
+              readme_part="kubernetes_queues"),
         # KubeRay's Volcano integration owns PodGroups: the operator does not start without their
         # CRD. KAI's integration only labels pods, but a RayCluster before KAI's webhooks would go
         # unqueued.
         Chart("kuberay-operator", "https://ray-project.github.io/kuberay-helm/", "kuberay-operator", "1.7.0",
               "kuberay-system", crd_groups=("ray.io",), values_reference="kuberay/kuberay-operator",
-              depends_on=("volcano", "kai-scheduler"), needed_when=("ray",), readme_part="ray"),
+              depends_on=("volcano", "kai-scheduler"), needed_when=("ray",), readme_part="kubernetes_workloads"),
         Chart("slurm-operator-crds", "oci://ghcr.io/slinkyproject/charts", "slurm-operator-crds", "1.2.1",
               "slinky", crd_groups=("slinky.slurm.net",), values_reference="slurm-operator/slurm-operator-crds",
               needed_when=("operator:slinky",), crds_in_templates=True, readme_part="slinky"),

@@ -56,7 +56,7 @@ class GangScheduler:
     # What a tenant's group may do in its own namespace with the scheduler's namespaced objects
     # (tenancy.access): (API group, resources, "write" | "read"). Queues and quotas are never written.
     tenant_rbac: tuple[tuple[str, tuple[str, ...], str], ...]
-    readme_part: str  # the README part that describes it (wired by the README split)
+    readme_part: str  # the README part that describes it: templates/readme/<readme_part>.md.j2
 
     def raycluster(self, queue: str) -> dict[str, str]:
         return {k: v.replace(QUEUE, queue) for k, v in self.raycluster_labels}
@@ -87,7 +87,7 @@ SCHEDULERS: dict[str, GangScheduler] = {
             priority_wiring="pod",
             # a LocalQueue is the tenant's door to its ClusterQueue: read only
             tenant_rbac=(("kueue.x-k8s.io", ("workloads", "localqueues"), "read"),),
-            readme_part="scheduler-kueue"),
+            readme_part="kubernetes_queues"),
         GangScheduler(
             "volcano", "Volcano", chart="volcano", module="volcano", auto=False,
             pod_wiring="namespace", pod_queue_label=None, pod_scheduler_name=None,
@@ -99,7 +99,7 @@ SCHEDULERS: dict[str, GangScheduler] = {
             webhooks=("/podgroups/mutate puts a `default` PodGroup in the namespace's queue",),
             priority_wiring="group",
             tenant_rbac=(("batch.volcano.sh", ("jobs",), "write"), ("scheduling.volcano.sh", ("podgroups",), "read")),
-            readme_part="scheduler-volcano"),
+            readme_part="kubernetes_queues"),
         GangScheduler(
             "kai", "KAI Scheduler", chart="kai-scheduler", module="kai", auto=False,
             pod_wiring="pod", pod_queue_label=KAI_QUEUE_LABEL, pod_scheduler_name=KAI_SCHEDULER,
@@ -116,7 +116,7 @@ SCHEDULERS: dict[str, GangScheduler] = {
             priority_wiring="group",
             # the gang starter creates its PodGroup; the admission policy keeps it in the tenant's queue
             tenant_rbac=(("scheduling.run.ai", ("podgroups",), "write"),),
-            readme_part="scheduler-kai"),
+            readme_part="kubernetes_queues"),
     )
 }
 

@@ -59,7 +59,11 @@ def test_every_chart_has_reference_data_a_builder_and_a_render_test(component):
         assert ref.is_dir() and any(ref.iterdir()), f"{component}: no reference data at {ref}"
     assert component in golden_releases(), (
         f"{component}: no golden bundle installs it; add a case to tests/golden/__init__.py (render test)")
-    assert chart.readme_part, f"{component}: no README part named"
+    part = REPO / "templates" / "readme" / f"{chart.readme_part}.md.j2"
+    assert part.is_file(), f"{component}: its README part {part} does not exist"
+    text = part.read_text().lower()
+    names = {chart.chart, component, component.replace("-", " "), component.split("-")[0]}
+    assert any(n.lower() in text for n in names), f"{component}: {part.name} never names it"
 
 
 def test_chart_records_name_real_components_needs_and_modes():
@@ -101,6 +105,8 @@ def test_every_scheduler_has_its_chart_module_and_option():
         assert s.module in manifests.MODULES, s.name
         assert s.pod_wiring in {"namespace", "pod"} and (s.pod_wiring == "namespace") == (s.pod_queue_label is None)
         assert s.readme_part and s.webhooks
+        part = REPO / "templates" / "readme" / f"{s.readme_part}.md.j2"
+        assert s.name in part.read_text().lower(), f"{s.name}: its README part {part.name} never names it"
 
 
 def _scheduler_name_comparisons(path: Path) -> list[str]:
