@@ -1,0 +1,239 @@
+"""Slurm's scheduling as the plan configures it (slurm.conf from generator.render.slurm.model).
+
+* Priority: without tenants the bundle has no accounting, and jobs go in submission order (Slurm
+  22.05's priority/basic; equal multifactor priorities also fall back to job id). With tenants,
+  priority/multifactor with the bundle's weights: Fairshare 10000 x 2^(-usage/share) (the classic
+  formula; Fair Tree ranks tenants in the same order for one level of accounts), TRES GRES/gpu 2000 x
+  the job's share of its partition's GPUs, Age 1000 x min(age / PriorityMaxAge, 1); usage decays
+  with PriorityDecayHalfLife.
+* The main scheduler (on every submission and job end, and every sched_interval): pending jobs by
+  priority, at most default_queue_depth of them; the first job of a partition that cannot start
+  blocks the lower-priority jobs of that partition ("sched_config.html": the main scheduler stops
+  at the first job it cannot start in a partition).
+* Backfill (every bf_interval): at most bf_max_job_test jobs (bf_max_job_user per tenant); each job
+  that cannot start now is given the earliest start at which its nodes are free, assuming every
+  running job ends at its time limit (times rounded up to bf_resolution), and those nodes are
+  reserved from then for its time limit; a lower-priority job starts now only where it ends before
+  every reservation on the nodes it takes. Plans reach bf_window ahead at most.
+* --switches=1 for tightly coupled multi-node jobs that fit in one leaf: kept on one leaf for at most
+  max_switch_wait (300 s, Slurm's default), then placed across leaves.
+* Nodes are shared (select/cons_tres): a job takes `per_node` GPUs on each of its nodes.
+
+Simplifications (README): no preemption (scavenger QOS), no GrpTRES caps, no reservations for a
+second job of the same shape in one backfill pass (it could not start before the first anyway).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..decide.plan import Plan
+from .cluster import pick
+from .engine import Replay
+from .jobs import Job
+
+AGE_MAX = 7 * 86_400  # PriorityMaxAge=7-0
+HALF_LIFE = 7 * 86_400  # PriorityDecayHalfLife=7-0
+MAX_SWITCH_WAIT = 300  # SchedulerParameters max_switch_wait (Slurm's default; the bundle keeps it)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The scheduler's timing and depth (slurm.conf(5) defaults where the bundle sets none)."""
+
+    bf_interval: float = 30  # Slurm's default; the bundle does not set it
+    bf_window: float = 86_400  # seconds (the bundle's bf_window, minutes x 60)
+    bf_resolution: float = 60
+    bf_max_job_test: int = 1000
+    bf_max_job_user: int = 50
+    sched_interval: float = 60  # Slurm's default
+    default_queue_depth: int = 100  # Slurm's default
+    max_switch_wait: float = MAX_SWITCH_WAIT
+    multifactor: bool = False
+    switches: bool = True
+
+
+def policy_of(plan: Plan, **override) -> Policy:
+    from ..render.slurm.model import model
+
+    m = model(plan)
+    bf = m.backfill
+    values = dict(bf_window=bf.window * 60, bf_resolution=bf.resolution, bf_max_job_test=bf.max_job_test,
+                  bf_max_job_user=bf.max_job_user, multifactor=bool(m.accounts))
+    values.update(override)
+    return Policy(**values)
+
+
+class SlurmScheduler:
+    def __init__(self, replay: Replay, plan: Plan, policy: Policy):
+        self.r = replay
+        self.p = policy
+        nodes = replay.nodes
+        self.part_mask = {pool: nodes.mask(pool) for pool in nodes.pools}
+        self.part_gpus = {pool: int(nodes.cap[m].sum()) for pool, m in self.part_mask.items()}
+        self.leaf_size = int(np.bincount(nodes.leaf).max()) if len(nodes.leaf) else 0
+        shares = {t.name: t.share for t in plan.tenants}
+        total = sum(shares.values()) or 1
+        self.share = {t: s / total for t, s in shares.items()}
+        self.usage: dict[str, float] = {t: 0.0 for t in shares}
+        self._usage_at = 0.0
+        self.never: list[Job] = []
+        replay.scheduler = self
+        for job in replay.jobs:
+            job.partition = job.pool
+
+    # -- priority
+    def _decay_usage(self, now: float) -> None:
+        dt = now - self._usage_at
+        if dt <= 0:
+            return
+        factor = 0.5 ** (dt / HALF_LIFE)
+        for t in self.usage:
+            self.usage[t] *= factor
+        for job in self.r.running.values():
+            self.usage[job.tenant] = self.usage.get(job.tenant, 0.0) + job.gpus * dt
+        self._usage_at = now
+
+    def order(self, now: float) -> list[Job]:
+        pending = self.r.pending
+        if not self.p.multifactor:
+            return sorted(pending, key=lambda j: j.id)
+        self._decay_usage(now)
+        total = sum(self.usage.values()) or 1.0
+        fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
+
+        def prio(j: Job) -> float:
+            return (10_000 * fs.get(j.tenant, 0.0) + 2_000 * j.gpus / max(1, self.part_gpus[j.partition])
+                    + 1_000 * min(1.0, (now - j.submit) / AGE_MAX))
+        return sorted(pending, key=lambda j: (-int(prio(j)), j.id))  # slurmctld keeps integer priorities
+
+    # -- placement
+    def _one_leaf(self, job: Job, now: float) -> bool:
+        return (self.p.switches and job.coupled and job.nodes > 1 and job.nodes <= self.leaf_size
+                and now - job.submit < self.p.max_switch_wait)
+
+    def _fit(self, job: Job, avail: np.ndarray, now: float) -> np.ndarray | None:
+        ok = (avail >= job.per_node) & self.part_mask[job.partition]
+        return pick(ok, self.r.nodes.leaf, job.nodes, self._one_leaf(job, now), len(self.r.nodes.leaves))
+
+    def _startable(self, job: Job) -> bool:
+        mask = self.part_mask.get(job.partition)
+        return mask is not None and int(((self.r.nodes.cap >= job.per_node) & mask).sum()) >= job.nodes
+
+    def _drop_impossible(self) -> None:
+        keep = []
+        for j in self.r.pending:
+            if self._startable(j):
+                keep.append(j)
+            else:
+                self.never.append(j)
+                self.r.waiting_gpus[self.r.pool_index(j)] -= j.gpus
+        self.r.pending = keep
+
+    def _start(self, job: Job, nodes: np.ndarray) -> None:
+        self.r.pending.remove(job)
+        self.r.start(job, nodes)
+
+    # -- the main scheduler
+    def schedule(self, now: float) -> None:
+        self._drop_impossible()
+        blocked: set[str] = set()
+        for tested, job in enumerate(self.order(now)):
+            if tested >= self.p.default_queue_depth or len(blocked) == len(self.part_mask):
+                break
+            if job.partition in blocked:
+                continue
+            nodes = self._fit(job, self.r.nodes.free, now)
+            if nodes is None:
+                blocked.add(job.partition)
+            else:
+                self._start(job, nodes)
+
+    def periodic(self):
+        env = self.r.env
+        next_bf, next_sched = self.p.bf_interval, self.p.sched_interval
+        while True:
+            at = min(next_bf, next_sched)
+            yield env.timeout(at - env.now)
+            self.r.account()
+            if env.now >= next_sched:
+                next_sched += self.p.sched_interval
+                self.schedule(env.now)
+            if env.now >= next_bf:
+                next_bf += self.p.bf_interval
+                if self.r.changed and self.r.pending:
+                    self.r.changed = False
+                    self.backfill(env.now)
+            self.r._check_end()
+
+    # -- backfill
+    def _round(self, t: float) -> float:
+        res = self.p.bf_resolution
+        return math.ceil(t / res) * res
+
+    def backfill(self, now: float) -> None:
+        nodes = self.r.nodes
+        free = nodes.free.copy()
+        ends = sorted(((self._round(j.start + j.limit), j) for j in self.r.running.values()
+                       if not math.isinf(j.limit)), key=lambda e: (e[0], e[1].id))
+        resv: list[tuple[float, float, np.ndarray, int]] = []
+        per_user: dict[str, int] = {}
+        blocked_shapes: set[tuple] = set()
+        tested = 0
+        for job in self.order(now):
+            if tested >= self.p.bf_max_job_test:
+                break
+            if per_user.get(job.tenant, 0) >= self.p.bf_max_job_user:
+                continue
+            tested += 1
+            per_user[job.tenant] = per_user.get(job.tenant, 0) + 1
+            shape = (job.partition, job.nodes, job.per_node, job.limit, self._one_leaf(job, now))
+            if shape in blocked_shapes:
+                continue
+            avail = self._avail(free, resv, now, now + job.limit)
+            got = self._fit(job, avail, now)
+            if got is not None:
+                free[got] -= job.per_node
+                self._start(job, got)
+                continue
+            blocked_shapes.add(shape)
+            when = self._earliest(job, free, ends, resv, now)
+            if when is not None:
+                t, picked = when
+                resv.append((t, t + job.limit, picked, job.per_node))
+
+    @staticmethod
+    def _avail(free: np.ndarray, resv: list, t0: float, t1: float) -> np.ndarray:
+        out = free
+        for start, end, idx, per in resv:
+            if start < t1 and end > t0:
+                if out is free:
+                    out = free.copy()
+                out[idx] -= per
+        return out
+
+    def _earliest(self, job: Job, free: np.ndarray, ends: list, resv: list, now: float):
+        mask = self.part_mask[job.partition]
+        avail = free.copy()
+        horizon = now + self.p.bf_window
+        i = 0
+        while i < len(ends):
+            t = ends[i][0]
+            if t > horizon:
+                return None
+            touched = False
+            while i < len(ends) and ends[i][0] == t:
+                j = ends[i][1]
+                np.add.at(avail, j.nodes_held, j.per_node)
+                touched = touched or bool(mask[j.nodes_held].any())
+                i += 1
+            if not touched:
+                continue
+            if int(((avail >= job.per_node) & mask).sum()) < job.nodes:
+                continue
+            got = self._fit(job, self._avail(avail, resv, t, t + job.limit), now)
+            if got is not None:
+                return t, got
+        return None
