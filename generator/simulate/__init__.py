@@ -76,7 +76,7 @@ def _collect(report: dict, plan: Plan, plane: str, replay: Replay, sched: Any, o
     report["planes"].append({"plane": plane, "gpus": int(total), "hours": round(span / 3600, 2),
                              "gpu_utilization": round(float(replay.busy_gs.sum() / (total * span)), 4)
                              if total else 0.0})
-    never = {j.id for j in sched.never}
+    never = {j.id for j in replay.never}
     for j in replay.jobs:
         outcomes.append((j, "never" if j.start is None or j.id in never else "started"))
 

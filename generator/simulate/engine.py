@@ -21,7 +21,10 @@ class Replay:
         self.env = simpy.Environment()
         self.nodes = nodes
         self.jobs = jobs
-        self.pending: list[Job] = []
+        self.pending: dict[int, Job] = {}  # by job id: submission order
+        self.freed = True  # since the last scheduler pass: a job ended (GPUs came free)
+        self.arrived: list[Job] = []  # since the last scheduler pass
+        self.never: list[Job] = []  # larger than every node set its scheduler could give it
         self.running: dict[int, Job] = {}
         self.done: list[Job] = []
         self.progress = progress
@@ -38,6 +41,7 @@ class Replay:
         self._pool_free = np.array([int(nodes.free[nodes.pool == i].sum()) for i in range(npools)], dtype=float)
         self._pool_cap = self._pool_free.copy()
         self._last = 0.0
+        self._pool_ix = {p: i for i, p in enumerate(nodes.pools)}
         self.scheduler = None  # set by the scheduler: .schedule(now) and optional .periodic()
 
     # -- the clock's integrals
@@ -52,7 +56,7 @@ class Replay:
             self._last = now
 
     def pool_index(self, job: Job) -> int:
-        return self.nodes.pools.index(job.pool)
+        return self._pool_ix[job.pool]
 
     # -- events
     def run(self, until: float | None = None) -> None:
@@ -74,7 +78,11 @@ class Replay:
                 yield self.env.timeout(job.submit - self.env.now)
             self.account()
             self._arrivals_left -= 1
-            self.pending.append(job)
+            if not self.scheduler.possible(job):
+                self.never.append(job)
+                continue
+            self.pending[job.id] = job
+            self.arrived.append(job)
             self.waiting_gpus[self.pool_index(job)] += job.gpus
             self.changed = True
             self.kick()
@@ -91,6 +99,8 @@ class Replay:
         self._kick_queued = False
         self.account()
         self.scheduler.schedule(self.env.now)
+        self.freed = False
+        self.arrived = []
         self._check_end()
 
     def start(self, job: Job, nodes: np.ndarray) -> None:
@@ -98,6 +108,7 @@ class Replay:
         now = self.env.now
         job.start = now
         job.nodes_held = nodes
+        del self.pending[job.id]
         self.nodes.free[nodes] -= job.per_node
         i = self.pool_index(job)
         self._pool_free[i] -= job.gpus
@@ -122,6 +133,7 @@ class Replay:
         self.account()
         job.start = self.env.now
         job.nodes_held = nodes
+        del self.pending[job.id]
         i = self.pool_index(job)
         self.partial_gpus[i] -= job.gpus - job.per_node
         self.nodes.free[nodes[-1]] -= job.per_node
@@ -139,6 +151,7 @@ class Replay:
         np.add.at(self.nodes.free, job.nodes_held, job.per_node)  # per-pod: two pods may share a node
         self._pool_free[self.pool_index(job)] += job.gpus
         del self.running[job.id]
+        self.freed = True
         self.done.append(job)
         if hasattr(self.scheduler, "ended"):
             self.scheduler.ended(job)

@@ -8,7 +8,8 @@ Trace CSV (README "orchgen simulate"), either of:
 * orchgen's own, with a header: `submit_time,gpus,nodes,duration` (seconds, GPUs of the whole
   job, nodes it spans, seconds it runs) and optionally `workload` (a workload of the plan it belongs
   to; absent: the first workload whose pool has enough GPUs per node) and `time_limit` (seconds;
-  absent: the workload's limit);
+  absent: the workload's max_time or the site's DefaultTime, or MaxTime for a job running longer;
+  a job is ended at its limit, as Slurm does);
 * Alibaba's cluster-trace-gpu-v2020 `pai_task_table.csv` (no header; its columns, from the trace's
   pai_task_table.header: job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,
   plan_gpu,gpu_type). plan_gpu is per instance in percent of one GPU (100 = one GPU); a task's GPUs
@@ -66,6 +67,17 @@ def limit_of(plan: Plan, d: WorkloadDecision) -> int:
     return minutes * 60
 
 
+def longest(plan: Plan, d: WorkloadDecision) -> int:
+    """Seconds: the longest limit a job of `d` may ask for (its partition's MaxTime): what a job
+    that runs longer than DefaultTime asks for (--time) in the replay."""
+    return (d.max_time or plan.slurm_max_time) * 60
+
+
+def _limit_for(plan: Plan, d: WorkloadDecision, longest_run: float) -> int:
+    base = limit_of(plan, d)
+    return base if longest_run <= base else longest(plan, d)
+
+
 def span(d: WorkloadDecision) -> tuple[int, int]:
     """(nodes or pods, GPUs on each) of one job of `d`: the starter's shape on Kubernetes."""
     if d.shape is not None:
@@ -95,6 +107,7 @@ def from_demand(plan: Plan, hours: float, seed: int) -> list[Job]:
                             False, service=True))
             continue
         runtime = (d.runtime * 60) if d.runtime else limit / 2
+        limit = _limit_for(plan, d, runtime * 1.5)
         per_day = d.jobs_per_day if d.jobs_per_day is not None else d.jobs_at_once * SECONDS_PER_DAY / runtime
         rate = per_day / SECONDS_PER_DAY
         t = 0.0
@@ -170,7 +183,7 @@ def from_trace(plan: Plan, path: str | Path) -> list[Job]:
         if per > per_node:
             raise OrchgenError(f"{gpus} GPUs on {span_nodes} nodes is more than {per_node} per node "
                                f"(pool {d.pool})", name, line, "nodes")
-        lim = limit if limit is not None else limit_of(plan, d)
+        lim = limit if limit is not None else _limit_for(plan, d, duration)
         jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, submit - t0, span_nodes, per, min(duration, lim), lim,
                         span_nodes > 1 and (d.gang_scheduler_required or d.plane == "slurm")))
     return _numbered(jobs)

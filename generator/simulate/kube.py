@@ -30,7 +30,6 @@ from .jobs import Job
 class GangScheduler:
     def __init__(self, replay: Replay, plan: Plan):
         self.r = replay
-        self.never: list[Job] = []
         nodes = replay.nodes
         self.mask = {pool: nodes.mask(pool) for pool in nodes.pools}
         self.pool_gpus = nodes.pool_gpus()
@@ -40,20 +39,14 @@ class GangScheduler:
         self.used: dict[tuple[str, str], int] = {}
         replay.scheduler = self
 
-    def _fits_pool(self, job: Job) -> bool:
+    def possible(self, job: Job) -> bool:
         m = self.mask.get(job.pool)
         return m is not None and int(((self.r.nodes.cap >= job.per_node) & m).sum()) >= job.nodes
 
     def schedule(self, now: float) -> None:
-        keep = []
-        for j in self.r.pending:
-            if self._fits_pool(j):
-                keep.append(j)
-            else:
-                self.never.append(j)
-                self.r.waiting_gpus[self.r.pool_index(j)] -= j.gpus
-        self.r.pending = keep
-        pending = sorted(self.r.pending, key=lambda j: j.id)
+        # nothing came free since the last pass: only the jobs that arrived since can start now
+        pending = list(self.r.pending.values()) if self.r.freed else [j for j in self.r.arrived if j.start is None]
+        free = dict(zip(self.r.nodes.pools, self.r._pool_free))
         # within its tenant's nominal quota first, then borrowing (Kueue admits a borrower only when
         # the cohort has the idle quota); all-or-nothing on the nodes either way
         for borrowing in (False, True):
@@ -71,7 +64,7 @@ class GangScheduler:
                     if cohort + job.gpus > self.pool_gpus[job.pool]:
                         continue
                 shape = (job.pool, job.nodes, job.per_node)
-                if shape in blocked:
+                if shape in blocked or job.gpus > free[job.pool]:
                     continue
                 ok = (self.r.nodes.free >= job.per_node) & self.mask[job.pool]
                 got = pick(ok, self.r.nodes.leaf, job.nodes, False, len(self.r.nodes.leaves))
@@ -79,8 +72,8 @@ class GangScheduler:
                     blocked.add(shape)
                     continue
                 self.used[key] = used + job.gpus
-                self.r.pending.remove(job)
                 self.r.start(job, got)
+                free[job.pool] -= job.gpus
 
     def ended(self, job: Job) -> None:
         key = (job.tenant, job.pool)
@@ -92,7 +85,6 @@ class PerPodScheduler:
 
     def __init__(self, replay: Replay, plan: Plan):
         self.r = replay
-        self.never: list[Job] = []
         self.mask = {pool: replay.nodes.mask(pool) for pool in replay.nodes.pools}
         self.pods: deque[Job] = deque()  # one entry per pod not yet bound, in creation order
         self.bound: dict[int, list[int]] = {}
@@ -100,8 +92,11 @@ class PerPodScheduler:
         self.deadlocked: list[Job] = []
         replay.scheduler = self
 
+    def possible(self, job: Job) -> bool:
+        return job.pool in self.mask  # pods bind one at a time: even a job larger than its pool binds some
+
     def _enqueue(self, now: float) -> None:
-        new = [j for j in self.r.pending if j.id not in self._queued]
+        new = [j for j in self.r.arrived if j.id not in self._queued]
         if not new:
             return
         for j in new:
@@ -133,12 +128,11 @@ class PerPodScheduler:
             if len(held) < job.nodes:
                 self.r.hold(job, node, job.per_node)
             else:
-                self.r.pending.remove(job)
                 self.r.held_to_running(job, np.array(held, dtype=np.int64))
         self.pods = left
         running = any(j.start is not None and j.end is None and j.runtime != float("inf")
                       for j in self.r.running.values())
-        partial = [j for j in self.r.pending if 0 < len(self.bound.get(j.id, ())) < j.nodes]
+        partial = [j for j in self.r.pending.values() if 0 < len(self.bound.get(j.id, ())) < j.nodes]
         if partial and not running and self.r._arrivals_left == 0:
             self.deadlocked = partial
 

@@ -24,7 +24,10 @@ second job of the same shape in one backfill pass (it could not start before the
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +39,7 @@ from .jobs import Job
 
 AGE_MAX = 7 * 86_400  # PriorityMaxAge=7-0
 HALF_LIFE = 7 * 86_400  # PriorityDecayHalfLife=7-0
+PRIORITY_CALC_PERIOD = 300  # PriorityCalcPeriod: Slurm's default, 5 minutes
 MAX_SWITCH_WAIT = 300  # SchedulerParameters max_switch_wait (Slurm's default; the bundle keeps it)
 
 
@@ -79,7 +83,10 @@ class SlurmScheduler:
         self.share = {t: s / total for t, s in shares.items()}
         self.usage: dict[str, float] = {t: 0.0 for t in shares}
         self._usage_at = 0.0
-        self.never: list[Job] = []
+        self._calc_at = -1.0
+        self._fs: dict[str, float] = {}
+        self._prio: dict[int, int] = {}
+        self._sorted: list[Job] = []
         replay.scheduler = self
         for job in replay.jobs:
             job.partition = job.pool
@@ -96,18 +103,28 @@ class SlurmScheduler:
             self.usage[job.tenant] = self.usage.get(job.tenant, 0.0) + job.gpus * dt
         self._usage_at = now
 
-    def order(self, now: float) -> list[Job]:
+    def order(self, now: float, limit: int | None = None) -> Iterable[Job]:
+        """Pending jobs by priority (then job id). Multifactor priorities are recalculated every
+        PriorityCalcPeriod (5 minutes, Slurm's default) and given to a job when it is submitted."""
         pending = self.r.pending
         if not self.p.multifactor:
-            return sorted(pending, key=lambda j: j.id)
-        self._decay_usage(now)
-        total = sum(self.usage.values()) or 1.0
-        fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
+            return list(itertools.islice(pending.values(), limit))
+        if now - self._calc_at >= PRIORITY_CALC_PERIOD or self._calc_at < 0:
+            self._calc_at = now
+            self._decay_usage(now)
+            total = sum(self.usage.values()) or 1.0
+            self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
+            self._prio = {j.id: self._priority(j, now) for j in pending.values()}
+            self._sorted = sorted(pending.values(), key=lambda j: (-self._prio[j.id], j.id))
+        for j in self.r.arrived:
+            if j.id not in self._prio and j.id in pending:
+                self._prio[j.id] = self._priority(j, now)
+                bisect.insort(self._sorted, j, key=lambda x: (-self._prio[x.id], x.id))
+        return list(itertools.islice((j for j in self._sorted if j.id in pending), limit))
 
-        def prio(j: Job) -> float:
-            return (10_000 * fs.get(j.tenant, 0.0) + 2_000 * j.gpus / max(1, self.part_gpus[j.partition])
-                    + 1_000 * min(1.0, (now - j.submit) / AGE_MAX))
-        return sorted(pending, key=lambda j: (-int(prio(j)), j.id))  # slurmctld keeps integer priorities
+    def _priority(self, j: Job, now: float) -> int:
+        return int(10_000 * self._fs.get(j.tenant, 0.0) + 2_000 * j.gpus / max(1, self.part_gpus[j.partition])
+                   + 1_000 * min(1.0, (now - j.submit) / AGE_MAX))  # slurmctld keeps integer priorities
 
     # -- placement
     def _one_leaf(self, job: Job, now: float) -> bool:
@@ -118,29 +135,19 @@ class SlurmScheduler:
         ok = (avail >= job.per_node) & self.part_mask[job.partition]
         return pick(ok, self.r.nodes.leaf, job.nodes, self._one_leaf(job, now), len(self.r.nodes.leaves))
 
-    def _startable(self, job: Job) -> bool:
+    def possible(self, job: Job) -> bool:
+        """Whether the job fits its partition when it is empty (else it never starts: the report
+        counts it, as sbatch would refuse it)."""
         mask = self.part_mask.get(job.partition)
         return mask is not None and int(((self.r.nodes.cap >= job.per_node) & mask).sum()) >= job.nodes
 
-    def _drop_impossible(self) -> None:
-        keep = []
-        for j in self.r.pending:
-            if self._startable(j):
-                keep.append(j)
-            else:
-                self.never.append(j)
-                self.r.waiting_gpus[self.r.pool_index(j)] -= j.gpus
-        self.r.pending = keep
-
     def _start(self, job: Job, nodes: np.ndarray) -> None:
-        self.r.pending.remove(job)
         self.r.start(job, nodes)
 
     # -- the main scheduler
     def schedule(self, now: float) -> None:
-        self._drop_impossible()
         blocked: set[str] = set()
-        for tested, job in enumerate(self.order(now)):
+        for tested, job in enumerate(self.order(now, self.p.default_queue_depth)):
             if tested >= self.p.default_queue_depth or len(blocked) == len(self.part_mask):
                 break
             if job.partition in blocked:
@@ -182,11 +189,15 @@ class SlurmScheduler:
         per_user: dict[str, int] = {}
         blocked_shapes: set[tuple] = set()
         tested = 0
+        capped: set[str] = set()
+        tenants = max(1, len(self.share))
         for job in self.order(now):
-            if tested >= self.p.bf_max_job_test:
+            if tested >= self.p.bf_max_job_test or len(capped) >= tenants:
                 break
-            if per_user.get(job.tenant, 0) >= self.p.bf_max_job_user:
+            if job.tenant in capped:
                 continue
+            if per_user.get(job.tenant, 0) + 1 >= self.p.bf_max_job_user:
+                capped.add(job.tenant)
             tested += 1
             per_user[job.tenant] = per_user.get(job.tenant, 0) + 1
             shape = (job.partition, job.nodes, job.per_node, job.limit, self._one_leaf(job, now))
