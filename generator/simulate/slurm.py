@@ -12,7 +12,8 @@
   at the first job it cannot start in a partition).
 * Backfill (every bf_interval): at most bf_max_job_test jobs (bf_max_job_user per tenant); each job
   that cannot start now is given the earliest start at which its nodes are free, assuming every
-  running job ends at its time limit (times rounded up to bf_resolution), and those nodes are
+  running job ends at its time limit (times rounded down to bf_resolution, as backfill.c keeps
+  them), and those nodes are
   reserved from then for its time limit; a lower-priority job starts now only where it ends before
   every reservation on the nodes it takes. Plans reach bf_window ahead at most.
 * --switches=1 for tightly coupled multi-node jobs that fit in one leaf: kept on one leaf for at most
@@ -177,8 +178,11 @@ class SlurmScheduler:
 
     # -- backfill
     def _round(self, t: float) -> float:
+        """Backfill's map keeps times at bf_resolution, rounded down (backfill.c: `end_time =
+        (end_time / backfill_resolution) * backfill_resolution`, and the same for a reservation's
+        start and end)."""
         res = self.p.bf_resolution
-        return math.ceil(t / res) * res
+        return math.floor(t / res) * res
 
     def backfill(self, now: float) -> None:
         nodes = self.r.nodes
@@ -208,12 +212,14 @@ class SlurmScheduler:
             if got is not None:
                 free[got] -= job.per_node
                 self._start(job, got)
+                # its end frees these nodes for the later jobs' plans of this pass
+                bisect.insort(ends, (self._round(now + job.limit), job), key=lambda e: (e[0], e[1].id))
                 continue
             blocked_shapes.add(shape)
             when = self._earliest(job, free, ends, resv, now)
             if when is not None:
                 t, picked = when
-                resv.append((t, t + job.limit, picked, job.per_node))
+                resv.append((self._round(t), self._round(t + job.limit), picked, job.per_node))
 
     @staticmethod
     def _avail(free: np.ndarray, resv: list, t0: float, t1: float) -> np.ndarray:
