@@ -30,6 +30,7 @@ class Replay:
         self.progress = progress
         self.changed = True  # since the last backfill pass: a job started, ended or arrived
         self._kick_queued = False
+        self._begun = False
         self._arrivals_left = len(jobs)
         self.finished = self.env.event()
         npools = len(nodes.pools)
@@ -60,9 +61,13 @@ class Replay:
 
     # -- events
     def run(self, until: float | None = None) -> None:
-        self.env.process(self._arrive())
-        if self.scheduler is not None and hasattr(self.scheduler, "periodic"):
-            self.env.process(self.scheduler.periodic())
+        """Replay until every job has ended or can never start; `until`: stop at that time instead
+        (a later run() goes on from there)."""
+        if not self._begun:
+            self._begun = True
+            self.env.process(self._arrive())
+            if self.scheduler is not None and hasattr(self.scheduler, "periodic"):
+                self.env.process(self.scheduler.periodic())
         stop = self.finished if until is None else (self.finished | self.env.timeout(until))
         if not self.jobs:
             return

@@ -86,8 +86,11 @@ class SlurmScheduler:
         self._usage_at = 0.0
         self._calc_at = -1.0
         self._fs: dict[str, float] = {}
-        self._prio: dict[int, int] = {}
-        self._sorted: list[Job] = []
+        self._ids: list[int] = []  # pending job ids by priority, as of the last recalculation
+        self._keys: list[int] = []  # their -priority
+        self._head = 0
+        self._new: list[tuple[int, int]] = []  # (-priority, id) of the jobs submitted since
+        self._given: set[int] = set()
         replay.scheduler = self
         for job in replay.jobs:
             job.partition = job.pool
@@ -111,17 +114,53 @@ class SlurmScheduler:
         if not self.p.multifactor:
             return list(itertools.islice(pending.values(), limit))
         if now - self._calc_at >= PRIORITY_CALC_PERIOD or self._calc_at < 0:
-            self._calc_at = now
-            self._decay_usage(now)
-            total = sum(self.usage.values()) or 1.0
-            self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
-            self._prio = {j.id: self._priority(j, now) for j in pending.values()}
-            self._sorted = sorted(pending.values(), key=lambda j: (-self._prio[j.id], j.id))
+            self._recalc(now)
         for j in self.r.arrived:
-            if j.id not in self._prio and j.id in pending:
-                self._prio[j.id] = self._priority(j, now)
-                bisect.insort(self._sorted, j, key=lambda x: (-self._prio[x.id], x.id))
-        return list(itertools.islice((j for j in self._sorted if j.id in pending), limit))
+            if j.id in pending and j.id not in self._given:
+                self._given.add(j.id)
+                bisect.insort(self._new, (-self._priority(j, now), j.id))
+        return itertools.islice(self._merged(), limit)
+
+    def _recalc(self, now: float) -> None:
+        """Every pending job's priority, in one vectorised step (numpy over the pending jobs)."""
+        self._calc_at = now
+        self._decay_usage(now)
+        total = sum(self.usage.values()) or 1.0
+        self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
+        jobs = list(self.r.pending.values())
+        fs = np.array([self._fs.get(j.tenant, 0.0) for j in jobs])
+        size = np.array([j.gpus / max(1, self.part_gpus[j.partition]) for j in jobs])
+        age = np.minimum(1.0, (now - np.array([j.submit for j in jobs])) / AGE_MAX)
+        prio = (10_000 * fs + 2_000 * size + 1_000 * age).astype(np.int64)  # slurmctld keeps integers
+        ids = np.array([j.id for j in jobs], dtype=np.int64)
+        order = np.lexsort((ids, -prio))
+        self._ids = ids[order].tolist()
+        self._keys = (-prio[order]).tolist()
+        self._head = 0
+        self._new = []
+        self._given = set(self._ids)
+
+    def _merged(self):
+        """The recalculated list and the jobs submitted since, merged by (-priority, id), skipping
+        jobs no longer pending."""
+        pending = self.r.pending
+        ids, keys, new = self._ids, self._keys, self._new
+        while self._head < len(ids) and ids[self._head] not in pending:
+            self._head += 1
+        i, k = self._head, 0
+        while True:
+            while i < len(ids) and ids[i] not in pending:
+                i += 1
+            while k < len(new) and new[k][1] not in pending:
+                k += 1
+            if i < len(ids) and (k >= len(new) or (keys[i], ids[i]) < new[k]):
+                yield pending[ids[i]]
+                i += 1
+            elif k < len(new):
+                yield pending[new[k][1]]
+                k += 1
+            else:
+                return
 
     def _priority(self, j: Job, now: float) -> int:
         return int(10_000 * self._fs.get(j.tenant, 0.0) + 2_000 * j.gpus / max(1, self.part_gpus[j.partition])
