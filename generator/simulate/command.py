@@ -34,7 +34,7 @@ def run(workload: str, trace: str | None, hours: float, seed: int, fmt: str, com
             _table(report)
         return
     rows = []
-    for name, variant in _variants(fleet):
+    for name, variant in _variants(fleet, plan):
         try:
             alt = make_plan(variant, workload)
         except OrchgenError as err:
@@ -54,7 +54,7 @@ def _jobs(plan, trace: str | None, hours: float, seed: int):
     return jobs_mod.from_trace(plan, trace) if trace else jobs_mod.from_demand(plan, hours, seed)
 
 
-def _variants(fleet) -> list[tuple[str, Any]]:
+def _variants(fleet, plan) -> list[tuple[str, Any]]:
     """The plan as given, then options.split's other modes, the other gang schedulers (and none:
     what the stock kube-scheduler would do), and each workload pinned to the other plane."""
     def opts(**kw):
@@ -62,9 +62,10 @@ def _variants(fleet) -> list[tuple[str, Any]]:
     out = [("plan", fleet)]
     out += [(f"split={s}", opts(split=s)) for s in ("auto", "leaf", "node") if s != fleet.options.split]
     out += [(f"gang={g}", opts(gang_scheduler=g)) for g in GANG_CHOICES if g != fleet.options.gang_scheduler]
+    on = {d.name: ("slurm" if d.plane == "slurm" else "kubernetes") for d in plan.workloads}
     for i, w in enumerate(fleet.workloads):
         for plane in ("slurm", "kubernetes"):
-            if w.plane != plane:
+            if on.get(w.name) != plane:
                 ws = list(fleet.workloads)
                 ws[i] = w.model_copy(update={"plane": plane})
                 out.append((f"{w.name} on {plane}", fleet.model_copy(update={"workloads": ws})))
