@@ -84,6 +84,7 @@ class SlurmScheduler:
         self.share = {t: s / total for t, s in shares.items()}
         self.usage: dict[str, float] = {t: 0.0 for t in shares}
         self._usage_at = 0.0
+        self.shapes: dict[tuple, int] = {}  # pending jobs per (partition, nodes, GPUs per node, limit)
         self._calc_at = -1.0
         self._fs: dict[str, float] = {}
         self._ids: list[int] = []  # pending job ids by priority, as of the last recalculation
@@ -179,9 +180,17 @@ class SlurmScheduler:
         """Whether the job fits its partition when it is empty (else it never starts: the report
         counts it, as sbatch would refuse it)."""
         mask = self.part_mask.get(job.partition)
-        return mask is not None and int(((self.r.nodes.cap >= job.per_node) & mask).sum()) >= job.nodes
+        ok = mask is not None and int(((self.r.nodes.cap >= job.per_node) & mask).sum()) >= job.nodes
+        if ok:
+            key = (job.partition, job.nodes, job.per_node, job.limit)
+            self.shapes[key] = self.shapes.get(key, 0) + 1
+        return ok
 
     def _start(self, job: Job, nodes: np.ndarray) -> None:
+        key = (job.partition, job.nodes, job.per_node, job.limit)
+        self.shapes[key] -= 1
+        if not self.shapes[key]:
+            del self.shapes[key]
         self.r.start(job, nodes)
 
     # -- the main scheduler
@@ -231,20 +240,24 @@ class SlurmScheduler:
         resv: list[tuple[float, float, np.ndarray, int]] = []
         per_user: dict[str, int] = {}
         blocked_shapes: set[tuple] = set()
+        blocked_one_leaf: set[tuple] = set()
         tested = 0
         capped: set[str] = set()
         tenants = max(1, len(self.share))
         for job in self.order(now):
             if tested >= self.p.bf_max_job_test or len(capped) >= tenants:
                 break
+            if len(blocked_shapes) >= len(self.shapes):
+                break  # every shape in the queue is blocked: nothing more can start in this pass
             if job.tenant in capped:
                 continue
             if per_user.get(job.tenant, 0) + 1 >= self.p.bf_max_job_user:
                 capped.add(job.tenant)
             tested += 1
             per_user[job.tenant] = per_user.get(job.tenant, 0) + 1
-            shape = (job.partition, job.nodes, job.per_node, job.limit, self._one_leaf(job, now))
-            if shape in blocked_shapes:
+            key = (job.partition, job.nodes, job.per_node, job.limit)
+            one_leaf = self._one_leaf(job, now)
+            if key in blocked_shapes or (one_leaf and key in blocked_one_leaf):
                 continue
             avail = self._avail(free, resv, now, now + job.limit)
             got = self._fit(job, avail, now)
@@ -254,7 +267,9 @@ class SlurmScheduler:
                 # its end frees these nodes for the later jobs' plans of this pass
                 bisect.insort(ends, (self._round(now + job.limit), job), key=lambda e: (e[0], e[1].id))
                 continue
-            blocked_shapes.add(shape)
+            # no later job of this shape can start in this pass (resources only shrink in it): its
+            # reservation is the first's (Slurm would reserve for each; the rest of the pass is the same)
+            (blocked_one_leaf if one_leaf else blocked_shapes).add(key)
             when = self._earliest(job, free, ends, resv, now)
             if when is not None:
                 t, picked = when
@@ -282,7 +297,7 @@ class SlurmScheduler:
             touched = False
             while i < len(ends) and ends[i][0] == t:
                 j = ends[i][1]
-                np.add.at(avail, j.nodes_held, j.per_node)
+                avail[j.nodes_held] += j.per_node  # a Slurm job's nodes are distinct
                 touched = touched or bool(mask[j.nodes_held].any())
                 i += 1
             if not touched:
