@@ -72,7 +72,9 @@ def backfill_mix() -> list[tuple[float, int, int, int]]:
     running = [(0.2, 4, 14, 3), (0.2, 4, 16, 3), (0.2, 4, 12, 3), (0.2, 2, 15, 3)]  # 14 of 16 nodes
     big = [(0.3, 16, 4, 3)]
     later = [(0.3, 1, 5, 10), (0.3, 1, 4, 1), (0.3, 2, 4, 1), (0.3, 1, 3, 10), (0.3, 2, 5, 1)]
-    after = [(0.3, n, r, t) for n, r, t in ((4, 3, 2), (2, 4, 2), (8, 3, 2), (4, 2, 1), (1, 3, 1), (4, 4, 2))]
+    # limits of 1 minute end well before the 16-node job's reservation (~3 minutes ahead), 5 minutes well
+    # after it: none is within a bf_resolution (60 s) of it, where the real clock's rounding decides
+    after = [(0.3, n, r, t) for n, r, t in ((4, 3, 5), (2, 4, 5), (8, 3, 5), (4, 2, 1), (1, 3, 1), (4, 4, 5))]
     return running + big + later + after
 
 
@@ -120,7 +122,8 @@ def run_model(plan, rows: list[dict]) -> list[float]:
     jobs = [Job(i + 1, "train", plan.workloads[0].tenant, "slurm", "h100", r["submit"] - t0, r["nodes"], 8,
                 float(r["secs"]), r["limit"] * 60.0, r["nodes"] > 1) for i, r in enumerate(rows)]
     replay = Replay(of_plane(plan, "slurm"), jobs)
-    SlurmScheduler(replay, plan, policy_of(plan, bf_interval=BF_INTERVAL))
+    # epoch: backfill rounds absolute times to bf_resolution, so the model's t=0 is the real clock's t0
+    SlurmScheduler(replay, plan, policy_of(plan, bf_interval=BF_INTERVAL, epoch=t0))
     replay.run()
     assert all(j.start is not None for j in jobs)
     return [j.start + t0 for j in jobs]

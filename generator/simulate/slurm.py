@@ -58,6 +58,7 @@ class Policy:
     max_switch_wait: float = MAX_SWITCH_WAIT
     multifactor: bool = False
     switches: bool = True
+    epoch: float = 0.0  # the wall-clock time (s) of the replay's t=0: backfill rounds absolute times
 
 
 def policy_of(plan: Plan, **override) -> Policy:
@@ -172,7 +173,9 @@ class SlurmScheduler:
         return (self.p.switches and job.coupled and job.nodes > 1 and job.nodes <= self.leaf_size
                 and now - job.submit < self.p.max_switch_wait)
 
-    def _fit(self, job: Job, avail: np.ndarray, now: float) -> np.ndarray | None:
+    def _fit(self, job: Job, avail: np.ndarray, now: float, current: bool = True) -> np.ndarray | None:
+        if current and self.r._pool_free[self.r.pool_index(job)] < job.gpus:
+            return None  # fewer GPUs free in its partition than it asks for (avail is at most free)
         ok = (avail >= job.per_node) & self.part_mask[job.partition]
         return pick(ok, self.r.nodes.leaf, job.nodes, self._one_leaf(job, now), len(self.r.nodes.leaves))
 
@@ -229,8 +232,8 @@ class SlurmScheduler:
         """Backfill's map keeps times at bf_resolution, rounded down (backfill.c: `end_time =
         (end_time / backfill_resolution) * backfill_resolution`, and the same for a reservation's
         start and end)."""
-        res = self.p.bf_resolution
-        return math.floor(t / res) * res
+        res, epoch = self.p.bf_resolution, self.p.epoch
+        return math.floor((t + epoch) / res) * res - epoch
 
     def backfill(self, now: float) -> None:
         nodes = self.r.nodes
@@ -279,7 +282,7 @@ class SlurmScheduler:
     def _avail(free: np.ndarray, resv: list, t0: float, t1: float) -> np.ndarray:
         out = free
         for start, end, idx, per in resv:
-            if start < t1 and end > t0:
+            if start <= t1 and end > t0:  # backfill.c: a map record beginning at the job's end counts
                 if out is free:
                     out = free.copy()
                 out[idx] -= per
@@ -304,7 +307,7 @@ class SlurmScheduler:
                 continue
             if int(((avail >= job.per_node) & mask).sum()) < job.nodes:
                 continue
-            got = self._fit(job, self._avail(avail, resv, t, t + job.limit), now)
+            got = self._fit(job, self._avail(avail, resv, t, t + job.limit), now, current=False)
             if got is not None:
                 return t, got
         return None
