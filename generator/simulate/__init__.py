@@ -10,7 +10,6 @@ package (it needs SimPy and numpy, which planning does not).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -116,11 +115,3 @@ def _gangs(plan: Plan, plane: str, gpu_jobs: list[Job], replay: Replay, sched: A
         other.run()
         rows.append(row("default kube-scheduler (per pod)", other, pp))
     return {"plane": plane, "schedulers": rows}
-
-
-def horizon_jobs(plan: Plan, hours: float, seed: int) -> list[Job]:
-    return jobs_mod.from_demand(plan, hours, seed)
-
-
-def finite(x: float) -> bool:
-    return math.isfinite(x)
