@@ -319,6 +319,24 @@ def init(output: Path, force: bool, **given) -> None:
 
 
 @cli.command()
+@click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="replay this trace CSV (README: orchgen's columns, or Alibaba's pai_task_table.csv) "
+              "instead of the workloads' demand")
+@click.option("--hours", type=click.FloatRange(min=0.01, max=24 * 366), default=168.0, show_default=True,
+              help="hours of arrivals drawn from the demand")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the demand's random draws")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--compare", is_flag=True, help="the same demand against options.split's modes, the gang "
+              "schedulers and each workload pinned to the other plane, in one table")
+def simulate(workload: str, trace: str | None, hours: float, seed: int, fmt: str, compare: bool) -> None:
+    """Replay the demand (or a trace) against the plan: queue waits, GPU utilization, gang deadlocks."""
+    from .simulate.command import run
+
+    run(workload, trace, hours, seed, fmt, compare)
+
+
+@cli.command()
 @click.option("--plan", "of_plan", is_flag=True, help="the JSON Schema of a bundle's plan.json instead")
 def schema(of_plan: bool) -> None:
     """Print the JSON Schema of workload.yaml (for editors), or with --plan of plan.json."""

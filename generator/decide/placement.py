@@ -184,7 +184,7 @@ def capacity_warnings(fleet: Fleet, placed: list[WorkloadDecision],
 def _slurm_overflow(plane: str, s: PoolSlice, here: list[WorkloadDecision]) -> str | None:
     n = len(s.nodes)
     unit, have = ("GPU", s.gpus) if s.gpus_per_node else ("node", n)
-    asks = [(d.name, d.gpus if s.gpus_per_node else d.facts.nodes) for d in here]
+    asks = [(d.name, (d.gpus if s.gpus_per_node else d.facts.nodes) * d.jobs_at_once) for d in here]
     total = sum(a for _, a in asks)
     if total <= have:
         return None
@@ -196,7 +196,7 @@ def _slurm_overflow(plane: str, s: PoolSlice, here: list[WorkloadDecision]) -> s
 def _kube_overflow(plane: str, s: PoolSlice, here: list[WorkloadDecision]) -> str | None:
     n = len(s.nodes)
     have = (s.gpus, s.cpus * n, s.memory_gib * n)
-    each = [(d.name, sizing.totals(d.shape, d.ray_head)) for d in here]
+    each = [(d.name, tuple(x * d.jobs_at_once for x in sizing.totals(d.shape, d.ray_head))) for d in here]
     need = tuple(sum(t[k] for _, t in each) for k in range(3))
     over = [k for k in range(3) if need[k] > have[k]]
     if not over:

@@ -66,9 +66,26 @@ class WorkloadDecision:
     gpus_per_node: int = 0
     max_time: int | None = None  # minutes (workloads[].max_time); None: the site's options.slurm.max_time
     pinned: bool = False  # workloads[].plane pins it (the rules did not choose its plane)
+    # demand (README "Demand"): jobs of this span running at once, and a typical job's runtime and the
+    # arrivals per day where the workload gives them (`orchgen simulate` replays them)
+    jobs_at_once: int = 1
+    runtime: int | None = None  # minutes
+    jobs_per_day: float | None = None
     # the pods its starter asks for on a Kubernetes plane (None elsewhere); a RayCluster's head too
     shape: PodShape | None = None
     ray_head: PodShape | None = None
+
+    def demand_json(self) -> dict[str, Any]:
+        """The declared demand, only where the workload declares one (plan.json of a fleet without
+        demand fields is what it was)."""
+        out: dict[str, Any] = {}
+        if self.jobs_at_once != 1 or self.jobs_per_day is not None:
+            out["jobs_at_once"] = self.jobs_at_once
+        if self.jobs_per_day is not None:
+            out["jobs_per_day"] = self.jobs_per_day
+        if self.runtime is not None:
+            out["runtime_minutes"] = self.runtime
+        return out
 
     def recommendation(self) -> dict[str, Any]:
         """The stable `recommend --format json` shape."""
@@ -331,6 +348,7 @@ class Plan:
                     "pool": w.pool,
                     "gpus": w.gpus,
                     **({"max_time_minutes": w.max_time} if w.max_time else {}),
+                    **({"demand": w.demand_json()} if w.demand_json() else {}),
                     "facts": vars(w.facts),
                 }
                 for w in self.workloads

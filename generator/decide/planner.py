@@ -5,6 +5,7 @@ node pools, or Slurm on Kubernetes), which gang scheduler, which charts, and the
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from .. import catalog
@@ -17,7 +18,7 @@ from .rules import RULES, recommend
 from .partition import split
 from .plan import Plan, Plane, Platform, PoolSlice, Tenant, Warning_, WorkloadDecision
 from ..errors import OrchgenError
-from ..spec.models import Fleet, Pool, format_path
+from ..spec.models import Fleet, Pool, Workload, format_path
 
 # The Slurm release an operator's pinned images run (slurm chart 1.2.1's appVersion; Soperator
 # 4.1.7's images are tagged 4.1.7-slurm25.11.3). With Slurm on Kubernetes the operator, not
@@ -52,9 +53,9 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     tenants, default_tenant = placement.tenants_of(fleet)
     warnings.extend(placement.tenant_warnings(fleet, default_tenant))
     default = placement.default_pools(fleet, decisions, slurm, kube)
-    placed = [_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or default_tenant,
-                     pools, slurm, kube, w.max_time)
-              for d, w in zip(decisions, fleet.workloads)]
+    placed = [_demand(_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or default_tenant,
+                             pools, slurm, kube, w.max_time), w, i, file)
+              for i, (d, w) in enumerate(zip(decisions, fleet.workloads))]
 
     native_kube = any(d.plane in ("kubernetes", "k3s") or d.hybrid for d in placed)
     demand: dict[str, dict[str, int]] = {}
@@ -64,7 +65,8 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
             if plane is None:
                 continue
             per_node = max(1, d.gpus_per_node)
-            need = max(d.facts.nodes, -(-d.gpus // per_node)) if plane == d.plane else 1
+            # pools are sized by the demand at once: one job's span times the jobs running together
+            need = max(d.facts.nodes, -(-d.gpus // per_node)) * d.jobs_at_once if plane == d.plane else 1
             demand.setdefault(plane, {}).setdefault(d.pool, 0)
             demand[plane][d.pool] += need
             # a Slurm allocation or a gang starts all its nodes at once: a split must not cut below it
@@ -253,6 +255,22 @@ def _place(d: WorkloadDecision, pool_name: str, gpus: int | None, tenant: str, p
     return replace(d, plane=plane or "", workload_class=_class_of(d), tenant=tenant, pool=pool_name,
                    gpus=gpus if gpus is not None else d.facts.nodes * per_node, gpus_per_node=per_node,
                    max_time=slurmtime.minutes(max_time) if max_time else None)
+
+
+def _demand(d: WorkloadDecision, w: Workload, i: int, file: str) -> WorkloadDecision:
+    """A workload's demand with its pool known: one job's span checked against the pool's nodes (the
+    README's Demand section), and the jobs at once (given, or jobs_per_day x runtime)."""
+    from dataclasses import replace
+
+    from ..spec.checks import demand_problems
+
+    for message, field in demand_problems(w, d.gpus_per_node or None):
+        raise OrchgenError(message, file, None, f"workloads[{i}].{field}")
+    runtime = slurmtime.minutes(w.runtime) if w.runtime else None
+    at_once = w.jobs_at_once or 1
+    if w.jobs_per_day is not None and runtime:
+        at_once = max(1, math.ceil(w.jobs_per_day * runtime / (24 * 60)))  # Little's law: L = lambda W
+    return replace(d, jobs_at_once=at_once, runtime=runtime, jobs_per_day=w.jobs_per_day)
 
 
 def _slice(pool: Pool, plane: str, nodes: tuple[str, ...], fab: fabric_mod.FabricModel) -> PoolSlice:

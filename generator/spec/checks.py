@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from .. import catalog, providers
 from . import hardware, hostlist
@@ -168,6 +169,32 @@ def _workloads(fleet: Fleet) -> Iterator[Problem]:
             yield f"asks for {w.gpus} GPUs but pool {pool.name!r} has no GPUs", (*at, "gpus")
         if pool is None and w.nodes > sum(p.nodes for p in pools.values()):
             yield f"spans {w.nodes} nodes but the fleet has {sum(p.nodes for p in pools.values())}", (*at, "nodes")
+        yield from ((m, (*at, f)) for m, f in demand_problems(w, pool.gpu.count if pool and pool.gpu else None))
+
+
+def demand_problems(w: Any, per_node: int | None) -> Iterator[tuple[str, str]]:
+    """workloads[].gpus, jobs_at_once, jobs_per_day and runtime read together (README "Demand"): one
+    job's span is `nodes` (or its GPUs), the demand is how many such jobs run at once. `per_node`:
+    the GPUs per node of the workload's pool, None where that is not known yet (the planner asks
+    again once it has picked the pool). Yields (message, field)."""
+    if w.jobs_per_day is not None and w.jobs_at_once is not None:
+        yield ("give jobs_at_once or jobs_per_day, not both: jobs_per_day x runtime is the jobs at once "
+               "(Little's law), so the two can disagree"), "jobs_per_day"
+    elif w.jobs_per_day is not None and w.runtime is None:
+        yield ("jobs_per_day needs runtime (a typical job's, e.g. runtime: \"02:00:00\"): the jobs at once "
+               "are jobs_per_day x runtime"), "jobs_per_day"
+    if w.long_lived_services and (w.jobs_per_day is not None or w.runtime is not None):
+        yield ("a long-lived service runs continuously: it has no jobs_per_day or runtime (its `gpus` are "
+               "all its replicas'); drop them, or make it a batch workload"), (
+                   "jobs_per_day" if w.jobs_per_day is not None else "runtime")
+    if per_node and w.gpus and not w.long_lived_services and w.gpus > w.nodes * per_node:
+        jobs, rest = divmod(w.gpus, w.nodes * per_node)
+        hint = (f"; for {jobs} such jobs at once write gpus: {w.nodes * per_node} and jobs_at_once: {jobs}"
+                if not rest and jobs > 1 else
+                f"; a job of {w.gpus} GPUs spans {-(-w.gpus // per_node)} nodes: write that as `nodes`")
+        yield (f"{w.gpus} GPUs is not one job of nodes: {w.nodes} on {per_node}-GPU nodes (at most "
+               f"{w.nodes} x {per_node} = {w.nodes * per_node}): `gpus` is one job's GPUs, and the jobs at "
+               f"once are jobs_at_once{hint}"), "gpus"
 
 
 def _unknown(what: str, name: str, known: list[str]) -> str:

@@ -415,7 +415,21 @@ class Workload(_Model):
     )
     tenant: str | None = None
     pool: str | None = None
-    gpus: int | None = Field(default=None, ge=0, le=16 * MAX_FLEET_NODES * 64)
+    gpus: int | None = Field(
+        default=None, ge=0, le=16 * MAX_FLEET_NODES * 64,
+        description="GPUs of ONE job (its span in GPUs): at most `nodes` x the pool's GPUs per node; absent: "
+        "every GPU of its nodes. A long-lived service: the GPUs of all its replicas together")
+    jobs_at_once: int | None = Field(
+        default=None, ge=1, le=1_000_000,
+        description="demand: how many of its jobs run at once (pools, splits and capacity are sized by it); "
+        "default 1, or jobs_per_day x runtime (Little's law)")
+    jobs_per_day: float | None = Field(
+        default=None, gt=0, le=10_000_000,
+        description="demand: how many of its jobs arrive per day (needs runtime); `orchgen simulate` replays "
+        "them as a Poisson stream")
+    runtime: SlurmTime | None = Field(
+        default=None, description="demand: a typical job's runtime (a Slurm time such as \"02:00:00\"); "
+        "`orchgen simulate` uses it, and with jobs_per_day it gives jobs_at_once")
     max_time: SlurmTime | None = Field(
         default=None, description="Slurm: the longest a job of this workload may run (a Slurm time such as "
         "\"2-00:00:00\"); its partitions' MaxTime covers it. Default: options.slurm.max_time",

@@ -131,7 +131,8 @@ class SlurmCluster:
                  controllers: int | None = None, failover_timeout_s: int | None = None,
                  health_check: bool = False, bin_files: dict[str, str] | None = None,
                  unix_users: dict[str, int | tuple[int, int]] | None = None,
-                 unix_groups: dict[str, tuple[int, list[str]]] | None = None):
+                 unix_groups: dict[str, tuple[int, list[str]]] | None = None,
+                 bf_interval_s: int | None = None):
         """`wait_idle_s=0` starts the daemons without waiting for IDLE (to inspect broken nodes).
 
         `unix_users` ({name: uid} or {name: (uid, primary gid)}) and `unix_groups` ({name: (gid,
@@ -150,6 +151,7 @@ class SlurmCluster:
         `failover_timeout_s` replaces SlurmctldTimeout; `health_check=True` runs the NHC stand-in as
         HealthCheckProgram (see overlay.py for all three); `bin_files` ({name: text}) are written to
         <work>/bin, executable, before any daemon starts (a fake nvidia-smi, for one).
+        `bf_interval_s` sets backfill's interval (overlay.py: for scheduling-order tests).
         """
         self.config_dir = Path(config_dir)
         self.suite = suite
@@ -162,6 +164,7 @@ class SlurmCluster:
         self.database: mariadb.Database | None = None  # this cluster's database (accounting only)
         self.controllers = controllers or overlay.count_controllers((self.config_dir / "slurm.conf").read_text())
         self.failover_timeout_s = failover_timeout_s
+        self.bf_interval_s = bf_interval_s
         self.health_check = health_check
         self.bin_files = dict(bin_files or {})
         self.layout: overlay.Layout | None = None
@@ -340,7 +343,7 @@ class SlurmCluster:
                                 ctld_port=base, node_port_base=base + 2,
                                 legacy=_version_tuple(self.version) < (23, 2),
                                 dbd_port=base + 1 if self.accounting else 0, controllers=self.controllers,
-                                failover_timeout_s=self.failover_timeout_s,
+                                failover_timeout_s=self.failover_timeout_s, bf_interval_s=self.bf_interval_s,
                                 health_check=f"{self.work}/nhc/{nhc.STANDIN}" if self.health_check else None,
                                 imex_dev_major=overlay.pick_free_major())
         self.layout = layout

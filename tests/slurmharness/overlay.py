@@ -96,6 +96,11 @@ SwitchType=switch/nvidia_imex
     /dev/nvidia-caps-imex-channels, as on a GPU node; opening it fails (no such device). The
     plugin's slurmd creates that (empty) directory in the root it runs in; in a chroot the root is
     bind-mounted onto itself, so that the step can make its mounts private (cluster.py).
+SchedulerParameters, with `bf_interval_s` (tests of scheduling order only, test_simulate_slurm.py)
+    `bf_interval=<s>` joins the bundle's SchedulerParameters (which sets none: Slurm's default
+    is 30 s): jobs there run for seconds, not hours, and backfill must look at the queue within
+    seconds for its starts to be measured against `orchgen simulate`'s, which is given the same
+    interval. Everything else of the line (bf_window, bf_resolution, bf_max_job_test ...) is kept.
 Controllers (`controllers=N`, N > 1)
     Each controller gets a name of its own, `orchgen-ctld<i>` at 127.0.0.<i>, through a private
     /etc/hosts (bind-mounted in the cluster's namespace) and a UTS namespace in which it runs
@@ -185,6 +190,7 @@ class Layout:
     failover_timeout_s: int | None = None  # replaces SlurmctldTimeout
     health_check: str | None = None  # the HealthCheckProgram standing in for the input's (NHC)
     imex_dev_major: int = 4000  # a character major no driver registered (see pick_free_major)
+    bf_interval_s: int | None = None  # joins SchedulerParameters (see the module doc)
 
     @property
     def etc(self) -> str:
@@ -305,6 +311,10 @@ def rewrite_slurm_conf(text: str, lay: Layout, etc_files: set[str]) -> tuple[str
             comm_params += [p for p in _value(tokens[0]).split(",") if p and p.lower() != "noctldinaddrany"]
             continue
         if key == "slurmctldtimeout" and lay.failover_timeout_s:
+            continue
+        if key == "schedulerparameters" and lay.bf_interval_s:
+            params = [p for p in _value(tokens[0]).split(",") if p and not p.startswith("bf_interval=")]
+            body.append("SchedulerParameters=" + ",".join([*params, f"bf_interval={lay.bf_interval_s}"]))
             continue
         if _dropped(key, lay) or (key in _CGROUP_KEYS):
             continue

@@ -1,0 +1,117 @@
+"""`orchgen simulate`: replay a demand against a plan and report what its users will wait and how
+busy its GPUs will be (README "orchgen simulate").
+
+    from generator.simulate import simulate, jobs
+    report = simulate(plan, jobs.from_demand(plan, hours=168, seed=0))
+
+Deterministic: the same plan, jobs and seed give the same report. `plan` never imports this
+package (it needs SimPy and numpy, which planning does not).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..decide.plan import Plan
+from . import cluster, jobs as jobs_mod
+from .engine import Replay
+from .jobs import Job
+from .kube import GangScheduler, PerPodScheduler
+from .slurm import SlurmScheduler, policy_of
+
+__all__ = ["simulate", "Job"]
+
+
+def _fresh(jobs: list[Job]) -> list[Job]:
+    return [dataclasses.replace(j, start=None, end=None, nodes_held=None) for j in jobs]
+
+
+def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | None = None,
+             per_pod: bool = True, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """The report (a JSON-able dict) of replaying `all_jobs` on `plan`. `slurm_policy`: overrides of
+    slurm.Policy (a harness's shorter bf_interval); `per_pod`: also replay coupled Kubernetes work
+    under the default per-pod scheduler, next to the plan's gang scheduler."""
+    report: dict[str, Any] = {"plan": plan.name, "jobs": len(all_jobs), "workloads": [], "pools": [],
+                              "planes": [], "kubernetes_gangs": None}
+    by_plane: dict[str, list[Job]] = {}
+    for j in all_jobs:
+        by_plane.setdefault(j.plane, []).append(j)
+    outcomes: list[tuple[Job, str]] = []  # (job, how it ended: started / never)
+    for plane, mine in by_plane.items():
+        if plane not in plan.planes:
+            continue
+        gpu_jobs = [j for j in mine if j.per_node > 0]
+        nodes = cluster.of_plane(plan, plane)
+        replay = Replay(nodes, _fresh(gpu_jobs), progress)
+        if plane == "slurm":
+            sched: Any = SlurmScheduler(replay, plan, policy_of(plan, **(slurm_policy or {})))
+        elif plan.gang_scheduler:
+            sched = GangScheduler(replay, plan)
+        else:
+            sched = PerPodScheduler(replay, plan)
+        replay.run()
+        _collect(report, plan, plane, replay, sched, outcomes)
+        coupled = [j for j in gpu_jobs if j.coupled and j.nodes > 1]
+        if plane != "slurm" and coupled:
+            report["kubernetes_gangs"] = _gangs(plan, plane, gpu_jobs, replay, sched, per_pod)
+    report["workloads"] = _per_workload(plan, outcomes)
+    return report
+
+
+def _collect(report: dict, plan: Plan, plane: str, replay: Replay, sched: Any, outcomes: list) -> None:
+    span = max(replay.env.now, 1e-9)
+    nodes = replay.nodes
+    cap = np.array([int(nodes.cap[nodes.pool == i].sum()) for i in range(len(nodes.pools))], dtype=float)
+    for i, pool in enumerate(nodes.pools):
+        report["pools"].append({
+            "plane": plane, "pool": pool, "gpus": int(cap[i]),
+            "gpu_utilization": round(float(replay.busy_gs[i] / (cap[i] * span)), 4) if cap[i] else 0.0,
+            "idle_gpu_hours_while_jobs_waited": round(float(replay.idle_waiting_gs[i]) / 3600, 2),
+        })
+    total = float(cap.sum())
+    report["planes"].append({"plane": plane, "gpus": int(total), "hours": round(span / 3600, 2),
+                             "gpu_utilization": round(float(replay.busy_gs.sum() / (total * span)), 4)
+                             if total else 0.0})
+    never = {j.id for j in replay.never}
+    for j in replay.jobs:
+        outcomes.append((j, "never" if j.start is None or j.id in never else "started"))
+
+
+def _per_workload(plan: Plan, outcomes: list[tuple[Job, str]]) -> list[dict]:
+    out = []
+    for d in plan.workloads:
+        mine = [(j, how) for j, how in outcomes if j.workload == d.name and not j.service]
+        if not mine:
+            continue
+        waits = np.array([j.start - j.submit for j, how in mine if how == "started"], dtype=float)
+        out.append({
+            "workload": d.name, "plane": d.plane, "pool": d.pool, "jobs": len(mine),
+            "never_started": sum(1 for _, how in mine if how == "never"),
+            "wait_p50_s": round(float(np.percentile(waits, 50)), 1) if waits.size else None,
+            "wait_p95_s": round(float(np.percentile(waits, 95)), 1) if waits.size else None,
+        })
+    return out
+
+
+def _gangs(plan: Plan, plane: str, gpu_jobs: list[Job], replay: Replay, sched: Any, per_pod: bool) -> dict:
+    """Coupled multi-node work on Kubernetes: the plan's gang scheduler next to the per-pod one."""
+    def row(name: str, r: Replay, s: Any) -> dict:
+        stuck = getattr(s, "deadlocked", [])
+        coupled = [j for j in r.jobs if j.coupled and j.nodes > 1]
+        waits = np.array([j.start - j.submit for j in coupled if j.start is not None], dtype=float)
+        return {"scheduler": name,
+                "partly_placed_gpu_hours": round(float(r.partial_gs.sum()) / 3600, 2),
+                "deadlocked_jobs": len(stuck),
+                "deadlocked_gpus": int(sum(len(s.bound.get(j.id, ())) * j.per_node for j in stuck)) if stuck else 0,
+                "coupled_jobs_never_started": sum(1 for j in coupled if j.start is None),
+                "coupled_wait_p95_s": round(float(np.percentile(waits, 95)), 1) if waits.size else None}
+    rows = [row(plan.gang_scheduler or "default kube-scheduler (per pod)", replay, sched)]
+    if per_pod and plan.gang_scheduler:
+        other = Replay(cluster.of_plane(plan, plane), _fresh(gpu_jobs))
+        pp = PerPodScheduler(other, plan)
+        other.run()
+        rows.append(row("default kube-scheduler (per pod)", other, pp))
+    return {"plane": plane, "schedulers": rows}

@@ -1,0 +1,64 @@
+"""One plane's nodes as the simulator sees them: GPUs free per node, and which pool and leaf each is in."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..decide.plan import Plan
+
+
+@dataclass
+class Nodes:
+    names: list[str]
+    pool: np.ndarray  # pool index of each node
+    leaf: np.ndarray  # leaf index of each node
+    cap: np.ndarray  # GPUs per node
+    free: np.ndarray  # GPUs free now
+    pools: list[str]
+    leaves: list[str]
+
+    def mask(self, pool: str) -> np.ndarray:
+        return self.pool == self.pools.index(pool)
+
+    def pool_gpus(self) -> dict[str, int]:
+        return {p: int(self.cap[self.pool == i].sum()) for i, p in enumerate(self.pools)}
+
+
+def of_plane(plan: Plan, plane: str) -> Nodes:
+    """The nodes of `plane` in the plan's fabric order (its slices' nodes, leaf by leaf)."""
+    names: list[str] = []
+    pool: list[int] = []
+    leaf: list[int] = []
+    cap: list[int] = []
+    pools: list[str] = []
+    leaves: dict[str, int] = {}
+    for s in plan.planes[plane].slices:
+        if s.pool not in pools:
+            pools.append(s.pool)
+        for n in s.nodes:
+            names.append(n)
+            pool.append(pools.index(s.pool))
+            leaf.append(leaves.setdefault(plan.fabric.leaf_of(n).name, len(leaves)))
+            cap.append(s.gpus_per_node)
+    capacity = np.array(cap, dtype=np.int32)
+    return Nodes(names, np.array(pool, dtype=np.int32), np.array(leaf, dtype=np.int32), capacity,
+                 capacity.copy(), pools, list(leaves))
+
+
+def pick(ok: np.ndarray, leaf: np.ndarray, n: int, one_leaf: bool, nleaves: int) -> np.ndarray | None:
+    """`n` node indexes among those `ok`: on the one leaf that holds them with the fewest to spare
+    (best fit, as topology/tree places a job on the fewest switches), else, unless `one_leaf`, the
+    first `n` in fabric order. None when they do not fit."""
+    idx = np.flatnonzero(ok)
+    if idx.size < n:
+        return None
+    if nleaves > 1:
+        counts = np.bincount(leaf[idx], minlength=nleaves)
+        fits = np.flatnonzero(counts >= n)
+        if fits.size:
+            best = fits[np.argmin(counts[fits])]
+            return idx[leaf[idx] == best][:n]
+        if one_leaf:
+            return None
+    return idx[:n]

@@ -1,0 +1,150 @@
+"""`orchgen simulate`'s command body: load, plan, replay, print (the CLI only registers it)."""
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from ..errors import OrchgenError
+from . import jobs as jobs_mod, simulate
+
+GANG_CHOICES = ("kueue", "volcano", "kai")
+
+
+def run(workload: str, trace: str | None, hours: float, seed: int, fmt: str, compare: bool) -> None:
+    from .. import spec
+    from ..decide import make_plan
+
+    fleet, locate = spec.load_located(workload)
+    try:
+        plan = make_plan(fleet, workload)
+    except OrchgenError as err:
+        raise locate(err) from None
+    if not compare:
+        jobs = _jobs(plan, trace, hours, seed)
+        with _progress(len([j for j in jobs if not j.service])) as tick:
+            report = simulate(plan, jobs, progress=tick)
+        report.update(seed=seed, hours=hours if trace is None else None, trace=trace)
+        if fmt == "json":
+            click.echo(json.dumps(report, indent=2))
+        else:
+            _table(report)
+        return
+    rows = []
+    for name, variant in _variants(fleet, plan):
+        try:
+            alt = make_plan(variant, workload)
+        except OrchgenError as err:
+            rows.append({"variant": name, "refused": str(err.message)})
+            continue
+        jobs = _jobs(alt, trace, hours, seed)
+        with _progress(len([j for j in jobs if not j.service]), name) as tick:
+            rows.append({"variant": name, **simulate(alt, jobs, progress=tick)})
+    if fmt == "json":
+        click.echo(json.dumps({"seed": seed, "hours": hours if trace is None else None, "trace": trace,
+                               "variants": rows}, indent=2))
+    else:
+        _compare_table(rows)
+
+
+def _jobs(plan, trace: str | None, hours: float, seed: int):
+    return jobs_mod.from_trace(plan, trace) if trace else jobs_mod.from_demand(plan, hours, seed)
+
+
+def _variants(fleet, plan) -> list[tuple[str, Any]]:
+    """The plan as given, then options.split's other modes, the other gang schedulers (and none:
+    what the stock kube-scheduler would do), and each workload pinned to the other plane."""
+    def opts(**kw):
+        return fleet.model_copy(update={"options": fleet.options.model_copy(update=kw)})
+    out = [("plan", fleet)]
+    out += [(f"split={s}", opts(split=s)) for s in ("auto", "leaf", "node") if s != fleet.options.split]
+    out += [(f"gang={g}", opts(gang_scheduler=g)) for g in GANG_CHOICES if g != fleet.options.gang_scheduler]
+    on = {d.name: ("slurm" if d.plane == "slurm" else "kubernetes") for d in plan.workloads}
+    for i, w in enumerate(fleet.workloads):
+        for plane in ("slurm", "kubernetes"):
+            if on.get(w.name) != plane:
+                ws = list(fleet.workloads)
+                ws[i] = w.model_copy(update={"plane": plane})
+                out.append((f"{w.name} on {plane}", fleet.model_copy(update={"workloads": ws})))
+    return out
+
+
+@contextmanager
+def _progress(total: int, label: str = "replaying"):
+    """A rich progress bar of finished jobs, on a terminal only (stderr), never in a pipe or a log."""
+    if not sys.stderr.isatty() or total == 0:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _fmt_wait(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _table(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(120, Console().width))
+    t = Table(title=f"{report['plan']}: queue waits ({report['jobs']} jobs, seed {report['seed']})")
+    for col in ("workload", "plane", "pool", "jobs", "wait p50", "wait p95", "never started"):
+        t.add_column(col)
+    for w in report["workloads"]:
+        t.add_row(w["workload"], w["plane"], w["pool"], str(w["jobs"]), _fmt_wait(w["wait_p50_s"]),
+                  _fmt_wait(w["wait_p95_s"]), str(w["never_started"]))
+    console.print(t)
+    t = Table(title="GPU utilization")
+    for col in ("plane", "pool", "GPUs", "utilization", "idle GPU-h while jobs waited"):
+        t.add_column(col)
+    for p in report["pools"]:
+        t.add_row(p["plane"], p["pool"], str(p["gpus"]), f"{p['gpu_utilization']:.1%}",
+                  f"{p['idle_gpu_hours_while_jobs_waited']:.1f}")
+    for p in report["planes"]:
+        t.add_row(p["plane"], "(plane)", str(p["gpus"]), f"{p['gpu_utilization']:.1%}", "")
+    console.print(t)
+    gangs = report.get("kubernetes_gangs")
+    if gangs:
+        t = Table(title=f"coupled multi-node jobs on {gangs['plane']}")
+        for col in ("scheduler", "GPU-h held by partly placed gangs", "deadlocked jobs", "GPUs deadlocked",
+                    "never started", "wait p95"):
+            t.add_column(col)
+        for r in gangs["schedulers"]:
+            t.add_row(r["scheduler"], f"{r['partly_placed_gpu_hours']:.1f}", str(r["deadlocked_jobs"]),
+                      str(r["deadlocked_gpus"]), str(r["coupled_jobs_never_started"]), _fmt_wait(r["coupled_wait_p95_s"]))
+        console.print(t)
+
+
+def _compare_table(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(140, Console().width))
+    t = Table(title="the same demand against the alternatives", show_lines=True)
+    for col in ("variant", "wait p50 / p95 per workload", "never started", "GPU utilization", "idle GPU-h while waiting"):
+        t.add_column(col)
+    for r in rows:
+        if "refused" in r:
+            t.add_row(r["variant"], f"refused: {r['refused']}", "", "", "")
+            continue
+        waits = "\n".join(f"{w['workload']}: {_fmt_wait(w['wait_p50_s'])} / {_fmt_wait(w['wait_p95_s'])}"
+                          for w in r["workloads"])
+        never = str(sum(w["never_started"] for w in r["workloads"]))
+        util = "\n".join(f"{p['plane']}: {p['gpu_utilization']:.1%}" for p in r["planes"])
+        idle = f"{sum(p['idle_gpu_hours_while_jobs_waited'] for p in r['pools']):.1f}"
+        t.add_row(r["variant"], waits, never, util, idle)
+    console.print(t)

@@ -1,0 +1,173 @@
+"""The discrete-event replay (SimPy): arrivals, job ends and the schedulers' passes as events.
+
+One `Replay` per plane. Its scheduler (slurm.py or kube.py) decides which pending jobs start; the
+replay moves the clock, starts and ends jobs, and integrates the figures: GPU-seconds busy per pool,
+GPU-seconds idle while jobs that asked for them waited, GPU-seconds held by partly placed gangs.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import simpy
+
+from .cluster import Nodes
+from .jobs import Job
+
+
+class Replay:
+    def __init__(self, nodes: Nodes, jobs: list[Job], progress: Callable[[int], None] | None = None):
+        self.env = simpy.Environment()
+        self.nodes = nodes
+        self.jobs = jobs
+        self.pending: dict[int, Job] = {}  # by job id: submission order
+        self.freed = True  # since the last scheduler pass: a job ended (GPUs came free)
+        self.arrived: list[Job] = []  # since the last scheduler pass
+        self.never: list[Job] = []  # larger than every node set its scheduler could give it
+        self.running: dict[int, Job] = {}
+        self.done: list[Job] = []
+        self.progress = progress
+        self.changed = True  # since the last backfill pass: a job started, ended or arrived
+        self._kick_queued = False
+        self._begun = False
+        self._arrivals_left = len(jobs)
+        self.finished = self.env.event()
+        npools = len(nodes.pools)
+        self.busy_gs = np.zeros(npools)  # GPU-seconds busy, per pool
+        self.idle_waiting_gs = np.zeros(npools)  # GPU-seconds idle while a job asking for GPUs there waited
+        self.partial_gs = np.zeros(npools)  # GPU-seconds held by partly placed jobs (per-pod scheduling)
+        self.waiting_gpus = np.zeros(npools)  # GPUs the pending jobs of each pool ask for
+        self.partial_gpus = np.zeros(npools)  # GPUs held now by partly placed jobs
+        self._pool_free = np.array([int(nodes.free[nodes.pool == i].sum()) for i in range(npools)], dtype=float)
+        self._pool_cap = self._pool_free.copy()
+        self._last = 0.0
+        self._pool_ix = {p: i for i, p in enumerate(nodes.pools)}
+        self.scheduler = None  # set by the scheduler: .schedule(now) and optional .periodic()
+
+    # -- the clock's integrals
+    def account(self) -> None:
+        now = self.env.now
+        dt = now - self._last
+        if dt > 0:
+            busy = self._pool_cap - self._pool_free
+            self.busy_gs += busy * dt
+            self.idle_waiting_gs += np.minimum(np.maximum(self._pool_free, 0), self.waiting_gpus) * dt
+            self.partial_gs += self.partial_gpus * dt
+            self._last = now
+
+    def pool_index(self, job: Job) -> int:
+        return self._pool_ix[job.pool]
+
+    # -- events
+    def run(self, until: float | None = None) -> None:
+        """Replay until every job has ended or can never start; `until`: stop at that time instead
+        (a later run() goes on from there)."""
+        if not self._begun:
+            self._begun = True
+            self.env.process(self._arrive())
+            if self.scheduler is not None and hasattr(self.scheduler, "periodic"):
+                self.env.process(self.scheduler.periodic())
+        stop = self.finished if until is None else (self.finished | self.env.timeout(until))
+        if not self.jobs:
+            return
+        try:
+            self.env.run(until=stop)
+        except RuntimeError:
+            pass  # no more events: nothing can change any more (a deadlock, or jobs that never fit)
+        self.account()
+
+    def _arrive(self):
+        for job in self.jobs:
+            if job.submit > self.env.now:
+                yield self.env.timeout(job.submit - self.env.now)
+            self.account()
+            self._arrivals_left -= 1
+            if not self.scheduler.possible(job):
+                self.never.append(job)
+                continue
+            self.pending[job.id] = job
+            self.arrived.append(job)
+            self.waiting_gpus[self.pool_index(job)] += job.gpus
+            self.changed = True
+            self.kick()
+        self._check_end()
+
+    def kick(self) -> None:
+        """Run the scheduler once, after every event of this instant (as slurmctld batches them)."""
+        if not self._kick_queued:
+            self._kick_queued = True
+            ev = self.env.timeout(0)
+            ev.callbacks.append(self._kicked)
+
+    def _kicked(self, _event) -> None:
+        self._kick_queued = False
+        self.account()
+        self.scheduler.schedule(self.env.now)
+        self.freed = False
+        self.arrived = []
+        self._check_end()
+
+    def start(self, job: Job, nodes: np.ndarray) -> None:
+        self.account()
+        now = self.env.now
+        job.start = now
+        job.nodes_held = nodes
+        del self.pending[job.id]
+        self.nodes.free[nodes] -= job.per_node
+        i = self.pool_index(job)
+        self._pool_free[i] -= job.gpus
+        self.waiting_gpus[i] -= job.gpus
+        self.running[job.id] = job
+        self.changed = True
+        if not math.isinf(job.runtime):
+            ev = self.env.timeout(job.runtime)
+            ev.callbacks.append(lambda _e, job=job: self._end(job))
+
+    def hold(self, job: Job, node: int, gpus: int) -> None:
+        """A pod of a job bound before the whole job is (per-pod scheduling): its GPUs are held."""
+        self.account()
+        self.nodes.free[node] -= gpus
+        i = self.pool_index(job)
+        self._pool_free[i] -= gpus
+        self.waiting_gpus[i] -= gpus
+        self.partial_gpus[i] += gpus
+
+    def held_to_running(self, job: Job, nodes: np.ndarray) -> None:
+        """The last pod of a partly placed job bound: it runs (its GPUs were taken pod by pod)."""
+        self.account()
+        job.start = self.env.now
+        job.nodes_held = nodes
+        del self.pending[job.id]
+        i = self.pool_index(job)
+        self.partial_gpus[i] -= job.gpus - job.per_node
+        self.nodes.free[nodes[-1]] -= job.per_node
+        self._pool_free[i] -= job.per_node
+        self.waiting_gpus[i] -= job.per_node
+        self.running[job.id] = job
+        self.changed = True
+        if not math.isinf(job.runtime):
+            ev = self.env.timeout(job.runtime)
+            ev.callbacks.append(lambda _e, job=job: self._end(job))
+
+    def _end(self, job: Job) -> None:
+        self.account()
+        job.end = self.env.now
+        np.add.at(self.nodes.free, job.nodes_held, job.per_node)  # per-pod: two pods may share a node
+        self._pool_free[self.pool_index(job)] += job.gpus
+        del self.running[job.id]
+        self.freed = True
+        self.done.append(job)
+        if hasattr(self.scheduler, "ended"):
+            self.scheduler.ended(job)
+        self.changed = True
+        if self.progress:
+            self.progress(1)
+        self.kick()
+
+    def _check_end(self) -> None:
+        if self._kick_queued:
+            return  # a scheduler pass is due at this instant: it may start something
+        if self._arrivals_left == 0 and not any(not math.isinf(j.runtime) for j in self.running.values()):
+            if not self.finished.triggered:
+                self.finished.succeed()

@@ -1,0 +1,242 @@
+"""The jobs `orchgen simulate` replays: drawn from workload.yaml's demand, or read from a trace CSV.
+
+A job is one submission: a span (nodes x GPUs per node), a runtime and the time limit its
+scheduler plans with. Times are seconds from the start of the replay.
+
+Trace CSV (README "orchgen simulate"), either of:
+
+* orchgen's own, with a header: `submit_time,gpus,nodes,duration` (seconds, GPUs of the whole
+  job, nodes it spans, seconds it runs) and optionally `workload` (a workload of the plan it belongs
+  to; absent: the first workload whose pool has enough GPUs per node) and `time_limit` (seconds;
+  absent: the workload's max_time or the site's DefaultTime, or MaxTime for a job running longer;
+  a job is ended at its limit, as Slurm does);
+* Alibaba's cluster-trace-gpu-v2020 `pai_task_table.csv` (no header; its columns, from the trace's
+  pai_task_table.header: job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,
+  plan_gpu,gpu_type). plan_gpu is per instance in percent of one GPU (100 = one GPU); a task's GPUs
+  are inst_num x plan_gpu / 100 rounded up (the plan has no GPU sharing), submit = start_time,
+  duration = end_time - start_time. Rows without GPUs or without an end are skipped.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..decide.plan import Plan, WorkloadDecision
+from ..errors import OrchgenError
+
+SECONDS_PER_DAY = 86_400
+ALIBABA_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu",
+                   "plan_mem", "plan_gpu", "gpu_type")
+ORCHGEN_COLUMNS = ("submit_time", "gpus", "nodes", "duration")
+MAX_TRACE_ROWS = 5_000_000
+
+
+@dataclass(eq=False)
+class Job:
+    id: int
+    workload: str
+    tenant: str
+    plane: str
+    pool: str
+    submit: float
+    nodes: int  # nodes (Slurm) or pods (Kubernetes) the job spans
+    per_node: int  # GPUs on each of them
+    runtime: float  # seconds it runs (cut at `limit`: the scheduler ends it there)
+    limit: float  # seconds: its time limit (Slurm plans backfill with it)
+    coupled: bool  # tightly coupled across nodes: a Kubernetes gang, a Slurm job asking --switches
+    service: bool = False  # a long-lived service: runs from the start, never ends
+    start: float | None = None
+    end: float | None = None
+    nodes_held: np.ndarray | None = field(default=None, repr=False)
+    partition: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.per_node
+
+
+def limit_of(plan: Plan, d: WorkloadDecision) -> int:
+    """Seconds: the time limit a job of `d` runs under: its max_time, else the site's DefaultTime
+    (options.slurm.default_time: what a Slurm job giving no --time gets; on Kubernetes it only bounds
+    the drawn runtimes)."""
+    minutes = d.max_time or plan.slurm_default_time
+    return minutes * 60
+
+
+def longest(plan: Plan, d: WorkloadDecision) -> int:
+    """Seconds: the longest limit a job of `d` may ask for (its partition's MaxTime): what a job
+    that runs longer than DefaultTime asks for (--time) in the replay."""
+    return (d.max_time or plan.slurm_max_time) * 60
+
+
+def _limit_for(plan: Plan, d: WorkloadDecision, longest_run: float) -> int:
+    base = limit_of(plan, d)
+    return base if longest_run <= base else longest(plan, d)
+
+
+def span(d: WorkloadDecision) -> tuple[int, int]:
+    """(nodes or pods, GPUs on each) of one job of `d`: the starter's shape on Kubernetes."""
+    if d.shape is not None:
+        return d.shape.pods, d.shape.gpus
+    per = d.gpus_per_node
+    if not per or not d.gpus:
+        return d.facts.nodes, 0
+    nodes = max(d.facts.nodes, -(-d.gpus // per))
+    return nodes, -(-d.gpus // nodes)
+
+
+def from_demand(plan: Plan, hours: float, seed: int) -> list[Job]:
+    """Jobs drawn from each workload's demand over `hours`: a Poisson stream of jobs_per_day, or of
+    jobs_at_once / runtime (Little's law) where only jobs at once is given; runtimes uniform in
+    0.5-1.5 x `runtime` (default: half the time limit), cut at the limit. Services run from t=0."""
+    rng = np.random.default_rng(seed)
+    horizon = hours * 3600
+    jobs: list[Job] = []
+    for d in plan.workloads:
+        if d.plane not in ("slurm", "kubernetes", "k3s"):
+            continue
+        nodes, per = span(d)
+        limit = limit_of(plan, d)
+        service = d.workload_class == "service"
+        if service:
+            jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, 0.0, nodes, per, math.inf, math.inf,
+                            False, service=True))
+            continue
+        runtime = (d.runtime * 60) if d.runtime else limit / 2
+        limit = _limit_for(plan, d, runtime * 1.5)
+        per_day = d.jobs_per_day if d.jobs_per_day is not None else d.jobs_at_once * SECONDS_PER_DAY / runtime
+        rate = per_day / SECONDS_PER_DAY
+        t = 0.0
+        while True:
+            t += float(rng.exponential(1 / rate))
+            if t >= horizon:
+                break
+            run = min(limit, runtime * float(rng.uniform(0.5, 1.5)))
+            jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, t, nodes, per, run, limit,
+                            d.gang_scheduler_required or (d.plane == "slurm" and nodes > 1)))
+    return _numbered(jobs)
+
+
+def _numbered(jobs: list[Job]) -> list[Job]:
+    jobs.sort(key=lambda j: (j.submit, j.workload))
+    for i, j in enumerate(jobs):
+        j.id = i + 1
+    return jobs
+
+
+def from_trace(plan: Plan, path: str | Path) -> list[Job]:
+    """Jobs of a trace CSV (module docstring), each given to a workload of the plan."""
+    name = str(path)
+    try:
+        handle = open(path, newline="", encoding="utf-8")
+    except OSError as exc:
+        raise OrchgenError(f"cannot read the trace: {exc.strerror}", name, None, "--trace") from None
+    rows: list[tuple[int, float, int, int | None, float, str | None, float | None]] = []
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            first = next(reader, None)
+            if first is None:
+                raise OrchgenError("the trace is empty", name, 1, "--trace")
+            header = [c.strip() for c in first]
+            if set(ORCHGEN_COLUMNS) <= set(header):
+                col = {c: header.index(c) for c in header}
+                for n, row in enumerate(reader, start=2):
+                    if n > MAX_TRACE_ROWS:
+                        raise OrchgenError(f"more than {MAX_TRACE_ROWS} rows", name, n, "--trace")
+                    if not any(c.strip() for c in row):
+                        continue
+                    rows.append(_orchgen_row(row, col, name, n))
+            elif len(header) == len(ALIBABA_COLUMNS):
+                if header != list(ALIBABA_COLUMNS):
+                    row = _alibaba_row(first, name, 1)
+                    if row:
+                        rows.append(row)
+                for n, row in enumerate(reader, start=2):
+                    if n > MAX_TRACE_ROWS:
+                        raise OrchgenError(f"more than {MAX_TRACE_ROWS} rows", name, n, "--trace")
+                    got = _alibaba_row(row, name, n)
+                    if got:
+                        rows.append(got)
+            else:
+                raise OrchgenError("not a trace CSV: give a header with submit_time,gpus,nodes,duration, or "
+                                   "Alibaba's pai_task_table.csv (10 columns)", name, 1, "--trace")
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise OrchgenError(f"not a CSV file ({type(exc).__name__})", name, reader.line_num, "--trace") from None
+    if not rows:
+        raise OrchgenError("the trace has no job with GPUs", name, None, "--trace")
+    t0 = min(r[1] for r in rows)
+    by_name = {d.name: d for d in plan.workloads if d.plane}
+    jobs = []
+    for line, submit, gpus, nodes, duration, workload, limit in rows:
+        d = by_name.get(workload) if workload else _workload_for(plan, gpus, nodes)
+        if d is None:
+            raise OrchgenError(f"workload {workload!r} is not in the plan" if workload else
+                               "no workload of the plan runs GPU jobs", name, line, "workload")
+        per_node = d.gpus_per_node or 1
+        span_nodes = nodes or -(-gpus // per_node)
+        per = -(-gpus // span_nodes)
+        if per > per_node:
+            raise OrchgenError(f"{gpus} GPUs on {span_nodes} nodes is more than {per_node} per node "
+                               f"(pool {d.pool})", name, line, "nodes")
+        lim = limit if limit is not None else _limit_for(plan, d, duration)
+        jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, submit - t0, span_nodes, per, min(duration, lim), lim,
+                        span_nodes > 1 and (d.gang_scheduler_required or d.plane == "slurm")))
+    return _numbered(jobs)
+
+
+def _num(value: str, name: str, line: int, what: str, kind=float):
+    try:
+        out = kind(value)
+    except ValueError:
+        raise OrchgenError(f"{value[:20]!r} is not a number", name, line, what) from None
+    if not math.isfinite(out) or out < 0:
+        raise OrchgenError(f"{value[:20]!r} is not a non-negative number", name, line, what)
+    return out
+
+
+def _orchgen_row(row: list[str], col: dict[str, int], name: str, n: int):
+    def get(c: str) -> str:
+        if col[c] >= len(row):
+            raise OrchgenError(f"the row has no {c}", name, n, c)
+        return row[col[c]].strip()
+
+    submit = _num(get("submit_time"), name, n, "submit_time")
+    gpus = _num(get("gpus"), name, n, "gpus", int)
+    nodes_text = get("nodes")
+    nodes = _num(nodes_text, name, n, "nodes", int) if nodes_text else None
+    duration = _num(get("duration"), name, n, "duration")
+    if gpus < 1 or (nodes is not None and nodes < 1):
+        raise OrchgenError("a job has at least one GPU and one node", name, n, "gpus")
+    workload = get("workload") or None if "workload" in col else None
+    limit = _num(get("time_limit"), name, n, "time_limit") if "time_limit" in col and get("time_limit") else None
+    return n, submit, gpus, nodes, duration, workload, limit
+
+
+def _alibaba_row(row: list[str], name: str, n: int):
+    if len(row) != len(ALIBABA_COLUMNS):
+        raise OrchgenError(f"{len(row)} columns, not pai_task_table's {len(ALIBABA_COLUMNS)}", name, n, "--trace")
+    inst, start, end, plan_gpu = row[2].strip(), row[4].strip(), row[5].strip(), row[8].strip()
+    if not (inst and start and end and plan_gpu):
+        return None  # still running when the trace was cut, or no GPU asked for
+    instances = _num(inst, name, n, "inst_num")
+    per = _num(plan_gpu, name, n, "plan_gpu")
+    gpus = math.ceil(instances * per / 100)
+    begin, finish = _num(start, name, n, "start_time"), _num(end, name, n, "end_time")
+    if gpus < 1 or finish < begin:
+        return None
+    return n, begin, gpus, None, finish - begin, None, None
+
+
+def _workload_for(plan: Plan, gpus: int, nodes: int | None) -> WorkloadDecision | None:
+    """The workload a trace job without a `workload` column belongs to: the first batch or training
+    workload with GPUs whose pool's nodes hold its GPUs per node; else the first with GPUs."""
+    cands = [d for d in plan.workloads if d.plane and d.gpus_per_node and d.workload_class != "service"]
+    for d in cands:
+        if -(-gpus // (nodes or -(-gpus // d.gpus_per_node))) <= d.gpus_per_node:
+            return d
+    return cands[0] if cands else None

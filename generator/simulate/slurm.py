@@ -1,0 +1,313 @@
+"""Slurm's scheduling as the plan configures it (slurm.conf from generator.render.slurm.model).
+
+* Priority: without tenants the bundle has no accounting, and jobs go in submission order (Slurm
+  22.05's priority/basic; equal multifactor priorities also fall back to job id). With tenants,
+  priority/multifactor with the bundle's weights: Fairshare 10000 x 2^(-usage/share) (the classic
+  formula; Fair Tree ranks tenants in the same order for one level of accounts), TRES GRES/gpu 2000 x
+  the job's share of its partition's GPUs, Age 1000 x min(age / PriorityMaxAge, 1); usage decays
+  with PriorityDecayHalfLife.
+* The main scheduler (on every submission and job end, and every sched_interval): pending jobs by
+  priority, at most default_queue_depth of them; the first job of a partition that cannot start
+  blocks the lower-priority jobs of that partition ("sched_config.html": the main scheduler stops
+  at the first job it cannot start in a partition).
+* Backfill (every bf_interval): at most bf_max_job_test jobs (bf_max_job_user per tenant); each job
+  that cannot start now is given the earliest start at which its nodes are free, assuming every
+  running job ends at its time limit (times rounded down to bf_resolution, as backfill.c keeps
+  them), and those nodes are
+  reserved from then for its time limit; a lower-priority job starts now only where it ends before
+  every reservation on the nodes it takes. Plans reach bf_window ahead at most.
+* --switches=1 for tightly coupled multi-node jobs that fit in one leaf: kept on one leaf for at most
+  max_switch_wait (300 s, Slurm's default), then placed across leaves.
+* Nodes are shared (select/cons_tres): a job takes `per_node` GPUs on each of its nodes.
+
+Simplifications (README): no preemption (scavenger QOS), no GrpTRES caps, no reservations for a
+second job of the same shape in one backfill pass (it could not start before the first anyway).
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..decide.plan import Plan
+from .cluster import pick
+from .engine import Replay
+from .jobs import Job
+
+AGE_MAX = 7 * 86_400  # PriorityMaxAge=7-0
+HALF_LIFE = 7 * 86_400  # PriorityDecayHalfLife=7-0
+PRIORITY_CALC_PERIOD = 300  # PriorityCalcPeriod: Slurm's default, 5 minutes
+MAX_SWITCH_WAIT = 300  # SchedulerParameters max_switch_wait (Slurm's default; the bundle keeps it)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The scheduler's timing and depth (slurm.conf(5) defaults where the bundle sets none)."""
+
+    bf_interval: float = 30  # Slurm's default; the bundle does not set it
+    bf_window: float = 86_400  # seconds (the bundle's bf_window, minutes x 60)
+    bf_resolution: float = 60
+    bf_max_job_test: int = 1000
+    bf_max_job_user: int = 50
+    sched_interval: float = 60  # Slurm's default
+    default_queue_depth: int = 100  # Slurm's default
+    max_switch_wait: float = MAX_SWITCH_WAIT
+    multifactor: bool = False
+    switches: bool = True
+    epoch: float = 0.0  # the wall-clock time (s) of the replay's t=0: backfill rounds absolute times
+
+
+def policy_of(plan: Plan, **override) -> Policy:
+    from ..render.slurm.model import model
+
+    m = model(plan)
+    bf = m.backfill
+    values = dict(bf_window=bf.window * 60, bf_resolution=bf.resolution, bf_max_job_test=bf.max_job_test,
+                  bf_max_job_user=bf.max_job_user, multifactor=bool(m.accounts))
+    values.update(override)
+    return Policy(**values)
+
+
+class SlurmScheduler:
+    def __init__(self, replay: Replay, plan: Plan, policy: Policy):
+        self.r = replay
+        self.p = policy
+        nodes = replay.nodes
+        self.part_mask = {pool: nodes.mask(pool) for pool in nodes.pools}
+        self.part_gpus = {pool: int(nodes.cap[m].sum()) for pool, m in self.part_mask.items()}
+        self.leaf_size = int(np.bincount(nodes.leaf).max()) if len(nodes.leaf) else 0
+        shares = {t.name: t.share for t in plan.tenants}
+        total = sum(shares.values()) or 1
+        self.share = {t: s / total for t, s in shares.items()}
+        self.usage: dict[str, float] = {t: 0.0 for t in shares}
+        self._usage_at = 0.0
+        self.shapes: dict[tuple, int] = {}  # pending jobs per (partition, nodes, GPUs per node, limit)
+        self._calc_at = -1.0
+        self._fs: dict[str, float] = {}
+        self._ids: list[int] = []  # pending job ids by priority, as of the last recalculation
+        self._keys: list[int] = []  # their -priority
+        self._head = 0
+        self._new: list[tuple[int, int]] = []  # (-priority, id) of the jobs submitted since
+        self._given: set[int] = set()
+        replay.scheduler = self
+        for job in replay.jobs:
+            job.partition = job.pool
+
+    # -- priority
+    def _decay_usage(self, now: float) -> None:
+        dt = now - self._usage_at
+        if dt <= 0:
+            return
+        factor = 0.5 ** (dt / HALF_LIFE)
+        for t in self.usage:
+            self.usage[t] *= factor
+        for job in self.r.running.values():
+            self.usage[job.tenant] = self.usage.get(job.tenant, 0.0) + job.gpus * dt
+        self._usage_at = now
+
+    def order(self, now: float, limit: int | None = None) -> Iterable[Job]:
+        """Pending jobs by priority (then job id). Multifactor priorities are recalculated every
+        PriorityCalcPeriod (5 minutes, Slurm's default) and given to a job when it is submitted."""
+        pending = self.r.pending
+        if not self.p.multifactor:
+            return list(itertools.islice(pending.values(), limit))
+        if now - self._calc_at >= PRIORITY_CALC_PERIOD or self._calc_at < 0:
+            self._recalc(now)
+        for j in self.r.arrived:
+            if j.id in pending and j.id not in self._given:
+                self._given.add(j.id)
+                bisect.insort(self._new, (-self._priority(j, now), j.id))
+        return itertools.islice(self._merged(), limit)
+
+    def _recalc(self, now: float) -> None:
+        """Every pending job's priority, in one vectorised step (numpy over the pending jobs)."""
+        self._calc_at = now
+        self._decay_usage(now)
+        total = sum(self.usage.values()) or 1.0
+        self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
+        jobs = list(self.r.pending.values())
+        fs = np.array([self._fs.get(j.tenant, 0.0) for j in jobs])
+        size = np.array([j.gpus / max(1, self.part_gpus[j.partition]) for j in jobs])
+        age = np.minimum(1.0, (now - np.array([j.submit for j in jobs])) / AGE_MAX)
+        prio = (10_000 * fs + 2_000 * size + 1_000 * age).astype(np.int64)  # slurmctld keeps integers
+        ids = np.array([j.id for j in jobs], dtype=np.int64)
+        order = np.lexsort((ids, -prio))
+        self._ids = ids[order].tolist()
+        self._keys = (-prio[order]).tolist()
+        self._head = 0
+        self._new = []
+        self._given = set(self._ids)
+
+    def _merged(self):
+        """The recalculated list and the jobs submitted since, merged by (-priority, id), skipping
+        jobs no longer pending."""
+        pending = self.r.pending
+        ids, keys, new = self._ids, self._keys, self._new
+        while self._head < len(ids) and ids[self._head] not in pending:
+            self._head += 1
+        i, k = self._head, 0
+        while True:
+            while i < len(ids) and ids[i] not in pending:
+                i += 1
+            while k < len(new) and new[k][1] not in pending:
+                k += 1
+            if i < len(ids) and (k >= len(new) or (keys[i], ids[i]) < new[k]):
+                yield pending[ids[i]]
+                i += 1
+            elif k < len(new):
+                yield pending[new[k][1]]
+                k += 1
+            else:
+                return
+
+    def _priority(self, j: Job, now: float) -> int:
+        return int(10_000 * self._fs.get(j.tenant, 0.0) + 2_000 * j.gpus / max(1, self.part_gpus[j.partition])
+                   + 1_000 * min(1.0, (now - j.submit) / AGE_MAX))  # slurmctld keeps integer priorities
+
+    # -- placement
+    def _one_leaf(self, job: Job, now: float) -> bool:
+        return (self.p.switches and job.coupled and job.nodes > 1 and job.nodes <= self.leaf_size
+                and now - job.submit < self.p.max_switch_wait)
+
+    def _fit(self, job: Job, avail: np.ndarray, now: float, current: bool = True) -> np.ndarray | None:
+        if current and self.r._pool_free[self.r.pool_index(job)] < job.gpus:
+            return None  # fewer GPUs free in its partition than it asks for (avail is at most free)
+        ok = (avail >= job.per_node) & self.part_mask[job.partition]
+        return pick(ok, self.r.nodes.leaf, job.nodes, self._one_leaf(job, now), len(self.r.nodes.leaves))
+
+    def possible(self, job: Job) -> bool:
+        """Whether the job fits its partition when it is empty (else it never starts: the report
+        counts it, as sbatch would refuse it)."""
+        mask = self.part_mask.get(job.partition)
+        ok = mask is not None and int(((self.r.nodes.cap >= job.per_node) & mask).sum()) >= job.nodes
+        if ok:
+            key = (job.partition, job.nodes, job.per_node, job.limit)
+            self.shapes[key] = self.shapes.get(key, 0) + 1
+        return ok
+
+    def _start(self, job: Job, nodes: np.ndarray) -> None:
+        key = (job.partition, job.nodes, job.per_node, job.limit)
+        self.shapes[key] -= 1
+        if not self.shapes[key]:
+            del self.shapes[key]
+        self.r.start(job, nodes)
+
+    # -- the main scheduler
+    def schedule(self, now: float) -> None:
+        blocked: set[str] = set()
+        for tested, job in enumerate(self.order(now, self.p.default_queue_depth)):
+            if tested >= self.p.default_queue_depth or len(blocked) == len(self.part_mask):
+                break
+            if job.partition in blocked:
+                continue
+            nodes = self._fit(job, self.r.nodes.free, now)
+            if nodes is None:
+                blocked.add(job.partition)
+            else:
+                self._start(job, nodes)
+
+    def periodic(self):
+        env = self.r.env
+        next_bf, next_sched = self.p.bf_interval, self.p.sched_interval
+        while True:
+            at = min(next_bf, next_sched)
+            yield env.timeout(at - env.now)
+            self.r.account()
+            if env.now >= next_sched:
+                next_sched += self.p.sched_interval
+                self.schedule(env.now)
+            if env.now >= next_bf:
+                next_bf += self.p.bf_interval
+                if self.r.changed and self.r.pending:
+                    self.r.changed = False
+                    self.backfill(env.now)
+            self.r._check_end()
+
+    # -- backfill
+    def _round(self, t: float) -> float:
+        """Backfill's map keeps times at bf_resolution, rounded down (backfill.c: `end_time =
+        (end_time / backfill_resolution) * backfill_resolution`, and the same for a reservation's
+        start and end)."""
+        res, epoch = self.p.bf_resolution, self.p.epoch
+        return math.floor((t + epoch) / res) * res - epoch
+
+    def backfill(self, now: float) -> None:
+        nodes = self.r.nodes
+        free = nodes.free.copy()
+        ends = sorted(((self._round(j.start + j.limit), j) for j in self.r.running.values()
+                       if not math.isinf(j.limit)), key=lambda e: (e[0], e[1].id))
+        resv: list[tuple[float, float, np.ndarray, int]] = []
+        per_user: dict[str, int] = {}
+        blocked_shapes: set[tuple] = set()
+        blocked_one_leaf: set[tuple] = set()
+        tested = 0
+        capped: set[str] = set()
+        tenants = max(1, len(self.share))
+        for job in self.order(now):
+            if tested >= self.p.bf_max_job_test or len(capped) >= tenants:
+                break
+            if len(blocked_shapes) >= len(self.shapes):
+                break  # every shape in the queue is blocked: nothing more can start in this pass
+            if job.tenant in capped:
+                continue
+            if per_user.get(job.tenant, 0) + 1 >= self.p.bf_max_job_user:
+                capped.add(job.tenant)
+            tested += 1
+            per_user[job.tenant] = per_user.get(job.tenant, 0) + 1
+            key = (job.partition, job.nodes, job.per_node, job.limit)
+            one_leaf = self._one_leaf(job, now)
+            if key in blocked_shapes or (one_leaf and key in blocked_one_leaf):
+                continue
+            avail = self._avail(free, resv, now, now + job.limit)
+            got = self._fit(job, avail, now)
+            if got is not None:
+                free[got] -= job.per_node
+                self._start(job, got)
+                # its end frees these nodes for the later jobs' plans of this pass
+                bisect.insort(ends, (self._round(now + job.limit), job), key=lambda e: (e[0], e[1].id))
+                continue
+            # no later job of this shape can start in this pass (resources only shrink in it): its
+            # reservation is the first's (Slurm would reserve for each; the rest of the pass is the same)
+            (blocked_one_leaf if one_leaf else blocked_shapes).add(key)
+            when = self._earliest(job, free, ends, resv, now)
+            if when is not None:
+                t, picked = when
+                resv.append((self._round(t), self._round(t + job.limit), picked, job.per_node))
+
+    @staticmethod
+    def _avail(free: np.ndarray, resv: list, t0: float, t1: float) -> np.ndarray:
+        out = free
+        for start, end, idx, per in resv:
+            if start <= t1 and end > t0:  # backfill.c: a map record beginning at the job's end counts
+                if out is free:
+                    out = free.copy()
+                out[idx] -= per
+        return out
+
+    def _earliest(self, job: Job, free: np.ndarray, ends: list, resv: list, now: float):
+        mask = self.part_mask[job.partition]
+        avail = free.copy()
+        horizon = now + self.p.bf_window
+        i = 0
+        while i < len(ends):
+            t = ends[i][0]
+            if t > horizon:
+                return None
+            touched = False
+            while i < len(ends) and ends[i][0] == t:
+                j = ends[i][1]
+                avail[j.nodes_held] += j.per_node  # a Slurm job's nodes are distinct
+                touched = touched or bool(mask[j.nodes_held].any())
+                i += 1
+            if not touched:
+                continue
+            if int(((avail >= job.per_node) & mask).sum()) < job.nodes:
+                continue
+            got = self._fit(job, self._avail(avail, resv, t, t + job.limit), now, current=False)
+            if got is not None:
+                return t, got
+        return None

@@ -1,0 +1,358 @@
+"""`orchgen simulate` and honest demand (issue 24).
+
+* The decision guide's proof, reproduced by simulate's own Kubernetes models: on 8 GPUs, two 5-GPU
+  jobs with interleaved pod arrivals: the per-pod scheduler holds 4 + 4 and deadlocks; gang
+  admission runs one job whole and leaves 3 free. Property (hypothesis, random pools and jobs): gang
+  admission never places part of a job and never oversubscribes a node.
+* Slurm's model: the main scheduler keeps priority order in a partition, backfill starts a job that
+  ends before the top job's reservation and holds one that would delay it, --switches keeps a job
+  on one leaf.
+* Demand: `gpus` beyond one job's nodes is refused with one line naming the fields; jobs_per_day
+  without runtime, or with jobs_at_once, is refused; jobs_per_day x runtime gives the jobs at once;
+  pools are split by the jobs at once; a starter's gang is one job's span in every example.
+* The command: deterministic per seed, JSON and table, traces (orchgen's CSV and Alibaba's
+  pai_task_table.csv), --compare, and `plan` never imports the simulator.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings, strategies as st
+
+from generator.decide import make_plan
+from generator.simulate import simulate
+from generator.simulate.cluster import Nodes
+from generator.simulate.engine import Replay
+from generator.simulate.jobs import Job, from_demand, from_trace
+from generator.simulate.kube import GangScheduler, PerPodScheduler
+from generator.simulate.slurm import Policy, SlurmScheduler
+from generator.spec import load
+from tests.conftest import all_examples
+
+
+class _Tenant:
+    def __init__(self, gpus: int, pool: str = "p"):
+        self.name, self.share, self.implicit = "t", 1, True
+        self.quotas = {pool: type("Q", (), {"gpus": gpus})()}
+
+
+class _Plan:
+    """What the Kubernetes schedulers read of a plan: its tenants and their quotas."""
+
+    def __init__(self, gpus: int):
+        self.tenants = [_Tenant(gpus)]
+
+
+def nodes(count: int, per_node: int, leaves: int = 1) -> Nodes:
+    cap = np.full(count, per_node, dtype=np.int32)
+    leaf = np.arange(count, dtype=np.int32) * leaves // count
+    return Nodes([f"n{i}" for i in range(count)], np.zeros(count, dtype=np.int32), leaf, cap, cap.copy(), ["p"],
+                 [f"leaf{i}" for i in range(leaves)])
+
+
+def job(i: int, pods: int, per: int, submit: float = 0.0, runtime: float = 100.0, limit: float = 1000.0,
+        plane: str = "kubernetes", coupled: bool = True) -> Job:
+    return Job(i, "w", "t", plane, "p", submit, pods, per, runtime, limit, coupled)
+
+
+# ------------------------------------------------------------------ the decision guide's proof
+
+
+def test_per_pod_scheduler_deadlocks_holding_4_plus_4():
+    r = Replay(nodes(8, 1), [job(1, 5, 1), job(2, 5, 1)])
+    s = PerPodScheduler(r, _Plan(8))
+    r.run()
+    assert [len(s.bound[j.id]) for j in r.jobs] == [4, 4]  # the pods arrived A, B, A, B, ...
+    assert int(r.nodes.free.sum()) == 0  # every GPU held
+    assert {j.id for j in s.deadlocked} == {1, 2} and all(j.start is None for j in r.jobs)
+
+
+def test_gang_admission_runs_one_job_whole_and_leaves_3_free():
+    r = Replay(nodes(8, 1), [job(1, 5, 1), job(2, 5, 1)])
+    GangScheduler(r, _Plan(8))
+    r.run(until=50)
+    assert [j.start for j in r.jobs] == [0.0, None]
+    assert int(r.nodes.free.sum()) == 3 and r.partial_gpus.sum() == 0
+    r.run()  # and the second runs whole when the first ends
+    assert [j.start for j in r.jobs] == [0.0, 100.0]
+
+
+def test_simulate_reports_the_deadlock_next_to_the_gang_scheduler(tmp_path):
+    fleet = {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "proof"},
+             "fleet": {"fabric": {"kind": "ethernet", "nodes_per_leaf": 8},
+                       "pools": [{"name": "g1", "nodes": 8, "gpu": {"type": "l4", "count": 1}, "cpus": 16,
+                                  "memory_gib": 64}]},
+             "workloads": [{"name": "train", "nodes": 5, "tightly_coupled": True, "pool": "g1"}]}
+    src = tmp_path / "proof.yaml"
+    src.write_text(yaml.safe_dump(fleet))
+    trace = tmp_path / "two.csv"
+    trace.write_text("submit_time,gpus,nodes,duration\n0,5,5,600\n0,5,5,600\n")
+    plan = make_plan(load(src), src.name)
+    assert plan.gang_scheduler == "kueue"
+    report = simulate(plan, from_trace(plan, trace))
+    gang, per_pod = report["kubernetes_gangs"]["schedulers"]
+    assert gang["deadlocked_jobs"] == 0 and gang["partly_placed_gpu_hours"] == 0
+    assert gang["coupled_jobs_never_started"] == 0
+    assert per_pod["deadlocked_jobs"] == 2 and per_pod["deadlocked_gpus"] == 8
+    assert per_pod["coupled_jobs_never_started"] == 2
+    w = report["workloads"][0]  # waits 0 and 600 s: the second runs when the first ends
+    assert (w["wait_p50_s"], w["wait_p95_s"]) == (300.0, 570.0)
+
+
+class _Checked(Replay):
+    """A replay that checks after every placement that no node is oversubscribed."""
+
+    def start(self, j, where):
+        super().start(j, where)
+        assert (self.nodes.free >= 0).all()
+        assert len(set(where.tolist())) == j.nodes  # one pod per node, all of them at once
+
+
+@settings(max_examples=150, deadline=None)
+@given(count=st.integers(1, 12), per_node=st.integers(1, 8),
+       shapes=st.lists(st.tuples(st.integers(1, 12), st.integers(1, 8), st.integers(0, 5), st.integers(1, 9)),
+                       min_size=1, max_size=12))
+def test_gang_admission_never_places_part_of_a_job(count, per_node, shapes):
+    jobs = [job(i + 1, pods, min(per, per_node), submit=float(t), runtime=float(run))
+            for i, (pods, per, t, run) in enumerate(shapes)]
+    r = _Checked(nodes(count, per_node), jobs)
+    GangScheduler(r, _Plan(count * per_node))
+    r.run()
+    assert r.partial_gs.sum() == 0 and r.partial_gpus.sum() == 0
+    for j in r.jobs:
+        fits = j.nodes <= count
+        assert (j.start is not None) == fits  # a job that fits the pool runs whole, eventually
+        assert j.start is None or len(j.nodes_held) == j.nodes
+    assert int(r.nodes.free.sum()) == count * per_node  # everything released at the end
+
+
+# ------------------------------------------------------------------ Slurm's model
+
+
+def slurm(jobs, count=8, per_node=8, leaves=1, **policy):
+    r = Replay(nodes(count, per_node, leaves), jobs)
+    plan = type("P", (), {"tenants": [_Tenant(count * per_node)]})()
+    SlurmScheduler(r, plan, Policy(bf_interval=1, bf_resolution=1, bf_window=86_400, **policy))
+    r.run()
+    return r
+
+
+def test_backfill_starts_what_ends_before_the_reservation_and_holds_what_would_delay_it():
+    running = job(1, 4, 8, runtime=100, limit=100, plane="slurm")
+    big = job(2, 8, 8, submit=1, runtime=10, limit=100, plane="slurm")
+    delays = job(3, 1, 8, submit=2, runtime=10, limit=500, plane="slurm")  # would still run at 100
+    fits = job(4, 1, 8, submit=3, runtime=10, limit=50, plane="slurm")  # ends by 53
+    r = slurm([running, big, delays, fits])
+    start = {j.id: j.start for j in r.jobs}
+    assert start[1] == 0 and start[4] is not None and start[4] < 10  # backfilled within a pass or two
+    assert start[2] == 100  # the big job keeps its place
+    assert start[3] == 110  # after the big job
+    assert not any(j.start is None for j in r.jobs)
+
+
+def test_main_scheduler_keeps_priority_order_in_a_partition():
+    jobs = [job(1, 8, 8, runtime=50, limit=60, plane="slurm"), job(2, 8, 8, submit=1, runtime=50, limit=60,
+                                                                      plane="slurm"),
+            job(3, 2, 8, submit=2, runtime=50, limit=60, plane="slurm")]  # would delay job 2: waits
+    r = slurm(jobs)
+    assert [j.start for j in r.jobs] == [0, 50, 100]
+
+
+def test_switches_keep_a_coupled_job_on_one_leaf():
+    r = slurm([job(1, 2, 8, runtime=10, plane="slurm"), job(2, 4, 8, submit=1, runtime=10, plane="slurm")],
+              count=8, leaves=2)
+    second = r.jobs[1]
+    assert len({int(r.nodes.leaf[n]) for n in second.nodes_held}) == 1
+
+
+# ------------------------------------------------------------------ demand
+
+BASE = """\
+apiVersion: orchgen/v1alpha1
+kind: Fleet
+metadata:
+  name: lab
+fleet:
+  bare_metal: true
+  fabric:
+    kind: infiniband
+    nodes_per_leaf: 8
+  pools:
+    - name: h100
+      nodes: 32
+      gpu: {type: h100, count: 8}
+      cpus: 224
+      memory_gib: 2048
+workloads:
+  - name: train
+    tightly_coupled: true
+    pool: h100
+"""
+
+
+def write(tmp_path: Path, extra: str, text: str = BASE) -> Path:
+    src = tmp_path / "workload.yaml"
+    src.write_text(text + "".join(f"    {line}\n" for line in extra.splitlines()))
+    return src
+
+
+@pytest.mark.parametrize("extra, field, words", [
+    ("nodes: 16\ngpus: 512", "workloads[0].gpus", "gpus: 128 and jobs_at_once: 4"),
+    ("nodes: 2\ngpus: 20", "workloads[0].gpus", "spans 3 nodes"),
+    ("nodes: 2\njobs_per_day: 10", "workloads[0].jobs_per_day", "needs runtime"),
+    ("nodes: 2\njobs_per_day: 10\njobs_at_once: 2\nruntime: \"01:00:00\"", "workloads[0].jobs_per_day",
+     "not both"),
+])
+def test_inconsistent_demand_is_refused_naming_the_fields(tmp_path, orchgen, extra, field, words):
+    src = write(tmp_path, extra)
+    proc = orchgen("plan", src, "-o", tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{src}:" in lines[0] and field in lines[0] and words in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_k8s_starter_of_16_nodes_512_gpus_is_refused_not_a_64_pod_gang(tmp_path, orchgen):
+    text = BASE.replace("bare_metal: true", "bare_metal: false")
+    src = write(tmp_path, "nodes: 16\ngpus: 512", text)
+    proc = orchgen("plan", src, "-o", tmp_path / "out")
+    assert proc.returncode == 2 and "jobs_at_once: 4" in proc.stderr
+
+
+def test_a_service_has_no_runtime(tmp_path, orchgen):
+    text = BASE.replace("    tightly_coupled: true\n", "    long_lived_services: true\n    bare_metal: false\n")
+    proc = orchgen("plan", write(tmp_path, "runtime: \"01:00:00\"", text), "-o", tmp_path / "out")
+    assert proc.returncode == 2 and "workloads[0].runtime" in proc.stderr
+
+
+def test_jobs_per_day_and_runtime_give_the_jobs_at_once(tmp_path):
+    src = write(tmp_path, "nodes: 2\njobs_per_day: 30\nruntime: \"04:00:00\"")
+    plan = make_plan(load(src), src.name)
+    d = plan.workloads[0]
+    assert d.jobs_at_once == 5 and d.runtime == 240  # 30 a day x 4 h = 5 at once (Little's law)
+    assert plan.to_json()["workloads"][0]["demand"] == {"jobs_at_once": 5, "jobs_per_day": 30, "runtime_minutes": 240}
+
+
+def test_pools_are_split_by_the_jobs_at_once(tmp_path):
+    """A hybrid pool: the Kubernetes side's share grows with its jobs at once, not its one job's span."""
+    text = BASE + """\
+  - name: finetunes
+    pool: h100
+    bare_metal: false
+    multi_tenant: true
+"""
+    def k8s_nodes(extra: str) -> int:
+        src = tmp_path / "w.yaml"
+        src.write_text(text + "".join(f"    {line}\n" for line in extra.splitlines()))
+        src.write_text(src.read_text().replace("    tightly_coupled: true\n", "    tightly_coupled: true\n    nodes: 8\n"))
+        plan = make_plan(load(src), src.name)
+        return len(plan.planes["kubernetes"].nodes)
+    one, many = k8s_nodes(""), k8s_nodes("jobs_at_once: 16")
+    assert many > one, (one, many)
+    assert many >= 16
+
+
+def test_capacity_warning_counts_the_jobs_at_once(tmp_path, orchgen):
+    proc = orchgen("plan", write(tmp_path, "nodes: 8\njobs_at_once: 5"), "-o", tmp_path / "out")
+    assert proc.returncode == 0
+    assert "train 320" in proc.stderr and "queue behind one another" in proc.stderr
+
+
+@pytest.mark.parametrize("path", all_examples(), ids=lambda p: p.stem)
+def test_a_starter_s_gang_is_one_job_s_span(path):
+    plan = make_plan(load(path), path.name)
+    for d in plan.workloads:
+        if d.shape is None or d.workload_class == "service":
+            continue
+        assert d.shape.pods * d.shape.gpus <= d.facts.nodes * max(1, d.gpus_per_node), d.name
+        if d.gang_scheduler_required:
+            assert d.shape.pods == d.facts.nodes, d.name
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_same_seed_same_numbers_other_seed_other_numbers(example, orchgen):
+    src = example("baremetal-k8s-training")
+    runs = [orchgen("simulate", src, "--hours", "24", "--seed", s, "--format", "json", check=True).stdout
+            for s in ("1", "1", "2")]
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+    report = json.loads(runs[0])
+    assert {w["workload"] for w in report["workloads"]} == {"pretrain-70b", "asr-finetune", "eval"}
+    assert 0 < report["planes"][0]["gpu_utilization"] <= 1
+    schedulers = [r["scheduler"] for r in report["kubernetes_gangs"]["schedulers"]]
+    assert schedulers == ["kueue", "default kube-scheduler (per pod)"]
+
+
+def test_table_and_compare(example, orchgen):
+    src = example("university-lab")
+    table = orchgen("simulate", src, "--hours", "12", check=True).stdout
+    assert "wait p95" in table and "ddp-training" in table and "GPU utilization" in table
+    out = json.loads(orchgen("simulate", src, "--hours", "12", "--compare", "--format", "json", check=True).stdout)
+    names = [v["variant"] for v in out["variants"]]
+    assert names[0] == "plan" and "split=leaf" in names and "gang=volcano" in names
+    assert "ddp-training on kubernetes" in names
+    assert all("workloads" in v or "refused" in v for v in out["variants"])
+    assert "the same demand" in orchgen("simulate", src, "--hours", "12", "--compare", check=True).stdout
+
+
+def test_orchgen_trace(tmp_path, example):
+    plan = make_plan(load(example("research-lab")), "research-lab.yaml")
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit_time,gpus,nodes,duration,workload\n100,128,16,3600,pretrain-70b\n"
+                     "50,8,,60,vision-sweeps\n")
+    jobs = from_trace(plan, trace)
+    assert [(j.submit, j.nodes, j.per_node, j.workload) for j in jobs] == [
+        (0.0, 1, 8, "vision-sweeps"), (50.0, 16, 8, "pretrain-70b")]
+
+
+def test_alibaba_trace(tmp_path, example):
+    """pai_task_table.csv rows (no header): 2 instances of 100% of a GPU, one of 50% (one GPU), one
+    without GPUs and one still running (skipped)."""
+    plan = make_plan(load(example("baremetal-k8s-training")), "x.yaml")
+    trace = tmp_path / "pai_task_table.csv"
+    trace.write_text("j1,worker,2,Terminated,1000,1600,600,29.3,100,V100\n"
+                     "j2,worker,1,Terminated,1100,1200,600,29.3,50,T4\n"
+                     "j3,ps,1,Terminated,1100,1200,600,29.3,,\n"
+                     "j4,worker,1,Running,1200,,600,29.3,100,V100\n")
+    jobs = from_trace(plan, trace)
+    assert [(j.submit, j.gpus, j.runtime) for j in jobs] == [(0.0, 2, 600.0), (100.0, 1, 100.0)]
+    report = simulate(plan, jobs)
+    assert sum(w["jobs"] for w in report["workloads"]) == 2
+
+
+@pytest.mark.parametrize("text, field", [
+    ("a,b\n1,2\n", "--trace"),
+    ("submit_time,gpus,nodes,duration\nsoon,8,1,60\n", "submit_time"),
+    ("submit_time,gpus,nodes,duration,workload\n0,8,1,60,nope\n", "workload"),
+])
+def test_bad_trace_is_one_line(tmp_path, example, orchgen, text, field):
+    trace = tmp_path / "bad.csv"
+    trace.write_text(text)
+    proc = orchgen("simulate", example("research-lab"), "--trace", trace)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"{trace}:" in proc.stderr and field in proc.stderr
+
+
+def test_demand_jobs_come_from_the_workloads(example):
+    plan = make_plan(load(example("research-lab")), "research-lab.yaml")
+    jobs = from_demand(plan, 24, seed=3)
+    assert {j.workload for j in jobs} >= {"pretrain-70b", "model-api"}
+    pre = [j for j in jobs if j.workload == "pretrain-70b"]
+    assert all(j.nodes == 16 and j.per_node == 8 for j in pre)
+    assert all(j.runtime <= j.limit for j in jobs)
+
+
+def test_plan_does_not_import_the_simulator(example, tmp_path):
+    code = ("import sys; from generator.cli import main; sys.argv=['orchgen','plan',%r,'-o',%r]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('LOADED:' + ','.join(m for m in ('simpy', 'numpy', 'generator.simulate') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code % (str(example("research-lab")), str(tmp_path / "o"))],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "LOADED:", out.stdout
