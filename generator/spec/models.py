@@ -244,7 +244,9 @@ class Taint(_Model):
     key: Annotated[str, AfterValidator(_taint_key)] = Field(description="e.g. nvidia.com/gpu")
     value: Annotated[str, AfterValidator(_taint_value)] | None = Field(
         default=None, description="absent: a taint without a value (tolerated with operator Exists)")
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        description="NoSchedule (what GPU node pools use), PreferNoSchedule or NoExecute (evicts pods "
+                    "that do not tolerate it)")
 
 
 class Pool(_Model):
