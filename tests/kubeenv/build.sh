@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Build the test control plane from Go modules, once, into a user cache keyed by the versions:
+#   tests/kubeenv/build.sh            # prints the bin directory on stdout when done
+#   KUBEENV_ONLY="etcd kube-apiserver" tests/kubeenv/build.sh   # a subset
+# Modules (go.mod and go.sum are committed; nothing prebuilt is downloaded, only Go modules):
+#   k8s/     etcd (etcdmain), kube-apiserver, kube-controller-manager, kube-scheduler at Kubernetes 1.33
+#   addons/  KWOK (fake nodes and pods) and Kueue's controller manager (0.19.2, as generator/catalog.py pins)
+#   helm/    helm v4 (renders the bundle's releases from ../shared/charts)
+# Cache: ${ORCHGEN_KUBEENV_CACHE:-${XDG_CACHE_HOME:-~/.cache}/orchgen/kubeenv}/<k8s version>-<go.sum hash>/bin.
+# A binary already there is not rebuilt; builds run under `nice` and a lock (parallel runs wait).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/k8s/go.mod")
+key=$(cat "$here"/*/go.mod "$here"/*/go.sum | sha256sum | cut -c1-12)
+cache="${ORCHGEN_KUBEENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchgen/kubeenv}"
+bin="$cache/$k8s_version-$key/bin"
+mkdir -p "$bin"
+exec 9>"$cache/.lock"
+flock 9
+
+# module:binary:package
+targets=(
+  "k8s:etcd:./cmd/etcd"
+  "k8s:kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver"
+  "k8s:kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler"
+  "k8s:kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager"
+  "addons:kwok:sigs.k8s.io/kwok/cmd/kwok"
+  "addons:kueue:sigs.k8s.io/kueue/cmd/kueue"
+  "helm:helm:helm.sh/helm/v4/cmd/helm"
+)
+for t in "${targets[@]}"; do
+  IFS=: read -r mod name pkg <<<"$t"
+  if [[ -n "${KUBEENV_ONLY:-}" && " $KUBEENV_ONLY " != *" $name "* ]]; then continue; fi
+  [[ -x "$bin/$name" ]] && continue
+  start=$SECONDS
+  echo "kubeenv: building $name ($pkg) in $mod/" >&2
+  (cd "$here/$mod" && nice -n 10 go build -o "$bin/.$name.tmp" "$pkg")
+  mv "$bin/.$name.tmp" "$bin/$name"
+  echo "kubeenv: built $name in $((SECONDS - start)) s" >&2
+done
+echo "$bin"
