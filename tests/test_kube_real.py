@@ -166,3 +166,178 @@ def test_default_scheduler_splits_the_same_gangs(tmp_path: Path, kube) -> None:
     pending = [p for p in pods(kube, "-n", "team") if p["status"].get("phase") == "Pending"]
     assert len(pending) == 2
     assert_placement(kube)
+
+
+# A gang that prefers one leaf lands under one leaf: Kueue topology-aware scheduling over the fabric
+# labels node-labels.sh puts on a bare-metal fleet (2 leaves of 4 one-GPU nodes).
+TAS_FLEET = """\
+apiVersion: orchgen/v1alpha1
+kind: Fleet
+metadata:
+  name: tas-leaf
+fleet:
+  bare_metal: true
+  fabric:
+    kind: ethernet
+    nodes_per_leaf: 4
+    leaves_per_spine: 2
+  pools:
+    - name: g1
+      nodes: 8
+      gpu: {type: l4, count: 1}
+      cpus: 16
+      memory_gib: 64
+tenants:
+  - name: team
+workloads:
+  - {name: filler, plane: kubernetes, tenant: team, nodes: 2, gpus: 2, tightly_coupled: true, bare_metal: false}
+  - {name: gang, plane: kubernetes, tenant: team, nodes: 4, gpus: 4, tightly_coupled: true, bare_metal: false}
+"""
+
+
+def test_kueue_tas_puts_a_gang_under_one_leaf(tmp_path: Path, kube) -> None:
+    fleet = tmp_path / "tas-leaf.yaml"
+    fleet.write_text(TAS_FLEET)
+    out = plan(fleet, tmp_path / "bundle")
+    starter = (out / "kubernetes" / "workloads" / "gang.yaml").read_text()
+    assert "kueue.x-k8s.io/podset-preferred-topology: orchgen.io/leaf" in starter
+    kb.apply_bundle(kube, fleet, out)
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kube.get("nodes")["items"]}
+    assert {l.get("orchgen.io/leaf") for l in nodes.values()} == {"leaf001", "leaf002"}
+
+    def placed() -> dict[str, list[str]] | None:
+        got: dict[str, list[str]] = {"filler": [], "gang": []}
+        for p in pods(kube, "-n", "team"):
+            job = p["metadata"]["labels"].get("job-name")
+            if job in got and p["status"].get("phase") == "Running":
+                got[job].append(p["spec"]["nodeName"])
+        return got if (len(got["filler"]), len(got["gang"])) == (2, 4) else None
+
+    got = kube.wait_for("both gangs running", placed, timeout=180)
+    for job, on in got.items():
+        leaves = {nodes[n]["orchgen.io/leaf"] for n in on}
+        assert len(leaves) == 1, f"{job} spans leaves {leaves}: {on}"
+    assert_placement(kube)
+
+
+# GKE admits pods of the system-node-critical and system-cluster-critical priority classes only in
+# a namespace with a ResourceQuota covering that scope (GKE docs, "Limit Priority Class consumption";
+# Kubernetes' ResourceQuota admission `limitedResources`). Reproduced with the API server's own
+# admission configuration.
+GKE_ADMISSION = {
+    "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+    "plugins": [{"name": "ResourceQuota", "configuration": {
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "ResourceQuotaConfiguration",
+        "limitedResources": [{"resource": "pods", "matchScopes": [{
+            "scopeName": "PriorityClass", "operator": "In",
+            "values": ["system-node-critical", "system-cluster-critical"]}]}]}}]}
+
+
+def _critical_pod(ns: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "critical", "namespace": ns},
+            "spec": {"priorityClassName": "system-node-critical",
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+
+
+def _operator_refusals(cluster) -> list[str]:
+    events = cluster.get("events", "-n", "gpu-operator")["items"]
+    return [e["message"] for e in events if e.get("reason") == "FailedCreate" and "quota" in e["message"]]
+
+
+@pytest.fixture
+def gke(tmp_path: Path, kube_factory):
+    cluster = kube_factory(admission_config=GKE_ADMISSION)
+    # the limit is real here: a critical pod where no quota covers the scope is refused
+    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "probe"}}])
+    r = cluster.apply([_critical_pod("probe")], check=False)
+    assert r.returncode != 0 and "insufficient quota" in r.stderr, r.stderr
+    example = REPO / "examples" / "gke-training.yaml"
+    out = plan(example, tmp_path / "bundle")
+    kb.apply_bundle(cluster, example, out)
+
+    def operator_pods() -> list[dict[str, Any]]:
+        return [p for p in pods(cluster, "-n", "gpu-operator")
+                if p["spec"].get("priorityClassName") == "system-node-critical"]
+
+    return cluster, operator_pods
+
+
+def test_gke_critical_pods_are_admitted_after_the_bundle(gke) -> None:
+    """In the bundle's Helm/kubectl order the GPU Operator's system-node-critical pods exist in the
+    end: the quota of manifests/05-gpu-operator.yaml covers them."""
+    cluster, operator_pods = gke
+    got = cluster.wait_for("the GPU Operator's critical pods", operator_pods, timeout=240, every=2)
+    assert got
+
+
+@pytest.mark.xfail(strict=True, reason="known GKE ordering defect (issue 20): the bundle README installs "
+                   "the Helm releases before manifests/05-gpu-operator.yaml, so the GPU Operator's "
+                   "system-node-critical pods are refused until the quota arrives")
+def test_gke_quota_precedes_the_critical_pods(gke) -> None:
+    cluster, operator_pods = gke
+    cluster.wait_for("the GPU Operator's critical pods", operator_pods, timeout=240, every=2)
+    assert _operator_refusals(cluster) == []
+
+
+# ---- re-plans applied for real: updates, creates, and deletes of what the new bundle dropped ----
+# (what `pulumi up`, an Argo CD sync and a Flux reconcile do with kubernetes/manifests/; see
+# tests/test_replan.py). Kueue runs, so its finalizers on flavors, queues and topologies are real.
+REAL_REPLANS = ("grpo-rl+kueue:8-to-16-nodes", "baremetal-k8s-training+kueue:scale-out",
+                "baremetal-k8s-training+kueue:new-tenant", "baremetal-k8s-training+kueue:removed-tenant",
+                "research-lab+kueue:hybrid-turn", "cloud-training+kueue:new-tenant")
+
+
+def _replan_cases() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    from tests.test_replan import REPLANS
+
+    by_id = {r[0]: r for r in REPLANS}
+    return [by_id[i] for i in REAL_REPLANS if i in by_id]
+
+
+def _identity(o: dict[str, Any]) -> tuple[str, str, str, str]:
+    md = o["metadata"]
+    return (o["apiVersion"].rpartition("/")[0], o["kind"], md.get("namespace", ""), md["name"])
+
+
+def _kubectl_name(o: dict[str, Any]) -> list[str]:
+    group = o["apiVersion"].rpartition("/")[0]
+    args = [f"{o['kind']}.{group}" if group else o["kind"], o["metadata"]["name"]]
+    return args + (["-n", o["metadata"]["namespace"]] if o["metadata"].get("namespace") else [])
+
+
+@pytest.mark.parametrize(("rid", "before", "after"), _replan_cases(), ids=lambda v: v if isinstance(v, str) else "")
+def test_replan_applies_as_updates_and_deletes(rid, before, after, tmp_path: Path, kube) -> None:
+    assert len(_replan_cases()) == len(REAL_REPLANS), "a re-plan scenario of tests/test_replan.py is gone"
+    bundles = []
+    for tag, data in (("before", before), ("after", after)):
+        f = tmp_path / f"{tag}.yaml"
+        f.write_text(yaml.safe_dump(data))
+        bundles.append((f, plan(f, tmp_path / tag)))
+    (f0, old), (f1, new) = bundles
+    kb.apply_bundle(kube, f0, old, with_workloads=False)
+    old_objs, new_objs = kb.manifests(kube, old), kb.manifests(kube, new)
+    # nodes the scale-out adds join first, as the provisioner brings them
+    have = {n["metadata"]["name"] for n in kube.get("nodes")["items"]}
+    plan_new = json.loads((new / "plan.json").read_text())
+    more = [n for n in kb.fleet_nodes(f1, new, tuple(plan_new["planes"])) if n["name"] not in have]
+    if more:
+        kube.add_nodes(more)
+    if (new / "kubernetes" / "node-labels.sh").is_file():
+        kb.run_node_labels(kube, new)
+    r = kube.apply(new_objs, check=False)  # updates and creates: refused if a frozen field changed
+    assert r.returncode == 0, f"{rid}: the API server refused the re-plan:\n{r.stderr[-3000:]}"
+    gone = {_identity(o): o for o in old_objs}.keys() - {_identity(o) for o in new_objs}
+    for ident in sorted(gone):
+        o = {_identity(o): o for o in old_objs}[ident]
+        if o["kind"] == "Namespace":  # tenant namespaces are never pruned (README: Prune=false)
+            continue
+        kube.kubectl("delete", *_kubectl_name(o), "--wait=true", "--timeout=120s", timeout=150)
+    for o in new_objs:  # everything the new bundle has is there, as the new bundle says
+        got = kube.get(*_kubectl_name(o))
+        assert got["metadata"]["name"] == o["metadata"]["name"]
+        for field in FROZEN.get(o["kind"], ()):
+            assert got["spec"].get(field) == o["spec"].get(field), (rid, o["kind"], field)
+
+
+# the fields the API server freezes (tests/test_replan.py IMMUTABLE): after the re-plan they are the new bundle's
+FROZEN = {"Topology": ("levels",), "ResourceFlavor": ("nodeLabels", "topologyName"), "LocalQueue": ("clusterQueue",)}

@@ -38,4 +38,15 @@ for t in "${targets[@]}"; do
   mv "$bin/.$name.tmp" "$bin/$name"
   echo "kubeenv: built $name in $((SECONDS - start)) s" >&2
 done
+# KWOK's stages (how a fake node and pod move through their lifecycle) are YAML in its module, not in
+# the binary's defaults: take the "fast" node stage and the pod stages that make a bound pod Ready and
+# Running and let it be deleted. Not pod-complete: it would end every Job's pods at once, while the
+# starters' pods must stay Running for the tests to see where they are placed.
+stages="$bin/../kwok-stages"
+if [[ ! -f "$stages/pod-ready.yaml" && ( -z "${KUBEENV_ONLY:-}" || " $KUBEENV_ONLY " == *" kwok "* ) ]]; then
+  src=$(cd "$here/addons" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+  mkdir -p "$stages"
+  cp "$src/node/fast/node-initialize.yaml" "$src/pod/fast/pod-ready.yaml" "$src/pod/fast/pod-delete.yaml" "$stages/"
+  chmod 644 "$stages"/*.yaml
+fi
 echo "$bin"

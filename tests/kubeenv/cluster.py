@@ -40,7 +40,7 @@ CONTROLLERS = "*,-node-lifecycle-controller,-node-ipam-controller,-cloud-node-li
 def k8s_version() -> str:
     for line in (HERE / "k8s" / "go.mod").read_text().splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[0] == "k8s.io/kubernetes":
+        if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes":
             return parts[1]
     raise RuntimeError("tests/kubeenv/k8s/go.mod names no k8s.io/kubernetes")
 
@@ -59,7 +59,10 @@ def bin_dir() -> Path:
 
 def missing_binaries(names: Iterable[str] = BINARIES) -> list[str]:
     d = bin_dir()
-    return [n for n in names if not os.access(d / n, os.X_OK)]
+    missing = [n for n in names if not os.access(d / n, os.X_OK)]
+    if "kwok" in names and not (d.parent / "kwok-stages" / "pod-ready.yaml").is_file():
+        missing.append("kwok-stages")
+    return missing
 
 
 def free_port() -> int:
@@ -91,12 +94,13 @@ class Cluster:
     """One control plane in `workdir`. Use as a context manager, or call start()/stop()."""
 
     def __init__(self, workdir: Path, admission_config: dict[str, Any] | None = None,
-                 scheduler: bool = True, kwok: bool = True):
+                 scheduler: bool = True, kwok: bool = True, controllers: bool = True):
         self.dir = workdir
         self.bin = bin_dir()
         self.admission_config = admission_config
         self.with_scheduler = scheduler
         self.with_kwok = kwok
+        self.with_controllers = controllers
         self.procs: dict[str, subprocess.Popen] = {}
         self.kubeconfig = workdir / "kubeconfig"
         self.certs = workdir / "pki"
@@ -170,26 +174,32 @@ class Cluster:
                                                           timeout=10).returncode == 0,
                    180, "kube-apiserver")
         kc = f"--kubeconfig={self.kubeconfig}"
-        self._spawn("kube-controller-manager", [
-            "kube-controller-manager", kc, "--leader-elect=false", f"--controllers={CONTROLLERS}",
-            f"--service-account-private-key-file={c / 'sa.key'}", f"--root-ca-file={c / 'ca.crt'}",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            "--use-service-account-credentials=false", f"--authentication-kubeconfig={self.kubeconfig}",
-            f"--authorization-kubeconfig={self.kubeconfig}", "--concurrent-job-syncs=10"])
+        if self.with_controllers:
+            self._spawn("kube-controller-manager", [
+                "kube-controller-manager", kc, "--leader-elect=false", f"--controllers={CONTROLLERS}",
+                f"--service-account-private-key-file={c / 'sa.key'}", f"--root-ca-file={c / 'ca.crt'}",
+                "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                "--use-service-account-credentials=false", f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}", "--concurrent-job-syncs=10"])
         if self.with_scheduler:
             self._spawn("kube-scheduler", [
                 "kube-scheduler", kc, "--leader-elect=false", "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}", f"--authentication-kubeconfig={self.kubeconfig}",
                 f"--authorization-kubeconfig={self.kubeconfig}"])
         if self.with_kwok:
+            # the stages build.sh takes from KWOK's module (nodes Ready, bound pods Running); naming
+            # them also keeps KWOK off a ~/.kwok/kwok.yaml of the user's
+            stages = [f"--config={f}" for f in sorted((self.bin.parent / "kwok-stages").glob("*.yaml"))]
             self._spawn("kwok", [
-                "kwok", kc, "--manage-all-nodes=true", "--cidr=10.244.0.1/16",
+                "kwok", kc, *stages, "--manage-all-nodes=true",
+                "--cidr=10.244.0.0/16",
                 "--node-ip=10.0.0.1", f"--server-address=127.0.0.1:{free_port()}"])
         # the default ServiceAccount exists once the controller manager runs (pods need it)
-        self._wait("service-account controller",
-                   lambda: self.kubectl("get", "sa", "default", "-n", "default", check=False,
-                                        timeout=10).returncode == 0,
-                   120, "kube-controller-manager")
+        if self.with_controllers:
+            self._wait("service-account controller",
+                       lambda: self.kubectl("get", "sa", "default", "-n", "default", check=False,
+                                            timeout=10).returncode == 0,
+                       120, "kube-controller-manager")
         return self
 
     def stop(self) -> None:
@@ -276,11 +286,15 @@ class Cluster:
         for o in objs:
             self.kubectl("patch", "node", o["metadata"]["name"], "--subresource=status", "--type=merge",
                          "-p", json.dumps({"status": o["status"]}))
-        names = [n["name"] for n in nodes]
-        self.wait_for("nodes Ready", lambda: all(
-            any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
-            and node["status"]["allocatable"].get("cpu")
-            for node in self.get("nodes", *names)["items"]), timeout=120)
+        names = {n["name"] for n in nodes}
+
+        def ready() -> bool:
+            got = [n for n in self.get("nodes")["items"] if n["metadata"]["name"] in names]
+            return len(got) == len(names) and all(
+                any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+                for n in got)
+
+        self.wait_for("nodes Ready", ready, timeout=120)
 
     # -- Kueue ---------------------------------------------------------------------------------
     def start_kueue(self, config: dict[str, Any]) -> None:
