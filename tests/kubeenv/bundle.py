@@ -23,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from generator.spec import hardware, load
+from generator.spec import hardware
+from generator.spec.load import load as load_fleet
 from generator.spec.checks import pool_hostnames, pool_node_labels
 
 from . import overlay
@@ -40,7 +41,7 @@ def charts_dir() -> Path:
 def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubernetes",)) -> list[dict[str, Any]]:
     """The fake nodes for a fleet: every node of the planes' pools (plan.json), as its provisioner
     registers it."""
-    fleet = load.load(workload)
+    fleet = load_fleet(workload)
     plan = json.loads((bundle / "plan.json").read_text())
     bare = bool(fleet.fleet.bare_metal)
     net = ((plan.get("platform") or {}).get("network") or {})
@@ -53,7 +54,7 @@ def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubern
             for expr in p["nodes"]:
                 wanted.update(hostlist.expand(expr))
     nodes = []
-    for pool in fleet.pools:
+    for pool in fleet.fleet.pools:
         hw = hardware.node_hardware(pool)
         cap = {"cpu": str(hw.allocatable_cpus), "memory": f"{hw.allocatable_memory_gib}Gi", "pods": "110"}
         if pool.gpu is not None:

@@ -286,6 +286,11 @@ class Cluster:
         for o in objs:
             self.kubectl("patch", "node", o["metadata"]["name"], "--subresource=status", "--type=merge",
                          "-p", json.dumps({"status": o["status"]}))
+            # the API server's TaintNodesByCondition admission gives a new node the not-ready taint;
+            # the node-lifecycle controller lifts it once the node is Ready. That controller does not
+            # run here (see CONTROLLERS), so the taints are set as the node means them.
+            self.kubectl("patch", "node", o["metadata"]["name"], "--type=merge",
+                         "-p", json.dumps({"spec": {"taints": o["spec"]["taints"] or None}}))
         names = {n["name"] for n in nodes}
 
         def ready() -> bool:
