@@ -11,7 +11,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/k8s/go.mod")
-key=$(cat "$here"/*/go.mod "$here"/*/go.sum | sha256sum | cut -c1-12)
+# the key covers this script too (the link flags below are part of what is built)
+key=$(cat "$here"/*/go.mod "$here"/*/go.sum "$here/build.sh" | sha256sum | cut -c1-12)
 cache="${ORCHGEN_KUBEENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchgen/kubeenv}"
 bin="$cache/$k8s_version-$key/bin"
 mkdir -p "$bin"
@@ -34,7 +35,14 @@ for t in "${targets[@]}"; do
   [[ -x "$bin/$name" ]] && continue
   start=$SECONDS
   echo "kubeenv: building $name ($pkg) in $mod/" >&2
-  (cd "$here/$mod" && nice -n 10 go build -o "$bin/.$name.tmp" "$pkg")
+  ldflags=()
+  if [[ "$mod" == k8s && "$name" != etcd ]]; then
+    # what Kubernetes' own build (hack/lib/version.sh) stamps: without it /version says v0.0.0-master,
+    # which Kueue refuses to parse ("Unable to setup server version fetcher")
+    minor=${k8s_version#v1.}; minor=${minor%%.*}
+    ldflags=(-ldflags "-X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean")
+  fi
+  (cd "$here/$mod" && nice -n 10 go build "${ldflags[@]}" -o "$bin/.$name.tmp" "$pkg")
   mv "$bin/.$name.tmp" "$bin/$name"
   echo "kubeenv: built $name in $((SECONDS - start)) s" >&2
 done

@@ -132,9 +132,16 @@ def run_node_labels(cluster: Cluster, bundle: Path) -> subprocess.CompletedProce
 
 
 def manifests(cluster: Cluster, bundle: Path) -> list[dict[str, Any]]:
+    """kubernetes/manifests/ in its kustomization's order where the bundle has one, else by file
+    name (`kubectl apply -f kubernetes/manifests/`)."""
     kust = bundle / "kubernetes"
-    out = cluster.kubectl("kustomize", str(kust)).stdout
-    return [o for o in yaml.safe_load_all(out) if o]
+    if (kust / "kustomization.yaml").is_file():
+        out = cluster.kubectl("kustomize", str(kust)).stdout
+        return [o for o in yaml.safe_load_all(out) if o]
+    objs: list[dict[str, Any]] = []
+    for f in sorted((kust / "manifests").glob("*.yaml")):
+        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+    return objs
 
 
 def workloads(bundle: Path) -> list[dict[str, Any]]:

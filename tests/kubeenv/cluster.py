@@ -47,10 +47,10 @@ def k8s_version() -> str:
 
 def bin_dir() -> Path:
     """Where build.sh puts the binaries (same key: the Kubernetes version and a hash of every
-    go.mod and go.sum of tests/kubeenv)."""
+    go.mod and go.sum of tests/kubeenv and of build.sh)."""
     import hashlib
 
-    files = sorted(HERE.glob("*/go.mod")) + sorted(HERE.glob("*/go.sum"))
+    files = sorted(HERE.glob("*/go.mod")) + sorted(HERE.glob("*/go.sum")) + [HERE / "build.sh"]
     key = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
     base = os.environ.get("ORCHGEN_KUBEENV_CACHE") or \
         str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchgen" / "kubeenv")
@@ -312,11 +312,27 @@ class Cluster:
         shutil.copy(self.certs / "tls.key", certdir / "tls.key")
         from tests.kubeenv import overlay
 
+        metrics_certs = Path(overlay.KUEUE_METRICS_CERTS)
+        if not (metrics_certs / "tls.crt").is_file():
+            from tests._consumers import require
+
+            require(os.access(metrics_certs.parent.parent.parent, os.W_OK) or os.geteuid() == 0,
+                    f"Kueue 0.19 reads its metrics certificate from {metrics_certs} when its internal "
+                    "certificate management is off: create it (tls.crt, tls.key) or run as root")
+            tmp = metrics_certs.parent / f".certs.{os.getpid()}"
+            tmp.mkdir(parents=True, exist_ok=True)
+            _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.crt",
+                     "-days", "3650", "-subj", "/CN=kueue-metrics-orchgen-test", cwd=tmp)
+            try:
+                tmp.rename(metrics_certs)
+            except OSError:  # another test made it first
+                shutil.rmtree(tmp, ignore_errors=True)
         cfg = overlay.kueue_config(config, port=self.webhook_port, certdir=certdir,
                                    probe=free_port(), metrics=free_port())
         path = self.dir / "kueue-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        self._spawn("kueue", ["kueue", f"--config={path}", "--zap-log-level=2"],
+        self._spawn("kueue", ["kueue", f"--config={path}", "--zap-log-level=2",
+                              f"--feature-gates={overlay.KUEUE_FEATURE_GATES}"],
                     env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": "kueue-system"})
         self._wait("kueue webhook server", lambda: socket.create_connection(
             ("127.0.0.1", self.webhook_port), timeout=1).close() is None, 120, "kueue")

@@ -20,6 +20,13 @@ configuration, and on nothing else. Every object not named here is applied exact
    the in-cluster Service name), no leader election (one process), probes and metrics on free
    loopback ports. Queueing, waitForPodsReady, TAS, integrations and namespace selectors stay as the
    bundle sets them.
+5. Kueue 0.19's manager, with internal certificate management off, reads a metrics-server certificate
+   from the fixed path KUEUE_METRICS_CERTS (cmd/kueue/main.go; the chart mounts one there). The
+   harness puts a throwaway self-signed one there once (root, or a writable /etc/kueue); nothing
+   scrapes those metrics.
+6. Kueue's on-demand visibility API server is off (`--feature-gates=VisibilityOnDemand=false`): it
+   serves an aggregated API through an APIService (left out by rule 2) and reads its certificate
+   from the fixed path /visibility. Admission, queueing and TAS do not use it.
 """
 from __future__ import annotations
 
@@ -27,6 +34,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
+KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
+KUEUE_FEATURE_GATES = "VisibilityOnDemand=false"
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 
 
