@@ -149,6 +149,13 @@ def test_kueue_admits_one_gang_whole_the_other_waits_whole(tmp_path: Path, kube)
                 for w in workloads}
     assert sorted(admitted.values()) == [False, True], admitted
     assert admitted[waiting[0]] is False
+    # a tenant over its quota waits: the waiting gang's 5 GPUs exceed what the tenant's ClusterQueue
+    # has left (8 - 5), though 3 nodes stand idle; Kueue says it is the quota
+    busy = {p["spec"].get("nodeName") for p in pods(kube, "-n", "team")}
+    assert len({n["metadata"]["name"] for n in kube.get("nodes")["items"]} - busy) == 3
+    w = next(w for w in workloads if w["metadata"]["ownerReferences"][0]["name"] == waiting[0])
+    reasons = " ".join(c.get("message", "") for c in w.get("status", {}).get("conditions", []))
+    assert "quota" in reasons.lower(), reasons
     assert_placement(kube)
 
 

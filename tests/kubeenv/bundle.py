@@ -112,6 +112,12 @@ def apply_release(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
     rest = [namespaced(o, rel["namespace"], kinds) for o in keep if o["kind"] != "CustomResourceDefinition"]
     if rest:
         cluster.apply(rest)
+    extra = overlay.RUNTIME_CRDS.get(rel["chart"])
+    if extra:
+        crds = [o for f in sorted((charts_dir() / "_extra-crds" / extra).glob("*.yaml"))
+                for o in yaml.safe_load_all(f.read_text()) if o]
+        cluster.apply(crds)
+        cluster.wait_established([o["metadata"]["name"] for o in crds])
     if rel["chart"] == "kueue" and kueue:
         cluster.start_kueue(kueue_configuration(objs))
         cluster.apply(overlay.kueue_webhooks(kueue_hooks, cluster.webhook_port, cluster.ca_bundle()))

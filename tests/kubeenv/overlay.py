@@ -27,6 +27,10 @@ configuration, and on nothing else. Every object not named here is applied exact
 6. Kueue's on-demand visibility API server is off (`--feature-gates=VisibilityOnDemand=false`): it
    serves an aggregated API through an APIService (left out by rule 2) and reads its certificate
    from the fixed path /visibility. Admission, queueing and TAS do not use it.
+7. CRDs a controller installs at run time, which its chart does not carry: the Network Operator
+   applies nv-ipam's IPPool and CIDRPool CRDs itself (its manifests/state-nv-ipam-cni) when a
+   NicClusterPolicy enables nv-ipam. Its pod is only faked here, so after the network-operator
+   release the harness applies those two CRDs from ../shared/charts/_extra-crds/nv-ipam (RUNTIME_CRDS).
 """
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ from typing import Any
 
 KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
 KUEUE_FEATURE_GATES = "VisibilityOnDemand=false"
+# chart -> directory of ../shared/charts/_extra-crds its controller would apply (rule 7)
+RUNTIME_CRDS = {"network-operator": "nv-ipam"}
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 
 
