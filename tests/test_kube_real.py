@@ -277,7 +277,7 @@ def test_gke_critical_pods_are_admitted_after_the_bundle(gke) -> None:
     assert got
 
 
-@pytest.mark.xfail(strict=True, reason="known GKE ordering defect (issue 20): the bundle README installs "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known GKE ordering defect (issue 20): the bundle README installs "
                    "the Helm releases before manifests/05-gpu-operator.yaml, so the GPU Operator's "
                    "system-node-critical pods are refused until the quota arrives")
 def test_gke_quota_precedes_the_critical_pods(gke) -> None:
