@@ -262,9 +262,18 @@ class Cluster:
         raise TimeoutError(f"{what}: not after {timeout:.0f} s (last: {last!r})")
 
     def wait_established(self, crds: list[str], timeout: float = 120) -> None:
-        if crds:
-            self.kubectl("wait", "--for=condition=Established", f"--timeout={int(timeout)}s",
-                         *[f"crd/{n}" for n in crds], timeout=timeout + 10)
+        names = set(crds)
+
+        def established() -> bool:
+            # polled: `kubectl wait` errors out on a CRD whose status has no conditions yet
+            items = self.get("crd")["items"]
+            ok = {c["metadata"]["name"] for c in items if any(
+                x["type"] == "Established" and x["status"] == "True"
+                for x in (c.get("status") or {}).get("conditions") or [])}
+            return names <= ok
+
+        if names:
+            self.wait_for("CRDs Established", established, timeout=timeout)
 
     # -- nodes ---------------------------------------------------------------------------------
     def add_nodes(self, nodes: list[dict[str, Any]]) -> None:
