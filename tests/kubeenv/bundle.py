@@ -5,11 +5,12 @@ Order (the bundle README, "Kubernetes: Helm releases" and "node labels, tenants,
    off bare metal (`node_labels`, else the provider's node-pool label), nothing on bare metal;
    capacity from the pool's hardware (allocatable CPUs and memory, `nvidia.com/gpu`, the fabric's
    RDMA resource);
-2. each Helm release of `kubernetes/helm/releases.yaml` in file order (the install order the README
+2. `kubernetes/node-labels.sh`, run by bash against this cluster (the README's step 1, "before
+   `pulumi up`": the Slurm side's taint must be there before anything schedules);
+3. each Helm release of `kubernetes/helm/releases.yaml` in file order (the install order the README
    gives: CRD owners first, each after its `dependsOn`): `helm template` of the real chart of
    ../shared/charts with the release's values and `--include-crds`, CRDs applied and Established first,
    then the rest; Kueue's controller starts once its release is in;
-3. `kubernetes/node-labels.sh`, run by bash against this cluster;
 4. `kubernetes/` kustomization (manifests, in its fifo order), then `kubernetes/workloads/*.yaml`.
 Every apply is `kubectl apply --server-side`. tests/kubeenv/overlay.py lists what is left out.
 """
@@ -163,10 +164,12 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
     plan = json.loads((bundle / "plan.json").read_text())
     planes = tuple(plan["planes"])
     cluster.add_nodes(fleet_nodes(workload, bundle, planes))
+    # node-labels.sh before anything schedules (README: "1. The nodes ... (before `pulumi up`)"): a
+    # Slurm node's NoSchedule taint does not move pods already bound there
+    labels = run_node_labels(cluster, bundle) if (bundle / "kubernetes" / "node-labels.sh").is_file() else None
     dropped: list[str] = []
     for rel in releases(bundle):
         dropped += apply_release(cluster, rel, bundle, kube_version)
-    labels = run_node_labels(cluster, bundle) if (bundle / "kubernetes" / "node-labels.sh").is_file() else None
     cluster.apply(manifests(cluster, bundle))
     if with_workloads:
         w = workloads(bundle)
