@@ -51,4 +51,18 @@ fi
 .venv/bin/python scripts/install_helm.py
 
 
+# --- begin issue 27: the real Kubernetes control plane of the tests (tests/kubeenv) ---
+# etcd, kube-apiserver, kube-scheduler, kube-controller-manager (Kubernetes 1.33), KWOK, Kueue 0.19.2 and
+# helm, built from Go modules by tests/kubeenv/build.sh into ~/.cache/orchgen/kubeenv/<version>-<hash>/
+# (cold: see tests/kubeenv/README.md for the time; afterwards nothing to do). openssl makes its certificates.
+if ! command -v openssl >/dev/null && [ "$(id -u)" = 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >/dev/null
+fi
+if command -v go >/dev/null; then
+  tests/kubeenv/build.sh >/dev/null
+else
+  echo "note: no go on PATH, so the test control plane is not built: tests/test_kube_real.py will skip" >&2
+fi
+# --- end issue 27 ---
+
 exec .venv/bin/python -m pytest "$@"

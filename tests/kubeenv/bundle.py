@@ -1,0 +1,178 @@
+"""Apply an orchgen bundle to a `cluster.Cluster` the way its README's Helm/kubectl path does.
+
+Order (the bundle README, "Kubernetes: Helm releases" and "node labels, tenants, queues and workloads"):
+1. the fleet's nodes join (KWOK), carrying what their provisioner gives them: the pool's node labels
+   off bare metal (`node_labels`, else the provider's node-pool label), nothing on bare metal;
+   capacity from the pool's hardware (allocatable CPUs and memory, `nvidia.com/gpu`, the fabric's
+   RDMA resource);
+2. `kubernetes/node-labels.sh`, run by bash against this cluster (the README's step 1, "before
+   `pulumi up`": the Slurm side's taint must be there before anything schedules);
+3. each Helm release of `kubernetes/helm/releases.yaml` in file order (the install order the README
+   gives: CRD owners first, each after its `dependsOn`): `helm template` of the real chart of
+   ../shared/charts with the release's values and `--include-crds`, CRDs applied and Established first,
+   then the rest; Kueue's controller starts once its release is in;
+4. `kubernetes/` kustomization (manifests, in its fifo order), then `kubernetes/workloads/*.yaml`.
+Every apply is `kubectl apply --server-side`. tests/kubeenv/overlay.py lists what is left out.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from generator.spec import hardware
+from generator.spec.load import load as load_fleet
+from generator.spec.checks import pool_hostnames, pool_node_labels
+
+from . import overlay
+from .cluster import REPO, Cluster
+
+# k8s-rdma-shared-dev-plugin's rdmaHcaMax as the bundle sets it (generator/render/kubernetes/network_operator.py)
+RDMA_SHARED = ("rdma/rdma_shared_device_a", "63")
+
+
+def charts_dir() -> Path:
+    return Path(os.environ.get("ORCHGEN_CHARTS", REPO.parent / "shared" / "charts"))
+
+
+def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubernetes",)) -> list[dict[str, Any]]:
+    """The fake nodes for a fleet: every node of the planes' pools (plan.json), as its provisioner
+    registers it."""
+    fleet = load_fleet(workload)
+    plan = json.loads((bundle / "plan.json").read_text())
+    bare = bool(fleet.fleet.bare_metal)
+    net = ((plan.get("platform") or {}).get("network") or {})
+    wanted: set[str] = set()
+    for plane in planes:
+        p = plan["planes"].get(plane)
+        if p and (plane in ("kubernetes", "k3s") or p.get("host") == "kubernetes"):
+            from generator.spec import hostlist
+
+            for expr in p["nodes"]:
+                wanted.update(hostlist.expand(expr))
+    nodes = []
+    for pool in fleet.fleet.pools:
+        hw = hardware.node_hardware(pool)
+        cap = {"cpu": str(hw.allocatable_cpus), "memory": f"{hw.allocatable_memory_gib}Gi", "pods": "110"}
+        if pool.gpu is not None:
+            per_gpu = pool.gpu.mig.per_gpu if pool.gpu.mig is not None else 1
+            cap["nvidia.com/gpu"] = str(pool.gpu.count * per_gpu)
+            if net.get("kind") == "rdma-shared":
+                cap[RDMA_SHARED[0]] = RDMA_SHARED[1]
+        labels = {} if bare else pool_node_labels(fleet, pool)
+        for name in pool_hostnames(pool):
+            if name in wanted:
+                nodes.append({"name": name, "labels": dict(labels), "capacity": dict(cap)})
+    return nodes
+
+
+def helm_template(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_version: str) -> list[dict[str, Any]]:
+    chart = charts_dir() / rel["chart"] / rel["version"]
+    assert chart.is_dir(), f"chart {rel['chart']} {rel['version']} not in {charts_dir()}"
+    env = {**cluster.env(), **{k: str(cluster.dir / "helm" / k.lower()) for k in
+                               ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")}}
+    values = bundle / "kubernetes" / "helm" / rel["values"]
+    args = [str(cluster.bin / "helm"), "template", rel["name"], str(chart), "-n", rel["namespace"],
+            "--include-crds", "--kube-version", kube_version]
+    if values.is_file():
+        args += ["-f", str(values)]
+    r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, f"helm template {rel['name']}: {r.stderr[-3000:]}"
+    return [o for o in yaml.safe_load_all(r.stdout) if o]
+
+
+def kueue_configuration(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    for o in objs:
+        if o.get("kind") == "ConfigMap" and "controller_manager_config.yaml" in o.get("data", {}):
+            return yaml.safe_load(o["data"]["controller_manager_config.yaml"])
+    raise AssertionError("the kueue release renders no manager ConfigMap")
+
+
+def namespaced(o: dict[str, Any], ns: str, cluster_kinds: set[str]) -> dict[str, Any]:
+    """What `helm install -n NS` does to a namespaced object that names no namespace."""
+    if o.get("kind") in cluster_kinds or o.get("metadata", {}).get("namespace"):
+        return o
+    return {**o, "metadata": {**o["metadata"], "namespace": ns}}
+
+
+def apply_release(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_version: str,
+                  kueue: bool = True) -> list[str]:
+    """One release as `helm install` would put it in; returns what the overlay left out."""
+    objs = helm_template(cluster, rel, bundle, kube_version)
+    keep, kueue_hooks, dropped = overlay.split(objs)
+    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": rel["namespace"]}}])
+    crds = [o for o in keep if o["kind"] == "CustomResourceDefinition"]
+    if crds:
+        cluster.apply(crds)
+        cluster.wait_established([o["metadata"]["name"] for o in crds])
+    kinds = cluster.cluster_scoped_kinds()
+    rest = [namespaced(o, rel["namespace"], kinds) for o in keep if o["kind"] != "CustomResourceDefinition"]
+    if rest:
+        cluster.apply(rest)
+    extra = overlay.RUNTIME_CRDS.get(rel["chart"])
+    if extra:
+        crds = [o for f in sorted((charts_dir() / "_extra-crds" / extra).glob("*.yaml"))
+                for o in yaml.safe_load_all(f.read_text()) if o]
+        cluster.apply(crds)
+        cluster.wait_established([o["metadata"]["name"] for o in crds])
+    if rel["chart"] == "kueue" and kueue:
+        cluster.start_kueue(kueue_configuration(objs))
+        cluster.apply(overlay.kueue_webhooks(kueue_hooks, cluster.webhook_port, cluster.ca_bundle()))
+    return dropped
+
+
+def releases(bundle: Path) -> list[dict[str, Any]]:
+    path = bundle / "kubernetes" / "helm" / "releases.yaml"
+    return yaml.safe_load(path.read_text())["releases"] if path.is_file() else []
+
+
+def run_node_labels(cluster: Cluster, bundle: Path) -> subprocess.CompletedProcess:
+    script = bundle / "kubernetes" / "node-labels.sh"
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=600,
+                       env={**cluster.env(), "KUBECTL": cluster.kubectl_bin})
+    assert r.returncode == 0, f"node-labels.sh failed ({r.returncode}): {r.stderr[-3000:]}"
+    return r
+
+
+def manifests(cluster: Cluster, bundle: Path) -> list[dict[str, Any]]:
+    """kubernetes/manifests/ in its kustomization's order where the bundle has one, else by file
+    name (`kubectl apply -f kubernetes/manifests/`)."""
+    kust = bundle / "kubernetes"
+    if (kust / "kustomization.yaml").is_file():
+        out = cluster.kubectl("kustomize", str(kust)).stdout
+        return [o for o in yaml.safe_load_all(out) if o]
+    objs: list[dict[str, Any]] = []
+    for f in sorted((kust / "manifests").glob("*.yaml")):
+        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+    return objs
+
+
+def workloads(bundle: Path) -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = []
+    for f in sorted((bundle / "kubernetes" / "workloads").glob("*.yaml")):
+        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+    return objs
+
+
+def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: str = "1.33",
+                 with_workloads: bool = True) -> dict[str, Any]:
+    """The whole Helm/kubectl path; returns {dropped: [...], node_labels: stderr}."""
+    plan = json.loads((bundle / "plan.json").read_text())
+    planes = tuple(plan["planes"])
+    cluster.add_nodes(fleet_nodes(workload, bundle, planes))
+    # node-labels.sh before anything schedules (README: "1. The nodes ... (before `pulumi up`)"): a
+    # Slurm node's NoSchedule taint does not move pods already bound there
+    labels = run_node_labels(cluster, bundle) if (bundle / "kubernetes" / "node-labels.sh").is_file() else None
+    dropped: list[str] = []
+    for rel in releases(bundle):
+        dropped += apply_release(cluster, rel, bundle, kube_version)
+    cluster.apply(manifests(cluster, bundle))
+    if with_workloads:
+        w = workloads(bundle)
+        if w:
+            cluster.apply(w)
+    return {"dropped": dropped, "node_labels": labels.stderr if labels else ""}

@@ -1,0 +1,350 @@
+"""A Kubernetes control plane on loopback from the binaries tests/kubeenv/build.sh builds.
+
+What it starts, as controller-runtime's envtest does (certificates made here with openssl, a
+static admin token in `system:masters`, nothing listening beyond 127.0.0.1):
+- etcd (one member, a temp data dir, no fsync);
+- kube-apiserver (RBAC, the default admission plugins, optionally an admission configuration);
+- kube-controller-manager (Job, ReplicaSet, namespace, garbage-collector, quota, service-account
+  controllers: everything but the node, route and cloud controllers, which need real nodes);
+- kube-scheduler (default profile);
+- KWOK, which plays every node's kubelet: nodes this module creates become Ready, and pods bound to
+  them become Running, with no container run;
+- Kueue's controller manager (on demand, `start_kueue`) with the configuration the bundle's
+  chart release renders, its webhooks served on loopback.
+Everything the harness must change in a bundle to run here is in tests/kubeenv/overlay.py.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "kueue", "helm")
+# kube-controller-manager --controllers: all but those that need real kubelets, clouds or routes. The
+# node-lifecycle controller would taint KWOK's nodes unreachable whenever a heartbeat is late on this
+# loaded machine and evict what the tests just placed.
+CONTROLLERS = "*,-node-lifecycle-controller,-node-ipam-controller,-cloud-node-lifecycle-controller," \
+              "-service-lb-controller,-node-route-controller,-persistentvolume-attach-detach-controller"
+
+
+def k8s_version() -> str:
+    for line in (HERE / "k8s" / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes":
+            return parts[1]
+    raise RuntimeError("tests/kubeenv/k8s/go.mod names no k8s.io/kubernetes")
+
+
+def bin_dir() -> Path:
+    """Where build.sh puts the binaries (same key: the Kubernetes version and a hash of every
+    go.mod and go.sum of tests/kubeenv and of build.sh)."""
+    import hashlib
+
+    files = sorted(HERE.glob("*/go.mod")) + sorted(HERE.glob("*/go.sum")) + [HERE / "build.sh"]
+    key = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+    base = os.environ.get("ORCHGEN_KUBEENV_CACHE") or \
+        str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchgen" / "kubeenv")
+    return Path(base) / f"{k8s_version()}-{key}" / "bin"
+
+
+def missing_binaries(names: Iterable[str] = BINARIES) -> list[str]:
+    d = bin_dir()
+    missing = [n for n in names if not os.access(d / n, os.X_OK)]
+    if "kwok" in names and not (d.parent / "kwok-stages" / "pod-ready.yaml").is_file():
+        missing.append("kwok-stages")
+    return missing
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_certs(d: Path) -> None:
+    """A throwaway CA, a serving certificate for 127.0.0.1/localhost (the API server's and Kueue's
+    webhook server's), and the service-account signing key pair."""
+    d.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+             "-days", "2", "-subj", "/CN=orchgen-kubeenv-ca", cwd=d)
+    _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr",
+             "-subj", "/CN=localhost", cwd=d)
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "tls.crt", "-days", "2", "-extfile", "san.ext", cwd=d)
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
+    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
+
+
+class Cluster:
+    """One control plane in `workdir`. Use as a context manager, or call start()/stop()."""
+
+    def __init__(self, workdir: Path, admission_config: dict[str, Any] | None = None,
+                 scheduler: bool = True, kwok: bool = True, controllers: bool = True):
+        self.dir = workdir
+        self.bin = bin_dir()
+        self.admission_config = admission_config
+        self.with_scheduler = scheduler
+        self.with_kwok = kwok
+        self.with_controllers = controllers
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.kubeconfig = workdir / "kubeconfig"
+        self.certs = workdir / "pki"
+        self.kubectl_bin = shutil.which("kubectl") or str(Path(os.sys.executable).parent / "kubectl")
+        self.webhook_port = 0
+
+    # -- processes ---------------------------------------------------------------------------
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        log = open(self.dir / f"{name}.log", "ab")
+        self.procs[name] = subprocess.Popen(
+            [str(self.bin / args[0]), *args[1:]], stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, cwd=self.dir, env={**os.environ, **(env or {})},
+            start_new_session=True)
+
+    def log(self, name: str, tail: int = 4000) -> str:
+        p = self.dir / f"{name}.log"
+        return p.read_text(errors="replace")[-tail:] if p.exists() else ""
+
+    def _wait(self, what: str, ok, timeout: float, proc: str | None = None) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if proc and self.procs[proc].poll() is not None:
+                raise RuntimeError(f"{proc} exited ({self.procs[proc].returncode}):\n{self.log(proc)}")
+            try:
+                if ok():
+                    return
+            except Exception:  # noqa: BLE001 - not up yet
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"{what} not ready after {timeout:.0f} s:\n{self.log(proc or '')}")
+
+    def start(self) -> "Cluster":
+        self.dir.mkdir(parents=True, exist_ok=True)
+        make_certs(self.certs)
+        c = self.certs
+        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+        self._spawn("etcd", [
+            "etcd", "--data-dir", str(self.dir / "etcd"), "--name", "default",
+            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-cluster", f"default=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync", "--log-level", "warn"])
+        token = "orchgen-admin-" + base64.b32encode(os.urandom(10)).decode().lower()
+        (c / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
+        args = [
+            "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            f"--tls-cert-file={c / 'tls.crt'}", f"--tls-private-key-file={c / 'tls.key'}",
+            f"--client-ca-file={c / 'ca.crt'}", f"--token-auth-file={c / 'tokens.csv'}",
+            f"--service-account-key-file={c / 'sa.pub'}",
+            f"--service-account-signing-key-file={c / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
+            "--authorization-mode=RBAC", f"--cert-dir={c}",
+            "--v=1"]
+        if self.admission_config is not None:
+            path = self.dir / "admission.yaml"
+            path.write_text(yaml.safe_dump(self.admission_config))
+            args.append(f"--admission-control-config-file={path}")
+        self._spawn("kube-apiserver", args)
+        ca = base64.b64encode((c / "ca.crt").read_bytes()).decode()
+        self.kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "kubeenv",
+            "clusters": [{"name": "kubeenv", "cluster": {
+                "server": f"https://127.0.0.1:{api_port}", "certificate-authority-data": ca}}],
+            "contexts": [{"name": "kubeenv", "context": {"cluster": "kubeenv", "user": "admin"}}],
+            "users": [{"name": "admin", "user": {"token": token}}]}))
+        self._wait("kube-apiserver", lambda: self.kubectl("get", "--raw", "/readyz", check=False,
+                                                          timeout=10).returncode == 0,
+                   180, "kube-apiserver")
+        kc = f"--kubeconfig={self.kubeconfig}"
+        if self.with_controllers:
+            self._spawn("kube-controller-manager", [
+                "kube-controller-manager", kc, "--leader-elect=false", f"--controllers={CONTROLLERS}",
+                f"--service-account-private-key-file={c / 'sa.key'}", f"--root-ca-file={c / 'ca.crt'}",
+                "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                "--use-service-account-credentials=false", f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}", "--concurrent-job-syncs=10"])
+        if self.with_scheduler:
+            self._spawn("kube-scheduler", [
+                "kube-scheduler", kc, "--leader-elect=false", "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}", f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}"])
+        if self.with_kwok:
+            # the stages build.sh takes from KWOK's module (nodes Ready, bound pods Running); naming
+            # them also keeps KWOK off a ~/.kwok/kwok.yaml of the user's
+            stages = [f"--config={f}" for f in sorted((self.bin.parent / "kwok-stages").glob("*.yaml"))]
+            self._spawn("kwok", [
+                "kwok", kc, *stages, "--manage-all-nodes=true",
+                "--cidr=10.244.0.0/16",
+                "--node-ip=10.0.0.1", f"--server-address=127.0.0.1:{free_port()}"])
+        # the default ServiceAccount exists once the controller manager runs (pods need it)
+        if self.with_controllers:
+            self._wait("service-account controller",
+                       lambda: self.kubectl("get", "sa", "default", "-n", "default", check=False,
+                                            timeout=10).returncode == 0,
+                       120, "kube-controller-manager")
+        return self
+
+    def stop(self) -> None:
+        for name, p in reversed(list(self.procs.items())):
+            if p.poll() is None:
+                p.terminate()
+        for name, p in self.procs.items():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+
+    def __enter__(self) -> "Cluster":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- kubectl -------------------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "KUBECACHEDIR": str(self.dir / "kubecache")}
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+        r = subprocess.run([self.kubectl_bin, *args], input=input, capture_output=True, text=True,
+                           env=self.env(), timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+        return r
+
+    def apply(self, objs: list[dict[str, Any]] | str, manager: str = "orchgen-test",
+              check: bool = True) -> subprocess.CompletedProcess:
+        """`kubectl apply --server-side` (no dry run): the API server validates, defaults, runs its
+        CEL rules and admission, and stores."""
+        text = objs if isinstance(objs, str) else yaml.safe_dump_all(objs)
+        return self.kubectl("apply", "--server-side", "--force-conflicts", f"--field-manager={manager}",
+                            "-f", "-", input=text, check=check)
+
+    def cluster_scoped_kinds(self) -> set[str]:
+        """Kinds the API server serves cluster-scoped (discovery, after the CRDs are in)."""
+        out = self.kubectl("api-resources", "--namespaced=false", "--no-headers").stdout
+        return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def wait_for(self, what: str, ok, timeout: float = 120, every: float = 0.5) -> Any:
+        end = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < end:
+            last = ok()
+            if last:
+                return last
+            time.sleep(every)
+        raise TimeoutError(f"{what}: not after {timeout:.0f} s (last: {last!r})")
+
+    def wait_established(self, crds: list[str], timeout: float = 120) -> None:
+        names = set(crds)
+
+        def established() -> bool:
+            # polled: `kubectl wait` errors out on a CRD whose status has no conditions yet
+            items = self.get("crd")["items"]
+            ok = {c["metadata"]["name"] for c in items if any(
+                x["type"] == "Established" and x["status"] == "True"
+                for x in (c.get("status") or {}).get("conditions") or [])}
+            return names <= ok
+
+        if names:
+            self.wait_for("CRDs Established", established, timeout=timeout)
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def add_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        """Create fake nodes (KWOK makes them Ready): each {name, labels, taints, capacity}."""
+        objs = []
+        for n in nodes:
+            cap = {"cpu": "64", "memory": "256Gi", "pods": "110", **n.get("capacity", {})}
+            objs.append({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": n["name"], "labels": {
+                    "kubernetes.io/hostname": n["name"], "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64", "type": "kwok", **n.get("labels", {})},
+                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+                "spec": {"taints": n.get("taints", [])},
+                "status": {"capacity": cap, "allocatable": cap}})
+        # capacity is status: create, then set it through the status subresource as a kubelet does
+        self.kubectl("create", "-f", "-", input=yaml.safe_dump_all(
+            [{k: v for k, v in o.items() if k != "status"} for o in objs]))
+        for o in objs:
+            self.kubectl("patch", "node", o["metadata"]["name"], "--subresource=status", "--type=merge",
+                         "-p", json.dumps({"status": o["status"]}))
+            # the API server's TaintNodesByCondition admission gives a new node the not-ready taint;
+            # the node-lifecycle controller lifts it once the node is Ready. That controller does not
+            # run here (see CONTROLLERS), so the taints are set as the node means them.
+            self.kubectl("patch", "node", o["metadata"]["name"], "--type=merge",
+                         "-p", json.dumps({"spec": {"taints": o["spec"]["taints"] or None}}))
+        names = {n["name"] for n in nodes}
+
+        def ready() -> bool:
+            got = [n for n in self.get("nodes")["items"] if n["metadata"]["name"] in names]
+            return len(got) == len(names) and all(
+                any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+                for n in got)
+
+        self.wait_for("nodes Ready", ready, timeout=120)
+
+    # -- Kueue ---------------------------------------------------------------------------------
+    def start_kueue(self, config: dict[str, Any]) -> None:
+        """Run Kueue's controller manager with `config` (a Configuration, as the chart's ConfigMap
+        holds it), its webhook server on 127.0.0.1 with this cluster's serving certificate."""
+        self.webhook_port = free_port()
+        certdir = self.dir / "kueue-certs"
+        certdir.mkdir(exist_ok=True)
+        shutil.copy(self.certs / "tls.crt", certdir / "tls.crt")
+        shutil.copy(self.certs / "tls.key", certdir / "tls.key")
+        from tests.kubeenv import overlay
+
+        metrics_certs = Path(overlay.KUEUE_METRICS_CERTS)
+        if not (metrics_certs / "tls.crt").is_file():
+            from tests._consumers import require
+
+            require(os.access(metrics_certs.parent.parent.parent, os.W_OK) or os.geteuid() == 0,
+                    f"Kueue 0.19 reads its metrics certificate from {metrics_certs} when its internal "
+                    "certificate management is off: create it (tls.crt, tls.key) or run as root")
+            tmp = metrics_certs.parent / f".certs.{os.getpid()}"
+            tmp.mkdir(parents=True, exist_ok=True)
+            _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.crt",
+                     "-days", "3650", "-subj", "/CN=kueue-metrics-orchgen-test", cwd=tmp)
+            try:
+                tmp.rename(metrics_certs)
+            except OSError:  # another test made it first
+                shutil.rmtree(tmp, ignore_errors=True)
+        cfg = overlay.kueue_config(config, port=self.webhook_port, certdir=certdir,
+                                   probe=free_port(), metrics=free_port())
+        path = self.dir / "kueue-config.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        self._spawn("kueue", ["kueue", f"--config={path}", "--zap-log-level=2",
+                              f"--feature-gates={overlay.KUEUE_FEATURE_GATES}"],
+                    env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": "kueue-system"})
+        self._wait("kueue webhook server", lambda: socket.create_connection(
+            ("127.0.0.1", self.webhook_port), timeout=1).close() is None, 120, "kueue")
+
+    def ca_bundle(self) -> str:
+        return base64.b64encode((self.certs / "ca.crt").read_bytes()).decode()

@@ -1,0 +1,49 @@
+"""pytest fixtures for the loopback control plane. Import them into a test module:
+
+    from tests.kubeenv.fixture import kube, kube_factory  # noqa: F401
+
+`kube` is a started `Cluster` (etcd, apiserver, controller manager, scheduler, KWOK) for one test;
+`kube_factory(**kwargs)` starts more (another admission configuration, no scheduler ...).
+Both skip with the reason when the binaries are not built (tests/kubeenv/build.sh; scripts/test.sh
+builds them), and fail instead under ORCHGEN_STRICT=1 (tests/_consumers.require).
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests._consumers import require
+
+from .cluster import Cluster, bin_dir, missing_binaries
+
+
+def require_kubeenv() -> None:
+    missing = missing_binaries()
+    require(not missing, f"test control plane not built ({', '.join(missing)} missing in {bin_dir()}): "
+                         "run tests/kubeenv/build.sh")
+    require(shutil.which("openssl"), "openssl not installed (the control plane's certificates)")
+
+
+@pytest.fixture
+def kube_factory(tmp_path: Path) -> Iterator:
+    require_kubeenv()
+    started: list[Cluster] = []
+
+    def make(**kwargs) -> Cluster:
+        c = Cluster(tmp_path / f"kube{len(started)}", **kwargs)
+        started.append(c)
+        return c.__enter__()
+
+    try:
+        yield make
+    finally:
+        for c in reversed(started):
+            c.stop()
+
+
+@pytest.fixture
+def kube(kube_factory) -> Cluster:
+    return kube_factory()

@@ -1,0 +1,94 @@
+"""Everything the harness changes in a bundle to apply it to the loopback control plane, with why.
+
+(The Slurm side's list is tests/slurmharness/overlay.py; this is the Kubernetes side's.) The bundle's
+files are never edited: these rules act on what `helm template` renders and on Kueue's
+configuration, and on nothing else. Every object not named here is applied exactly as rendered.
+
+1. Webhook configurations whose server is a Service: the API server would call the Service's
+   ClusterIP, and there is no pod network here (KWOK fakes pods; nothing listens). Kueue's, whose
+   controller runs here as a process, are pointed at its loopback server (`url:` plus this
+   cluster's CA, as envtest does); every other controller's (cert-manager, GPU/network operator,
+   Volcano, KAI, Slinky, ...) is left out, since with `failurePolicy: Fail` it would refuse every
+   object it watches and answer nothing.
+2. APIService objects backed by a Service (metrics adapters): left out for the same reason; the
+   aggregator would report the group unavailable and discovery (kubectl) would fail.
+3. CRD conversion webhooks (`spec.conversion.strategy: Webhook`): set to `None`, same reason; objects
+   are applied at the version the bundle writes, so no conversion is needed.
+4. Kueue's Configuration (from the chart's rendered ConfigMap, i.e. the bundle's values): the
+   webhook server on 127.0.0.1 at a free port with the harness's certificate
+   (`internalCertManagement` off: it would write a Secret and patch the webhook configurations for
+   the in-cluster Service name), no leader election (one process), probes and metrics on free
+   loopback ports. Queueing, waitForPodsReady, TAS, integrations and namespace selectors stay as the
+   bundle sets them.
+5. Kueue 0.19's manager, with internal certificate management off, reads a metrics-server certificate
+   from the fixed path KUEUE_METRICS_CERTS (cmd/kueue/main.go; the chart mounts one there). The
+   harness puts a throwaway self-signed one there once (root, or a writable /etc/kueue); nothing
+   scrapes those metrics.
+6. Kueue's on-demand visibility API server is off (`--feature-gates=VisibilityOnDemand=false`): it
+   serves an aggregated API through an APIService (left out by rule 2) and reads its certificate
+   from the fixed path /visibility. Admission, queueing and TAS do not use it.
+7. CRDs a controller installs at run time, which its chart does not carry: the Network Operator
+   applies nv-ipam's IPPool and CIDRPool CRDs itself (its manifests/state-nv-ipam-cni) when a
+   NicClusterPolicy enables nv-ipam. Its pod is only faked here, so after the network-operator
+   release the harness applies those two CRDs from ../shared/charts/_extra-crds/nv-ipam (RUNTIME_CRDS).
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
+KUEUE_FEATURE_GATES = "VisibilityOnDemand=false"
+# chart -> directory of ../shared/charts/_extra-crds its controller would apply (rule 7)
+RUNTIME_CRDS = {"network-operator": "nv-ipam"}
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
+
+def is_kueue_webhook(obj: dict[str, Any]) -> bool:
+    return obj.get("kind") in WEBHOOK_KINDS and any(
+        (w.get("clientConfig", {}).get("service") or {}).get("name", "").startswith("kueue-")
+        for w in obj.get("webhooks", []))
+
+
+def split(objs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """(objects to apply, Kueue webhook configurations to apply once Kueue runs, what was left out)."""
+    keep, kueue, dropped = [], [], []
+    for o in objs:
+        kind = o.get("kind")
+        name = f"{kind}/{o.get('metadata', {}).get('name')}"
+        if kind in WEBHOOK_KINDS:
+            (kueue if is_kueue_webhook(o) else dropped).append(o if is_kueue_webhook(o) else name)
+            continue
+        if kind == "APIService" and o.get("spec", {}).get("service"):
+            dropped.append(name)
+            continue
+        if kind == "CustomResourceDefinition" and \
+                (o.get("spec", {}).get("conversion") or {}).get("strategy") == "Webhook":
+            o = copy.deepcopy(o)
+            o["spec"]["conversion"] = {"strategy": "None"}
+        keep.append(o)
+    return keep, kueue, dropped
+
+
+def kueue_webhooks(objs: list[dict[str, Any]], port: int, ca_bundle: str) -> list[dict[str, Any]]:
+    out = []
+    for o in objs:
+        o = copy.deepcopy(o)
+        for w in o.get("webhooks", []):
+            svc = w["clientConfig"].pop("service")
+            w["clientConfig"]["url"] = f"https://127.0.0.1:{port}{svc.get('path', '/')}"
+            w["clientConfig"]["caBundle"] = ca_bundle
+        o.get("metadata", {}).get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
+        out.append(o)
+    return out
+
+
+def kueue_config(config: dict[str, Any], port: int, certdir: Path, probe: int, metrics: int) -> dict[str, Any]:
+    cfg = copy.deepcopy(config)
+    cfg["webhook"] = {**cfg.get("webhook", {}), "port": port, "host": "127.0.0.1", "certDir": str(certdir)}
+    cfg["internalCertManagement"] = {"enable": False}
+    cfg["leaderElection"] = {**cfg.get("leaderElection", {}), "leaderElect": False}
+    cfg["health"] = {**cfg.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{probe}"}
+    cfg["metrics"] = {**cfg.get("metrics", {}), "bindAddress": f"127.0.0.1:{metrics}"}
+    return cfg

@@ -1,0 +1,350 @@
+"""Bundles applied to a real Kubernetes control plane (tests/kubeenv: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler built from Go modules, KWOK playing the fleet's nodes, and
+Kueue's real controller manager): every example with a Kubernetes plane is accepted by the API
+server (server-side apply, no dry run), the scheduler places pods only where they tolerate and
+select, and Kueue admits gangs whole where the default scheduler splits them."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.kubeenv import bundle as kb
+from tests.kubeenv.fixture import kube, kube_factory  # noqa: F401
+from tests._consumers import require
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+
+def plan(workload: Path, out: Path) -> Path:
+    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(workload), "-o", str(out)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def pods(cluster, *args: str) -> list[dict[str, Any]]:
+    return cluster.get("pods", *args)["items"]
+
+
+def tolerates(pod: dict[str, Any], taint: dict[str, Any]) -> bool:
+    for t in pod["spec"].get("tolerations", []):
+        if t.get("effect") and t["effect"] != taint["effect"]:
+            continue
+        if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == taint["key"]):
+            return True
+        if t.get("key") == taint["key"] and t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def assert_placement(cluster) -> int:
+    """Every bound pod sits on a node whose NoSchedule/NoExecute taints it tolerates and whose labels
+    its nodeSelector selects. Returns how many pods were checked."""
+    nodes = {n["metadata"]["name"]: n for n in cluster.get("nodes")["items"]}
+    checked = 0
+    for p in pods(cluster, "-A"):
+        node = p["spec"].get("nodeName")
+        if not node:
+            continue
+        n = nodes[node]
+        for taint in n["spec"].get("taints", []):
+            if taint["effect"] in ("NoSchedule", "NoExecute"):
+                assert tolerates(p, taint), f"pod {p['metadata']['name']} on {node} ignores taint {taint}"
+        for k, v in (p["spec"].get("nodeSelector") or {}).items():
+            assert n["metadata"]["labels"].get(k) == v, \
+                f"pod {p['metadata']['namespace']}/{p['metadata']['name']} on {node}: {k}={v} not on the node"
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_example_applies(example: Path, tmp_path: Path, kube) -> None:
+    out = plan(example, tmp_path / "bundle")
+    p = json.loads((out / "plan.json").read_text())
+    if not any(k in p["planes"] for k in ("kubernetes", "k3s")) and \
+            not any(v.get("host") == "kubernetes" for v in p["planes"].values()):
+        pytest.skip(f"{example.name}: no Kubernetes plane in its plan")
+    result = kb.apply_bundle(kube, example, out)
+    # every object of the manifests and the starters is stored as written
+    for o in kb.manifests(kube, out) + kb.workloads(out):
+        md = o["metadata"]
+        args = [o["kind"] + "." + o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else o["kind"],
+                md["name"]]
+        if md.get("namespace"):
+            args += ["-n", md["namespace"]]
+        got = kube.get(*args)
+        assert got["metadata"]["name"] == md["name"]
+    # the nodes node-labels.sh gave the Kubernetes plane carry its label, the Slurm side its taint
+    nodes = kube.get("nodes")["items"]
+    assert nodes, "no node joined"
+    if (out / "kubernetes" / "node-labels.sh").is_file():
+        assert "the plan has" not in result["node_labels"], result["node_labels"]
+    # let the controllers and the scheduler act on what was applied, then check where pods went
+    time.sleep(5)
+    assert_placement(kube)
+
+
+# The guide's deadlock: 8 one-GPU nodes, two 5-pod all-or-nothing jobs (10 GPUs asked, 8 there).
+DEADLOCK_FLEET = """\
+apiVersion: orchgen/v1alpha1
+kind: Fleet
+metadata:
+  name: gang-deadlock
+fleet:
+  fabric:
+    kind: ethernet
+    nodes_per_leaf: 8
+  pools:
+    - name: g1
+      nodes: 8
+      gpu: {type: l4, count: 1}
+      cpus: 16
+      memory_gib: 64
+tenants:
+  - name: team
+workloads:
+  - {name: gang-a, plane: kubernetes, tenant: team, nodes: 5, gpus: 5, tightly_coupled: true}
+  - {name: gang-b, plane: kubernetes, tenant: team, nodes: 5, gpus: 5, tightly_coupled: true}
+"""
+
+
+def running_by_job(cluster, ns: str) -> dict[str, int]:
+    out: dict[str, int] = {"gang-a": 0, "gang-b": 0}
+    for p in pods(cluster, "-n", ns):
+        job = p["metadata"].get("labels", {}).get("job-name")
+        if job in out and p["status"].get("phase") == "Running":
+            out[job] += 1
+    return out
+
+
+def deadlock_bundle(tmp_path: Path) -> tuple[Path, Path]:
+    fleet = tmp_path / "gang-deadlock.yaml"
+    fleet.write_text(DEADLOCK_FLEET)
+    return fleet, plan(fleet, tmp_path / "bundle")
+
+
+def test_kueue_admits_one_gang_whole_the_other_waits_whole(tmp_path: Path, kube) -> None:
+    fleet, out = deadlock_bundle(tmp_path)
+    kb.apply_bundle(kube, fleet, out)
+    # one job admitted and all 5 of its pods Running; the other suspended by Kueue, no pod at all
+    kube.wait_for("one gang running whole", lambda: sorted(running_by_job(kube, "team").values()) == [0, 5],
+                  timeout=180)
+    for _ in range(10):  # and it stays so: never a split of Running and Pending
+        assert sorted(running_by_job(kube, "team").values()) == [0, 5]
+        time.sleep(1)
+    jobs = {j["metadata"]["name"]: j for j in kube.get("jobs", "-n", "team")["items"]}
+    waiting = [n for n, j in jobs.items() if j["spec"].get("suspend")]
+    assert len(waiting) == 1, {n: j["spec"].get("suspend") for n, j in jobs.items()}
+    assert not [p for p in pods(kube, "-n", "team") if p["metadata"]["labels"].get("job-name") == waiting[0]]
+    workloads = kube.get("workloads.kueue.x-k8s.io", "-n", "team")["items"]
+    admitted = {w["metadata"]["ownerReferences"][0]["name"]: bool(w.get("status", {}).get("admission"))
+                for w in workloads}
+    assert sorted(admitted.values()) == [False, True], admitted
+    assert admitted[waiting[0]] is False
+    # a tenant over its quota waits: the waiting gang's 5 GPUs exceed what the tenant's ClusterQueue
+    # has left (8 - 5), though 3 nodes stand idle; Kueue says it is the quota
+    busy = {p["spec"].get("nodeName") for p in pods(kube, "-n", "team")}
+    assert len({n["metadata"]["name"] for n in kube.get("nodes")["items"]} - busy) == 3
+    w = next(w for w in workloads if w["metadata"]["ownerReferences"][0]["name"] == waiting[0])
+    reasons = " ".join(c.get("message", "") for c in w.get("status", {}).get("conditions", []))
+    assert "quota" in reasons.lower(), reasons
+    assert_placement(kube)
+
+
+def test_default_scheduler_splits_the_same_gangs(tmp_path: Path, kube) -> None:
+    """The same two starters with no Kueue (no release, no queues): the Job controller creates all 10
+    pods and the default scheduler binds 8, so a gang runs in part and holds GPUs it cannot use."""
+    fleet, out = deadlock_bundle(tmp_path)
+    kube.add_nodes(kb.fleet_nodes(fleet, out))
+    kb.run_node_labels(kube, out)
+    kube.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}])
+    kube.apply(kb.workloads(out))
+    kube.wait_for("8 pods bound", lambda: sum(running_by_job(kube, "team").values()) == 8, timeout=180)
+    running = running_by_job(kube, "team")
+    assert any(0 < n < 5 for n in running.values()), running  # a split: part of a gang runs
+    pending = [p for p in pods(kube, "-n", "team") if p["status"].get("phase") == "Pending"]
+    assert len(pending) == 2
+    assert_placement(kube)
+
+
+# A gang that prefers one leaf lands under one leaf: Kueue topology-aware scheduling over the fabric
+# labels node-labels.sh puts on a bare-metal fleet (2 leaves of 4 one-GPU nodes).
+TAS_FLEET = """\
+apiVersion: orchgen/v1alpha1
+kind: Fleet
+metadata:
+  name: tas-leaf
+fleet:
+  bare_metal: true
+  fabric:
+    kind: ethernet
+    nodes_per_leaf: 4
+    leaves_per_spine: 2
+  pools:
+    - name: g1
+      nodes: 8
+      gpu: {type: l4, count: 1}
+      cpus: 16
+      memory_gib: 64
+tenants:
+  - name: team
+workloads:
+  - {name: filler, plane: kubernetes, tenant: team, nodes: 2, gpus: 2, tightly_coupled: true, bare_metal: false}
+  - {name: gang, plane: kubernetes, tenant: team, nodes: 4, gpus: 4, tightly_coupled: true, bare_metal: false}
+"""
+
+
+def test_kueue_tas_puts_a_gang_under_one_leaf(tmp_path: Path, kube) -> None:
+    fleet = tmp_path / "tas-leaf.yaml"
+    fleet.write_text(TAS_FLEET)
+    out = plan(fleet, tmp_path / "bundle")
+    starter = (out / "kubernetes" / "workloads" / "gang.yaml").read_text()
+    assert "kueue.x-k8s.io/podset-preferred-topology: orchgen.io/leaf" in starter
+    kb.apply_bundle(kube, fleet, out)
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kube.get("nodes")["items"]}
+    assert {l.get("orchgen.io/leaf") for l in nodes.values()} == {"leaf001", "leaf002"}
+
+    def placed() -> dict[str, list[str]] | None:
+        got: dict[str, list[str]] = {"filler": [], "gang": []}
+        for p in pods(kube, "-n", "team"):
+            job = p["metadata"]["labels"].get("job-name")
+            if job in got and p["status"].get("phase") == "Running":
+                got[job].append(p["spec"]["nodeName"])
+        return got if (len(got["filler"]), len(got["gang"])) == (2, 4) else None
+
+    got = kube.wait_for("both gangs running", placed, timeout=180)
+    for job, on in got.items():
+        leaves = {nodes[n]["orchgen.io/leaf"] for n in on}
+        assert len(leaves) == 1, f"{job} spans leaves {leaves}: {on}"
+    assert_placement(kube)
+
+
+# GKE admits pods of the system-node-critical and system-cluster-critical priority classes only in
+# a namespace with a ResourceQuota covering that scope (GKE docs, "Limit Priority Class consumption";
+# Kubernetes' ResourceQuota admission `limitedResources`). Reproduced with the API server's own
+# admission configuration.
+GKE_ADMISSION = {
+    "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+    "plugins": [{"name": "ResourceQuota", "configuration": {
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "ResourceQuotaConfiguration",
+        "limitedResources": [{"resource": "pods", "matchScopes": [{
+            "scopeName": "PriorityClass", "operator": "In",
+            "values": ["system-node-critical", "system-cluster-critical"]}]}]}}]}
+
+
+def _critical_pod(ns: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "critical", "namespace": ns},
+            "spec": {"priorityClassName": "system-node-critical",
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+
+
+def _operator_refusals(cluster) -> list[str]:
+    events = cluster.get("events", "-n", "gpu-operator")["items"]
+    return [e["message"] for e in events if e.get("reason") == "FailedCreate" and "quota" in e["message"]]
+
+
+@pytest.fixture
+def gke(tmp_path: Path, kube_factory):
+    cluster = kube_factory(admission_config=GKE_ADMISSION)
+    # the limit is real here: a critical pod where no quota covers the scope is refused
+    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "probe"}}])
+    r = cluster.apply([_critical_pod("probe")], check=False)
+    assert r.returncode != 0 and "insufficient quota" in r.stderr, r.stderr
+    example = REPO / "examples" / "gke-training.yaml"
+    out = plan(example, tmp_path / "bundle")
+    kb.apply_bundle(cluster, example, out)
+
+    def operator_pods() -> list[dict[str, Any]]:
+        return [p for p in pods(cluster, "-n", "gpu-operator")
+                if p["spec"].get("priorityClassName") == "system-node-critical"]
+
+    return cluster, operator_pods
+
+
+def test_gke_critical_pods_are_admitted_after_the_bundle(gke) -> None:
+    """In the bundle's Helm/kubectl order the GPU Operator's system-node-critical pods exist in the
+    end: the quota of manifests/05-gpu-operator.yaml covers them."""
+    cluster, operator_pods = gke
+    got = cluster.wait_for("the GPU Operator's critical pods", operator_pods, timeout=240, every=2)
+    assert got
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known GKE ordering defect (issue 20): the bundle README installs "
+                   "the Helm releases before manifests/05-gpu-operator.yaml, so the GPU Operator's "
+                   "system-node-critical pods are refused until the quota arrives")
+def test_gke_quota_precedes_the_critical_pods(gke) -> None:
+    cluster, operator_pods = gke
+    cluster.wait_for("the GPU Operator's critical pods", operator_pods, timeout=240, every=2)
+    assert _operator_refusals(cluster) == []
+
+
+# ---- re-plans applied for real: updates, creates, and deletes of what the new bundle dropped ----
+# (what `pulumi up`, an Argo CD sync and a Flux reconcile do with kubernetes/manifests/; see
+# tests/test_replan.py). Kueue runs, so its finalizers on flavors, queues and topologies are real.
+REAL_REPLANS = ("grpo-rl+kueue:8-to-16-nodes", "baremetal-k8s-training+kueue:scale-out",
+                "baremetal-k8s-training+kueue:new-tenant", "baremetal-k8s-training+kueue:removed-tenant",
+                "research-lab+kueue:hybrid-turn", "cloud-training+kueue:new-tenant")
+
+
+def _replan_cases() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    from tests.test_replan import REPLANS
+
+    by_id = {r[0]: r for r in REPLANS}
+    return [by_id[i] for i in REAL_REPLANS if i in by_id]
+
+
+def _identity(o: dict[str, Any]) -> tuple[str, str, str, str]:
+    md = o["metadata"]
+    return (o["apiVersion"].rpartition("/")[0], o["kind"], md.get("namespace", ""), md["name"])
+
+
+def _kubectl_name(o: dict[str, Any]) -> list[str]:
+    group = o["apiVersion"].rpartition("/")[0]
+    args = [f"{o['kind']}.{group}" if group else o["kind"], o["metadata"]["name"]]
+    return args + (["-n", o["metadata"]["namespace"]] if o["metadata"].get("namespace") else [])
+
+
+@pytest.mark.parametrize(("rid", "before", "after"), _replan_cases(), ids=lambda v: v if isinstance(v, str) else "")
+def test_replan_applies_as_updates_and_deletes(rid, before, after, tmp_path: Path, kube) -> None:
+    assert len(_replan_cases()) == len(REAL_REPLANS), "a re-plan scenario of tests/test_replan.py is gone"
+    bundles = []
+    for tag, data in (("before", before), ("after", after)):
+        f = tmp_path / f"{tag}.yaml"
+        f.write_text(yaml.safe_dump(data))
+        bundles.append((f, plan(f, tmp_path / tag)))
+    (f0, old), (f1, new) = bundles
+    kb.apply_bundle(kube, f0, old, with_workloads=False)
+    old_objs, new_objs = kb.manifests(kube, old), kb.manifests(kube, new)
+    # nodes the scale-out adds join first, as the provisioner brings them
+    have = {n["metadata"]["name"] for n in kube.get("nodes")["items"]}
+    plan_new = json.loads((new / "plan.json").read_text())
+    more = [n for n in kb.fleet_nodes(f1, new, tuple(plan_new["planes"])) if n["name"] not in have]
+    if more:
+        kube.add_nodes(more)
+    if (new / "kubernetes" / "node-labels.sh").is_file():
+        kb.run_node_labels(kube, new)
+    r = kube.apply(new_objs, check=False)  # updates and creates: refused if a frozen field changed
+    assert r.returncode == 0, f"{rid}: the API server refused the re-plan:\n{r.stderr[-3000:]}"
+    gone = {_identity(o): o for o in old_objs}.keys() - {_identity(o) for o in new_objs}
+    for ident in sorted(gone):
+        o = {_identity(o): o for o in old_objs}[ident]
+        if o["kind"] == "Namespace":  # tenant namespaces are never pruned (README: Prune=false)
+            continue
+        kube.kubectl("delete", *_kubectl_name(o), "--wait=true", "--timeout=120s", timeout=150)
+    for o in new_objs:  # everything the new bundle has is there, as the new bundle says
+        got = kube.get(*_kubectl_name(o))
+        assert got["metadata"]["name"] == o["metadata"]["name"]
+        for field in FROZEN.get(o["kind"], ()):
+            assert got["spec"].get(field) == o["spec"].get(field), (rid, o["kind"], field)
+
+
+# the fields the API server freezes (tests/test_replan.py IMMUTABLE): after the re-plan they are the new bundle's
+FROZEN = {"Topology": ("levels",), "ResourceFlavor": ("nodeLabels", "topologyName"), "LocalQueue": ("clusterQueue",)}
