@@ -348,3 +348,34 @@ def test_replan_applies_as_updates_and_deletes(rid, before, after, tmp_path: Pat
 
 # the fields the API server freezes (tests/test_replan.py IMMUTABLE): after the re-plan they are the new bundle's
 FROZEN = {"Topology": ("levels",), "ResourceFlavor": ("nodeLabels", "topologyName"), "LocalQueue": ("clusterQueue",)}
+
+
+# Tenancy, asked of the real API server's RBAC authorizer (SubjectAccessReview through `kubectl auth
+# can-i --as-group`): each tenant's group works in its own namespace only, and never on quotas,
+# queues, access or priorities.
+def can_i(cluster, group: str, verb: str, resource: str, ns: str | None = None) -> bool:
+    args = ["auth", "can-i", verb, resource, "--as=someone", f"--as-group={group}"]
+    args += ["-n", ns] if ns else []
+    r = cluster.kubectl(*args, check=False)
+    assert r.stdout.strip() in ("yes", "no"), (r.stdout, r.stderr)
+    return r.stdout.strip() == "yes"
+
+
+def test_a_tenant_group_reaches_only_its_own_namespace(tmp_path: Path, kube) -> None:
+    example = REPO / "examples" / "baremetal-k8s-training.yaml"
+    out = plan(example, tmp_path / "bundle")
+    kb.apply_bundle(kube, example, out, with_workloads=False)
+    groups = {t["name"]: t["kubernetes_group"] for t in yaml.safe_load(example.read_text())["tenants"]}
+    assert len(groups) == 2
+    for tenant, group in groups.items():
+        other = next(t for t in groups if t != tenant)
+        for resource in ("jobs.batch", "pods", "deployments.apps", "services"):
+            assert can_i(kube, group, "create", resource, tenant), (group, resource, tenant)
+            assert not can_i(kube, group, "create", resource, other), (group, resource, other)
+        assert can_i(kube, group, "get", "localqueues.kueue.x-k8s.io", tenant)
+        for verb, resource, ns in (("update", "resourcequotas", tenant), ("create", "localqueues.kueue.x-k8s.io", tenant),
+                                   ("update", "clusterqueues.kueue.x-k8s.io", None),
+                                   ("create", "rolebindings.rbac.authorization.k8s.io", tenant),
+                                   ("patch", "namespaces", None), ("create", "priorityclasses.scheduling.k8s.io", None),
+                                   ("list", "secrets", other), ("create", "pods", "kube-system")):
+            assert not can_i(kube, group, verb, resource, ns), (group, verb, resource, ns)
