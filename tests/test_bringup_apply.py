@@ -43,9 +43,10 @@ def orchgen_apply(out: str) -> dict:
     ("sacctmgr", {"drain": [], "reconfigure": False, "restart_slurmctld": False, "restart_slurmd": []}),
     ("reconfigure", {"drain": [], "reconfigure": True, "restart_slurmctld": False, "restart_slurmd": []}),
     ("restart_slurmctld", {"drain": [], "reconfigure": False, "restart_slurmctld": True, "restart_slurmd": []}),
-    ("restart_slurmd", {"drain": [], "reconfigure": False, "restart_slurmctld": False,
+    # the table's actions include every lesser one (generator/impact/slurm.py): slurmctld restarts first
+    ("restart_slurmd", {"drain": [], "reconfigure": False, "restart_slurmctld": True,
                         "restart_slurmd": ["gpu01", "gpu02"]}),
-    ("drain_restart", {"drain": ["gpu01", "gpu02"], "reconfigure": False, "restart_slurmctld": False,
+    ("drain_restart", {"drain": ["gpu01", "gpu02"], "reconfigure": False, "restart_slurmctld": True,
                        "restart_slurmd": ["gpu01", "gpu02"]}),
 ])
 def test_each_action_maps_to_its_step(bundle, tmp_path, action, expected):
@@ -57,7 +58,7 @@ def test_each_action_maps_to_its_step(bundle, tmp_path, action, expected):
 
 def test_node_lists_are_kept(bundle, tmp_path):
     out = apply(bundle, tmp_path, [change("drain_restart", ["gpu02"]), change("reconfigure", key="x")])
-    assert orchgen_apply(out.stdout) == {"drain": ["gpu02"], "reconfigure": True, "restart_slurmctld": False,
+    assert orchgen_apply(out.stdout) == {"drain": ["gpu02"], "reconfigure": True, "restart_slurmctld": True,
                                          "restart_slurmd": ["gpu02"]}
     assert "drain_restart on gpu02" in out.stdout
 
@@ -71,3 +72,31 @@ def test_impossible_is_refused_before_anything_runs(bundle, tmp_path):
 def test_unknown_action_is_an_error(bundle, tmp_path):
     out = apply(bundle, tmp_path, [change("reboot")])
     assert out.returncode == 2 and "unknown action 'reboot'" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("release,restart", [("22.05", True), ("24.11", False)])
+def test_old_bundle_goes_through_the_impact_table(tmp_path, release, restart):
+    """`--old OLD_BUNDLE`: the changes come from generator.impact.slurm (the one table), not a list.
+    A node added needs slurmctld and every slurmd restarted before 24.11; from 24.11 a reconfigure adds it."""
+    import yaml
+
+    fleet = yaml.safe_load((DATA / "fleet.yaml").read_text())
+    fleet.setdefault("options", {})["slurm_version"] = release
+    bundles = {}
+    for name, n in (("old", 2), ("new", 3)):
+        pool = fleet["fleet"]["pools"][0]
+        pool["nodes"], pool["hostnames"] = n, f"gpu[01-{n:02d}]"
+        fleet["fleet"]["fabric"]["leaves"][0]["nodes"] = f"gpu[01-{n:02d}]"
+        src = tmp_path / f"{name}.yaml"
+        src.write_text(yaml.safe_dump(fleet, sort_keys=False))
+        bundles[name] = tmp_path / name
+        subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(src), "-o", str(bundles[name]), "-q"],
+                       check=True, capture_output=True, timeout=120)
+    out = subprocess.run([sys.executable, str(bundles["new"] / "bringup/apply.py"), "hosts.yaml", "--old",
+                          str(bundles["old"]), "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = orchgen_apply(out.stdout)
+    assert got["restart_slurmctld"] is restart and got["drain"] == []
+    assert got["restart_slurmd"] == (["gpu01", "gpu02", "gpu03"] if restart else [])
+    assert got["reconfigure"] is True
+    assert "NodeName" in out.stdout and "gpu03" in out.stdout

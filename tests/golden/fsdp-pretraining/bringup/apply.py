@@ -53,9 +53,11 @@ def plan_actions(changes: list[dict], all_nodes: list[str]) -> tuple[dict, list[
             apply["reconfigure"] = True
         elif action == "restart_slurmctld":
             apply["restart_slurmctld"] = True
-        elif action == "restart_slurmd":
+        elif action == "restart_slurmd":  # the table's actions include every lesser one: slurmctld first
+            apply["restart_slurmctld"] = True
             apply["restart_slurmd"] += nodes or all_nodes
         elif action == "drain_restart":
+            apply["restart_slurmctld"] = True
             apply["drain"] += nodes or all_nodes
             apply["restart_slurmd"] += nodes or all_nodes
         log.append(f"apply: {c.get('file')}: {c.get('key')}: {c.get('old')!r} -> {c.get('new')!r}: {action}"
