@@ -555,7 +555,8 @@ def test_replan_summary_names_objects_and_removed_releases(planned, tmp_path):
     assert "  deleted: ClusterQueue nlp" in lines and "  deleted: LocalQueue nlp/default" in lines
     assert "  created: Queue nlp" in lines
     assert "  release removed: kueue (kueue-system), owner of the CRDs of kueue.x-k8s.io" in lines
-    created = sum(ln.startswith("  created: ") for ln in lines)
+    summary = lines[:next(i for i, ln in enumerate(lines) if ln.startswith("impact: "))]  # impact classes follow
+    created = sum(ln.startswith("  created: ") for ln in summary)
     assert re.match(rf"re-plan from {re.escape(str(old))}: {created} created, \d+ changed, \d+ deleted; "
                     r"1 Helm release\(s\) removed$", lines[0]), lines[0]
 
