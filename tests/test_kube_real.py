@@ -166,6 +166,8 @@ def test_default_scheduler_splits_the_same_gangs(tmp_path: Path, kube) -> None:
     kube.add_nodes(kb.fleet_nodes(fleet, out))
     kb.run_node_labels(kube, out)
     kube.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}])
+    # the starters name the bundle's PriorityClasses (manifests/01-priorities.yaml): those, but no queue
+    kube.apply([o for o in kb.manifests(kube, out) if o["kind"] == "PriorityClass"])
     kube.apply(kb.workloads(out))
     kube.wait_for("8 pods bound", lambda: sum(running_by_job(kube, "team").values()) == 8, timeout=180)
     running = running_by_job(kube, "team")
