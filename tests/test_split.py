@@ -184,6 +184,8 @@ def fit(data: dict[str, Any]) -> dict[str, Any]:
         w["nodes"] = min(w.get("nodes", 1), sizes[w["pool"]])
         if not gpus[w["pool"]]:
             w.pop("gpus", None)
+        elif "gpus" in w:  # one job's GPUs fit its nodes (issue 24 refuses more)
+            w["gpus"] = min(w["gpus"], w["nodes"] * gpus[w["pool"]]["count"])
     return data
 
 
