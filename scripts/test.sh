@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server debootstrap shellcheck docker-registry)
+apt_packages=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server debootstrap shellcheck docker-registry openssh-client openssl)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
