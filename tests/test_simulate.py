@@ -356,3 +356,21 @@ def test_plan_does_not_import_the_simulator(example, tmp_path):
     out = subprocess.run([sys.executable, "-c", code % (str(example("research-lab")), str(tmp_path / "o"))],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "LOADED:", out.stdout
+
+
+def test_a_trace_is_read_bounded_and_never_quoted(tmp_path):
+    """--trace follows issue 19's rules for input: a FIFO is refused before it is read (no hang), and a
+    bad field is named by line and column, its text (here a terminal escape) never echoed."""
+    import os
+
+    fifo = tmp_path / "trace.csv"
+    os.mkfifo(fifo)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("submit_time,gpus,nodes,duration\n0,ghp_SECRET\x1b]0;x,1,10\n")
+    example = Path(__file__).resolve().parents[1] / "examples" / "research-lab.yaml"
+    for trace, want in ((fifo, "not a regular file"), (bad, ":2: gpus: not a number")):
+        proc = subprocess.run([sys.executable, "-m", "generator.cli", "simulate", str(example), "--trace", str(trace)],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert want in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert "SECRET" not in proc.stderr + proc.stdout and "\x1b" not in proc.stderr

@@ -19,6 +19,7 @@ Trace CSV (README "orchgen simulate"), either of:
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,8 @@ ALIBABA_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", 
                    "plan_mem", "plan_gpu", "gpu_type")
 ORCHGEN_COLUMNS = ("submit_time", "gpus", "nodes", "duration")
 MAX_TRACE_ROWS = 5_000_000
+# Alibaba's pai_task_table.csv (about 1.3 million rows) is well under this; read whole, regular files only
+MAX_TRACE_BYTES = 512 * 1024 * 1024
 
 
 @dataclass(eq=False)
@@ -131,10 +134,18 @@ def _numbered(jobs: list[Job]) -> list[Job]:
 def from_trace(plan: Plan, path: str | Path) -> list[Job]:
     """Jobs of a trace CSV (module docstring), each given to a workload of the plan."""
     name = str(path)
-    try:
-        handle = open(path, newline="", encoding="utf-8")
+    from ..spec.inputs import Refused, read_bounded
+
+    try:  # a FIFO, a device or a directory is refused before a byte is read (issue 19's bounded input)
+        data = read_bounded(path, MAX_TRACE_BYTES)
+    except Refused as exc:
+        raise OrchgenError(f"the trace {exc}", name, None, "--trace") from None
     except OSError as exc:
         raise OrchgenError(f"cannot read the trace: {exc.strerror}", name, None, "--trace") from None
+    try:
+        handle = io.StringIO(data.decode("utf-8"), newline="")
+    except UnicodeDecodeError:
+        raise OrchgenError("not a CSV file (not UTF-8 text)", name, None, "--trace") from None
     rows: list[tuple[int, float, int, int | None, float, str | None, float | None]] = []
     with handle:
         reader = csv.reader(handle)
@@ -193,9 +204,9 @@ def _num(value: str, name: str, line: int, what: str, kind=float):
     try:
         out = kind(value)
     except ValueError:
-        raise OrchgenError(f"{value[:20]!r} is not a number", name, line, what) from None
+        raise OrchgenError("not a number (the field is not quoted)", name, line, what) from None
     if not math.isfinite(out) or out < 0:
-        raise OrchgenError(f"{value[:20]!r} is not a non-negative number", name, line, what)
+        raise OrchgenError("not a non-negative number (the field is not quoted)", name, line, what)
     return out
 
 
