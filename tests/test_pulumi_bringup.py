@@ -52,8 +52,10 @@ def is_secret(value) -> bool:
 def test_declares_every_host_in_dependency_order(bundle):
     r = run(bundle, ADDRESSES)
     commands = {d.name: d for d in r.of_type("command:local:Command")}
-    assert list(commands) == ["database-db1", "slurmdbd-db1", "slurmctld-ctl1", "slurmd-gpu01", "slurmd-gpu02",
-                              "checks"]
+    # registration order among the slurmd hosts is the engine's (they resolve concurrently); the order that
+    # matters is the dependency edges below
+    assert sorted(commands) == ["checks", "database-db1", "slurmctld-ctl1", "slurmd-gpu01", "slurmd-gpu02",
+                                "slurmdbd-db1"]
     urn = {name: d.urn for name, d in commands.items()}
     deps = {name: set(d.dependencies) for name, d in commands.items()}
     assert urn["database-db1"] in deps["slurmdbd-db1"]
