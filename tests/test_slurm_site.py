@@ -171,3 +171,14 @@ def test_slurm_on_kubernetes_takes_site_partitions_of_whole_pools(orchgen, tmp_p
     orchgen("plan", src, "-o", tmp_path / "out", check=True)
     values = (tmp_path / "out/kubernetes/helm/slurm.values.yaml").read_text()
     assert "Default=YES" in values and "PartitionName=all" not in values
+
+
+def test_simulate_schedules_with_the_sites_weights_and_scheduler_parameters():
+    from generator.simulate.slurm import policy_of
+
+    p = policy_of(plan_of(site_fleet("22.05")))
+    assert (p.weight_fairshare, p.weight_gpu, p.weight_age) == (20_000, 1_000, 500)
+    assert p.age_max == p.half_life == 14 * 86_400 and p.calc_period == 300
+    assert (p.bf_interval, p.bf_max_job_test, p.default_queue_depth, p.max_switch_wait) == (60, 500, 200, 3600)
+    green_policy = policy_of(plan_of(green()))
+    assert (green_policy.weight_fairshare, green_policy.max_switch_wait, green_policy.bf_max_job_test) == (10_000, 86_400, 1000)

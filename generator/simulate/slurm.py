@@ -2,10 +2,13 @@
 
 * Priority: without tenants the bundle has no accounting, and jobs go in submission order (Slurm
   22.05's priority/basic; equal multifactor priorities also fall back to job id). With tenants,
-  priority/multifactor with the bundle's weights: Fairshare 10000 x 2^(-usage/share) (the classic
-  formula; Fair Tree ranks tenants in the same order for one level of accounts), TRES GRES/gpu 2000 x
-  the job's share of its partition's GPUs, Age 1000 x min(age / PriorityMaxAge, 1); usage decays
-  with PriorityDecayHalfLife.
+  priority/multifactor with the bundle's weights (orchgen's, or options.slurm.priority's):
+  Fairshare (10000) x 2^(-usage/share) (the classic formula; Fair Tree ranks tenants in the same order
+  for one level of accounts), TRES GRES/gpu (2000) x the job's share of its partition's GPUs, Age
+  (1000) x min(age / PriorityMaxAge, 1), recalculated every PriorityCalcPeriod; usage decays with
+  PriorityDecayHalfLife. The other factors (QOS, job size, partition) are not modelled. The site's
+  SchedulerParameters items among bf_interval, bf_window, bf_resolution, bf_max_job_test,
+  bf_max_job_user, default_queue_depth and sched_interval are taken too.
 * The main scheduler (on every submission and job end, and every sched_interval): pending jobs by
   priority, at most default_queue_depth of them; the first job of a partition that cannot start
   blocks the lower-priority jobs of that partition ("sched_config.html": the main scheduler stops
@@ -57,6 +60,13 @@ class Policy:
     default_queue_depth: int = 100  # Slurm's default
     max_switch_wait: float = MAX_SWITCH_WAIT
     multifactor: bool = False
+    # priority/multifactor as the bundle sets it (orchgen's values, or options.slurm.priority's)
+    weight_fairshare: int = 10_000
+    weight_gpu: int = 2_000  # PriorityWeightTRES's GRES/gpu
+    weight_age: int = 1_000
+    age_max: float = AGE_MAX  # seconds
+    half_life: float = HALF_LIFE  # seconds
+    calc_period: float = PRIORITY_CALC_PERIOD  # seconds
     switches: bool = True
     epoch: float = 0.0  # the wall-clock time (s) of the replay's t=0: backfill rounds absolute times
 
@@ -69,8 +79,30 @@ def policy_of(plan: Plan, **override) -> Policy:
     values = dict(bf_window=bf.window * 60, bf_resolution=bf.resolution, bf_max_job_test=bf.max_job_test,
                   bf_max_job_user=bf.max_job_user, multifactor=bool(m.accounts),
                   max_switch_wait=m.site.max_switch_wait if m.site else MAX_SWITCH_WAIT)
+    if m.site:
+        values.update(_priority_of(dict((k, v) for k, v, _ in m.site.priority.lines)))
+        # the site's SchedulerParameters items (options.slurm.scheduler_parameters) that the model knows
+        items = dict(i.split("=", 1) for i in m.scheduler_parameters.split(",") if "=" in i)
+        for key, field, scale in (("bf_interval", "bf_interval", 1), ("bf_window", "bf_window", 60),
+                                  ("bf_resolution", "bf_resolution", 1), ("bf_max_job_test", "bf_max_job_test", 1),
+                                  ("bf_max_job_user", "bf_max_job_user", 1),
+                                  ("default_queue_depth", "default_queue_depth", 1), ("sched_interval", "sched_interval", 1)):
+            if key in items and items[key].isdigit():
+                values[field] = int(items[key]) * scale
     values.update(override)
     return Policy(**values)
+
+
+def _priority_of(conf: dict[str, str]) -> dict[str, float]:
+    """The Policy fields of slurm.conf's priority keys (site.Priority's lines)."""
+    from ..spec import slurmtime
+
+    tres = dict(item.split("=", 1) for item in conf.get("PriorityWeightTRES", "").split(",") if "=" in item)
+    return dict(weight_fairshare=int(conf.get("PriorityWeightFairshare", 0)),
+                weight_gpu=int(float(tres.get("GRES/gpu", 0))), weight_age=int(conf.get("PriorityWeightAge", 0)),
+                age_max=slurmtime.minutes(conf.get("PriorityMaxAge", "7-0")) * 60,
+                half_life=slurmtime.minutes(conf.get("PriorityDecayHalfLife", "7-0")) * 60,
+                calc_period=int(conf.get("PriorityCalcPeriod", PRIORITY_CALC_PERIOD // 60)) * 60)
 
 
 class SlurmScheduler:
@@ -103,7 +135,7 @@ class SlurmScheduler:
         dt = now - self._usage_at
         if dt <= 0:
             return
-        factor = 0.5 ** (dt / HALF_LIFE)
+        factor = 0.5 ** (dt / self.p.half_life)
         for t in self.usage:
             self.usage[t] *= factor
         for job in self.r.running.values():
@@ -116,7 +148,7 @@ class SlurmScheduler:
         pending = self.r.pending
         if not self.p.multifactor:
             return list(itertools.islice(pending.values(), limit))
-        if now - self._calc_at >= PRIORITY_CALC_PERIOD or self._calc_at < 0:
+        if now - self._calc_at >= self.p.calc_period or self._calc_at < 0:
             self._recalc(now)
         for j in self.r.arrived:
             if j.id in pending and j.id not in self._given:
@@ -133,8 +165,9 @@ class SlurmScheduler:
         jobs = list(self.r.pending.values())
         fs = np.array([self._fs.get(j.tenant, 0.0) for j in jobs])
         size = np.array([j.gpus / max(1, self.part_gpus[j.partition]) for j in jobs])
-        age = np.minimum(1.0, (now - np.array([j.submit for j in jobs])) / AGE_MAX)
-        prio = (10_000 * fs + 2_000 * size + 1_000 * age).astype(np.int64)  # slurmctld keeps integers
+        age = np.minimum(1.0, (now - np.array([j.submit for j in jobs])) / self.p.age_max)
+        p = self.p
+        prio = (p.weight_fairshare * fs + p.weight_gpu * size + p.weight_age * age).astype(np.int64)  # integers
         ids = np.array([j.id for j in jobs], dtype=np.int64)
         order = np.lexsort((ids, -prio))
         self._ids = ids[order].tolist()
@@ -166,8 +199,9 @@ class SlurmScheduler:
                 return
 
     def _priority(self, j: Job, now: float) -> int:
-        return int(10_000 * self._fs.get(j.tenant, 0.0) + 2_000 * j.gpus / max(1, self.part_gpus[j.partition])
-                   + 1_000 * min(1.0, (now - j.submit) / AGE_MAX))  # slurmctld keeps integer priorities
+        p = self.p
+        return int(p.weight_fairshare * self._fs.get(j.tenant, 0.0) + p.weight_gpu * j.gpus / max(1, self.part_gpus[j.partition])
+                   + p.weight_age * min(1.0, (now - j.submit) / p.age_max))  # slurmctld keeps integer priorities
 
     # -- placement
     def _one_leaf(self, job: Job, now: float) -> bool:
