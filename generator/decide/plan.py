@@ -103,6 +103,11 @@ class WorkloadDecision:
         }
 
 
+# The GPU model of a pool whose GRES is untyped and which names no gpu.type: the GPUs are just
+# "gpu" (node Feature; the health check counts them without matching a model).
+UNTYPED_GPU = "gpu"
+
+
 @dataclass(frozen=True)
 class PoolSlice:
     """The part of a pool that one plane owns: its nodes in fabric order, and the leaves they sit on
@@ -118,6 +123,7 @@ class PoolSlice:
     memory_gib: int  # GiB a node leaves to jobs and pods: the reserved memory taken out
     nvlink_domain_nodes: int
     hardware: NodeHardware  # each node as the site has it: sockets, cores, memory, GPU affinity, MIG
+    gres_typed: bool = True  # gpu.typed: false writes the GRES untyped (gpu:N)
 
     @property
     def gpus(self) -> int:

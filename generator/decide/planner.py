@@ -16,7 +16,7 @@ from ..spec.hardware import node_hardware
 from . import placement, platform as platform_mod, quotas, slurm_names
 from .rules import RULES, recommend
 from .partition import split
-from .plan import Plan, Plane, Platform, PoolSlice, Tenant, Warning_, WorkloadDecision
+from .plan import UNTYPED_GPU, Plan, Plane, Platform, PoolSlice, Tenant, Warning_, WorkloadDecision
 from ..errors import OrchgenError
 from ..spec.models import Fleet, Pool, Workload, format_path
 
@@ -278,7 +278,8 @@ def _slice(pool: Pool, plane: str, nodes: tuple[str, ...], fab: fabric_mod.Fabri
     hw = node_hardware(pool)
     leaves = tuple(dict.fromkeys(fab.leaf_of(n).name for n in nodes))
     return PoolSlice(pool=pool.name, plane=plane, nodes=nodes, leaves=leaves,
-                     gpu_type=pool.gpu.type if pool.gpu else None,
+                     gpu_type=(pool.gpu.type or UNTYPED_GPU) if pool.gpu else None,
+                     gres_typed=pool.gpu.typed if pool.gpu else True,
                      gpus_per_node=pool.gpu.count if pool.gpu else 0, cpus=hw.allocatable_cpus,
                      memory_gib=hw.allocatable_memory_gib, nvlink_domain_nodes=fab.domain_nodes(pool.name),
                      hardware=hw)

@@ -41,6 +41,7 @@ def check_fleet(fleet: Fleet) -> Iterator[Problem]:
     yield from _pools(fleet)
     yield from _platform(fleet)
     yield from _workloads(fleet)
+    yield from _slurm_policy(fleet)
     for name in sorted(fleet.options.versions):
         if name not in catalog.CATALOG:
             yield _unknown("component", name, list(catalog.CATALOG)), ("options", "versions", name)
@@ -202,3 +203,75 @@ def _unknown(what: str, name: str, known: list[str]) -> str:
     if hint:
         return f"unknown {what} {name!r} (did you mean {hint[0]!r}?)"
     return f"unknown {what} {name!r}; known: {', '.join(known) or 'none defined'}"
+
+
+def _slurm_policy(fleet: Fleet) -> Iterator[Problem]:
+    """options.slurm's site policy (issue 22) and the GRES type rules: what slurmctld or sacctmgr would
+    refuse or mis-read, caught before writing. Which nodes a partition may name is the plan's
+    (only the Slurm plane's nodes are Slurm nodes): render/slurm/model.py checks that."""
+    for i, pool in enumerate(fleet.fleet.pools):
+        gpu, at = pool.gpu, ("fleet", "pools", i, "gpu")
+        if gpu is not None and gpu.type is None and gpu.typed:
+            yield ("needs a type (the GRES type, e.g. h100 or GV100GL), or typed: false for an untyped GRES "
+                   "(gpu:N)"), (*at, "type")
+        if gpu is not None and not gpu.typed and gpu.mig is not None:
+            yield ("MIG instances are typed GRES (the profile is the type, gres.html MIG Management): drop "
+                   "typed: false or mig"), (*at, "typed")
+    o = fleet.options.slurm
+    at = ("options", "slurm")
+    pools = [p.name for p in fleet.fleet.pools]
+    seen: set[str] = set()
+    for i, part in enumerate(o.partitions or ()):
+        here = (*at, "partitions", i)
+        if part.name.lower() in ("default", "all") and part.name != "all":
+            yield f"{part.name!r} is a Slurm keyword (PartitionName=DEFAULT sets defaults)", (*here, "name")
+        if part.name in seen:
+            yield f"duplicate partition {part.name!r}", (*here, "name")
+        seen.add(part.name)
+        if (part.pools is None) == (part.nodes is None):
+            yield "give exactly one of pools (pool names) or nodes (a Slurm hostlist, or ALL)", here
+        for j, name in enumerate(part.pools or ()):
+            if name not in pools:
+                yield _unknown("pool", name, pools), (*here, "pools", j)
+        if part.nodes is not None and part.nodes != "ALL":
+            try:
+                hostlist.expand(part.nodes)
+            except ValueError as exc:
+                yield f"not a Slurm hostlist: {exc}", (*here, "nodes")
+        if part.default_time and part.max_time and _minutes(part.default_time) > _minutes(part.max_time):
+            yield (f"default_time {part.default_time} is longer than max_time {part.max_time}: slurmctld "
+                   "would cut every job that names no time to MaxTime"), (*here, "default_time")
+    defaults = [p.name for p in o.partitions or () if p.default]
+    if len(defaults) > 1:
+        yield (f"{len(defaults)} partitions are the default ({', '.join(defaults)}); Slurm takes the last "
+               "Default=YES: mark one"), (*at, "partitions")
+    qos = [q.name for q in o.qos or ()]
+    for i, q in enumerate(o.qos or ()):
+        here = (*at, "qos", i)
+        if qos.count(q.name) > 1 and qos.index(q.name) != i:
+            yield f"duplicate QOS {q.name!r}", (*here, "name")
+        for j, name in enumerate(q.preempt):
+            if name not in qos:
+                yield _unknown("QOS", name, qos), (*here, "preempt", j)
+            elif name == q.name:
+                yield "a QOS cannot preempt itself", (*here, "preempt", j)
+    for i, part in enumerate(o.partitions or ()):
+        for j, name in enumerate(part.allow_qos or ()):
+            if o.qos is not None and name not in qos:
+                yield _unknown("QOS", name, qos), (*at, "partitions", i, "allow_qos", j)
+    if o.propagate_resource_limits != "ALL" and "propagate_resource_limits_except" in o.model_fields_set \
+            and o.propagate_resource_limits_except:
+        yield ("propagate_resource_limits_except goes with propagate_resource_limits: ALL (Slurm reads one "
+               "of PropagateResourceLimits and PropagateResourceLimitsExcept)"), (*at, "propagate_resource_limits_except")
+    keys = [item.split("=", 1)[0] for item in o.scheduler_parameters]
+    for i, key in enumerate(keys):
+        if keys.index(key) != i:
+            yield f"SchedulerParameters item {key!r} given twice", (*at, "scheduler_parameters", i)
+        if key == "max_switch_wait":
+            yield "give it as options.slurm.max_switch_wait", (*at, "scheduler_parameters", i)
+
+
+def _minutes(text: str) -> int:
+    from . import slurmtime
+
+    return slurmtime.minutes(text)

@@ -260,6 +260,8 @@ def _gpu(pool: Pool, hw: NodeHardware, c: SlurmdC | None, slurm_version: str | N
 
 
 def _mig(gpu, hw: NodeHardware) -> Iterator[tuple[str, Path_]]:
+    if gpu.type is None:  # checks._slurm_policy asks for it
+        return
     offered = mig_table.profiles_of(gpu.type)
     if offered is None:
         known = ", ".join(sorted(mig_table.PROFILES))
@@ -299,7 +301,7 @@ def _detected_gres(gpu, hw: NodeHardware, gres: str) -> Iterator[tuple[str, Path
         yield f"slurmd_c found Gres={gres} ({found}) but the pool has {what} = {want}", ("gpu", "count")
         return
     want_type = hw.mig.profile if hw.mig else gpu.type
-    if hw.autodetect != "off" and names and any(want_type not in n for n in names if n):
+    if want_type and gpu.typed and hw.autodetect != "off" and names and any(want_type not in n for n in names if n):
         # gres.html, AutoDetect: the slurm.conf type must equal, or be a substring of, the detected name
         yield (f"AutoDetect finds {', '.join(sorted(set(names)))}, which does not contain the GRES type "
                f"{want_type!r}: slurmd would not match them; use a substring of the detected name"), ("gpu", "type")

@@ -59,4 +59,4 @@ PROFILES: dict[str, dict[str, int]] = {
 
 def profiles_of(gpu_type: str) -> dict[str, int] | None:
     """The MIG profiles of a GRES type (`_` and `-` alike), or None when orchgen does not know it."""
-    return PROFILES.get(gpu_type.replace("_", "-"))
+    return PROFILES.get(gpu_type.lower().replace("_", "-"))

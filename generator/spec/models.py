@@ -21,7 +21,20 @@ MAX_FLEET_NODES = 65_536
 
 # The validators below use fullmatch: `$` alone also matches before a trailing newline ("gpu\n").
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_GPU_TYPE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
+# A GRES type as Slurm takes it (gres.conf(5) Type=: a name without ':' ',' '=' or spaces; Slurm keeps
+# its case, so `gpu:GV100GL:4` is a different type from `gpu:gv100gl:4`): letters, digits, '_', '-', '.'.
+_GPU_TYPE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+# A Slurm object name (partition, QOS): PartitionName is case-sensitive; sacctmgr keeps QOS names
+# lower-case, so QOS names are lower-case here. No '=', ',', spaces or quotes (slurm.conf syntax).
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_QOS_NAME = re.compile(r"^[a-z0-9_][a-z0-9_.-]{0,63}$")
+# A TRES limit string as sacctmgr takes it (sacctmgr(1) GrpTRES): cpu=64,mem=512G,gres/gpu=8,gres/gpu:h100=8
+_TRES_LIMIT = re.compile(r"^[a-z]+(/[A-Za-z0-9_.:-]+)?=[0-9]+[KMGTP]?(,[a-z]+(/[A-Za-z0-9_.:-]+)?=[0-9]+[KMGTP]?)*$")
+# A TRES weight string (slurm.conf(5) PriorityWeightTRES): CPU=1000,Mem=2000,GRES/gpu=3000
+_TRES_WEIGHT = re.compile(r"^[A-Za-z]+(/[A-Za-z0-9_.:-]+)?=[0-9]+(\.[0-9]+)?[KMGTP]?"
+                          r"(,[A-Za-z]+(/[A-Za-z0-9_.:-]+)?=[0-9]+(\.[0-9]+)?[KMGTP]?)*$")
+# One SchedulerParameters item (slurm.conf(5)): a lower-case key, optionally =value
+_SCHED_PARAM = re.compile(r"^[a-z][a-z0-9_]*(=[A-Za-z0-9_.:/+-]+)?$")
 # MAJOR.MINOR, or a patch release (25.11.1): the renderers read MAJOR.MINOR
 _VERSION = re.compile(r"^[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?$")
 # A POSIX user or group name as Slurm keeps it (sacctmgr lower-cases user names): it is written
@@ -62,8 +75,43 @@ def _dns_label(value: str) -> str:
 def _gpu_type(value: str) -> str:
     if len(value) > 32 or not _GPU_TYPE.fullmatch(value):
         raise ValueError(
-            f"{_short(value)} is not a GRES type (lower-case letters, digits, '-' and '_', at most 32)"
+            f"{_short(value)} is not a GRES type (letters, digits, '-', '_' and '.', starting and ending "
+            "with a letter or digit, at most 32; Slurm keeps the case)"
         )
+    return value
+
+
+def _slurm_name(value: str) -> str:
+    if not _SLURM_NAME.fullmatch(value):
+        raise ValueError(f"{_short(value)} is not a Slurm name (letters, digits, '_', '.', '-', at most 64, "
+                         "not starting with '.' or '-')")
+    return value
+
+
+def _qos_name(value: str) -> str:
+    if not _QOS_NAME.fullmatch(value):
+        raise ValueError(f"{_short(value)} is not a QOS name (lower-case letters, digits, '_', '.', '-', at "
+                         "most 64: sacctmgr keeps QOS names lower-case)")
+    return value
+
+
+def _tres_limit(value: str) -> str:
+    if len(value) > 1_024 or not _TRES_LIMIT.fullmatch(value):
+        raise ValueError(f"{_short(value)} is not a TRES limit such as gres/gpu=8,cpu=256,mem=1T (sacctmgr(1))")
+    return value
+
+
+def _tres_weight(value: str) -> str:
+    if len(value) > 1_024 or not _TRES_WEIGHT.fullmatch(value):
+        raise ValueError(f"{_short(value)} is not TRES weights such as CPU=1000,GRES/gpu=2000 "
+                         "(slurm.conf(5) PriorityWeightTRES)")
+    return value
+
+
+def _sched_param(value: str) -> str:
+    if len(value) > 256 or not _SCHED_PARAM.fullmatch(value):
+        raise ValueError(f"{_short(value)} is not a SchedulerParameters item such as bf_interval=60 or "
+                         "bf_busy_nodes (a lower-case key, optionally =value without ',' or spaces)")
     return value
 
 
@@ -162,6 +210,11 @@ HostPath = Annotated[str, AfterValidator(_host_path),
 NodeLabels = Annotated[dict[str, str], AfterValidator(_node_labels)]
 IfName = Annotated[str, AfterValidator(_ifname)]
 Cidr4 = Annotated[str, AfterValidator(_cidr4)]
+SlurmName = Annotated[str, AfterValidator(_slurm_name)]
+QosName = Annotated[str, AfterValidator(_qos_name)]
+TresLimit = Annotated[str, AfterValidator(_tres_limit)]
+TresWeight = Annotated[str, AfterValidator(_tres_weight)]
+SchedParam = Annotated[str, AfterValidator(_sched_param)]
 
 
 class _Model(BaseModel):
@@ -194,7 +247,13 @@ class Mig(_Model):
 
 
 class Gpu(_Model):
-    type: GpuType = Field(description="GRES type, e.g. h100")
+    type: GpuType | None = Field(
+        default=None, description="GRES type, e.g. h100 or GV100GL (Slurm keeps the case: write it as the "
+        "site's scripts ask for it, --gres=gpu:GV100GL:4); required unless typed: false")
+    typed: bool = Field(
+        default=True, description="false: the GRES is untyped (slurm.conf Gres=gpu:8, gres.conf without "
+        "Type=), as sites whose nodes say gpu:8 have it; `type`, if given, still names the model for the "
+        "node's Features and the health check. Not with mig (the profile is the type)")
     count: int = Field(ge=1, le=64, description="GPUs per node")
     sockets: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
         default=None, description="the CPU socket of each GPU (from 0), for GPU-CPU affinity (gres.conf Cores=)")
@@ -252,6 +311,10 @@ class Taint(_Model):
 
 class Pool(_Model):
     name: Name
+    cpu_count: Literal["threads", "cores"] = Field(
+        default="threads", description="what a Slurm CPU is on this pool's nodes: threads (CPUs= every "
+        "hardware thread, Slurm's default) or cores (CPUs= the cores of a hyperthreaded node, the common "
+        "`CPUs=<cores> ThreadsPerCore=2` line: a job's CPU count is cores; slurm.conf(5) NodeName CPUs)")
     nodes: int = Field(ge=1, le=MAX_NODES_PER_POOL)
     hostnames: str | None = Field(
         default=None,
@@ -439,6 +502,103 @@ class Workload(_Model):
     )
 
 
+RESOURCE_LIMITS = ("AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK", "NOFILE", "NPROC", "RSS", "STACK")
+QOS_FLAGS = ("DenyOnLimit", "EnforceUsageThreshold", "NoDecay", "NoReserve", "OverPartQOS", "PartitionMaxNodes",
+             "PartitionMinNodes", "PartitionTimeLimit", "RequiresReservation", "UsageFactorSafe", "Relative")
+PRIORITY_FLAGS = ("ACCRUE_ALWAYS", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "NO_FAIR_TREE", "INCR_ONLY", "MAX_TRES",
+                  "NO_NORMAL_ALL", "NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES",
+                  "SMALL_RELATIVE_TO_TIME")
+_OVERSUBSCRIBE = re.compile(r"^(NO|EXCLUSIVE|(YES|FORCE)(:[0-9]{1,4})?)$")
+
+
+def _oversubscribe(value: str) -> str:
+    if not _OVERSUBSCRIBE.fullmatch(value):
+        raise ValueError(f"{_short(value)} is not OverSubscribe: NO, EXCLUSIVE, YES[:N] or FORCE[:N] (slurm.conf(5))")
+    return value
+
+
+class SlurmPartition(_Model):
+    """A partition as the site defines it (slurm.conf(5) PARTITION CONFIGURATION): over pools, or over
+    any hostlist of the Slurm plane's nodes (time tiers over the same nodes, one partition over two GPU
+    generations, a hidden maintenance partition). Absent limits take orchgen's defaults for its nodes."""
+
+    name: SlurmName = Field(description="PartitionName, as users' scripts give it (-p NAME)")
+    pools: list[Name] | None = Field(default=None, min_length=1, max_length=256,
+                                     description="the pools whose Slurm nodes it spans (or `nodes`)")
+    nodes: str | None = Field(default=None, min_length=1, max_length=1_000_000,
+                              description="Slurm hostlist of its nodes, or ALL (or `pools`)")
+    default: bool = Field(default=False, description="Default=YES: the partition of a job that names none "
+                          "(at most one)")
+    default_time: SlurmTime | None = Field(default=None, description="DefaultTime; default "
+                                           "options.slurm.default_time, at most max_time")
+    max_time: SlurmTime | None = Field(default=None, description="MaxTime; default: the longest max_time of "
+                                       "the Slurm workloads on its pools, else options.slurm.max_time")
+    max_nodes: int | None = Field(default=None, ge=1, le=MAX_FLEET_NODES, description="MaxNodes per job")
+    hidden: bool = Field(default=False, description="Hidden=YES: not listed to users who cannot use it "
+                         "(a maintenance partition)")
+    allow_groups: list[UnixName] | None = Field(default=None, min_length=1, max_length=256,
+                                                description="AllowGroups (Unix groups); absent: ALL")
+    allow_accounts: list[SlurmName] | None = Field(default=None, min_length=1, max_length=1_024,
+                                                   description="AllowAccounts; absent: ALL")
+    allow_qos: list[QosName] | None = Field(default=None, min_length=1, max_length=256,
+                                            description="AllowQos; absent: ALL")
+    priority_tier: int | None = Field(default=None, ge=0, le=65_533,
+                                      description="PriorityTier: jobs of a higher tier are scheduled first")
+    oversubscribe: Annotated[str, AfterValidator(_oversubscribe)] | None = Field(
+        default=None, description="OverSubscribe: NO, EXCLUSIVE, YES[:N] or FORCE[:N]; absent: Slurm's NO")
+    state: Literal["UP", "DOWN", "DRAIN", "INACTIVE"] = Field(default="UP", description="State")
+
+
+class SlurmQos(_Model):
+    """A QOS of the site (sacctmgr(1) QOS fields); accounts.sh creates what is missing and sets these."""
+
+    name: QosName
+    priority: int | None = Field(default=None, ge=0, le=4_294_967_294, description="Priority")
+    preempt: list[QosName] = Field(default_factory=list, max_length=256,
+                                   description="Preempt: the QOS this one may preempt")
+    preempt_mode: Literal["cancel", "requeue", "suspend", "off"] | None = Field(
+        default=None, description="PreemptMode of jobs preempted in this QOS; absent: the cluster's")
+    max_wall: SlurmTime | None = Field(default=None, description="MaxWall: a job's time limit")
+    grp_tres: TresLimit | None = Field(default=None, description="GrpTRES: all running jobs of the QOS together")
+    max_tres_per_user: TresLimit | None = Field(default=None, description="MaxTRESPerUser")
+    max_jobs_per_user: int | None = Field(default=None, ge=0, le=4_294_967_294, description="MaxJobsPerUser")
+    max_submit_jobs_per_user: int | None = Field(default=None, ge=0, le=4_294_967_294,
+                                                 description="MaxSubmitJobsPerUser")
+    usage_factor: float | None = Field(default=None, ge=0, le=1_000_000,
+                                       description="UsageFactor: how its usage counts for fair share")
+    flags: list[Literal[QOS_FLAGS]] = Field(default_factory=list, max_length=16,  # type: ignore[valid-type]
+                                           description="Flags, e.g. NoReserve, DenyOnLimit")
+
+
+class SlurmPriority(_Model):
+    """priority/multifactor's weights and decay (slurm.conf(5)); absent fields keep orchgen's."""
+
+    weight_age: int | None = Field(default=None, ge=0, le=4_294_967_294, description="PriorityWeightAge")
+    weight_fairshare: int | None = Field(default=None, ge=0, le=4_294_967_294,
+                                         description="PriorityWeightFairshare")
+    weight_jobsize: int | None = Field(default=None, ge=0, le=4_294_967_294, description="PriorityWeightJobSize")
+    weight_partition: int | None = Field(default=None, ge=0, le=4_294_967_294,
+                                         description="PriorityWeightPartition")
+    weight_qos: int | None = Field(default=None, ge=0, le=4_294_967_294, description="PriorityWeightQOS")
+    weight_tres: TresWeight | None = Field(default=None, description="PriorityWeightTRES, e.g. GRES/gpu=2000")
+    decay_half_life: SlurmTime | None = Field(default=None, description="PriorityDecayHalfLife")
+    max_age: SlurmTime | None = Field(default=None, description="PriorityMaxAge")
+    favor_small: bool | None = Field(default=None, description="PriorityFavorSmall")
+    calc_period: int | None = Field(default=None, ge=1, le=1_440, description="PriorityCalcPeriod, minutes")
+    flags: list[Literal[PRIORITY_FLAGS]] | None = Field(  # type: ignore[valid-type]
+        default=None, max_length=16, description="PriorityFlags; absent: orchgen's MAX_TRES")
+
+
+class SlurmAccounting(_Model):
+    """The accounting database slurmdbd keeps, and whether it already runs (an adopted site)."""
+
+    database: Annotated[str, AfterValidator(_slurm_name)] = Field(
+        default="slurm_acct_db", description="StorageLoc, the MariaDB database (slurmdbd.conf(5); its default)")
+    existing: bool = Field(
+        default=False, description="true: join a running slurmdbd: accounts.sh neither adds the cluster "
+        "nor creates the database, it only adds the accounts, QOS and users that are missing")
+
+
 class SlurmOptions(_Model):
     """options.slurm: the GPU-node operations of a bare-metal Slurm plane (the README's Slurm section
     says what each does and how to install what Slurm does not ship). Each is on by default where a
@@ -476,6 +636,45 @@ class SlurmOptions(_Model):
     max_time: SlurmTime = Field(
         default="7-00:00:00", description="MaxTime of a partition none of whose workloads sets max_time",
     )
+    # Site policy of an adopted site, and green-field defaults a GPU site needs (issue 22)
+    cluster_name: QosName | None = Field(
+        default=None, description="ClusterName, lower-case as slurmctld keeps it (slurmdbd's name for the "
+        "cluster); default metadata.name")
+    accounting: SlurmAccounting | None = Field(
+        default=None, description="the accounting database, or an existing slurmdbd to join")
+    partitions: list[SlurmPartition] | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="the site's partitions; they replace orchgen's (`all`, one per pool, per class)")
+    qos: list[SlurmQos] | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="the site's QOS set; it replaces orchgen's normal and scavenger (with tenants)")
+    priority: SlurmPriority | None = Field(default=None, description="priority weights and decay (with tenants)")
+    scheduler_parameters: list[SchedParam] = Field(
+        default_factory=list, max_length=64,
+        description="more SchedulerParameters items; one with the key of orchgen's replaces it")
+    max_switch_wait: int = Field(
+        default=86_400, ge=0, le=31_536_000,
+        description="SchedulerParameters max_switch_wait, seconds: how long a job asking --switches=1 waits for "
+        "one leaf (Slurm's default 300 spreads it after 5 minutes)")
+    max_job_count: int = Field(default=100_000, ge=1, le=10_000_000,
+                               description="MaxJobCount: jobs slurmctld holds (Slurm's default 10000)")
+    max_array_size: int = Field(default=10_001, ge=1, le=4_000_001,
+                                description="MaxArraySize: array indexes 0..N-1 (Slurm's default 1001)")
+    reboot_program: HostPath | None = Field(
+        default="/usr/sbin/reboot", description="RebootProgram, for `scontrol reboot` (driver updates); null: none")
+    resume_timeout: int = Field(
+        default=1_800, ge=60, le=86_400,
+        description="ResumeTimeout, seconds: a rebooting node is marked DOWN after it (Slurm's default 60)")
+    propagate_resource_limits: Literal["ALL", "NONE"] | list[Literal[RESOURCE_LIMITS]] = Field(  # type: ignore[valid-type]
+        default="ALL", description="PropagateResourceLimits: ALL, NONE or a list of limits (AS, CORE, CPU, DATA, "
+        "FSIZE, MEMLOCK, NOFILE, NPROC, RSS, STACK)")
+    propagate_resource_limits_except: list[Literal[RESOURCE_LIMITS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["MEMLOCK"], max_length=10,
+        description="with ALL: PropagateResourceLimitsExcept; default MEMLOCK, so the login shell's memlock "
+        "limit never reaches a job (RDMA registration, Slurm FAQ); [] for all")
+    prolog: HostPath | None = Field(default=None, description="Prolog: the site's, run by slurmd as root at a "
+                                    "job's start on each node (orchgen's TaskProlog and PrologFlags are kept)")
+    epilog: HostPath | None = Field(default=None, description="Epilog: the site's, run at a job's end on each node")
 
 
 class Options(_Model):

@@ -25,7 +25,9 @@ _HOST = rf"[^\s,\[\]]*(\[{_RANGE}(,{_RANGE})*\][^\s,\[\]]*)*"
 HOSTLIST = {"pattern": rf"^{_HOST}(,{_HOST})*$", "minLength": 1}
 VERSION = {"pattern": r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"}  # MAJOR.MINOR, or with a patch release (spec/inputs)
 UNIX_NAME = {"pattern": r"^[a-z_][a-z0-9_.-]*$", "maxLength": 32}
-GPU_TYPE = {"pattern": r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$", "maxLength": 32}
+GPU_TYPE = {"pattern": r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$", "maxLength": 32}  # Slurm keeps the case
+SLURM_NAME = {"pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"}
+QOS_NAME = {"pattern": r"^[a-z0-9_][a-z0-9_.-]{0,63}$"}
 IFNAME = {"pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}$"}
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 CIDR4 = {"pattern": rf"^{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}/([89]|[12][0-9]|30)$"}
@@ -79,7 +81,12 @@ DOCS: dict[tuple[str, str], dict[str, Any]] = {
     ("Cpu", "cores_per_socket"): {"description": "physical cores per socket", "examples": [56]},
     ("Cpu", "threads_per_core"): {"description": "hardware threads per core (2 with SMT/hyperthreading)",
                                   "examples": [2]},
-    ("Gpu", "type"): {"examples": ["h100"], **GPU_TYPE},
+    ("Gpu", "type"): {"examples": ["h100", "GV100GL"], **GPU_TYPE},
+    ("SlurmPartition", "name"): {"examples": ["gpu", "short"], **SLURM_NAME},
+    ("SlurmPartition", "nodes"): {"examples": ["gpu-[001-016]"], **HOSTLIST},
+    ("SlurmQos", "name"): {"examples": ["normal", "long"], **QOS_NAME},
+    ("SlurmOptions", "cluster_name"): {"examples": ["cluster"], **QOS_NAME},
+    ("SlurmOptions", "scheduler_parameters"): {"examples": [["bf_interval=60", "bf_busy_nodes"]]},
     ("Gpu", "count"): {"examples": [8]},
     ("Gpu", "sockets"): {"examples": [[0, 0, 0, 0, 1, 1, 1, 1]]},
     ("Mig", "profile"): {"examples": ["1g.10gb"], **MIG_PROFILE},
