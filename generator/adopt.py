@@ -71,6 +71,17 @@ ORCHGEN_BETTER: dict[str, str] = {
     "SwitchParameters": "with switch/nvidia_imex",
 }
 
+# The same for node lines: what orchgen adds to a node where the site set nothing (`scontrol show node`
+# shows Features as ActiveFeatures and AvailableFeatures). The site's own features replace orchgen's.
+ORCHGEN_BETTER_NODES: dict[str, str] = {
+    "Features": "ActiveFeatures AvailableFeatures: the pool's name and GPU type as node features, so "
+                "`--constraint=<pool>` works; only where the site's node line gives no Features",
+}
+
+# Node keys orchgen writes with a value of its own where the site relies on Slurm's default: the
+# default is carried, so the regenerated node is the site's (Weight decides which nodes a job gets)
+NODE_DEFAULTS = {"weight": ("Weight", "1")}
+
 # Keys Slurm removed or renamed: what the site's line becomes (None: dropped, Slurm ignores it), and why.
 OBSOLETE: dict[str, tuple[str | None, str]] = {
     "fastschedule": (None, "obsolete since Slurm 20.02, which ignores it (\"Ignoring obsolete FastSchedule\")"),
@@ -572,7 +583,11 @@ def _carry(doc: dict, out: Path, g: dict[str, slurmconf.Record], nodes: list[_No
         hosts = set(node.hosts)
         line = next((r for r in our_nodes if set(hostlist.expand(r.pairs[0].value)) <= hosts), None)
         theirs = line.params() if line else {}
-        for key, value in node.written.items():
+        written = dict(node.written)
+        for k, (key, default) in NODE_DEFAULTS.items():
+            if k in theirs and k not in {w.lower() for w in written} and k not in node.params:
+                written[key] = default
+        for key, value in written.items():
             k = key.lower()
             if k in _NODE_LAYOUT and k != "gres" or (k == "gres" and _norm(theirs.get("gres", "")) == _norm(value)):
                 continue
