@@ -62,8 +62,10 @@ class SlurmdC:
         return self.boards * self.sockets_per_board
 
 
-def parse_slurmd_c(line: str) -> SlurmdC:
-    """Parse one `slurmd -C` line; HardwareError (naming the token) where it is not one."""
+def parse_slurmd_c(line: str, cpus_are_cores: bool = False) -> SlurmdC:
+    """Parse one `slurmd -C` line; HardwareError (naming the token) where it is not one. With
+    `cpus_are_cores` (pool.cpu_count: cores) CPUs= may also count cores, as a slurm.conf NodeName
+    line of a hyperthreaded node often does (slurm.conf(5) CPUs); the SlurmdC then counts threads."""
     text = line.strip()
     if "\n" in text:
         raise HardwareError("holds several lines; give the first line `slurmd -C` prints (NodeName=... RealMemory=...)")
@@ -94,6 +96,10 @@ def parse_slurmd_c(line: str) -> SlurmdC:
     out = SlurmdC(values["NodeName"], ints["CPUs"], ints["Boards"], ints["SocketsPerBoard"], ints["CoresPerSocket"],
                   ints["ThreadsPerCore"], ints["RealMemory"], values.get("Gres"))
     product = out.sockets * out.cores_per_socket * out.threads_per_core
+    if cpus_are_cores and out.cpus == out.sockets * out.cores_per_socket:
+        from dataclasses import replace
+
+        return replace(out, cpus=product)
     if product != out.cpus:
         raise HardwareError(f"CPUs={out.cpus} but Boards x SocketsPerBoard x CoresPerSocket x ThreadsPerCore = "
                             f"{product}: not a line slurmd -C printed")
@@ -132,6 +138,7 @@ class NodeHardware:
     autodetect: str = "off"  # gres.conf's AutoDetect: off | nvml | nvidia
     mig: MigLayout | None = None
     described_by: str = "cpus"  # slurmd_c | cpu | cpus: what the input gave
+    cpus_are_cores: bool = False  # pool.cpu_count: cores: a Slurm CPU is a core (slurm.conf CPUs=cores)
 
     @property
     def cores(self) -> int:
@@ -162,7 +169,7 @@ class NodeHardware:
 
 def node_hardware(pool: Pool) -> NodeHardware:
     """The pool's hardware; the pool must have passed `problems` (load does that)."""
-    c = parse_slurmd_c(pool.slurmd_c) if pool.slurmd_c else None
+    c = parse_slurmd_c(pool.slurmd_c, pool.cpu_count == "cores") if pool.slurmd_c else None
     if c is not None:
         shape, by = (c.sockets, c.cores_per_socket, c.threads_per_core), "slurmd_c"
     elif pool.cpu is not None:
@@ -182,7 +189,7 @@ def node_hardware(pool: Pool) -> NodeHardware:
         reserved_cores=pool.reserved.cores if pool.reserved else 0,
         reserved_memory_gib=pool.reserved.memory_gib if pool.reserved else 0,
         gpu_sockets=tuple(gpu.sockets or ()) if gpu is not None else (), autodetect=autodetect, mig=mig,
-        described_by=by)
+        described_by=by, cpus_are_cores=pool.cpu_count == "cores")
 
 
 def problems(pool: Pool, slurm_version: str | None = None) -> Iterator[tuple[str, Path_]]:
@@ -190,14 +197,15 @@ def problems(pool: Pool, slurm_version: str | None = None) -> Iterator[tuple[str
     c = None
     if pool.slurmd_c is not None:
         try:
-            c = parse_slurmd_c(pool.slurmd_c)
+            c = parse_slurmd_c(pool.slurmd_c, pool.cpu_count == "cores")
         except HardwareError as exc:
             yield f"not a `slurmd -C` line: {exc.message}", ("slurmd_c",)
             return
     if pool.cpu is not None:
         cpu = pool.cpu
         total = cpu.sockets * cpu.cores_per_socket * cpu.threads_per_core
-        if pool.cpus is not None and total != pool.cpus:
+        if pool.cpus is not None and total != pool.cpus and not (
+                pool.cpu_count == "cores" and pool.cpus == cpu.sockets * cpu.cores_per_socket):
             yield (f"cpus is {pool.cpus} but cpu gives {cpu.sockets} sockets x {cpu.cores_per_socket} cores x "
                    f"{cpu.threads_per_core} threads = {total}"), ("cpus",)
             return
@@ -207,7 +215,8 @@ def problems(pool: Pool, slurm_version: str | None = None) -> Iterator[tuple[str
                    f"but slurmd_c says {c.sockets} (Boards={c.boards} x SocketsPerBoard={c.sockets_per_board}) x "
                    f"{c.cores_per_socket} x {c.threads_per_core}"), ("cpu",)
             return
-    if c is not None and pool.cpus is not None and pool.cpus != c.cpus:
+    if c is not None and pool.cpus is not None and pool.cpus != c.cpus and not (
+            pool.cpu_count == "cores" and pool.cpus == c.sockets * c.cores_per_socket):
         yield f"cpus is {pool.cpus} but slurmd_c says CPUs={c.cpus}", ("cpus",)
         return
     if c is not None and pool.memory_gib is not None:

@@ -103,7 +103,7 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_accounting": m.accounting,
         "orchgen_storage_pass_file": STORAGE_PASS_FILE,
         "orchgen_storage_user": conf.get("accountingstorageuser", "slurm"),
-        "orchgen_storage_loc": "slurm_acct_db",
+        "orchgen_storage_loc": m.site.database if m.site else "slurm_acct_db",
         "orchgen_nodes": [n for g in m.groups for n in g.nodes],
         # NHC from its 1.4.3 source tree on the machine that runs Ansible (it is not packaged by Debian);
         # empty: up.sh downloads the tag's archive from GitHub

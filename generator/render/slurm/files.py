@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
 from ..templating import render_template
-from . import site
+from . import carried
 from .model import RayJob, SlurmModel, model
 
 
@@ -22,7 +22,7 @@ def slurm_config(plan: Plan) -> dict[str, str]:
     pools: dict[str, set[str]] = {}
     for g in m.groups:
         pools.setdefault(g.pool, set()).update(g.nodes)
-    return site.apply(plan.site, files, pools)  # workload.yaml site: in place (issue 22)
+    return carried.apply(plan.site, files, pools)  # workload.yaml site: in place (issue 22)
 
 
 def _file(m: SlurmModel, name: str, job: RayJob | None) -> str:

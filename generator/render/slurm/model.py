@@ -48,6 +48,7 @@ from ...errors import OrchgenError
 from ...decide.plan import Plan, PoolSlice
 from ...spec.hardware import MigLayout, NodeHardware
 from .ops import Ops, operations
+from .site import SitePolicy, policy, scheduler_parameters
 from .topology import BlockTopology, Topology, topology
 
 DEFAULT_PARTITION = "all"
@@ -93,6 +94,7 @@ class NodeGroup:
     gpu_type: str | None
     gpus: int  # physical GPUs per node
     nvlink_domain_nodes: int
+    gres_typed: bool = True  # gpu.typed: false: Gres=gpu:N, gres.conf without Type=
 
     @property
     def hostlist(self) -> str:
@@ -100,7 +102,8 @@ class NodeGroup:
 
     @property
     def cpus(self) -> int:
-        return self.hw.cpus
+        """Slurm CPUs per node (CPUs=): threads, or cores with pool.cpu_count: cores."""
+        return self.hw.cores if self.hw.cpus_are_cores else self.hw.cpus
 
     @property
     def memory_gib(self) -> int:
@@ -144,7 +147,11 @@ class NodeGroup:
 
     @property
     def gres(self) -> str | None:
-        return f"gpu:{self.gres_type}:{self.gres_count}" if self.gpu_type else None
+        if not self.gpu_type:
+            return None
+        if not self.gres_typed:  # untyped: requests gpu:N only (gres.conf(5) Type is optional)
+            return f"gpu:{self.gres_count}"
+        return f"gpu:{self.gres_type}:{self.gres_count}"
 
     @property
     def autodetect(self) -> str:
@@ -181,7 +188,10 @@ class NodeGroup:
     @property
     def usable_cpus(self) -> int:
         """CPUs jobs may be given on one node: the node's CPUs less the threads of the cores
-        CoreSpecCount keeps for the OS (`reserved.cores`), so the per-GPU defaults follow them."""
+        CoreSpecCount keeps for the OS (`reserved.cores`), so the per-GPU defaults follow them. With
+        pool.cpu_count: cores a Slurm CPU is a core."""
+        if self.hw.cpus_are_cores:
+            return self.hw.cores - self.hw.reserved_cores
         return self.hw.allocatable_cpus
 
     @property
@@ -213,7 +223,7 @@ class NodeGroup:
     def node_attrs(self) -> list[tuple[str, str]]:
         """The NodeName line after NodeName=, in slurm.conf's order."""
         hw = self.hw
-        out = [("CPUs", str(hw.cpus))]
+        out = [("CPUs", str(self.cpus))]
         if hw.boards is not None:  # as slurmd -C gave it
             out += [("Boards", str(hw.boards)), ("SocketsPerBoard", str(hw.sockets_per_board))]
         else:
@@ -301,6 +311,16 @@ class Partition:
     cpu_per_gpu: int = 0  # DefCpuPerGPU; 0: no GPUs, or fewer CPUs than GPUs on a node
     mem_per_gpu: int = 0  # DefMemPerGPU (MiB)
     billing: Billing | None = None  # TRESBillingWeights; None without accounting
+    # options.slurm.partitions (a site's own): slurm.conf(5) PARTITION CONFIGURATION, absent: Slurm's
+    state: str = "UP"
+    max_nodes: int | None = None
+    hidden: bool = False
+    allow_groups: tuple[str, ...] = ()
+    allow_accounts: tuple[str, ...] = ()
+    allow_qos: tuple[str, ...] = ()
+    priority_tier: int | None = None
+    oversubscribe: str | None = None
+    site: bool = False  # from options.slurm.partitions
 
     @property
     def max_time_str(self) -> str:
@@ -315,8 +335,20 @@ class Partition:
         parts = [f"PartitionName={self.name}", f"Nodes={self.nodes}"]
         if self.default:
             parts.append("Default=YES")
-        parts += [f"DefaultTime={self.default_time_str}", f"MaxTime={self.max_time_str}", "State=UP",
+        parts += [f"DefaultTime={self.default_time_str}", f"MaxTime={self.max_time_str}", f"State={self.state}",
                   f"DefMemPerCPU={self.def_mem_per_cpu}"]
+        if self.max_nodes is not None:
+            parts.append(f"MaxNodes={self.max_nodes}")
+        if self.hidden:
+            parts.append("Hidden=YES")
+        for key, values in (("AllowGroups", self.allow_groups), ("AllowAccounts", self.allow_accounts),
+                            ("AllowQos", self.allow_qos)):
+            if values:
+                parts.append(f"{key}={','.join(values)}")
+        if self.priority_tier is not None:
+            parts.append(f"PriorityTier={self.priority_tier}")
+        if self.oversubscribe is not None:
+            parts.append(f"OverSubscribe={self.oversubscribe}")
         if self.cpu_per_gpu:  # 0: a node with fewer CPUs than GPUs, where no whole CPU per GPU fits
             parts.append(f"DefCpuPerGPU={self.cpu_per_gpu}")
         if self.mem_per_gpu:
@@ -395,6 +427,14 @@ class SlurmModel:
     ops: Ops | None = None  # bare metal only: Slurm on Kubernetes runs the operator's images
     site_default_time: int = 240  # options.slurm.default_time, minutes
     site_max_time: int = 10_080  # options.slurm.max_time, minutes
+    site: SitePolicy | None = None  # options.slurm's site policy and green-field defaults (site.py)
+    fleet: str = ""  # metadata.name (ClusterName unless options.slurm.cluster_name)
+
+    @property
+    def scheduler_parameters(self) -> str:
+        """SchedulerParameters: backfill's items, the site's, max_switch_wait (site.scheduler_parameters)."""
+        items = self.backfill.value.split(",")
+        return scheduler_parameters(items, self.site) if self.site else ",".join(items)
 
     @property
     def site_default_time_str(self) -> str:
@@ -414,8 +454,14 @@ class SlurmModel:
         return backfill(self.partitions)
 
     @property
-    def default_partition(self) -> Partition:
-        return next(p for p in self.partitions if p.default)
+    def default_partition(self) -> Partition | None:
+        """None only when the site's partitions mark none (jobs must then name one)."""
+        return next((p for p in self.partitions if p.default), None)
+
+    @property
+    def site_partitions(self) -> bool:
+        """The partitions are options.slurm.partitions, not orchgen's."""
+        return any(p.site for p in self.partitions)
 
     @property
     def cpu_pools(self) -> list[str]:
@@ -484,15 +530,18 @@ def model(plan: Plan) -> SlurmModel:
     _refuse(plan, groups, partitions)
     controllers = plan.slurm_controllers or (PLACEHOLDER_CONTROLLER,)
     ops = operations(plan, groups) if plane.host == "bare-metal" else None
-    return SlurmModel(plan.name, plan.source, plan.slurm_version, plane.host, groups, partitions, topo,
+    site = policy(plan.slurm_options, any(g.gres for g in groups), bool(accounts), plan.source)
+    return SlurmModel(plan.slurm_options.cluster_name or plan.name, plan.source, plan.slurm_version, plane.host,
+                      groups, partitions, topo,
                       accounts, _ray_jobs(plan, groups, partitions, bool(accounts)), controllers,
                       plan.slurm_accounting or controllers[0], ops,
-                      site_default_time=plan.slurm_default_time, site_max_time=plan.slurm_max_time)
+                      site_default_time=plan.slurm_default_time, site_max_time=plan.slurm_max_time, site=site,
+                      fleet=plan.name)
 
 
 def _group(s: PoolSlice) -> NodeGroup:
     return NodeGroup(s.pool, s.nodes, s.hardware, s.gpu_type, s.gpus_per_node if s.gpu_type else 0,
-                     s.nvlink_domain_nodes)
+                     s.nvlink_domain_nodes, s.gres_typed)
 
 
 def _classes(plan: Plan) -> dict[str, list[str]]:
@@ -520,15 +569,19 @@ def _partitions(plan: Plan, groups: tuple[NodeGroup, ...], topo: Topology,
             return longest([w for w in slurm_workloads if w.pool in pools and w.workload_class == cls])
         return max(longest([w for w in slurm_workloads if w.pool == p]) for p in pools)
 
-    def make(name: str, pools: list[str], nodes: str, default: bool, why: str, cls: str | None = None) -> Partition:
+    def make(name: str, pools: list[str], nodes: str, default: bool, why: str, cls: str | None = None,
+             max_time: int | None = None, default_time: int | None = None, **site) -> Partition:
         gpu_groups = [by_pool[p] for p in pools if by_pool[p].gres]
-        max_time = limit(pools, cls)
+        max_time = max_time or limit(pools, cls)
         return Partition(name, tuple(pools), nodes, default, topo.partition_topology(pools),
                          min(by_pool[p].mem_per_cpu for p in pools), why, max_time,
-                         min(plan.slurm_default_time, max_time),
+                         default_time or min(plan.slurm_default_time, max_time),
                          min((g.cpus_per_gpu for g in gpu_groups), default=0),
                          min((g.mem_per_gpu for g in gpu_groups), default=0),
-                         _billing([by_pool[p] for p in pools]) if accounting else None)
+                         _billing([by_pool[p] for p in pools]) if accounting else None, **site)
+
+    if plan.slurm_options.partitions is not None:
+        return _site_partitions(plan, groups, make)
 
     cpu_pools = [g.pool for g in groups if not g.gres]
     # the default: CPU-only when there are CPU pools (a pool named `cpu` keeps its own partition)
@@ -556,6 +609,45 @@ def _partitions(plan: Plan, groups: tuple[NodeGroup, ...], topo: Topology,
     return tuple(out)
 
 
+def _site_partitions(plan: Plan, groups: tuple[NodeGroup, ...], make) -> tuple[Partition, ...]:
+    """options.slurm.partitions as the site wrote them: over pools (their Slurm nodes) or a hostlist
+    of Slurm nodes; orchgen's limits and per-CPU/GPU defaults for what the site leaves out."""
+    by_node = {n: g.pool for g in groups for n in g.nodes}
+    out = []
+    for i, sp in enumerate(plan.slurm_options.partitions or ()):
+        field = f"options.slurm.partitions[{i}]"
+        if sp.pools is not None:
+            missing = [p for p in sp.pools if p not in {g.pool for g in groups}]
+            if missing:
+                raise OrchgenError(f"partition {sp.name!r}: pool {missing[0]!r} has no Slurm nodes in this plan",
+                                   plan.source, None, f"{field}.pools")
+            pools = list(dict.fromkeys(sp.pools))
+            names = [n for g in groups if g.pool in pools for n in g.nodes]
+            nodes = "ALL" if len(names) == len(by_node) else hostlist.compress(names)
+        elif sp.nodes == "ALL":
+            pools, nodes = [g.pool for g in groups], "ALL"
+        else:
+            names = hostlist.expand(sp.nodes or "")
+            stray = [n for n in names if n not in by_node]
+            if stray:
+                raise OrchgenError(f"partition {sp.name!r}: node {stray[0]!r} is not a Slurm node of this plan "
+                                   f"({len(stray)} such)", plan.source, None, f"{field}.nodes")
+            pools = list(dict.fromkeys(by_node[n] for n in names))
+            nodes = hostlist.compress(names)
+            if plan.slurm_plane.host != "bare-metal" and sorted(names) != sorted(
+                    n for g in groups if g.pool in pools for n in g.nodes):
+                raise OrchgenError(f"partition {sp.name!r}: Slurm on Kubernetes builds partitions from whole "
+                                   "pools (NodeSets); give `pools`", plan.source, None, f"{field}.nodes")
+        max_time = slurmtime.minutes(sp.max_time) if sp.max_time else None
+        default_time = slurmtime.minutes(sp.default_time) if sp.default_time else None
+        out.append(make(sp.name, pools, nodes, sp.default, f"{field}, the site's", None,
+                        max_time, default_time, state=sp.state, max_nodes=sp.max_nodes, hidden=sp.hidden,
+                        allow_groups=tuple(sp.allow_groups or ()), allow_accounts=tuple(sp.allow_accounts or ()),
+                        allow_qos=tuple(sp.allow_qos or ()), priority_tier=sp.priority_tier,
+                        oversubscribe=sp.oversubscribe, site=True))
+    return tuple(out)
+
+
 def _billing(groups: list[NodeGroup]) -> Billing:
     """Weights that bill every pool of the partition in CPU-equivalents (see Billing): memory at the
     lowest CPUs-per-GiB of its pools (rounded down), a GPU at the highest CPUs-per-GPU (rounded up),
@@ -576,7 +668,8 @@ def _ray_jobs(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Parti
         group = by_pool.get(w.pool, groups[0])
         per_node = group.gpus
         nodes = max(w.facts.nodes, -(-w.gpus // per_node) if per_node else 0)
-        partition = "ray" if "ray" in names else group.pool
+        partition = "ray" if "ray" in names else group.pool if group.pool in names else next(
+            (p.name for p in partitions if group.pool in p.pools), partitions[0].name)
         jobs.append(RayJob(w.name, f"ray-{w.name}.sbatch", partition, nodes, per_node,
                            w.tenant if tenants else None))
     return tuple(jobs)
@@ -587,6 +680,8 @@ def _refuse(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Partiti
     pool_index = {p: i for i, p in enumerate(plan.fabric.pools)}
     seen: dict[str, str] = {}
     for p in partitions:
+        if p.site:  # spec.checks._slurm_policy checked the site's names
+            continue
         if p.name.lower() in SLURM_KEYWORDS and p.name != DEFAULT_PARTITION or p.name in seen:
             clash = seen.get(p.name, "a Slurm keyword")
             pool = next((g.pool for g in groups if g.pool == p.name), p.name)

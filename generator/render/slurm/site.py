@@ -1,136 +1,147 @@
-"""workload.yaml's `site:` (spec/site.py) emitted in place in the files orchgen wrote (issue 22).
-
-Each entry goes where the site had it and says why it is there:
-
-* a file key orchgen also writes (`SlurmdTimeout`, `SelectTypeParameters` ...): orchgen's line takes the
-  site's value, with a comment above it; Slurm keeps one value per key ("specified more than once,
-  latest value used"), so the value must replace orchgen's, not follow it;
-* any other file key: added, with its comment, before the first NodeName line;
-* a pool's key (`pool:`): set on that pool's NodeName line(s), replacing orchgen's value of that key;
-* a whole record (`lines`): added at the end, with its comment. The site's PartitionName lines replace
-  orchgen's own partitions (the site defines its partitions; orchgen's per-pool ones are only the
-  default), and the site's gres.conf GPU lines replace orchgen's for the nodes they name (all nodes for
-  a line without NodeName=), since Slurm would count a GPU described twice twice.
-
-The files are read back with the one Slurm lexer (generator/spec/slurmconf.py) to find the records.
+"""A site's Slurm policy (options.slurm, issue 22), resolved once for slurm.conf, slurmdbd.conf and
+accounts.sh: what an adopted site keeps (its QOS set, priority weights, SchedulerParameters,
+prolog/epilog, cluster name and accounting database) and what a green-field plan gets by default
+(RebootProgram with a GPU-sized ResumeTimeout, PropagateResourceLimitsExcept=MEMLOCK,
+max_switch_wait, MaxJobCount/MaxArraySize sized for sweeps). Each value's reason is in the
+template's comment beside it; this module only resolves them.
 """
 from __future__ import annotations
 
-from ...spec import hostlist, slurmconf
-from ...spec.site import Site, SiteFile
+from dataclasses import dataclass
 
-HEADER = "# --- carried from the site (workload.yaml site:): not modelled by orchgen, kept as the site wrote it ---"
+from ...errors import OrchgenError
+from ...spec import slurmtime
+from ...spec.models import SlurmOptions
 
-
-def apply(site: Site | None, files: dict[str, str], pool_hosts: dict[str, set[str]]) -> dict[str, str]:
-    """`files` ({name: text}) with the site's entries emitted in place, and the site's own files added."""
-    if site is None:
-        return files
-    out = dict(files)
-    for name in ("slurm.conf", "gres.conf", "cgroup.conf"):
-        entries = site.of(name)
-        if entries is not None and name in out:
-            out[name] = _emit(name, out[name], entries, pool_hosts)
-    for name, text in sorted(site.files.items()):
-        out[name] = text
-    return out
+# orchgen's priority/multifactor values when the site gives none (slurm.conf.j2 says why each)
+PRIORITY_DEFAULTS = {"weight_fairshare": 10_000, "weight_qos": 2_000, "weight_age": 1_000,
+                     "decay_half_life": "7-0", "max_age": "7-0"}
+GPU_TRES_WEIGHT = "GRES/gpu=2000"
 
 
-def _why(entry) -> str:
-    where = f" (from {entry.source})" if entry.source else ""
-    return f"# site{where}: {entry.reason}"
+@dataclass(frozen=True)
+class Qos:
+    """One QOS as accounts.sh sets it: `sacctmgr modify qos where name=NAME set ATTRS`."""
+
+    name: str
+    attrs: tuple[str, ...]  # KEY=VALUE for sacctmgr, in sacctmgr(1)'s spelling
 
 
-def _hosts(expr: str) -> set[str]:
-    try:
-        return set(hostlist.expand(expr))
-    except ValueError:
-        return set()
+@dataclass(frozen=True)
+class Priority:
+    """slurm.conf's priority/multifactor keys: (key, value, site's?) in the order written."""
+
+    lines: tuple[tuple[str, str, bool], ...]
 
 
-def _emit(name: str, text: str, entries: SiteFile, pool_hosts: dict[str, set[str]]) -> str:
-    lines = text.splitlines()
-    records = slurmconf.parse(text, name)
-    replace: dict[int, list[str]] = {}  # index of a record's first line -> what stands there instead
-    drop: set[int] = set()  # indexes of physical lines removed (continuations of a replaced record)
+@dataclass(frozen=True)
+class SitePolicy:
+    scheduler_items: tuple[str, ...]  # the site's SchedulerParameters items, as given
+    max_switch_wait: int
+    max_job_count: int
+    max_array_size: int
+    reboot_program: str | None
+    resume_timeout: int
+    propagate: tuple[str, str]  # (slurm.conf key, value)
+    prolog: str | None
+    epilog: str | None
+    qos: tuple[Qos, ...] | None  # None: orchgen's normal + scavenger
+    priority: Priority
+    database: str
+    existing_accounting: bool
 
-    def put(record: slurmconf.Record, new: list[str]) -> None:
-        first = record.line - 1
-        replace[first] = new
-        drop.update(range(first + 1, first + record.lines))
+    @property
+    def default_qos(self) -> str | None:
+        """The QOS accounts get as DefaultQOS with the site's set: `normal` if it has one, else its first."""
+        if not self.qos:
+            return None
+        names = [q.name for q in self.qos]
+        return "normal" if "normal" in names else names[0]
 
-    added: list[str] = []
-    node_keys: dict[int, list] = {}
-    for entry in entries.keys:
-        if entry.pool is not None:
-            hosts = pool_hosts.get(entry.pool, set())
-            for record in records:
-                if record.kind == "nodename" and hosts and _hosts(record.pairs[0].value) <= hosts:
-                    node_keys.setdefault(record.line, []).append(entry)
+    @property
+    def qos_names(self) -> str:
+        return ",".join(q.name for q in self.qos or ())
+
+
+def _qos(q) -> Qos:
+    attrs = []
+    if q.priority is not None:
+        attrs.append(f"Priority={q.priority}")
+    if q.preempt:  # Preempt= (not +=): the site's list is the whole list
+        attrs.append(f"Preempt={','.join(q.preempt)}")
+    if q.preempt_mode:
+        attrs.append(f"PreemptMode={q.preempt_mode}")
+    if q.max_wall:
+        attrs.append(f"MaxWall={slurmtime.minutes(q.max_wall)}")  # minutes: sacctmgr's plain form
+    if q.grp_tres:
+        attrs.append(f"GrpTRES={q.grp_tres}")
+    if q.max_tres_per_user:
+        attrs.append(f"MaxTRESPerUser={q.max_tres_per_user}")
+    if q.max_jobs_per_user is not None:
+        attrs.append(f"MaxJobsPerUser={q.max_jobs_per_user}")
+    if q.max_submit_jobs_per_user is not None:
+        attrs.append(f"MaxSubmitJobsPerUser={q.max_submit_jobs_per_user}")
+    if q.usage_factor is not None:
+        attrs.append(f"UsageFactor={q.usage_factor:g}")
+    if q.flags:
+        attrs.append(f"Flags={','.join(q.flags)}")
+    return Qos(q.name, tuple(attrs))
+
+
+def _priority(o: SlurmOptions, has_gpus: bool) -> Priority:
+    p = o.priority
+    given = {k: v for k, v in (p.model_dump().items() if p else ()) if v is not None}
+    values = dict(PRIORITY_DEFAULTS)
+    if has_gpus:
+        values["weight_tres"] = GPU_TRES_WEIGHT
+    values["flags"] = ["MAX_TRES"]
+    values.update(given)
+    keys = (("flags", "PriorityFlags"), ("decay_half_life", "PriorityDecayHalfLife"), ("max_age", "PriorityMaxAge"),
+            ("calc_period", "PriorityCalcPeriod"), ("favor_small", "PriorityFavorSmall"),
+            ("weight_fairshare", "PriorityWeightFairshare"), ("weight_qos", "PriorityWeightQOS"),
+            ("weight_tres", "PriorityWeightTRES"), ("weight_age", "PriorityWeightAge"),
+            ("weight_jobsize", "PriorityWeightJobSize"), ("weight_partition", "PriorityWeightPartition"))
+    lines = []
+    for field, key in keys:
+        if field not in values:
             continue
-        mine = [r for r in records if r.kind == entry.key.lower() and len(r.pairs) == 1]
-        if mine:
-            put(mine[-1], [_why(entry), f"{entry.key}={entry.value}"])
-        else:
-            added += [_why(entry), f"{entry.key}={entry.value}"]
-    for record in records:
-        for entry in node_keys.get(record.line, ()):
-            pairs = [p for p in record.pairs]
-            at = next((i for i, p in enumerate(pairs) if p.key.lower() == entry.key.lower()), None)
-            new = slurmconf.Pair(entry.key, entry.value)
-            if at is None:
-                pairs.append(new)
-            else:
-                pairs[at] = new
-            record = slurmconf.Record(record.file, record.line, record.lines, record.text, tuple(pairs))
-        if record.line in node_keys:
-            comments = [_why(e).replace("# site", f"# site {e.key}", 1) for e in node_keys[record.line]]
-            put(record, comments + [" ".join(f"{p.key}={p.value}" for p in record.pairs)])
-
-    site_kinds = {slurmconf.parse(entry.line)[0].kind for entry in entries.lines if slurmconf.parse(entry.line)}
-    if name == "slurm.conf" and "partitionname" in site_kinds:
-        for record in records:
-            if record.kind == "partitionname" and record.pairs[0].value.upper() != "DEFAULT":
-                put(record, [f"# orchgen's partition {record.pairs[0].value} is not written: the site defines "
-                             "its own partitions (site.slurm_conf.lines)"])
-    if name == "gres.conf":
-        _drop_gres(records, entries, put)
-
-    out: list[str] = []
-    first_node = next((r.line - 1 for r in records if r.kind == "nodename"), None) if name == "slurm.conf" else None
-    for i, line in enumerate(lines):
-        if i == first_node and added:
-            out += [HEADER, *added, ""]
-            added = []
-        if i in drop:
-            continue
-        out += replace.get(i, [line])
-    if added:
-        out += ["", HEADER, *added]
-    if entries.lines:
-        out += ["", HEADER]
-        for entry in entries.lines:
-            out += [_why(entry), entry.line]
-    return "\n".join(out) + "\n"
+        value = values[field]
+        if isinstance(value, bool):
+            value = "YES" if value else "NO"
+        elif isinstance(value, list):
+            value = ",".join(value)
+        lines.append((key, str(value), field in given))
+    return Priority(tuple(lines))
 
 
-def _drop_gres(records: list[slurmconf.Record], entries: SiteFile, put) -> None:
-    """orchgen's GPU lines for the nodes the site's own GPU lines describe (every node: a line without
-    NodeName=); the site's AutoDetect key, if any, is a key of the file and replaces orchgen's."""
-    covered: set[str] = set()
-    everything = False
-    for entry in entries.lines:
-        parsed = slurmconf.parse(entry.line)
-        if not parsed or parsed[0].get("Name") is None:
-            continue
-        nodes = parsed[0].get("NodeName")
-        if nodes is None:
-            everything = True
-        else:
-            covered |= _hosts(nodes)
-    for record in records:
-        if record.get("Name") is None and record.get("AutoDetect") is None:
-            continue
-        nodes = record.get("NodeName")
-        if everything or (nodes is not None and _hosts(nodes) & covered):
-            put(record, ["# orchgen's line for these GPUs is not written: the site describes them (below)"])
+def policy(o: SlurmOptions, has_gpus: bool, accounting: bool, source: str) -> SitePolicy:
+    if not accounting:
+        for name in ("qos", "priority", "accounting"):
+            if getattr(o, name) is not None:
+                raise OrchgenError(f"options.slurm.{name} needs Slurm accounting, which orchgen sets up for "
+                                   "tenants: add the site's accounts as tenants", source, None, f"options.slurm.{name}")
+    if o.propagate_resource_limits == "ALL" and o.propagate_resource_limits_except:
+        propagate = ("PropagateResourceLimitsExcept", ",".join(o.propagate_resource_limits_except))
+    elif isinstance(o.propagate_resource_limits, list):
+        propagate = ("PropagateResourceLimits", ",".join(o.propagate_resource_limits) or "NONE")
+    else:
+        propagate = ("PropagateResourceLimits", o.propagate_resource_limits)
+    acct = o.accounting
+    return SitePolicy(
+        scheduler_items=tuple(o.scheduler_parameters), max_switch_wait=o.max_switch_wait,
+        max_job_count=o.max_job_count, max_array_size=o.max_array_size, reboot_program=o.reboot_program,
+        resume_timeout=o.resume_timeout, propagate=propagate, prolog=o.prolog, epilog=o.epilog,
+        qos=tuple(_qos(q) for q in o.qos) if o.qos is not None else None,
+        priority=_priority(o, has_gpus),
+        database=acct.database if acct else "slurm_acct_db",
+        existing_accounting=bool(acct and acct.existing))
+
+
+def scheduler_parameters(orchgen_items: list[str], p: SitePolicy) -> str:
+    """orchgen's items, each replaced by the site's item of the same key; then the site's others;
+    then max_switch_wait."""
+    site = {item.split("=", 1)[0]: item for item in p.scheduler_items}
+    out = [site.pop(item.split("=", 1)[0], item) for item in orchgen_items]
+    out += list(site.values())
+    out.append(f"max_switch_wait={p.max_switch_wait}")
+    return ",".join(out)

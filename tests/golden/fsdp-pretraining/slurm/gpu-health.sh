@@ -25,6 +25,10 @@ fi
 # Compare without case, spaces or punctuation: GRES type h100 matches "NVIDIA H100 80GB HBM3".
 squash() { tr '[:upper:]' '[:lower:]' | tr -cd 'a-z0-9\n'; }
 wanted=$(printf '%s' "$type" | squash)
+# TYPE "gpu": an untyped GRES without a model name (gpu.typed: false, no gpu.type): the count alone is checked.
+if [ "$type" = gpu ]; then
+    wanted=
+fi
 have=$(printf '%s\n' "$names" | grep -c .)
 others=$(printf '%s\n' "$names" | grep . | squash | grep -c -v -F "$wanted")
 # "7x NVIDIA H100 80GB HBM3": what nvidia-smi lists, for the reason

@@ -24,11 +24,15 @@ say() {
     printf 'accounts.sh: %s\n' "$*" >&2
 }
 
+existing=0
 if ! sacctmgr -n -P list cluster where name="$cluster" format=cluster | grep -qx "$cluster"; then
     sacctmgr -i add cluster "$cluster"
 fi
 
 # ---------------------------------------------------------------- QOS
+qos_exists() {
+    sacctmgr -n -P list qos where name="$1" format=name | grep -Fqx "$1"
+}
 # `normal` (slurmdbd creates it) may preempt `scavenger` (slurm.conf: PreemptType=preempt/qos,
 # PreemptMode=REQUEUE). Values, each a site's to tune:
 #   normal Priority=10: with PriorityWeightQOS, normal jobs go before scavenger jobs of a tenant;
@@ -37,9 +41,6 @@ fi
 #   scavenger Flags=NoReserve: backfill holds no nodes for scavenger jobs, so they never delay others;
 #   scavenger PreemptMode=requeue: a preempted scavenger job goes back to the queue (add
 #     GraceTime=SECONDS if your jobs checkpoint on SIGTERM before they are requeued).
-qos_exists() {
-    sacctmgr -n -P list qos where name="$1" format=name | grep -Fqx "$1"
-}
 qos_exists scavenger || sacctmgr -i add qos scavenger
 sacctmgr -i modify qos where name=scavenger set Priority=0 UsageFactor=0 Flags+=NoReserve PreemptMode=requeue >/dev/null
 qos_exists normal || sacctmgr -i add qos normal
@@ -65,6 +66,8 @@ tenant() {
     if ! has_account "$account"; then
         sacctmgr -i add account "$account" cluster="$cluster" fairshare="$share" \
             description="tenant $account" organization="$cluster"
+    elif [ "$existing" = 1 ]; then
+        return 0 # an account of the existing slurmdbd keeps its share, QOS and limits
     elif [ "$(account_field "$account" fairshare)" != "$share" ]; then
         sacctmgr -i modify account where name="$account" cluster="$cluster" set fairshare="$share"
     fi
