@@ -304,6 +304,8 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     if tenants:
         doc["tenants"] = tenants
     doc["workloads"] = [{"name": "site-jobs", "plane": "slurm", "bare_metal": True}]
+    if not tenants:  # orchgen's priority and QOS go with its accounting, which tenants turn on: carried instead
+        slurm_opts.pop("priority", None)
     part_list = _partitions(partitions, part_defaults, pools, nodes, report)
     if part_list:
         slurm_opts["partitions"] = part_list
@@ -334,6 +336,11 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
             path.unlink(missing_ok=True)
         raise
     if site:
+        prefix = str(src.slurm_conf.parent) + os.sep  # file:line relative to slurm.conf's folder: no host paths
+        for section in site.values():
+            for entry in section.get("keys", []) + section.get("lines", []) if isinstance(section, dict) else ():
+                if isinstance(entry, dict) and str(entry.get("from", "")).startswith(prefix):
+                    entry["from"] = entry["from"][len(prefix):]
         doc["site"] = site
     from .yamlio import dump_yaml
 
@@ -686,8 +693,12 @@ def _render(doc: dict, out: Path) -> dict[str, str]:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(dump_yaml(doc))
-        fleet = load(tmp)
-        plan = make_plan(fleet, tmp)
+        try:
+            fleet = load(tmp)
+            plan = make_plan(fleet, tmp)
+        except OrchgenError as err:  # the temporary file is nobody's: name the site's file
+            raise OrchgenError(f"the imported workload does not plan: {err.field + ': ' if err.field else ''}"
+                               f"{err.message}", str(out)) from None
         if plan.slurm_plane is None:
             return {}
         return slurm_config(plan)
