@@ -444,14 +444,19 @@ def _pools(nodes: list[_Node], report: Report) -> tuple[list[dict], dict[str, _N
         cores = _int(p.get("corespersocket"))
         sockets = _int(p.get("sockets")) or ((_int(p.get("boards")) or 1) * (_int(p.get("socketsperboard")) or 0)) or None
         cpus = _int(p.get("cpus"))
-        if cores and sockets:
+        boards, real = _int(p.get("boards")), _int(p.get("realmemory"))
+        if boards and cores and sockets and real and cpus == sockets * cores * threads:
+            # as slurmd -C prints it: orchgen then writes Boards/SocketsPerBoard as the site does
+            pool["slurmd_c"] = (f"NodeName={node.hosts[0]} CPUs={cpus} Boards={boards} SocketsPerBoard={sockets // boards} "
+                                f"CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory={real}")
+        elif cores and sockets:
             pool["cpu"] = {"sockets": sockets, "cores_per_socket": cores, "threads_per_core": threads}
             if cpus is not None and cpus == sockets * cores and threads > 1:
                 pool["cpu_count"] = "cores"
         elif cpus:
             pool["cpus"] = cpus
-        real = _int(p.get("realmemory"))
-        pool["memory_gib"] = max(4, math.ceil(real / 1024)) if real else 4
+        if "slurmd_c" not in pool:
+            pool["memory_gib"] = max(4, math.ceil(real / 1024)) if real else 4
         gres = p.get("gres")
         if gres:
             gpus = [g for g in gres.split(",") if g.split(":")[0] == "gpu"]
@@ -476,7 +481,7 @@ def _fabric(src: Sources, conf: slurmconf.Config, g: dict[str, slurmconf.Record]
     if topo is None:
         plugin = g.get("topologyplugin")
         beside = src.slurm_conf.parent / "topology.conf"
-        if plugin and plugin.pairs[0].value == "topology/tree" and beside.is_file():
+        if plugin and plugin.pairs[0].value in ("topology/tree", "topology/block") and beside.is_file():
             topo = beside
     if topo is None:
         report.modelled.append(Item(str(src.slurm_conf), "no topology given: fleet.fabric is one leaf per pool "
@@ -491,6 +496,14 @@ def _fabric(src: Sources, conf: slurmconf.Config, g: dict[str, slurmconf.Record]
         rel = topo.name
         extra[rel] = data
     report.modelled.append(Item(str(topo), f"the fabric -> fleet.fabric.from.{kind}: {rel}"))
+    from .spec import importers
+
+    try:
+        imported = importers.load(kind, topo)
+    except OrchgenError as err:
+        raise OrchgenError(err.message, str(topo), err.line, "--topology") from None
+    if not imported.leaves:  # blocks (NVLink domains) only: the switch tree is one leaf per pool
+        return {"from": {kind: rel}, "nodes_per_leaf": 4096}
     return {"from": {kind: rel}}
 
 
