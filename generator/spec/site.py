@@ -67,6 +67,49 @@ ConfText = Annotated[str, AfterValidator(_config_text)]
 Key = Annotated[str, AfterValidator(_key)]
 
 
+# What a regenerated site differs in, on purpose: slurm.conf keys orchgen writes where the site set
+# nothing (Slurm's default applied there). Each is a choice the site can turn off in workload.yaml.
+# The real-Slurm test allows exactly these differences in `scontrol show config`, and no other.
+ORCHGEN_BETTER: dict[str, str] = {
+    "HealthCheckProgram": "LBNL NHC checks each node's GPUs and fabric and drains a failing node "
+                          "(options.slurm.health_check: false turns it off)",
+    "HealthCheckInterval": "NHC every 300 s (options.slurm.health_check_interval)",
+    "HealthCheckNodeState": "ANY,CYCLE: allocated nodes are checked too, in turns",
+    "KillOnBadExit": "one crashed rank ends the step instead of leaving the others in NCCL until the time "
+                     "limit (options.slurm.kill_on_bad_exit)",
+    "UnkillableStepTimeout": "GPU teardown outlasts Slurm's 60 s, which drains healthy nodes "
+                             "(options.slurm.unkillable_step_timeout)",
+    "PrologFlags": "Contain: pam_slurm_adopt puts ssh sessions into the job's cgroup (options.slurm.containment)",
+    "TaskProlog": "NCCL settings for the fabric in every task (options.slurm.nccl)",
+    "PlugStackConfig": "pyxis + enroot containers on GPU nodes (options.slurm.containers: none)",
+    "MaxJobCount": "100000 instead of Slurm's 10000: AI sweeps queue many jobs (options.slurm.max_job_count)",
+    "MaxArraySize": "10001 instead of Slurm's 1001 (options.slurm.max_array_size)",
+    "RebootProgram": "`scontrol reboot` rolls out GPU driver updates (options.slurm.reboot_program: null)",
+    "ResumeTimeout": "a GPU node's reboot outlasts Slurm's 60 s, which marks it DOWN (options.slurm.resume_timeout)",
+    "PropagateResourceLimitsExcept": "MEMLOCK: the login shell's memlock limit never reaches a job (RDMA "
+                                     "registration; Slurm FAQ) (options.slurm.propagate_resource_limits_except)",
+    "PropagateResourceLimits": "with PropagateResourceLimitsExcept (options.slurm.propagate_resource_limits)",
+    "SchedulerParameters": "backfill sized to the partitions' time limits (bf_window, bf_resolution, "
+                           "bf_continue, bf_max_job_test, bf_max_job_user) and max_switch_wait for --switches "
+                           "(options.slurm.scheduler_parameters replaces any item)",
+    "EnforcePartLimits": "ALL: a job beyond its partition's limits is refused at submission instead of pending forever",
+    "ReturnToService": "2: a node DOWN for being unreachable rejoins when its slurmd registers again",
+    "TopologyPlugin": "topology/tree from fleet.fabric, so `--switches` and leaf-aware placement work (with no "
+                      "topology given, one leaf per pool: placement is unchanged)",
+    "TopologyParam": "with the topology",
+    "JobAcctGatherType": "cgroup accounting of each job's usage",
+    "SwitchType": "switch/nvidia_imex where NVLink domains span nodes",
+    "SwitchParameters": "with switch/nvidia_imex",
+}
+
+# The same for node lines: what orchgen adds to a node where the site set nothing (`scontrol show node`
+# shows Features as ActiveFeatures and AvailableFeatures). The site's own features replace orchgen's.
+ORCHGEN_BETTER_NODES: dict[str, str] = {
+    "Features": "ActiveFeatures AvailableFeatures: the pool's name and GPU type as node features, so "
+                "`--constraint=<pool>` works; only where the site's node line gives no Features",
+}
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
