@@ -17,7 +17,7 @@
   reserved from then for its time limit; a lower-priority job starts now only where it ends before
   every reservation on the nodes it takes. Plans reach bf_window ahead at most.
 * --switches=1 for tightly coupled multi-node jobs that fit in one leaf: kept on one leaf for at most
-  max_switch_wait (300 s, Slurm's default), then placed across leaves.
+  the bundle's max_switch_wait (options.slurm.max_switch_wait), then placed across leaves.
 * Nodes are shared (select/cons_tres): a job takes `per_node` GPUs on each of its nodes.
 
 Simplifications (README): no preemption (scavenger QOS), no GrpTRES caps, no reservations for a
@@ -41,7 +41,7 @@ from .jobs import Job
 AGE_MAX = 7 * 86_400  # PriorityMaxAge=7-0
 HALF_LIFE = 7 * 86_400  # PriorityDecayHalfLife=7-0
 PRIORITY_CALC_PERIOD = 300  # PriorityCalcPeriod: Slurm's default, 5 minutes
-MAX_SWITCH_WAIT = 300  # SchedulerParameters max_switch_wait (Slurm's default; the bundle keeps it)
+MAX_SWITCH_WAIT = 300  # SchedulerParameters max_switch_wait: Slurm's default; policy_of takes the bundle's
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ def policy_of(plan: Plan, **override) -> Policy:
     m = model(plan)
     bf = m.backfill
     values = dict(bf_window=bf.window * 60, bf_resolution=bf.resolution, bf_max_job_test=bf.max_job_test,
-                  bf_max_job_user=bf.max_job_user, multifactor=bool(m.accounts))
+                  bf_max_job_user=bf.max_job_user, multifactor=bool(m.accounts),
+                  max_switch_wait=m.site.max_switch_wait if m.site else MAX_SWITCH_WAIT)
     values.update(override)
     return Policy(**values)
 

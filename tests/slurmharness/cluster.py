@@ -132,8 +132,12 @@ class SlurmCluster:
                  health_check: bool = False, bin_files: dict[str, str] | None = None,
                  unix_users: dict[str, int | tuple[int, int]] | None = None,
                  unix_groups: dict[str, tuple[int, list[str]]] | None = None,
-                 bf_interval_s: int | None = None):
+                 bf_interval_s: int | None = None, before_slurmctld=None):
         """`wait_idle_s=0` starts the daemons without waiting for IDLE (to inspect broken nodes).
+
+        `before_slurmctld(cluster)`: called once slurmdbd runs and before slurmctld starts, as a new
+        cluster's bring-up runs accounts.sh (README): e.g. a partition's AllowQos must name QOS that
+        slurmdbd already has (fatal from Slurm 26.05 otherwise). `run` and `sacctmgr` work there.
 
         `unix_users` ({name: uid} or {name: (uid, primary gid)}) and `unix_groups` ({name: (gid,
         [members])}): accounts that exist for this cluster only, as a site's LDAP would provide them:
@@ -165,6 +169,7 @@ class SlurmCluster:
         self.controllers = controllers or overlay.count_controllers((self.config_dir / "slurm.conf").read_text())
         self.failover_timeout_s = failover_timeout_s
         self.bf_interval_s = bf_interval_s
+        self._before_slurmctld = before_slurmctld
         self.health_check = health_check
         self.bin_files = dict(bin_files or {})
         self.layout: overlay.Layout | None = None
@@ -239,6 +244,8 @@ class SlurmCluster:
         if self.accounting:
             self._start_slurmdbd()
             t = self._lap("slurmdbd", t)
+        if self._before_slurmctld is not None:
+            self._before_slurmctld(self)
         self._start_slurmctld()
         t = self._lap("slurmctld", t)
         self._start_slurmds()

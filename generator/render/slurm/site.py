@@ -25,6 +25,7 @@ class Qos:
 
     name: str
     attrs: tuple[str, ...]  # KEY=VALUE for sacctmgr, in sacctmgr(1)'s spelling
+    gres_attrs: tuple[str, ...] = ()  # those naming a gres/ TRES: set once slurmdbd knows it (accounts.sh)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def _qos(q) -> Qos:
         attrs.append(f"UsageFactor={q.usage_factor:g}")
     if q.flags:
         attrs.append(f"Flags={','.join(q.flags)}")
-    return Qos(q.name, tuple(attrs))
+    return Qos(q.name, tuple(a for a in attrs if "gres/" not in a), tuple(a for a in attrs if "gres/" in a))
 
 
 def _priority(o: SlurmOptions, has_gpus: bool) -> Priority:

@@ -33,6 +33,30 @@ fi
 qos_exists() {
     sacctmgr -n -P list qos where name="$1" format=name | grep -Fqx "$1"
 }
+
+# GPU limits (GrpTRES=gres/gpu=N ...) need the gres/gpu TRES in slurmdbd, which slurmctld adds when it first
+# registers (AccountingStorageTRES=gres/gpu); sacctmgr refuses them before ("no TRES known by type gres/gpu").
+# On a new cluster this script runs before slurmctld's first start (README: bring-up order), so it sets those
+# limits when it runs again after slurmctld started, and says so.
+gpu_tres() {
+    sacctmgr -n -P list tres format=type,name | grep -qx 'gres|gpu'
+}
+
+# gpu_limit ENTITY NAME KEY=VALUE...: sacctmgr modify ENTITY (qos, account) NAME set the GPU limits, if it can yet
+gpu_limit() {
+    entity=$1
+    name=$2
+    shift 2
+    if gpu_tres; then
+        if [ "$entity" = account ]; then
+            sacctmgr -i modify account where name="$name" cluster="$cluster" set "$@" >/dev/null
+        else
+            sacctmgr -i modify qos where name="$name" set "$@" >/dev/null
+        fi
+    else
+        say "$entity $name: $* waits for slurmctld's first start (it adds the gres/gpu TRES): run accounts.sh again then"
+    fi
+}
 # `normal` (slurmdbd creates it) may preempt `scavenger` (slurm.conf: PreemptType=preempt/qos,
 # PreemptMode=REQUEUE). Values, each a site's to tune:
 #   normal Priority=10: with PriorityWeightQOS, normal jobs go before scavenger jobs of a tenant;
@@ -78,7 +102,7 @@ tenant() {
         sacctmgr -i modify account where name="$account" cluster="$cluster" set defaultqos=normal >/dev/null
     fi
     if [ "$max_gpus" != "-" ]; then
-        sacctmgr -i modify account where name="$account" cluster="$cluster" set GrpTRES=gres/gpu="$max_gpus" >/dev/null
+        gpu_limit account "$account" GrpTRES=gres/gpu="$max_gpus"
     fi
 }
 
