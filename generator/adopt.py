@@ -79,8 +79,9 @@ MODELLED = {
     "unkillablesteptimeout": "options.slurm.unkillable_step_timeout", "gresTypes".lower(): "fleet.pools[].gpu",
     "topologyplugin": "fleet.fabric", "nodename": "fleet.pools", "partitionname": "options.slurm.partitions",
 }
-_NODE_LAYOUT = {"nodename", "cpus", "sockets", "boards", "socketsperboard", "corespersocket", "threadspercore",
-                "gres", "state"}
+# slurm.conf keys the site's lines said already in another form (the controllers' lines, Slurm's
+# renamed keys): not reported as orchgen's additions
+_SAID = {"slurmctldhost", "accountingstoreflags", "include"}
 _DNS = re.compile(r"[^a-z0-9-]+")
 
 
@@ -98,12 +99,14 @@ class Report:
     modelled: list[Item] = field(default_factory=list)
     carried: list[Item] = field(default_factory=list)
     refused: list[Item] = field(default_factory=list)
+    added: list[Item] = field(default_factory=list)  # what orchgen writes where the site set nothing
     fatal: list[Item] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [f"modelled  {i}" for i in self.modelled]
         out += [f"carried   {i}" for i in self.carried]
         out += [f"refused   {i}" for i in self.refused]
+        out += [f"added     {i}" for i in self.added]
         return out
 
 
@@ -165,6 +168,7 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     nodes: list[_Node] = []
     partitions: list[slurmconf.Record] = []
     defaults: dict[str, str] = {}
+    default_keys: dict[str, str] = {}  # lower-cased -> as written
     part_defaults: dict[str, str] = {}
     seen_hosts: dict[str, slurmconf.Record] = {}
     controllers: list[str] = []
@@ -179,6 +183,7 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
             name = record.pairs[0].value
             if name.upper() == "DEFAULT":
                 defaults.update({p.key.lower(): p.value for p in record.pairs[1:]})
+                default_keys.update({p.key.lower(): p.key for p in record.pairs[1:]})
                 report.modelled.append(Item(where, "NodeName=DEFAULT: its values apply to the node lines after it"))
                 continue
             try:
@@ -194,7 +199,10 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
             for h in hosts:
                 seen_hosts[h] = record
             params = {**defaults, **{p.key.lower(): p.value for p in record.pairs}}
-            nodes.append(_Node(record, params, {p.key: p.value for p in record.pairs[1:]}, hosts))
+            own = {p.key.lower() for p in record.pairs}
+            written = {default_keys[k]: v for k, v in defaults.items() if k not in own}  # NodeName=DEFAULT's
+            written.update({p.key: p.value for p in record.pairs[1:]})
+            nodes.append(_Node(record, params, written, hosts))
             continue
         if kind == "partitionname":
             if record.pairs[0].value.upper() == "DEFAULT":
@@ -230,9 +238,12 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
                                    "file (slurmdbd and munge authenticate: README, accounting)"))
             continue
         if kind in ("slurmctldhost", "controlmachine", "backupcontroller"):
-            host = record.pairs[0].value.split("(")[0]
+            host, _, addr = record.pairs[0].value.partition("(")
             controllers.append(host)
             report.modelled.append(Item(where, f"{key}={host} -> fleet.slurm.controllers"))
+            if addr:
+                report.refused.append(Item(where, f"{key}: the address in ({addr.rstrip(')')}) is not written: "
+                                           "orchgen writes the host name, which slurmd and the clients resolve"))
             continue
         globals_[kind] = record  # the last one wins, as in Slurm
 
@@ -555,6 +566,12 @@ def _carry(doc: dict, out: Path, g: dict[str, slurmconf.Record], nodes: list[_No
             reason = "not modelled by orchgen"
         site_keys.append({"key": key, "value": value, "reason": _safe(reason), "from": record.where})
         report.carried.append(Item(record.where, f"{key}: {reason}"))
+    for record in ours:  # what orchgen adds where the site relied on Slurm's default: said, never silent
+        if len(record.pairs) == 1 and record.kind not in g and record.kind not in _SAID:
+            key = record.pairs[0].key
+            why = ORCHGEN_BETTER.get(key, "orchgen's choice where the site relied on Slurm's default: check it, "
+                                     "or set the site's value in workload.yaml")
+            report.added.append(Item("slurm.conf", f"{key}={record.pairs[0].value}: {why}"))
     # node lines: every key orchgen writes differently, on that pool's line
     our_nodes = [r for r in ours if r.kind == "nodename"]
     for pool, node in pool_nodes.items():
@@ -567,10 +584,8 @@ def _carry(doc: dict, out: Path, g: dict[str, slurmconf.Record], nodes: list[_No
                 written[key] = default
         for key, value in written.items():
             k = key.lower()
-            if k in _NODE_LAYOUT and k != "gres" or (k == "gres" and _norm(theirs.get("gres", "")) == _norm(value)):
-                continue
-            if k in ("cpus",):
-                continue
+            if k == "nodename" or k in ("sockets", "boards", "socketsperboard") and _sockets(theirs) == _sockets(node.params):
+                continue  # the same layout said another way (Sockets or Boards x SocketsPerBoard): modelled
             if _norm(theirs.get(k, "\0")) == _norm(value):
                 continue
             site_keys.append({"key": key, "value": value, "pool": pool, "from": node.record.where,
@@ -603,6 +618,11 @@ def _carry(doc: dict, out: Path, g: dict[str, slurmconf.Record], nodes: list[_No
     if files:
         site["files"] = files
     return site
+
+
+def _sockets(params: dict[str, str]) -> int | None:
+    return _int(params.get("sockets")) or ((_int(params.get("boards")) or 1) * (_int(params.get("socketsperboard")) or 0)) \
+        or None
 
 
 def _safe(text: str) -> str:

@@ -377,8 +377,9 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
         output.write_text(text)
     except OSError as exc:
         raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
-    n = len(report.modelled), len(report.carried), len(report.refused)
-    click.echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused; "
+    n = len(report.modelled), len(report.carried), len(report.refused), len(report.added)
+    click.echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, {n[3]} "
+                            "added by orchgen; "
                             f"next: orchgen plan {output} -o out/"))
 
 

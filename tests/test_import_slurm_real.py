@@ -36,6 +36,9 @@ JOBS = {
              ["-p", "shared", "--gres=gpu:v100:4", "-A", "shared"],
              ["-p", "cryoem", "--gres=gpu:1", "-A", "shared", "-t", "2-00:00:00"]],
     "nvidia-dgx": [["-p", "debug", "--gres=gpu:8"], ["--gres=gpu:2", "-c", "4"]],
+    "import-edge": [["-p", "short", "--gres=gpu:GV100GL:4", "-t", "04:00:00"], ["-p", "long", "-t", "3-00:00:00"],
+                    ["-p", "gpu", "--gres=gpu:t4:1", "-C", "mixed"], ["--gres=gpu:a100:2"],
+                    ["-p", "gpu", "--switches=1", "-N2", "--gres=gpu:4"]],
 }
 
 
@@ -44,12 +47,13 @@ JOBS = {
 # slurmdbd refuse its AccountingStorageEnforce=associations,limit,qos ("Invalid parameter ...: limit";
 # `limits` is the word). So its jobs are held to the same answer from both configurations (the lua's
 # refusal), not to acceptance; the overlay runs it without slurmdbd.
-ACCEPTED = {"nvidia-dgx"}
+ACCEPTED = {"nvidia-dgx", "import-edge"}
 
 
 def _original(site: str, into: Path) -> Path:
     """The site's files as Slurm 22.05 reads them (OBSOLETE's rewrites of keys 22.05 refuses)."""
-    shutil.copytree(SITES / site, into, ignore=shutil.ignore_patterns("SOURCE.md"))
+    shutil.copytree(SITES / site if (SITES / site).is_dir() else SITES.parent / site, into,
+                    ignore=shutil.ignore_patterns("SOURCE.md"))
     for conf in into.glob("*.conf"):
         text = conf.read_text()
         for key, (new, _) in OBSOLETE.items():
