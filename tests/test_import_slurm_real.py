@@ -1,6 +1,6 @@
 """`orchgen import slurm` proved in the real Slurm (issue 22): for each public GPU site in
 tests/data/sites/, the original configuration and plan(import(original)) are booted, each once, on
-the host's Slurm 22.05 through the same loopback overlay (tests/slurmharness/overlay.py), and what
+the host's Slurm 22.05 (and one on 26.05, in its chroot) through the same loopback overlay (tests/slurmharness/overlay.py), and what
 slurmctld took from them is compared: `scontrol show config`, `scontrol show nodes`, `scontrol show
 partition`. The only differences allowed are generator.adopt.ORCHGEN_BETTER (keys orchgen writes on
 purpose where the site set nothing; README, "Adopting a Slurm site"). Jobs with the site's own
@@ -76,10 +76,10 @@ def _inlined(original: Path, into: Path) -> Path:
     return into
 
 
-def _regenerated(original: Path, work: Path) -> Path:
+def _regenerated(original: Path, work: Path, version: str) -> Path:
     work.mkdir()
     orchgen = [sys.executable, "-m", "generator.cli"]
-    done = subprocess.run([*orchgen, "import", "slurm", str(original / "slurm.conf"), "--slurm-version", "22.05",
+    done = subprocess.run([*orchgen, "import", "slurm", str(original / "slurm.conf"), "--slurm-version", version,
                            "-o", str(work / "workload.yaml")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     done = subprocess.run([*orchgen, "plan", str(work / "workload.yaml"), "-o", str(work / "out"), "-q"],
@@ -105,7 +105,11 @@ def _snapshot(c: SlurmCluster, site: str) -> dict:
                          if not any(p in line for p in c.optional_plugins_absent()) and "spank: " not in line)
         answer = re.sub(r"Job \d+ to start at \S+", "Job to start", text)
         jobs.append((args, done.returncode, re.sub(r"\s+on nodes \S+", "", answer)))
-    return {"config": config, "nodes": nodes, "partitions": parts, "jobs": jobs}
+    # the fabric as slurmctld holds it (tree switches: level, nodes, children); only a site with a topology
+    # has one to compare (without, orchgen's one leaf per pool is ORCHGEN_BETTER's TopologyPlugin)
+    etc = c.workdir / "etc"
+    topology = c.switches() if (etc / "topology.conf").exists() or (etc / "topology.yaml").exists() else None
+    return {"config": config, "nodes": nodes, "partitions": parts, "jobs": jobs, "topology": topology}
 
 
 def _differences(a: dict, b: dict) -> list[str]:
@@ -119,6 +123,8 @@ def _differences(a: dict, b: dict) -> list[str]:
             for key in sorted(set(x) | set(y)):
                 if x.get(key) != y.get(key) and not (kind == "nodes" and _node_better(key, x.get(key))):
                     out.append(f"{kind} {name} {key}: {x.get(key)!r} -> {y.get(key)!r}")
+    if a["topology"] is not None and a["topology"] != b["topology"]:
+        out.append(f"topology: {a['topology']!r} -> {b['topology']!r}")
     for x, y in zip(a["jobs"], b["jobs"]):
         if x != y:
             out.append(f"job {' '.join(x[0])}: {x[1:]} -> {y[1:]}")
@@ -135,14 +141,20 @@ def _config_key(shown: str) -> str:
     return {"TaskPrologPath": "TaskProlog"}.get(shown, shown)
 
 
-@pytest.mark.parametrize("site", sorted(JOBS))
-def test_regenerated_site_is_the_original_plus_only_orchgen_better(site, tmp_path):
-    require_slurm("bookworm")
+# (site, Debian suite, its Slurm): every site on the host's 22.05; the constructed edge config also on
+# 26.05 (forky chroot), where orchgen writes topology.yaml and MpiDefault=pmix. The public sites use
+# keys 23.11 removed (select/cons_res, CryptoType), so they boot on 22.05 only.
+RUNS = [(site, "bookworm", "22.05") for site in sorted(JOBS)] + [("import-edge", "forky", "26.05")]
+
+
+@pytest.mark.parametrize("site, suite, version", RUNS)
+def test_regenerated_site_is_the_original_plus_only_orchgen_better(site, suite, version, tmp_path):
+    require_slurm(suite)
     original = _original(site, tmp_path / "original")
-    regenerated = _regenerated(original, tmp_path / "import")
-    with SlurmCluster(_inlined(original, tmp_path / "booted")) as c:
+    regenerated = _regenerated(original, tmp_path / "import", version)
+    with SlurmCluster(_inlined(original, tmp_path / "booted"), suite=suite) as c:
         before = _snapshot(c, site)
-    with SlurmCluster(regenerated) as c:
+    with SlurmCluster(regenerated, suite=suite) as c:
         after = _snapshot(c, site)
         assert not [p for p in c.problems() if "fatal" in p], c.problems()
     diff = _differences(before, after)

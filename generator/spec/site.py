@@ -92,6 +92,7 @@ ORCHGEN_BETTER: dict[str, str] = {
     "SchedulerParameters": "backfill sized to the partitions' time limits (bf_window, bf_resolution, "
                            "bf_continue, bf_max_job_test, bf_max_job_user) and max_switch_wait for --switches "
                            "(options.slurm.scheduler_parameters replaces any item)",
+    "MpiDefault": "pmix from Slurm 23.11: srun wires up MPI ranks without --mpi (options.slurm.mpi: none)",
     "EnforcePartLimits": "ALL: a job beyond its partition's limits is refused at submission instead of pending forever",
     "ReturnToService": "2: a node DOWN for being unreachable rejoins when its slurmd registers again",
     "TopologyPlugin": "topology/tree from fleet.fabric, so `--switches` and leaf-aware placement work (with no "
