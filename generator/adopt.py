@@ -34,7 +34,7 @@ from .errors import OrchgenError
 from .spec import hostlist, slurmconf
 from .spec.inputs import Refused, read_bounded
 from .spec.site import ORCHGEN_BETTER, ORCHGEN_BETTER_NODES  # noqa: F401 - re-exported for the tests
-from .spec.slurm_keys import KNOWN
+from .spec.slurm_keys import CGROUP_KNOWN, GRES_KNOWN, KNOWN
 
 # Node keys orchgen writes with a value of its own where the site relies on Slurm's default: the
 # default is carried, so the regenerated node is the site's (Weight decides which nodes a job gets)
@@ -331,6 +331,12 @@ def _optional(given: Path | None, beside: Path, flag: str, report: Report) -> sl
     conf = slurmconf.read(path, text, follow_includes=False)
     for problem in conf.problems:
         report.fatal.append(Item(f"{problem.file}:{problem.line}", problem.message))
+    known = {k.lower() for k in (GRES_KNOWN if flag == "--gres" else CGROUP_KNOWN)}
+    for record in conf.records:
+        for pair in record.pairs:
+            if pair.key.lower() not in known:
+                report.fatal.append(Item(record.where, f"{pair.key}: not a {path.name} key (slurmd refuses the file: "
+                                         "\"Parse error\")"))
     return conf
 
 

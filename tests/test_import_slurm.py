@@ -123,6 +123,14 @@ def test_bad_input_is_one_line_each_exit_2_nothing_written(tmp_path, conf, words
     _one_line_refusal(_import(tmp_path, conf), tmp_path, *words)
 
 
+@pytest.mark.parametrize("name, text", [("gres.conf", "NodeName=gpu[01-04] Name=gpu Typo=h100 File=/dev/nvidia0\n"),
+                                         ("cgroup.conf", "ConstrainCores=yes\nConstrainGPUs=yes\n")])
+def test_an_unknown_key_in_gres_or_cgroup_conf_is_refused(tmp_path, name, text):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / name).write_text(text)
+    _one_line_refusal(_import(tmp_path, MINIMAL), tmp_path, f"{name}:", "not a " + name + " key")
+
+
 def test_several_problems_get_a_line_each(tmp_path):
     err = _one_line_refusal(_import(tmp_path, MINIMAL + "Foo=1\nBar=2\n"), tmp_path, "Foo", "Bar")
     assert len(err.strip().splitlines()) == 2

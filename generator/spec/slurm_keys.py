@@ -72,3 +72,9 @@ KNOWN = frozenset({
     "UsePAM", "UsePss", "UserSpace", "VSizeFactor", "Verbose", "WaitTime", "Weight", "WorkQueue",
     "X11Parameters",
 })
+
+# gres.conf(5) and cgroup.conf(5) keys, from the same man pages (gres.conf's CPUs is the older name of
+# Cores, still read; cgroup.conf's CgroupReleaseAgentDir, TaskAffinity and AllowedDevicesFile are obsolete
+# keys 22.05 still reads, with a warning)
+GRES_KNOWN = frozenset({"AutoDetect", "CPUs", "Cores", "Count", "CountOnly", "File", "Flags", "Links", "MultipleFiles", "Name", "NodeName", "Type"})
+CGROUP_KNOWN = frozenset({"AllowedDevicesFile", "AllowedKmemSpace", "AllowedRAMSpace", "AllowedSwapSpace", "CgroupAutomount", "CgroupJobIdPaths", "CgroupMountpoint", "CgroupPlugin", "CgroupReleaseAgentDir", "CgroupSlice", "ConstrainCores", "ConstrainDevices", "ConstrainKmemSpace", "ConstrainRAMSpace", "ConstrainSwapSpace", "EnableControllers", "EnableExtraControllers", "IgnoreSystemd", "IgnoreSystemdOnFailure", "MaxKmemPercent", "MaxRAMPercent", "MaxSwapPercent", "MemorySwappiness", "MinKmemSpace", "MinRAMSpace", "SignalChildrenProcesses", "SystemdTimeout", "TaskAffinity"})
