@@ -73,8 +73,8 @@ def test_the_sites_fleet_writes_its_names_gres_and_policy():
     assert "StorageLoc=site_acct" in out["slurm/slurmdbd.conf"]
     sh = out["slurm/accounts.sh"]
     assert "cluster=site1\n" in sh and "existing=0\n" in sh
-    assert "sacctmgr -i modify qos where name=long set Priority=5 MaxWall=10080 MaxJobsPerUser=2" in sh
-    assert "gpu_limit qos debug MaxTRESPerUser=gres/gpu=2" in sh
+    assert "\nqos_set long 'Priority=5 MaxWall=10080 MaxJobsPerUser=2'\n" in sh
+    assert "\nqos_set debug 'Priority=100 MaxWall=30 Flags=DenyOnLimit' 'MaxTRESPerUser=gres/gpu=2'\n" in sh
     assert "set qos+=normal,long,debug,scavenger" in sh and "set defaultqos=normal" in sh
 
 
@@ -142,3 +142,13 @@ def test_bad_site_policy_is_one_line_naming_the_field(orchgen, tmp_path, change,
     assert len(errors) == 1 and errors[0].startswith(f"orchgen: {src}:") and words in errors[0], lines
     assert field in errors[0] or field[:24] in errors[0], lines
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_orchgen_validate_accepts_the_sites_bundle(orchgen, tmp_path):
+    """The bundle's own checks agree with what the site's fields write (untyped GRES in slurm.conf,
+    gres.conf, nhc.conf and plan.json; accounts.sh's QOS lines)."""
+    src = tmp_path / "site.yaml"
+    src.write_text(yaml.safe_dump(site_fleet("22.05"), sort_keys=False))
+    orchgen("plan", src, "-o", tmp_path / "out", check=True)
+    result = orchgen("validate", tmp_path / "out")
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -70,7 +70,8 @@ def site_fleet(version: str) -> dict:
         slurm["mpi"] = "pmi2"  # Debian forky's 26.05 has no mpi/pmix (test_slurm_policy.py)
     return {
         "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "adopt"},
-        "fleet": {"bare_metal": True, "fabric": {"kind": "infiniband", "nodes_per_leaf": 4},
+        "fleet": {"bare_metal": True, "slurm": {"controllers": ["head01"]},
+                  "fabric": {"kind": "infiniband", "nodes_per_leaf": 4},
                   "pools": [
                       {"name": "v100", "nodes": 2, "hostnames": "gv[01-02]", "gpu": {"type": "GV100GL", "count": 4},
                        "cpu": {"sockets": 2, "cores_per_socket": 8, "threads_per_core": 1}, "memory_gib": 192},

@@ -401,6 +401,8 @@ def _gpu_json(s: PoolSlice) -> dict[str, Any] | None:
     if not s.gpu_type:
         return None
     out: dict[str, Any] = {"type": s.gpu_type, "count": s.gpus_per_node}
+    if not s.gres_typed:  # gpu.typed: false: every place writes the GRES as gpu:<count>
+        out["typed"] = False
     mig = s.hardware.mig
     if mig is not None:  # the MIG layout every place its GRES appears must agree on (orchgen validate)
         out["mig"] = {"profile": mig.profile, "per_gpu": mig.per_gpu}

@@ -137,12 +137,12 @@ def _kube_gpus(bundle: Bundle) -> dict[str, tuple[str | None, int]]:
 class _Gres:
     """A pool's GPUs as every place must write them."""
 
-    def __init__(self, gtype: str, count: int, mig: bool):
-        self.type, self.count, self.mig = gtype, count, mig
+    def __init__(self, gtype: str, count: int, mig: bool, typed: bool = True):
+        self.type, self.count, self.mig, self.typed = gtype, count, mig, typed
 
     @property
     def text(self) -> str:
-        return f"gpu:{self.type}:{self.count}"
+        return f"gpu:{self.type}:{self.count}" if self.typed else f"gpu:{self.count}"
 
     @property
     def resource(self) -> str:
@@ -160,7 +160,7 @@ def _expected(gpu: Any) -> _Gres | None:
             return _Gres(str(mig.get("profile")), count * int(mig.get("per_gpu") or 0), True)
     except (TypeError, ValueError):
         return None
-    return _Gres(gpu["type"], count, False)
+    return _Gres(gpu["type"], count, False, gpu.get("typed") is not False)
 
 
 def _planned_gres(bundle: Bundle) -> dict[str, tuple[str, _Gres]]:

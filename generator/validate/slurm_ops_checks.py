@@ -72,6 +72,8 @@ def _gpus_agree(gres: dict, count: int | None, gtype: str) -> bool:
     (count x instances per GPU, under the profile's name)."""
     if gres.get(("gpu", gtype)) == count:
         return True
+    if gres.get(("gpu", None)) == count:  # an untyped GRES (gpu.typed: false): nvidia-smi checks the model
+        return True
     mig = [v for (name, kind), v in gres.items() if name == "gpu" and kind and _MIG_PROFILE.match(kind)]
     return bool(mig and count) and all(v % count == 0 for v in mig)
 

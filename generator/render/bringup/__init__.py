@@ -135,7 +135,8 @@ def checks(plan: Plan) -> dict[str, object]:
     leaves = [{"name": sw.name, "nodes": list(sw.nodes)} for sw in m.topology.tree if sw.nodes]
     return {
         "cluster": m.cluster,
-        "nodes": {n: {"gpus": g.gpus, "gpu_type": g.gpu_type} for g in m.groups for n in g.nodes},
+        "nodes": {n: {"gpus": g.gpus, "gpu_type": g.gpu_type if g.gres_typed else None}  # untyped: gpu:N
+                  for g in m.groups for n in g.nodes},
         "leaves": leaves,
         "fabric": fabric,
         "nccl_transport": TRANSPORT[fabric],

@@ -27,6 +27,15 @@ class Qos:
     attrs: tuple[str, ...]  # KEY=VALUE for sacctmgr, in sacctmgr(1)'s spelling
     gres_attrs: tuple[str, ...] = ()  # those naming a gres/ TRES: set once slurmdbd knows it (accounts.sh)
 
+    @property
+    def attrs_word(self) -> str:
+        """attrs as one quoted shell word (accounts.sh's qos_set splits it; no value has a space or quote)."""
+        return "'" + " ".join(self.attrs) + "'"
+
+    @property
+    def gres_word(self) -> str:
+        return "'" + " ".join(self.gres_attrs) + "'"
+
 
 @dataclass(frozen=True)
 class Priority:
