@@ -364,6 +364,8 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
 
     if output.exists() and not force:
         raise OrchgenError("exists; pass --force to replace it", str(output))
+    if not output.parent.is_dir():
+        raise OrchgenError("no such directory to write workload.yaml into", str(output.parent))
     src = Sources(slurm_conf, gres, topology, cgroup, sacctmgr_dump)
     try:
         text, report, extra = run(src, output, slurm_version)
