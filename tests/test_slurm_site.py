@@ -11,6 +11,7 @@ import yaml
 
 from generator.render import render
 from generator.render.slurm.model import model
+from tests.conftest import REPO
 from tests.support import plan_of
 from tests.test_slurm_site_real import site_fleet
 
@@ -152,3 +153,21 @@ def test_orchgen_validate_accepts_the_sites_bundle(orchgen, tmp_path):
     orchgen("plan", src, "-o", tmp_path / "out", check=True)
     result = orchgen("validate", tmp_path / "out")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_slurm_on_kubernetes_takes_site_partitions_of_whole_pools(orchgen, tmp_path):
+    """Slinky builds partitions from NodeSets (whole pools): a partition of part of a pool is refused,
+    one of its pools is written."""
+    doc = yaml.safe_load((REPO / "examples/cloud-training.yaml").read_text())
+    doc.setdefault("options", {}).setdefault("slurm", {})["partitions"] = [
+        {"name": "gpu", "pools": ["h100"], "default": True}, {"name": "half", "nodes": "h100-[001-015]"}]
+    src = tmp_path / "w.yaml"
+    src.write_text(yaml.safe_dump(doc, sort_keys=False))
+    result = orchgen("plan", src, "-o", tmp_path / "out")
+    assert result.returncode == 2 and "options.slurm.partitions[1].nodes" in result.stderr
+    assert "whole pools" in result.stderr and not (tmp_path / "out").exists()
+    doc["options"]["slurm"]["partitions"].pop()
+    src.write_text(yaml.safe_dump(doc, sort_keys=False))
+    orchgen("plan", src, "-o", tmp_path / "out", check=True)
+    values = (tmp_path / "out/kubernetes/helm/slurm.values.yaml").read_text()
+    assert "Default=YES" in values and "PartitionName=all" not in values

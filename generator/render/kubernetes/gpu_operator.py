@@ -132,7 +132,7 @@ def dma_buf(plan: Plan) -> bool:
     """DMA-BUF where the operator version and every GPU of the plane allow it; else nvidia-peermem."""
     kube = plan.kube_plane
     types = {s.gpu_type for s in kube.slices if s.gpu_type} if kube else set()
-    old_gpu = any(set(t.replace("_", "-").split("-")) & PRE_TURING for t in types)
+    old_gpu = any(set(t.lower().replace("_", "-").split("-")) & PRE_TURING for t in types)  # GRES types keep their case
     return _version(plan.charts["gpu-operator"].version) >= DMA_BUF_SINCE and not old_gpu
 
 
