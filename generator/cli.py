@@ -336,6 +336,55 @@ def simulate(workload: str, trace: str | None, hours: float, seed: int, fmt: str
     run(workload, trace, hours, seed, fmt, compare)
 
 
+@cli.group("import")
+def import_() -> None:
+    """Adopt what a site runs already: write a workload.yaml from its configuration."""
+
+
+@import_.command("slurm")
+@click.argument("slurm_conf", metavar="SLURM_CONF", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--gres", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="gres.conf (default: the one beside SLURM_CONF, if any)")
+@click.option("--topology", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="topology.conf or topology.yaml (default: topology.conf beside SLURM_CONF with topology/tree)")
+@click.option("--cgroup", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="cgroup.conf (default: the one beside SLURM_CONF, if any)")
+@click.option("--sacctmgr-dump", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="`sacctmgr dump CLUSTER file=FILE` output: its accounts become tenants")
+@click.option("--slurm-version", default=None, help="the Slurm release the site runs (options.slurm_version)")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True,
+              help="the workload.yaml to write")
+@click.option("--force", is_flag=True, help="replace an existing file")
+def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path | None,
+                 sacctmgr_dump: Path | None, slurm_version: str | None, output: Path, force: bool) -> None:
+    """Read a site's slurm.conf (Includes followed), gres.conf, topology and cgroup.conf and write a
+    workload.yaml that plans back into them: what it modelled, carried verbatim (site:) and refused
+    is printed, each with its file:line."""
+    from .adopt import Sources, import_slurm as run
+
+    if output.exists() and not force:
+        raise OrchgenError("exists; pass --force to replace it", str(output))
+    if not output.parent.is_dir():
+        raise OrchgenError("no such directory to write workload.yaml into", str(output.parent))
+    src = Sources(slurm_conf, gres, topology, cgroup, sacctmgr_dump)
+    try:
+        text, report, extra = run(src, output, slurm_version)
+    except OrchgenError as err:
+        for other in getattr(err, "others", ()):  # one line each; the last (main's) line is the first problem
+            _say(f"orchgen: {other}")
+        raise
+    for line in report.lines():
+        click.echo(fit_to_print(line))
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
+    n = len(report.modelled), len(report.carried), len(report.refused), len(report.added)
+    click.echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, {n[3]} "
+                            "added by orchgen; "
+                            f"next: orchgen plan {output} -o out/"))
+
+
 @cli.command()
 @click.option("--plan", "of_plan", is_flag=True, help="the JSON Schema of a bundle's plan.json instead")
 def schema(of_plan: bool) -> None:

@@ -13,6 +13,7 @@ from ..spec.fabric import FabricModel
 from ..spec import slurmtime
 from ..spec.hardware import NodeHardware
 from ..spec.models import SlurmOptions
+from ..spec.site import Site
 
 PLANES = ("slurm", "kubernetes", "k3s")
 KUBE_PLANES = ("kubernetes", "k3s")
@@ -288,6 +289,8 @@ class Plan:
     slurm_options: SlurmOptions = field(default_factory=SlurmOptions)
     # where the Kubernetes plane runs and how its nodes are known (generator.decide.platform)
     platform: Platform = field(default_factory=Platform)
+    # workload.yaml's site: (spec/site.py): an adopted site's unmodelled Slurm settings, emitted in place
+    site: Site | None = None
 
     @property
     def slurm_default_time(self) -> int:

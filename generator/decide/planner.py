@@ -129,6 +129,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         slurm_accounting=fleet.fleet.slurm.accounting if fleet.fleet.slurm else None,
         slurm_options=fleet.options.slurm,
         platform=platform,
+        site=fleet.site,
     )
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..decide.plan import Plan
+from ..spec.site import ORCHGEN_BETTER, ORCHGEN_BETTER_NODES
 from ..yamlio import dump_json
 from . import slurm
 from ..spec.checks import PROVIDER_POOL_LABEL
@@ -44,7 +45,8 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {},
                                      gpu_operator_values=gpu_operator.values,
                                      provisioner_of=provisioner_of, topology_note=topology_note,
-                                     releases=[r for r in helm.releases(plan) if r["name"] in helm.VALUES]),
+                                     releases=[r for r in helm.releases(plan) if r["name"] in helm.VALUES],
+                                     orchgen_better=ORCHGEN_BETTER, orchgen_better_nodes=ORCHGEN_BETTER_NODES),
     }
 
 

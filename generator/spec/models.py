@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 from .. import providers, schedulers
 from ..errors import mask_urls
 from . import slurmtime
+from .site import Site
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
@@ -712,6 +713,8 @@ class Fleet(_Model):
     tenants: list[Tenant] = Field(default_factory=list, max_length=1_024)
     workloads: list[Workload] = Field(min_length=1, max_length=4_096)
     options: Options = Options()
+    site: Site | None = Field(default=None, description="what an adopted Slurm site configures that orchgen "
+                              "does not model, carried verbatim with reasons (`orchgen import slurm` writes it)")
 
 
 def json_schema() -> dict[str, Any]:

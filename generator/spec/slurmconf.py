@@ -198,11 +198,16 @@ def _read_into(config: Config, path: Path, text: str | None, base: Path, follow:
                stack: list[Path], state: dict) -> None:
     name = str(path)
     if text is None:
+        from .inputs import Refused, read_bounded  # a FIFO or /dev/zero named by Include must not hang
+
         try:
-            text = path.read_bytes().decode("utf-8", errors="replace")
+            text = read_bounded(path).decode("utf-8", errors="replace")
         except OSError as exc:
             config.problems.append(Problem(str(stack[-1]) if stack else name, 0,
                                            f"cannot read {name}: {exc.strerror or exc}"))
+            return
+        except Refused as exc:
+            config.problems.append(Problem(str(stack[-1]) if stack else name, 0, f"{name} {exc}"))
             return
     config.files.append(name)
     here = [*stack, path.resolve() if path.exists() else path]

@@ -10,13 +10,19 @@ from __future__ import annotations
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
 from ..templating import render_template
+from . import carried
 from .model import RayJob, SlurmModel, model
+
 
 def slurm_config(plan: Plan) -> dict[str, str]:
     """{file name: text} of the Slurm plane's configuration, whatever hosts it."""
     m = model(plan)
     jobs = {j.file: j for j in m.ray_jobs}
-    return {name: _file(m, name, jobs.get(name)) for name in m.files}
+    files = {name: _file(m, name, jobs.get(name)) for name in m.files}
+    pools: dict[str, set[str]] = {}
+    for g in m.groups:
+        pools.setdefault(g.pool, set()).update(g.nodes)
+    return carried.apply(plan.site, files, pools)  # workload.yaml site: in place (issue 22)
 
 
 def _file(m: SlurmModel, name: str, job: RayJob | None) -> str:

@@ -1,0 +1,703 @@
+"""`orchgen import slurm`: adopt a running Slurm site (issue 22).
+
+Reads the site's slurm.conf (its Includes followed), gres.conf, cgroup.conf, topology.conf or
+topology.yaml and a `sacctmgr dump` file, only through the one Slurm lexer (spec/slurmconf.py) and
+the bounded reader (spec/inputs.py), and writes a workload.yaml that plans back into the site's
+configuration:
+
+* pools from the NodeName lines (one pool per line: its hostlist, CPU layout, memory, GPU GRES as
+  Slurm writes it, typed or not);
+* the fabric from the topology file (spec/importers.py reads it; the file is copied beside
+  workload.yaml when it lies elsewhere, since workload.yaml may only name files in its own folder);
+* tenants from the dump's accounts (share = Fairshare, users);
+* the cluster name, controllers, accounting host, partitions and policy into options.slurm.
+
+Then it plans the workload and reads back the slurm.conf, gres.conf and cgroup.conf orchgen writes:
+every key of the site whose value orchgen does not write the same is carried in `site:` (spec/site.py),
+verbatim, with the reason, and emitted in place. So "modelled" means "orchgen writes the site's value
+itself", checked, not assumed; "carried" means "kept verbatim"; "refused" means "not written", each
+with its file:line. What orchgen writes that the site did not set is `ORCHGEN_BETTER`: the one list
+of the differences a regenerated site has on purpose, each with its reason (README, "Adopting a Slurm
+site"; tests/test_import_slurm_real.py holds the real slurmctld to it).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import OrchgenError
+from .spec import hostlist, slurmconf
+from .spec.inputs import Refused, read_bounded
+from .spec.site import ORCHGEN_BETTER, ORCHGEN_BETTER_NODES  # noqa: F401 - re-exported for the tests
+from .spec.slurm_keys import CGROUP_KNOWN, GRES_KNOWN, KNOWN
+
+# Node keys orchgen writes with a value of its own where the site relies on Slurm's default: the
+# default is carried, so the regenerated node is the site's (Weight decides which nodes a job gets)
+NODE_DEFAULTS = {"weight": ("Weight", "1")}
+
+# Keys Slurm removed or renamed: what the site's line becomes (None: dropped, Slurm ignores it), and why.
+OBSOLETE: dict[str, tuple[str | None, str]] = {
+    "fastschedule": (None, "obsolete since Slurm 20.02, which ignores it (\"Ignoring obsolete FastSchedule\")"),
+    "accountingstorejobcomment": ("AccountingStoreFlags=job_comment", "removed in Slurm 21.08, fatal to "
+                                  "22.05+: AccountingStoreFlags=job_comment says the same"),
+    "accountingstorageloc": (None, "removed in Slurm 21.08 (\"safe to remove\"): slurmdbd.conf's StorageLoc "
+                             "names the database"),
+    "cryptotype": (None, "removed in Slurm 23.11; munge, its only value in use, is the default before"),
+    "schedulerport": (None, "removed (sched/wiki); Slurm ignores it"),
+    "schedulerrootfilter": (None, "removed (sched/wiki); Slurm ignores it"),
+}
+
+# Keys whose value is a credential: never carried (workload.yaml and the bundle are committed)
+CREDENTIALS = {"accountingstoragepass", "jobcomppass", "authinfo"}
+
+# Keys orchgen models, and the field that holds them (checked after planning: if orchgen does not
+# write the site's value, the key is carried regardless)
+MODELLED = {
+    "clustername": "options.slurm.cluster_name", "slurmctldhost": "fleet.slurm.controllers",
+    "controlmachine": "fleet.slurm.controllers", "backupcontroller": "fleet.slurm.controllers",
+    "accountingstoragehost": "fleet.slurm.accounting", "statesavelocation": "options.slurm.state_save_location",
+    "maxjobcount": "options.slurm.max_job_count", "maxarraysize": "options.slurm.max_array_size",
+    "rebootprogram": "options.slurm.reboot_program", "resumetimeout": "options.slurm.resume_timeout",
+    "propagateresourcelimits": "options.slurm.propagate_resource_limits",
+    "propagateresourcelimitsexcept": "options.slurm.propagate_resource_limits_except",
+    "prolog": "options.slurm.prolog", "epilog": "options.slurm.epilog",
+    "schedulerparameters": "options.slurm.scheduler_parameters",
+    "priorityweightage": "options.slurm.priority.weight_age",
+    "priorityweightfairshare": "options.slurm.priority.weight_fairshare",
+    "priorityweightjobsize": "options.slurm.priority.weight_jobsize",
+    "priorityweightpartition": "options.slurm.priority.weight_partition",
+    "priorityweightqos": "options.slurm.priority.weight_qos", "priorityweighttres": "options.slurm.priority.weight_tres",
+    "prioritydecayhalflife": "options.slurm.priority.decay_half_life", "prioritymaxage": "options.slurm.priority.max_age",
+    "priorityfavorsmall": "options.slurm.priority.favor_small", "prioritycalcperiod": "options.slurm.priority.calc_period",
+    "priorityflags": "options.slurm.priority.flags",
+    "healthcheckinterval": "options.slurm.health_check_interval",
+    "unkillablesteptimeout": "options.slurm.unkillable_step_timeout", "gresTypes".lower(): "fleet.pools[].gpu",
+    "topologyplugin": "fleet.fabric", "nodename": "fleet.pools", "partitionname": "options.slurm.partitions",
+}
+# slurm.conf keys the site's lines said already in another form (the controllers' lines, Slurm's
+# renamed keys): not reported as orchgen's additions
+_SAID = {"slurmctldhost", "accountingstoreflags", "include"}
+_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass
+class Item:
+    where: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
+@dataclass
+class Report:
+    modelled: list[Item] = field(default_factory=list)
+    carried: list[Item] = field(default_factory=list)
+    refused: list[Item] = field(default_factory=list)
+    added: list[Item] = field(default_factory=list)  # what orchgen writes where the site set nothing
+    fatal: list[Item] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"modelled  {i}" for i in self.modelled]
+        out += [f"carried   {i}" for i in self.carried]
+        out += [f"refused   {i}" for i in self.refused]
+        out += [f"added     {i}" for i in self.added]
+        return out
+
+
+@dataclass
+class Sources:
+    slurm_conf: Path
+    gres: Path | None = None
+    topology: Path | None = None
+    cgroup: Path | None = None
+    sacctmgr_dump: Path | None = None
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return read_bounded(path).decode("utf-8", errors="replace")
+    except Refused as exc:
+        raise OrchgenError(f"{exc}", str(path), None, what) from None
+    except OSError as exc:
+        raise OrchgenError(f"cannot read: {exc.strerror or exc}", str(path), None, what) from None
+
+
+def _dns(name: str, fallback: str) -> str:
+    out = _DNS.sub("-", name.lower()).strip("-")[:63].strip("-")
+    return out or fallback
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and re.fullmatch(r"[0-9]{1,9}", value) else None
+
+
+# ------------------------------------------------------------------------------------------------ read
+
+
+@dataclass
+class _Node:
+    record: slurmconf.Record
+    params: dict[str, str]  # lower-cased key -> value (NodeName=DEFAULT values applied)
+    written: dict[str, str]  # key as written -> value, this line's own
+    hosts: list[str]
+
+
+def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> tuple[str, Report, dict[str, bytes]]:
+    """(workload.yaml text, the report, other files to write beside it). Raises OrchgenError on the
+    first fatal problem after collecting them all in the report (the caller prints the report first)."""
+    report = Report()
+    main_text = _read(src.slurm_conf, "SLURM_CONF")
+    conf = slurmconf.read(src.slurm_conf, main_text)
+    for problem in conf.problems:
+        report.fatal.append(Item(f"{problem.file}:{problem.line}", problem.message))
+    base = src.slurm_conf.parent
+    gres = _optional(src.gres, base / "gres.conf", "--gres", report)
+    cgroup = _optional(src.cgroup, base / "cgroup.conf", "--cgroup", report)
+
+    doc: dict[str, Any] = {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet"}
+    slurm_opts: dict[str, Any] = {}
+    fleet: dict[str, Any] = {"bare_metal": True}
+    site_keys: list[dict] = []
+    globals_: dict[str, slurmconf.Record] = {}
+    nodes: list[_Node] = []
+    partitions: list[slurmconf.Record] = []
+    defaults: dict[str, str] = {}
+    default_keys: dict[str, str] = {}  # lower-cased -> as written
+    part_defaults: dict[str, str] = {}
+    seen_hosts: dict[str, slurmconf.Record] = {}
+    controllers: list[str] = []
+    lines_carried: list[dict] = []
+
+    for record in conf.records:
+        kind = record.kind
+        where = record.where
+        if not kind:
+            continue
+        if kind == "nodename":
+            name = record.pairs[0].value
+            if name.upper() == "DEFAULT":
+                defaults.update({p.key.lower(): p.value for p in record.pairs[1:]})
+                default_keys.update({p.key.lower(): p.key for p in record.pairs[1:]})
+                report.modelled.append(Item(where, "NodeName=DEFAULT: its values apply to the node lines after it"))
+                continue
+            try:
+                hosts = hostlist.expand(name)
+            except ValueError as exc:
+                report.fatal.append(Item(where, f"NodeName: {exc}"))
+                continue
+            clash = [h for h in hosts if h in seen_hosts]
+            if clash:
+                report.fatal.append(Item(where, f"NodeName: {clash[0]} is already defined at "
+                                     f"{seen_hosts[clash[0]].where} (Slurm: \"Duplicated NodeName\")"))
+                continue
+            for h in hosts:
+                seen_hosts[h] = record
+            params = {**defaults, **{p.key.lower(): p.value for p in record.pairs}}
+            own = {p.key.lower() for p in record.pairs}
+            written = {default_keys[k]: v for k, v in defaults.items() if k not in own}  # NodeName=DEFAULT's
+            written.update({p.key: p.value for p in record.pairs[1:]})
+            nodes.append(_Node(record, params, written, hosts))
+            continue
+        if kind == "partitionname":
+            if record.pairs[0].value.upper() == "DEFAULT":
+                part_defaults.update({p.key.lower(): p.value for p in record.pairs[1:]})
+            partitions.append(record)
+            continue
+        if kind in ("nodeset", "downnodes", "frontendname", "slurmctldparameters") and len(record.pairs) > 1 \
+                or kind in ("nodeset", "downnodes", "frontendname"):
+            lines_carried.append({"line": record.text.strip(), "reason": f"{record.pairs[0].key} lines are not "
+                                  "modelled by orchgen", "from": where})
+            report.carried.append(Item(where, f"{record.pairs[0].key} line, verbatim"))
+            continue
+        if len(record.pairs) > 1:
+            report.fatal.append(Item(where, f"{record.pairs[0].key}: more than one Key=Value on a line that is not a "
+                                     "NodeName/PartitionName/NodeSet line"))
+            continue
+        key = record.pairs[0].key
+        if kind in OBSOLETE:
+            new, why = OBSOLETE[kind]
+            if new is None:
+                report.refused.append(Item(where, f"{key}: {why}; not written"))
+            else:
+                k, _, v = new.partition("=")
+                site_keys.append({"key": k, "value": v, "reason": f"the site's {key} ({why})", "from": where})
+                report.carried.append(Item(where, f"{key} written as {new}: {why}"))
+            continue
+        if key not in KNOWN and kind not in {k.lower() for k in KNOWN}:
+            report.fatal.append(Item(where, f"{key}: not a slurm.conf key (Slurm 22.05 to 26.05 refuse it: "
+                                     "\"Parsing error at unrecognized key\")"))
+            continue
+        if kind in CREDENTIALS:
+            report.refused.append(Item(where, f"{key}: a credential; orchgen never writes one into a committed "
+                                   "file (slurmdbd and munge authenticate: README, accounting)"))
+            continue
+        if kind in ("slurmctldhost", "controlmachine", "backupcontroller"):
+            host, _, addr = record.pairs[0].value.partition("(")
+            controllers.append(host)
+            report.modelled.append(Item(where, f"{key}={host} -> fleet.slurm.controllers"))
+            if addr:
+                report.refused.append(Item(where, f"{key}: the address in ({addr.rstrip(')')}) is not written: "
+                                           "orchgen writes the host name, which slurmd and the clients resolve"))
+            continue
+        globals_[kind] = record  # the last one wins, as in Slurm
+
+    cluster = globals_.get("clustername")
+    cluster_name = cluster.pairs[0].value if cluster else src.slurm_conf.parent.name
+    doc["metadata"] = {"name": _dns(cluster_name, "site")}
+    if cluster and _dns(cluster_name, "site") != cluster_name.lower():
+        slurm_opts["cluster_name"] = cluster_name.lower()
+    elif cluster and cluster_name.lower() != doc["metadata"]["name"]:
+        slurm_opts["cluster_name"] = cluster_name.lower()
+    if controllers:
+        fleet["slurm"] = {"controllers": [_dns(c, "ctld") for c in controllers]}
+    acct_host = globals_.get("accountingstoragehost")
+    if acct_host and "slurm" in fleet:
+        fleet["slurm"]["accounting"] = _dns(acct_host.pairs[0].value, "dbd")
+    ssl = globals_.get("statesavelocation")
+    if ssl and re.fullmatch(r"/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*", ssl.pairs[0].value):
+        slurm_opts["state_save_location"] = ssl.pairs[0].value
+    _policy(globals_, slurm_opts)
+
+    pools, pool_keys = _pools(nodes, report)
+    fleet["pools"] = pools
+    extra: dict[str, bytes] = {}
+    fleet["fabric"] = _fabric(src, conf, globals_, out, report, extra, sum(p["nodes"] for p in pools))
+    doc["fleet"] = fleet
+    tenants = _tenants(src.sacctmgr_dump, report) if src.sacctmgr_dump else []
+    if tenants:
+        doc["tenants"] = tenants
+    doc["workloads"] = [{"name": "site-jobs", "plane": "slurm", "bare_metal": True}]
+    if not tenants:  # orchgen's priority and QOS go with its accounting, which tenants turn on: carried instead
+        slurm_opts.pop("priority", None)
+    part_list = _partitions(partitions, part_defaults, pools, nodes, report)
+    if part_list:
+        slurm_opts["partitions"] = part_list
+    # the site's own behaviour where orchgen would add an operation the site's users would notice
+    options: dict[str, Any] = {}
+    if slurm_version:
+        options["slurm_version"] = slurm_version
+    if slurm_opts:
+        options["slurm"] = slurm_opts
+    if options:
+        doc["options"] = options
+
+    if report.fatal:
+        err = _fatal(report.fatal[0])
+        err.others = [_fatal(i) for i in report.fatal[1:]]  # type: ignore[attr-defined]
+        raise err
+
+    # plan it, and carry whatever orchgen does not write as the site has it (the topology copy must be
+    # beside workload.yaml for that; it goes again if planning refuses)
+    written = [out.parent / n for n in extra if not (out.parent / n).exists()]
+    for path in written:
+        path.write_bytes(extra[path.name])
+    try:
+        site = _carry(doc, out, globals_, nodes, pool_keys, partitions, gres, cgroup, site_keys, lines_carried,
+                      report, src)
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    if site:
+        prefix = str(src.slurm_conf.parent) + os.sep  # file:line relative to slurm.conf's folder: no host paths
+        for section in site.values():
+            for entry in section.get("keys", []) + section.get("lines", []) if isinstance(section, dict) else ():
+                if isinstance(entry, dict) and str(entry.get("from", "")).startswith(prefix):
+                    entry["from"] = entry["from"][len(prefix):]
+        doc["site"] = site
+    from .yamlio import dump_yaml
+
+    header = (f"# Imported by `orchgen import slurm` from {src.slurm_conf.name}: pools, fabric, tenants and policy are\n"
+              "# modelled; site: carries verbatim what orchgen does not model, each with its reason.\n")
+    return header + dump_yaml(doc).decode(), report, extra
+
+
+def _fatal(item: Item) -> OrchgenError:
+    file, _, line = item.where.rpartition(":")
+    return OrchgenError(item.what, file or item.where, int(line) if line.isdigit() and int(line) else None)
+
+
+def _optional(given: Path | None, beside: Path, flag: str, report: Report) -> slurmconf.Config | None:
+    path = given or (beside if beside.is_file() else None)
+    if path is None:
+        return None
+    text = _read(path, flag)
+    conf = slurmconf.read(path, text, follow_includes=False)
+    for problem in conf.problems:
+        report.fatal.append(Item(f"{problem.file}:{problem.line}", problem.message))
+    known = {k.lower() for k in (GRES_KNOWN if flag == "--gres" else CGROUP_KNOWN)}
+    for record in conf.records:
+        for pair in record.pairs:
+            if pair.key.lower() not in known:
+                report.fatal.append(Item(record.where, f"{pair.key}: not a {path.name} key (slurmd refuses the file: "
+                                         "\"Parse error\")"))
+    return conf
+
+
+def _policy(g: dict[str, slurmconf.Record], opts: dict[str, Any]) -> None:
+    def val(key: str) -> str | None:
+        r = g.get(key)
+        return r.pairs[0].value if r else None
+
+    for key, name in (("maxjobcount", "max_job_count"), ("maxarraysize", "max_array_size"),
+                      ("resumetimeout", "resume_timeout")):
+        if _int(val(key)) is not None:
+            opts[name] = _int(val(key))
+    path = re.compile(r"^/[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$")
+    for key in ("rebootprogram", "prolog", "epilog"):
+        v = val(key)
+        if v and path.fullmatch(v):
+            opts[{"rebootprogram": "reboot_program"}.get(key, key)] = v
+    limits = ("AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK", "NOFILE", "NPROC", "RSS", "STACK")
+    prl, pre = val("propagateresourcelimits"), val("propagateresourcelimitsexcept")
+    if pre is not None:
+        items = [i.strip().upper() for i in pre.split(",") if i.strip()]
+        if all(i in limits for i in items):
+            opts["propagate_resource_limits_except"] = items
+    if prl is not None:
+        if prl.upper() in ("ALL", "NONE"):
+            opts["propagate_resource_limits"] = prl.upper()
+        else:
+            items = [i.strip().upper() for i in prl.split(",") if i.strip()]
+            if all(i in limits for i in items):
+                opts["propagate_resource_limits"] = items
+    sp = val("schedulerparameters")
+    if sp:
+        items = [i for i in sp.split(",") if i]
+        rest = []
+        for item in items:
+            k, _, v = item.partition("=")
+            if k == "max_switch_wait" and _int(v) is not None:
+                opts["max_switch_wait"] = _int(v)
+            elif re.fullmatch(r"[a-z][a-z0-9_]*(=[A-Za-z0-9_.:/+-]+)?", item):
+                rest.append(item)
+        if rest:
+            opts["scheduler_parameters"] = rest
+    prio: dict[str, Any] = {}
+    for key in ("age", "fairshare", "jobsize", "partition", "qos"):
+        if _int(val(f"priorityweight{key}")) is not None:
+            prio[f"weight_{key}"] = _int(val(f"priorityweight{key}"))
+    if val("priorityweighttres"):
+        prio["weight_tres"] = val("priorityweighttres")
+    for key, name in (("prioritydecayhalflife", "decay_half_life"), ("prioritymaxage", "max_age")):
+        v = val(key)
+        if v and re.fullmatch(r"[0-9-:]+", v):
+            prio[name] = v
+    fs = val("priorityfavorsmall")
+    if fs and fs.upper() in ("YES", "NO"):
+        prio["favor_small"] = fs.upper() == "YES"
+    if _int(val("prioritycalcperiod")) is not None:
+        prio["calc_period"] = _int(val("prioritycalcperiod"))
+    if prio:
+        opts["priority"] = prio
+
+
+def _pool_name(expr: str, taken: set[str]) -> str:
+    stem = _dns(re.sub(r"\[.*", "", expr).rstrip("0123456789-_") or expr, "pool")
+    name, i = stem, 2
+    while name in taken:
+        name, i = f"{stem}-{i}", i + 1
+    taken.add(name)
+    return name
+
+
+def _pools(nodes: list[_Node], report: Report) -> tuple[list[dict], dict[str, _Node]]:
+    taken: set[str] = set()
+    pools, by_pool = [], {}
+    for node in nodes:
+        p = node.params
+        where = node.record.where
+        name = _pool_name(node.record.pairs[0].value, taken)
+        pool: dict[str, Any] = {"name": name, "nodes": len(node.hosts), "hostnames": node.record.pairs[0].value}
+        threads = _int(p.get("threadspercore")) or 1
+        cores = _int(p.get("corespersocket"))
+        sockets = _int(p.get("sockets")) or ((_int(p.get("boards")) or 1) * (_int(p.get("socketsperboard")) or 0)) or None
+        cpus = _int(p.get("cpus"))
+        boards, real = _int(p.get("boards")), _int(p.get("realmemory"))
+        if boards and cores and sockets and real and cpus == sockets * cores * threads:
+            # as slurmd -C prints it: orchgen then writes Boards/SocketsPerBoard as the site does
+            pool["slurmd_c"] = (f"NodeName={node.hosts[0]} CPUs={cpus} Boards={boards} SocketsPerBoard={sockets // boards} "
+                                f"CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory={real}")
+        elif cores and sockets:
+            pool["cpu"] = {"sockets": sockets, "cores_per_socket": cores, "threads_per_core": threads}
+            if cpus is not None and cpus == sockets * cores and threads > 1:
+                pool["cpu_count"] = "cores"
+        elif cpus:
+            pool["cpus"] = cpus
+        if "slurmd_c" not in pool:
+            pool["memory_gib"] = max(4, math.ceil(real / 1024)) if real else 4
+        gres = p.get("gres")
+        if gres:
+            gpus = [g for g in gres.split(",") if g.split(":")[0] == "gpu"]
+            if gpus:
+                parts = gpus[0].split(":")
+                count = _int(parts[-1].split("(")[0])
+                if count:
+                    if len(parts) == 3:
+                        pool["gpu"] = {"type": parts[1], "count": count}
+                    else:
+                        pool["gpu"] = {"typed": False, "count": count}
+        pools.append(pool)
+        by_pool[name] = node
+        report.modelled.append(Item(where, f"NodeName={node.record.pairs[0].value} -> fleet.pools {name} "
+                                    f"({len(node.hosts)} nodes)"))
+    return pools, by_pool
+
+
+def _fabric(src: Sources, conf: slurmconf.Config, g: dict[str, slurmconf.Record], out: Path, report: Report,
+            extra: dict[str, bytes], total: int) -> dict:
+    topo = src.topology
+    if topo is None:
+        plugin = g.get("topologyplugin")
+        beside = src.slurm_conf.parent / "topology.conf"
+        if plugin and plugin.pairs[0].value in ("topology/tree", "topology/block") and beside.is_file():
+            topo = beside
+    if topo is None:
+        report.modelled.append(Item(str(src.slurm_conf), "no topology given: fleet.fabric is one leaf per pool "
+                                    "(--topology topology.conf|topology.yaml imports the cabling)"))
+        return {"nodes_per_leaf": 4096}
+    kind = "topology_yaml" if topo.suffix in (".yaml", ".yml") else "topology_conf"
+    data = read_bounded(topo)
+    folder = out.parent.resolve()
+    try:
+        rel = str(topo.resolve().relative_to(folder))
+    except ValueError:
+        rel = topo.name
+        extra[rel] = data
+    report.modelled.append(Item(str(topo), f"the fabric -> fleet.fabric.from.{kind}: {rel}"))
+    from .spec import importers
+
+    try:
+        imported = importers.load(kind, topo)
+    except OrchgenError as err:
+        raise OrchgenError(err.message, str(topo), err.line, "--topology") from None
+    if not imported.leaves:  # blocks (NVLink domains) only: the switch tree is one leaf per pool
+        return {"from": {kind: rel}, "nodes_per_leaf": 4096}
+    return {"from": {kind: rel}}
+
+
+def _tenants(path: Path, report: Report) -> list[dict]:
+    text = _read(path, "--sacctmgr-dump")
+    tenants: dict[str, dict] = {}
+    parent = None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"^(Cluster|Parent|Account|User|QOS)\s*-\s*'([^']*)'(.*)$", line)
+        if not m:
+            report.refused.append(Item(f"{path}:{number}", "not a sacctmgr dump line (Cluster/Parent/Account/User)"))
+            continue
+        what, name, rest = m.groups()
+        fields = dict(re.findall(r":([A-Za-z]+)=('?[^:']*'?)", rest))
+        if what == "Parent":
+            parent = name
+        elif what == "Account" and parent == "root":
+            share = _int(fields.get("Fairshare", "1").strip("'")) or 1
+            tname = _dns(name, "account")
+            tenants[name] = {"name": tname, "share": share}
+            report.modelled.append(Item(f"{path}:{number}", f"account {name} -> tenants {tname} (share {share})"))
+        elif what == "User" and parent in tenants and re.fullmatch(r"[a-z_][a-z0-9_.-]*", name):
+            tenants[parent].setdefault("users", []).append(name)
+        elif what == "Account":
+            report.refused.append(Item(f"{path}:{number}", f"account {name} under {parent}: orchgen's tenants are "
+                                       "one level below root"))
+    return list(tenants.values())
+
+
+def _partitions(records: list[slurmconf.Record], defaults: dict[str, str], pools: list[dict], nodes: list[_Node],
+                report: Report) -> list[dict]:
+    out = []
+    for record in records:
+        p = {**defaults, **{x.key.lower(): x.value for x in record.pairs}}
+        name = record.pairs[0].value
+        if name.upper() == "DEFAULT":
+            continue
+        part: dict[str, Any] = {"name": name, "nodes": p.get("nodes", "ALL")}
+        if p.get("default", "").upper() == "YES":
+            part["default"] = True
+        for key, f in (("defaulttime", "default_time"), ("maxtime", "max_time")):
+            v = p.get(key)
+            if v and v.lower() not in ("infinite", "unlimited"):
+                part[f] = v
+        if _int(p.get("maxnodes")):
+            part["max_nodes"] = _int(p.get("maxnodes"))
+        if p.get("hidden", "").upper() == "YES":
+            part["hidden"] = True
+        for key, f in (("allowgroups", "allow_groups"), ("allowaccounts", "allow_accounts"), ("allowqos", "allow_qos")):
+            v = p.get(key)
+            if v and v.upper() != "ALL":
+                part[f] = v.split(",")
+        if _int(p.get("prioritytier")) is not None:
+            part["priority_tier"] = _int(p.get("prioritytier"))
+        if p.get("state"):
+            part["state"] = p["state"].upper()
+        out.append(part)
+        report.modelled.append(Item(record.where, f"PartitionName={name} -> options.slurm.partitions"))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ carry
+
+
+def _norm(value: str) -> str:
+    return value.strip().strip('"').lower()
+
+
+def _carry(doc: dict, out: Path, g: dict[str, slurmconf.Record], nodes: list[_Node], pool_nodes: dict[str, _Node],
+           partitions: list[slurmconf.Record], gres: slurmconf.Config | None, cgroup: slurmconf.Config | None,
+           site_keys: list[dict], lines: list[dict], report: Report, src: Sources) -> dict:
+    rendered = _render(doc, out)
+    ours = slurmconf.parse(rendered.get("slurm.conf", ""), "slurm.conf")
+    ours_last = {r.kind: r for r in ours if len(r.pairs) == 1}
+    for kind, record in g.items():
+        key, value = record.pairs[0].key, record.pairs[0].value
+        mine = ours_last.get(kind)
+        if mine is not None and _norm(mine.pairs[0].value) == _norm(value):
+            report.modelled.append(Item(record.where, f"{key} -> {MODELLED.get(kind, 'orchgen writes the same value')}"))
+            continue
+        if kind in MODELLED:
+            why = f"orchgen writes {mine.pairs[0].value} for {MODELLED[kind]}" if mine else \
+                f"{MODELLED[kind]} does not give Slurm this value"
+            reason = f"modelled as {MODELLED[kind]}, but the site's value is kept: {why}"
+        elif mine is not None:
+            reason = f"orchgen's own choice ({mine.pairs[0].value}) is replaced by the site's"
+        else:
+            reason = "not modelled by orchgen"
+        site_keys.append({"key": key, "value": value, "reason": _safe(reason), "from": record.where})
+        report.carried.append(Item(record.where, f"{key}: {reason}"))
+    for record in ours:  # what orchgen adds where the site relied on Slurm's default: said, never silent
+        if len(record.pairs) == 1 and record.kind not in g and record.kind not in _SAID:
+            key = record.pairs[0].key
+            why = ORCHGEN_BETTER.get(key, "orchgen's choice where the site relied on Slurm's default: check it, "
+                                     "or set the site's value in workload.yaml")
+            report.added.append(Item("slurm.conf", f"{key}={record.pairs[0].value}: {why}"))
+    # node lines: every key orchgen writes differently, on that pool's line
+    our_nodes = [r for r in ours if r.kind == "nodename"]
+    for pool, node in pool_nodes.items():
+        hosts = set(node.hosts)
+        line = next((r for r in our_nodes if set(hostlist.expand(r.pairs[0].value)) <= hosts), None)
+        theirs = line.params() if line else {}
+        written = dict(node.written)
+        for k, (key, default) in NODE_DEFAULTS.items():
+            if k in theirs and k not in {w.lower() for w in written} and k not in node.params:
+                written[key] = default
+        for key, value in written.items():
+            k = key.lower()
+            if k == "nodename" or k in ("sockets", "boards", "socketsperboard") and _sockets(theirs) == _sockets(node.params):
+                continue  # the same layout said another way (Sockets or Boards x SocketsPerBoard): modelled
+            if _norm(theirs.get(k, "\0")) == _norm(value):
+                continue
+            site_keys.append({"key": key, "value": value, "pool": pool, "from": node.record.where,
+                              "reason": _safe(f"pool {pool}'s {key} as the site sets it" +
+                                              (f" (orchgen would write {theirs[k]})" if k in theirs else ""))})
+            report.carried.append(Item(node.record.where, f"NodeName {key}: kept on pool {pool}'s line"))
+    # partitions: orchgen's lines, if they say the same, else the site's lines verbatim
+    our_parts = {r.pairs[0].value: r.params() for r in ours if r.kind == "partitionname"}
+    differ = False
+    for record in partitions:
+        mine = our_parts.get(record.pairs[0].value)
+        if mine is None or any(_norm(mine.get(p.key.lower(), "\0")) != _norm(p.value) for p in record.pairs[1:]):
+            differ = True
+    if differ:
+        for record in partitions:
+            lines.append({"line": record.text.strip(), "reason": "the site's partition as written (limits and "
+                          "options orchgen does not model, e.g. Priority, Shared, PreemptMode, DefMemPerCPU)",
+                          "from": record.where})
+            report.carried.append(Item(record.where, f"PartitionName={record.pairs[0].value}: the line verbatim"))
+    site: dict[str, Any] = {}
+    if site_keys or lines:
+        site["slurm_conf"] = {k: v for k, v in (("keys", site_keys), ("lines", lines)) if v}
+    for name, conf in (("gres.conf", gres), ("cgroup.conf", cgroup)):
+        if conf is None:
+            continue
+        carried = _carry_file(name, conf, rendered.get(name, ""), report)
+        if carried:
+            site[name.replace(".", "_")] = carried
+    files = _site_files(g, src, report)
+    if files:
+        site["files"] = files
+    return site
+
+
+def _sockets(params: dict[str, str]) -> int | None:
+    return _int(params.get("sockets")) or ((_int(params.get("boards")) or 1) * (_int(params.get("socketsperboard")) or 0)) \
+        or None
+
+
+def _safe(text: str) -> str:
+    return text.replace("#", "no.").replace("\n", " ").replace("\\", "/")
+
+
+def _carry_file(name: str, conf: slurmconf.Config, rendered: str, report: Report) -> dict:
+    ours = slurmconf.parse(rendered, name)
+    keys, lines = [], []
+    ours_keys = {r.kind: r for r in ours if len(r.pairs) == 1}
+    ours_lines = {tuple(sorted((p.key.lower(), _norm(p.value)) for p in r.pairs if p.key.lower() != "count"))
+                  for r in ours if len(r.pairs) > 1}
+    site_lines = [r for r in conf.records if len(r.pairs) > 1]
+    same = all(tuple(sorted((p.key.lower(), _norm(p.value)) for p in r.pairs if p.key.lower() != "count"))
+               in ours_lines for r in site_lines)
+    for r in conf.records:
+        if len(r.pairs) == 1:
+            mine = ours_keys.get(r.kind)
+            if mine is not None and _norm(mine.pairs[0].value) == _norm(r.pairs[0].value):
+                report.modelled.append(Item(r.where, f"{r.pairs[0].key}: orchgen writes the same"))
+                continue
+            keys.append({"key": r.pairs[0].key, "value": r.pairs[0].value, "from": r.where,
+                         "reason": "the site's value, which orchgen does not write"})
+            report.carried.append(Item(r.where, f"{r.pairs[0].key}: kept as the site sets it"))
+        elif same:
+            report.modelled.append(Item(r.where, "GPU line: orchgen writes the same from fleet.pools[].gpu"))
+        else:
+            lines.append({"line": r.text.strip(), "reason": "the site's GPU line as written (device files, "
+                          "types and CPU affinity orchgen does not derive)", "from": r.where})
+            report.carried.append(Item(r.where, "the line verbatim"))
+    return {k: v for k, v in (("keys", keys), ("lines", lines)) if v}
+
+
+def _site_files(g: dict[str, slurmconf.Record], src: Sources, report: Report) -> dict[str, str]:
+    """Files slurm.conf's plugins read beside it (job_submit.lua), shipped verbatim when present."""
+    out = {}
+    plugins = g.get("jobsubmitplugins")
+    if plugins and "lua" in plugins.pairs[0].value.split(","):
+        lua = src.slurm_conf.parent / "job_submit.lua"
+        if lua.is_file():
+            out["job_submit.lua"] = _read(lua, "job_submit.lua")
+            report.carried.append(Item(str(lua), "job_submit.lua: shipped verbatim beside slurm.conf"))
+        else:
+            report.refused.append(Item(plugins.where, "JobSubmitPlugins=lua but no job_submit.lua beside slurm.conf: "
+                                       "slurmctld will not start until it is installed there"))
+    return out
+
+
+def _render(doc: dict, out: Path) -> dict[str, str]:
+    """The Slurm files orchgen writes for `doc`, planned exactly as `orchgen plan` would (the same
+    loader, from a file in the folder workload.yaml will be written to)."""
+    from .decide.planner import make_plan
+    from .render.slurm.files import slurm_config
+    from .spec import load
+    from .yamlio import dump_yaml
+
+    folder = out.parent
+    fd, tmp = tempfile.mkstemp(prefix=".orchgen-import-", suffix=".yaml", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(dump_yaml(doc))
+        try:
+            fleet = load(tmp)
+            plan = make_plan(fleet, tmp)
+        except OrchgenError as err:  # the temporary file is nobody's: name the site's file
+            raise OrchgenError(f"the imported workload does not plan: {err.field + ': ' if err.field else ''}"
+                               f"{err.message}", str(out)) from None
+        if plan.slurm_plane is None:
+            return {}
+        return slurm_config(plan)
+    finally:
+        os.unlink(tmp)

@@ -1,0 +1,156 @@
+"""workload.yaml's `site:` section (issue 22): what an adopted Slurm site configures that orchgen's
+model does not cover, carried verbatim, each entry with the reason it is not modelled.
+
+`orchgen import slurm` writes it; `orchgen plan` emits each entry in place in the file it came from
+(generator/render/slurm/site.py): a key orchgen also writes gets the site's value on orchgen's line,
+any other key is added; a whole record (a PartitionName, NodeSet or gres.conf line) is added, and the
+site's PartitionName lines replace orchgen's per-pool partitions. Every emitted entry carries its
+reason as a comment. Nothing here is interpreted: Slurm reads it.
+
+Values land in Slurm's configuration files, whose syntax has no quoting for a `#` (a comment) or a
+line break (a new record): those are refused here, naming the field.
+"""
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+# parse_config.c's key pattern ([[:alnum:]_.]+)
+_KEY = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
+_POOL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# A file shipped beside slurm.conf (job_submit.lua, a prolog script): a plain name, no directory
+_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MAX_SITE_FILE = 1 << 20
+
+
+def _config_text(value: str) -> str:
+    if "\n" in value or "\r" in value:
+        raise ValueError("holds a line break: one entry is one line of the configuration file")
+    if "#" in value:
+        raise ValueError("holds '#', which Slurm reads as the start of a comment")
+    if "\\" in value:
+        raise ValueError("holds '\\', which Slurm reads as an escape or a continuation")
+    if len(value) > 4096:
+        raise ValueError("is longer than 4096 characters")
+    return value
+
+
+def _key(value: str) -> str:
+    if not _KEY.fullmatch(value):
+        raise ValueError(f"{value[:40]!r} is not a Slurm configuration key (letters, digits, '_' and '.')")
+    return value
+
+
+def _file_name(value: str) -> str:
+    if not _FILE.fullmatch(value) or value in ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf",
+                                                  "topology.yaml"):
+        raise ValueError(f"{value[:40]!r} is not a file name orchgen may ship beside slurm.conf (letters, "
+                         "digits, '._-'; not one of the files orchgen writes itself)")
+    return value
+
+
+def _pool(value: str) -> str:
+    if len(value) > 63 or not _POOL.fullmatch(value):
+        raise ValueError(f"{value[:40]!r} is not a pool name")
+    return value
+
+
+def _file_text(value: str) -> str:
+    if len(value.encode()) > MAX_SITE_FILE:
+        raise ValueError(f"is larger than {MAX_SITE_FILE // 1024} KiB")
+    return value
+
+
+ConfText = Annotated[str, AfterValidator(_config_text)]
+Key = Annotated[str, AfterValidator(_key)]
+
+
+# What a regenerated site differs in, on purpose: slurm.conf keys orchgen writes where the site set
+# nothing (Slurm's default applied there). Each is a choice the site can turn off in workload.yaml.
+# The real-Slurm test allows exactly these differences in `scontrol show config`, and no other.
+ORCHGEN_BETTER: dict[str, str] = {
+    "HealthCheckProgram": "LBNL NHC checks each node's GPUs and fabric and drains a failing node "
+                          "(options.slurm.health_check: false turns it off)",
+    "HealthCheckInterval": "NHC every 300 s (options.slurm.health_check_interval)",
+    "HealthCheckNodeState": "ANY,CYCLE: allocated nodes are checked too, in turns",
+    "KillOnBadExit": "one crashed rank ends the step instead of leaving the others in NCCL until the time "
+                     "limit (options.slurm.kill_on_bad_exit)",
+    "UnkillableStepTimeout": "GPU teardown outlasts Slurm's 60 s, which drains healthy nodes "
+                             "(options.slurm.unkillable_step_timeout)",
+    "PrologFlags": "Contain: pam_slurm_adopt puts ssh sessions into the job's cgroup (options.slurm.containment)",
+    "TaskProlog": "NCCL settings for the fabric in every task (options.slurm.nccl)",
+    "PlugStackConfig": "pyxis + enroot containers on GPU nodes (options.slurm.containers: none)",
+    "MaxJobCount": "100000 instead of Slurm's 10000: AI sweeps queue many jobs (options.slurm.max_job_count)",
+    "MaxArraySize": "10001 instead of Slurm's 1001 (options.slurm.max_array_size)",
+    "RebootProgram": "`scontrol reboot` rolls out GPU driver updates (options.slurm.reboot_program: null)",
+    "ResumeTimeout": "a GPU node's reboot outlasts Slurm's 60 s, which marks it DOWN (options.slurm.resume_timeout)",
+    "PropagateResourceLimitsExcept": "MEMLOCK: the login shell's memlock limit never reaches a job (RDMA "
+                                     "registration; Slurm FAQ) (options.slurm.propagate_resource_limits_except)",
+    "PropagateResourceLimits": "with PropagateResourceLimitsExcept (options.slurm.propagate_resource_limits)",
+    "SchedulerParameters": "backfill sized to the partitions' time limits (bf_window, bf_resolution, "
+                           "bf_continue, bf_max_job_test, bf_max_job_user) and max_switch_wait for --switches "
+                           "(options.slurm.scheduler_parameters replaces any item)",
+    "MpiDefault": "pmix from Slurm 23.11: srun wires up MPI ranks without --mpi (options.slurm.mpi: none)",
+    "EnforcePartLimits": "ALL: a job beyond its partition's limits is refused at submission instead of pending forever",
+    "ReturnToService": "2: a node DOWN for being unreachable rejoins when its slurmd registers again",
+    "TopologyPlugin": "topology/tree from fleet.fabric, so `--switches` and leaf-aware placement work (with no "
+                      "topology given, one leaf per pool: placement is unchanged)",
+    "TopologyParam": "with the topology",
+    "JobAcctGatherType": "cgroup accounting of each job's usage",
+    "SwitchType": "switch/nvidia_imex where NVLink domains span nodes",
+    "SwitchParameters": "with switch/nvidia_imex",
+}
+
+# The same for node lines: what orchgen adds to a node where the site set nothing (`scontrol show node`
+# shows Features as ActiveFeatures and AvailableFeatures). The site's own features replace orchgen's.
+ORCHGEN_BETTER_NODES: dict[str, str] = {
+    "Features": "ActiveFeatures AvailableFeatures: the pool's name and GPU type as node features, so "
+                "`--constraint=<pool>` works; only where the site's node line gives no Features",
+}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+
+class SiteKey(_Model):
+    """One `Key=Value` of the site, kept as written."""
+
+    key: Key = Field(description="the key as the site writes it (Slurm reads keys in any case)")
+    value: ConfText = Field(description="the value, verbatim")
+    reason: ConfText = Field(min_length=1, description="why orchgen does not model it")
+    source: ConfText | None = Field(default=None, alias="from", description="file:line it was imported from")
+    pool: Annotated[str, AfterValidator(_pool)] | None = Field(
+        default=None, description="a key of this pool's NodeName line (Features, Weight, RealMemory ...) "
+        "instead of a key of the whole file")
+
+
+class SiteLine(_Model):
+    """One whole record of the site (PartitionName=..., NodeSet=..., a gres.conf line), kept as written."""
+
+    line: ConfText = Field(min_length=1, description="the record, verbatim")
+    reason: ConfText = Field(min_length=1, description="why orchgen does not model it")
+    source: ConfText | None = Field(default=None, alias="from", description="file:line it was imported from")
+
+
+class SiteFile(_Model):
+    keys: list[SiteKey] = Field(default_factory=list, max_length=4_096)
+    lines: list[SiteLine] = Field(default_factory=list, max_length=65_536)
+
+
+class Site(_Model):
+    """What the site's configuration says that orchgen's model does not: emitted in place, each with
+    its reason (workload.yaml written by `orchgen import slurm`)."""
+
+    slurm_conf: SiteFile | None = Field(default=None, description="carried into slurm.conf")
+    gres_conf: SiteFile | None = Field(default=None, description="carried into gres.conf")
+    cgroup_conf: SiteFile | None = Field(default=None, description="carried into cgroup.conf")
+    files: dict[Annotated[str, AfterValidator(_file_name)], Annotated[str, AfterValidator(_file_text)]] = Field(
+        default_factory=dict, max_length=64,
+        description="files the site ships beside slurm.conf (job_submit.lua ...), written verbatim into "
+        "the bundle's slurm/ folder")
+
+    def of(self, name: str) -> SiteFile | None:
+        return {"slurm.conf": self.slurm_conf, "gres.conf": self.gres_conf, "cgroup.conf": self.cgroup_conf}.get(name)
