@@ -282,6 +282,10 @@ class Plan:
     slurm_options: SlurmOptions = field(default_factory=SlurmOptions)
     # where the Kubernetes plane runs and how its nodes are known (generator.decide.platform)
     platform: Platform = field(default_factory=Platform)
+    # options.metrics (install: kube-prometheus-stack; site: the site's own) and options.prometheus_url
+    # (render/kubernetes/metrics.prometheus_url gives the address either way)
+    metrics: str = "install"
+    site_prometheus_url: str | None = None
 
     @property
     def slurm_default_time(self) -> int:

@@ -129,6 +129,8 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         slurm_accounting=fleet.fleet.slurm.accounting if fleet.fleet.slurm else None,
         slurm_options=fleet.options.slurm,
         platform=platform,
+        metrics=fleet.options.metrics,
+        site_prometheus_url=fleet.options.prometheus_url,
     )
 
 
@@ -324,6 +326,8 @@ def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang
         needs.add(f"gang:{gang}")
     if any(d.primary == "ray" for d in placed):
         needs.add("ray")
+    if fleet.options.metrics == "install":
+        needs.add("metrics:install")
     return catalog.needed(needs)
 
 
