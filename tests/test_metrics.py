@@ -265,6 +265,10 @@ def test_gdrcopy_on_where_the_operator_runs_the_driver(kueue_plan, tmp_path):
     objs = helm_template("gpu-operator", g.version, g.namespace, values, kueue_plan.kubernetes_version, tmp_path)
     policy = _kind(objs, "ClusterPolicy")[0]["spec"]
     assert policy["gdrcopy"]["enabled"] is True
+    # GPU health: the device plugin's NVML XID checks withdraw a failing GPU; nothing turns them off
+    # (k8s-device-plugin internal/rm/health.go reads DP_DISABLE_HEALTHCHECKS)
+    env = {e["name"] for e in policy["devicePlugin"].get("env") or []}
+    assert "DP_DISABLE_HEALTHCHECKS" not in env
     assert policy["dcgmExporter"]["serviceMonitor"]["relabelings"] == [metrics.NODE_RELABELING]
     # not where the node image owns the driver (the sidecar needs the operator's driver pod)
     for example in ("eks-training.yaml", "gke-training.yaml"):
@@ -308,3 +312,14 @@ def test_bad_metrics_options(tmp_path, orchgen, options, field, pattern):
     assert pattern in lines[0]
     assert "hunter2" not in proc.stderr
     assert not out.exists()
+
+
+def test_values_keys_exist_in_the_chart_and_its_subcharts(kueue_plan):
+    """Helm values are checked against the chart's defaults merged with its subcharts' (grafana's
+    dashboards and dashboardProviders are keys of the grafana subchart): ours pass, a typo does not."""
+    from generator.validate.values import load_defaults, unknown_keys
+    from tests._consumers import reference_dir
+
+    defaults = load_defaults(reference_dir() / KPS.values_reference / "values.yaml")
+    assert unknown_keys(metrics.values(kueue_plan), defaults) == []
+    assert unknown_keys({"grafana": {"dashboardz": {"gpu": {}}}}, defaults) == ["grafana.dashboardz: unknown key"]
