@@ -297,6 +297,7 @@ def _fleet_text(options: str) -> str:
     ("  metrics: site\n  prometheus_url: https://admin:hunter2@prom.example.com\n", "options.prometheus_url",
      "must not carry credentials"),
     ("  metrics: site\n  prometheus_url: ftp://prom\n", "options.prometheus_url", "not an http"),
+    ("  metrics: site\n  prometheus_url: https://prom/api?token=hunter2\n", "options.prometheus_url", "not an http"),
     ("  prometheus_url: http://prom:9090\n", "options.prometheus_url", "options.metrics install"),
     ("  metrics: bring-your-own\n", "options.metrics", ""),
 ])

@@ -151,7 +151,9 @@ def _prometheus_url(value: str) -> str:
         raise ValueError("must not carry credentials (a user, password or token in the URL): the bundle "
                          "that names it is committed")
     if not _PROMETHEUS_URL.fullmatch(value):
-        raise ValueError(f"{_short(value)} is not an http(s) URL such as http://prometheus.monitoring.svc:9090")
+        # not echoed either: a query string may carry a token
+        raise ValueError("is not an http(s) URL such as http://prometheus.monitoring.svc:9090 (scheme, host, "
+                         "optional port and path; no query string)")
     return value
 
 
