@@ -97,8 +97,19 @@ CATALOG: dict[str, Chart] = {
               needed_when=("network:efa",), readme_part="kubernetes_fabric",
               no_reference_why="its defaults fit but `tolerations: []` (its nodeAffinity lists the EFA instance "
                                "types): only tolerations are set, checked against the pinned chart's values.yaml"),
+        # prometheus-community/helm-charts kube-prometheus-stack 88.5.3 (its README: `helm repo add
+        # prometheus-community https://prometheus-community.github.io/helm-charts`): the Prometheus
+        # Operator and its CRDs (crds/ subchart: monitoring.coreos.com), Prometheus, Alertmanager,
+        # Grafana, node-exporter and kube-state-metrics. Installed unless options.metrics says the site
+        # runs its own; release `kube-prometheus-stack` in `monitoring`, so its Prometheus answers at
+        # kube-prometheus-stack-prometheus.monitoring.svc:9090 (render/kubernetes/metrics.py).
+        Chart("kube-prometheus-stack", "https://prometheus-community.github.io/helm-charts",
+              "kube-prometheus-stack", "88.5.3", "monitoring", crd_groups=("monitoring.coreos.com",),
+              values_reference="kube-prometheus-stack", needed_when=("metrics:install",),
+              readme_part="kubernetes_metrics"),
         Chart("kueue", "oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2", "kueue-system",
               crd_groups=("kueue.x-k8s.io",), values_reference="kueue", needed_when=("gang:kueue",),
+              depends_on=("kube-prometheus-stack",),  # its ServiceMonitor (enablePrometheus) needs the CRD
               crds_in_templates=True, readme_part="kubernetes_queues"),
         # volcano's CRD groups include some it ships but this bundle does not use (bus, config,
         # flow, nodeinfo, shard)
@@ -131,7 +142,9 @@ CATALOG: dict[str, Chart] = {
               needed_when=("operator:slinky",), readme_part="slinky"),
         Chart("soperator", "oci://cr.eu-north1.nebius.cloud/soperator", "helm-soperator", "4.1.7",
               "soperator-system", crd_groups=("slurm.nebius.ai",), values_reference="soperator/soperator",
-              depends_on=("cert-manager",),  # certManager.enabled defaults to true in its chart
+              # certManager.enabled defaults to true in its chart; its ServiceMonitor (on where a release
+              # installs the monitoring CRDs, render/kubernetes/soperator.py) needs kube-prometheus-stack's
+              depends_on=("cert-manager", "kube-prometheus-stack"),
               needed_when=("operator:soperator",), readme_part="soperator"),
         Chart("soperator-slurm-cluster", "oci://cr.eu-north1.nebius.cloud/soperator", "helm-slurm-cluster",
               "4.1.7", "soperator", values_reference="soperator/slurm-cluster",

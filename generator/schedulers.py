@@ -57,6 +57,14 @@ class GangScheduler:
     # (tenancy.access): (API group, resources, "write" | "read"). Queues and quotas are never written.
     tenant_rbac: tuple[tuple[str, tuple[str, ...], str], ...]
     readme_part: str  # the README part that describes it: templates/readme/<readme_part>.md.j2
+    # The gang-stuck alert (render/kubernetes/metrics.py): a PromQL expression of the gangs waiting
+    # per queue, in a metric the scheduler exports, and the label naming the queue ("": none scraped)
+    stuck_pending: str = ""
+    stuck_pending_queue: str = ""
+    # Its metrics Service when its chart renders no ServiceMonitor of its own: the Service's labels
+    # and port name, which kube-prometheus-stack's additionalServiceMonitors select (() : none needed)
+    metrics_service: tuple[tuple[str, str], ...] = ()
+    metrics_port: str = ""
 
     def raycluster(self, queue: str) -> dict[str, str]:
         return {k: v.replace(QUEUE, queue) for k, v in self.raycluster_labels}
@@ -87,7 +95,12 @@ SCHEDULERS: dict[str, GangScheduler] = {
             priority_wiring="pod",
             # a LocalQueue is the tenant's door to its ClusterQueue: read only
             tenant_rbac=(("kueue.x-k8s.io", ("workloads", "localqueues"), "read"),),
-            readme_part="kubernetes_queues"),
+            readme_part="kubernetes_queues",
+            # kubernetes-sigs/kueue v0.19.2 pkg/metrics/metrics.go: kueue_pending_workloads{cluster_queue,
+            # status}; "inadmissible": a failed admission attempt, not retried until the cluster changes.
+            # Scraped through its chart's own ServiceMonitor (enablePrometheus, render/kubernetes/kueue.py)
+            stuck_pending='max by (cluster_queue) (kueue_pending_workloads{status="inadmissible"})',
+            stuck_pending_queue="cluster_queue"),
         GangScheduler(
             "volcano", "Volcano", chart="volcano", module="volcano", auto=False,
             pod_wiring="namespace", pod_queue_label=None, pod_scheduler_name=None,
@@ -99,7 +112,13 @@ SCHEDULERS: dict[str, GangScheduler] = {
             webhooks=("/podgroups/mutate puts a `default` PodGroup in the namespace's queue",),
             priority_wiring="group",
             tenant_rbac=(("batch.volcano.sh", ("jobs",), "write"), ("scheduling.volcano.sh", ("podgroups",), "read")),
-            readme_part="kubernetes_queues"),
+            readme_part="kubernetes_queues",
+            # volcano-sh/volcano pkg/scheduler/metrics/queue.go: volcano_queue_pod_group_pending_count{queue_name}
+            stuck_pending="max by (queue_name) (volcano_queue_pod_group_pending_count)",
+            stuck_pending_queue="queue_name",
+            # the chart's scheduler Service (templates/scheduler.yaml): label app=volcano-scheduler, port
+            # `metrics` 8080, with prometheus.io/scrape annotations the Prometheus Operator ignores
+            metrics_service=(("app", "volcano-scheduler"),), metrics_port="metrics"),
         GangScheduler(
             "kai", "KAI Scheduler", chart="kai-scheduler", module="kai", auto=False,
             pod_wiring="pod", pod_queue_label=KAI_QUEUE_LABEL, pod_scheduler_name=KAI_SCHEDULER,

@@ -6,6 +6,7 @@ against kubernetes/node-labels.sh.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 from typing import Any
@@ -88,7 +89,8 @@ def test_soperator_brings_cert_manager_and_its_slurm(case):
     names = [r["name"] for r in rels]
     by = {r["name"]: r for r in rels}
     assert names.index("cert-manager") < names.index("soperator") < names.index("soperator-slurm-cluster")
-    assert by["soperator"]["crds"] == ["slurm.nebius.ai"] and by["soperator"]["dependsOn"] == ["cert-manager"]
+    assert by["soperator"]["crds"] == ["slurm.nebius.ai"]
+    assert by["soperator"]["dependsOn"] == ["cert-manager", "kube-prometheus-stack"]  # its ServiceMonitor
     assert "soperator" in by["soperator-slurm-cluster"]["dependsOn"]
     assert not any(p.startswith("slurm/") for p in files)
     assert not any("slurm-operator" in p for p in files if p.startswith("kubernetes/helm/"))
@@ -244,15 +246,22 @@ def test_readme_section():
 
 def test_no_monitoring_objects_without_the_prometheus_operator(case):
     """Both charts render monitoring.coreos.com ServiceMonitors by default (soperator
-    templates/servicemonitor.yaml, helm-slurm-cluster templates/sconfigcontroller-servicemonitor.yaml)
-    and no bundle installs the Prometheus Operator's CRDs: every switch is off, the operator's too."""
+    templates/servicemonitor.yaml, helm-slurm-cluster templates/sconfigcontroller-servicemonitor.yaml).
+    Under options.metrics site no release of the bundle installs the Prometheus Operator's CRDs:
+    every switch is off, the operator's too."""
     plan, _, values, _ = case
     from generator.render.kubernetes import helm
 
-    assert not helm.monitoring_installed(plan)
-    assert values["soperator"]["serviceMonitor"] == {"enabled": False}
-    assert values["soperator"]["controllerManager"]["manager"]["env"] == {"isPrometheusCrdInstalled": "false"}
-    assert values["soperator-slurm-cluster"]["sConfigController"] == {"serviceMonitor": {"enabled": False}}
+    # by default the bundle installs kube-prometheus-stack (issue 20), and both charts' monitors are on
+    assert helm.monitoring_installed(plan)
+    assert values["soperator"]["serviceMonitor"] == {"enabled": True}
+    assert [r for r in helm.releases(plan) if r["name"] == "soperator"][0]["dependsOn"] == [
+        "cert-manager", "kube-prometheus-stack"]
+    site = dataclasses.replace(plan, charts={c: v for c, v in plan.charts.items() if c != "kube-prometheus-stack"})
+    assert not helm.monitoring_installed(site)
+    assert soperator.operator_values(site)["serviceMonitor"] == {"enabled": False}
+    assert soperator.operator_values(site)["controllerManager"]["manager"]["env"] == {"isPrometheusCrdInstalled": "false"}
+    assert soperator.cluster_values(site)["sConfigController"] == {"serviceMonitor": {"enabled": False}}
     defaults = load_defaults(reference_dir() / "soperator" / "soperator" / "values.yaml")
     assert defaults["serviceMonitor"]["enabled"] is True  # what we turn off is on upstream
     cluster_defaults = load_defaults(reference_dir() / "soperator" / "slurm-cluster" / "values.yaml")

@@ -291,6 +291,10 @@ class Plan:
     platform: Platform = field(default_factory=Platform)
     # workload.yaml's site: (spec/site.py): an adopted site's unmodelled Slurm settings, emitted in place
     site: Site | None = None
+    # options.metrics (install: kube-prometheus-stack; site: the site's own) and options.prometheus_url
+    # (render/kubernetes/metrics.prometheus_url gives the address either way)
+    metrics: str = "install"
+    site_prometheus_url: str | None = None
 
     @property
     def slurm_default_time(self) -> int:

@@ -130,6 +130,8 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         slurm_options=fleet.options.slurm,
         platform=platform,
         site=fleet.site,
+        metrics=fleet.options.metrics,
+        site_prometheus_url=fleet.options.prometheus_url,
     )
 
 
@@ -326,6 +328,8 @@ def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang
         needs.add(f"gang:{gang}")
     if any(d.primary == "ray" for d in placed):
         needs.add("ray")
+    if fleet.options.metrics == "install":
+        needs.add("metrics:install")
     return catalog.needed(needs)
 
 

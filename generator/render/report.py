@@ -6,7 +6,7 @@ from ..spec.site import ORCHGEN_BETTER, ORCHGEN_BETTER_NODES
 from ..yamlio import dump_json
 from . import slurm
 from ..spec.checks import PROVIDER_POOL_LABEL
-from .kubernetes import common as kube_common, gpu_operator, helm, kueue, manifests, slinky, soperator
+from .kubernetes import common as kube_common, gpu_operator, helm, kueue, manifests, metrics, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -44,6 +44,7 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts],
                                      kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {},
                                      gpu_operator_values=gpu_operator.values,
+                                     metrics_view=metrics.readme(plan),
                                      provisioner_of=provisioner_of, topology_note=topology_note,
                                      releases=[r for r in helm.releases(plan) if r["name"] in helm.VALUES],
                                      orchgen_better=ORCHGEN_BETTER, orchgen_better_nodes=ORCHGEN_BETTER_NODES),

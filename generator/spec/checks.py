@@ -45,6 +45,12 @@ def check_fleet(fleet: Fleet) -> Iterator[Problem]:
     for name in sorted(fleet.options.versions):
         if name not in catalog.CATALOG:
             yield _unknown("component", name, list(catalog.CATALOG)), ("options", "versions", name)
+    if fleet.options.metrics == "site" and fleet.options.prometheus_url is None:
+        yield ("site needs options.prometheus_url: the site's Prometheus that scrapes the GPU metrics",
+               ("options", "metrics"))
+    if fleet.options.metrics == "install" and fleet.options.prometheus_url is not None:
+        yield ("given with options.metrics install, where the bundle installs its own Prometheus: set "
+               "options.metrics site to use the site's", ("options", "prometheus_url"))
     for i, tenant in enumerate(fleet.tenants):
         owner = catalog.reserved_namespace(tenant.name)
         if owner:

@@ -61,6 +61,10 @@ GIT_URL_PATTERN = (rf"^(?:https://{_GIT_HOST}(?::[0-9]{{1,5}})?/{_GIT_PATH}"
                    rf"|{_GIT_USER}@{_GIT_HOST}:/?{_GIT_PATH})$")
 _GIT_URL = re.compile(GIT_URL_PATTERN)
 MAX_GIT_URL = 512
+# options.prometheus_url: the site's own Prometheus, an http(s) URL with no user or password in it
+# (it is written into the bundle, which is committed)
+PROMETHEUS_URL_PATTERN = rf"^https?://{_GIT_HOST}(?::[0-9]{{1,5}})?(?:/[A-Za-z0-9_.~%+/-]*)?$"
+_PROMETHEUS_URL = re.compile(PROMETHEUS_URL_PATTERN)
 
 
 def _dns_label(value: str) -> str:
@@ -189,6 +193,19 @@ def _git_url(value: str) -> str:
     return value
 
 
+def _prometheus_url(value: str) -> str:
+    if len(value) > MAX_GIT_URL:
+        raise ValueError(f"longer than {MAX_GIT_URL} characters (got {len(value)})")
+    if re.match(r"^https?://[^/]*@", value):  # never echoed: the user part may be a token
+        raise ValueError("must not carry credentials (a user, password or token in the URL): the bundle "
+                         "that names it is committed")
+    if not _PROMETHEUS_URL.fullmatch(value):
+        # not echoed either: a query string may carry a token
+        raise ValueError("is not an http(s) URL such as http://prometheus.monitoring.svc:9090 (scheme, host, "
+                         "optional port and path; no query string)")
+    return value
+
+
 def _kube_group(value: str) -> str:
     if len(value) > MAX_KUBE_GROUP or not _KUBE_GROUP.match(value):
         raise ValueError(f"{_short(value)} is not a group name (letters, digits and ':._@/-', starting with a "
@@ -203,6 +220,7 @@ KubeGroup = Annotated[str, AfterValidator(_kube_group)]
 GpuType = Annotated[str, AfterValidator(_gpu_type)]
 Version = Annotated[str, AfterValidator(_version)]
 GitUrl = Annotated[str, AfterValidator(_git_url)]
+PrometheusUrl = Annotated[str, AfterValidator(_prometheus_url)]
 UnixName = Annotated[str, AfterValidator(_unix_name)]
 SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
 HostPath = Annotated[str, AfterValidator(_host_path),
@@ -703,6 +721,17 @@ class Options(_Model):
     )
     slurm: SlurmOptions = Field(default_factory=SlurmOptions,
                                 description="GPU-node operations and site policy (time limits) of bare-metal Slurm")
+    metrics: Literal["install", "site"] = Field(
+        default="install",
+        description="the Kubernetes plane's metrics stack: install (kube-prometheus-stack with the GPU "
+        "dashboards and alerts) or site (the site runs its own Prometheus; give options.prometheus_url)",
+    )
+    prometheus_url: PrometheusUrl | None = Field(
+        default=None,
+        description="with options.metrics site: the site's Prometheus (http(s)://host:port), where the "
+        "bundle's README and consumers of GPU metrics look",
+        json_schema_extra={"pattern": PROMETHEUS_URL_PATTERN, "maxLength": MAX_GIT_URL},
+    )
 
 
 class Fleet(_Model):

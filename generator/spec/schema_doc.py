@@ -136,6 +136,8 @@ DOCS: dict[tuple[str, str], dict[str, Any]] = {
                                         "examples": ["1.33"], **VERSION},
     ("Options", "versions"): {"examples": [{"gpu-operator": "v26.7.0"}]},
     ("Options", "gitops_repo"): {"examples": ["https://github.com/example/fleet-gitops.git"]},
+    ("Options", "metrics"): {"examples": ["install"]},
+    ("Options", "prometheus_url"): {"examples": ["http://prometheus-operated.monitoring.svc:9090"]},
 }
 
 # Items of list fields that hold names (their properties are arrays)

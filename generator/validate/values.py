@@ -41,7 +41,28 @@ def load_defaults(path: str | Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: values must be a mapping, got {type(data).__name__}")
+    return _with_subcharts(data, Path(path).resolve().parent / "charts")
+
+
+def _with_subcharts(data: dict[str, Any], charts: Path) -> dict[str, Any]:
+    """Helm's view of a parent chart's values: each subchart under charts/<name>/ reads the key
+    <name>, its own defaults overridden by the parent's (kube-prometheus-stack's `grafana.dashboards`
+    is a key of its grafana subchart, not of its own values.yaml)."""
+    if not charts.is_dir():
+        return data
+    for sub in sorted(charts.iterdir()):
+        values = sub / "values.yaml"
+        if not values.is_file() or (sub.name in data and not isinstance(data[sub.name], dict)):
+            continue
+        data[sub.name] = _merge(load_defaults(values), data.get(sub.name) or {})
     return data
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _key(path: str, key: Any) -> str:

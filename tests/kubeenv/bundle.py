@@ -70,6 +70,14 @@ def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubern
     return nodes
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1's `=` (the "value" type) read as the string it is in YAML 1.2, as the API server reads it:
+    the Prometheus Operator's CRDs (kube-prometheus-stack) list `=` among the relabel actions."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
+
+
 def helm_template(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_version: str) -> list[dict[str, Any]]:
     chart = charts_dir() / rel["chart"] / rel["version"]
     assert chart.is_dir(), f"chart {rel['chart']} {rel['version']} not in {charts_dir()}"
@@ -82,7 +90,10 @@ def helm_template(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
         args += ["-f", str(values)]
     r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, f"helm template {rel['name']}: {r.stderr[-3000:]}"
-    return [o for o in yaml.safe_load_all(r.stdout) if o]
+    docs = [o for o in yaml.load_all(r.stdout, Loader=_Loader) if o]
+    # a `kind: List` (kube-prometheus-stack's additionalServiceMonitors) goes in as its items, as Helm
+    # installs it (its resource builder flattens lists)
+    return [i for o in docs for i in ((o.get("items") or []) if o.get("kind") == "List" else [o])]
 
 
 def kueue_configuration(objs: list[dict[str, Any]]) -> dict[str, Any]:

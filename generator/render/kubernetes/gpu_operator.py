@@ -27,6 +27,7 @@ from ...decide.plan import Plan, PoolSlice
 from ...spec.fabric import LABEL_PLANE
 from ...spec.hardware import MigLayout
 from ...yamlio import dump_yaml
+from . import metrics
 
 RDMA_FABRICS = ("infiniband", "roce")
 
@@ -155,6 +156,14 @@ def profile(plan: Plan) -> list[str]:
     return out
 
 
+def gdrcopy(plan: Plan) -> bool:
+    """GDRCopy where the operator runs the driver (its sidecar needs the driver container: bare metal)
+    and a GPU pool of Kubernetes-run nodes is a data-center GPU (GDRCopy needs GPUDirect RDMA, which
+    GeForce boards lack: NVIDIA/gdrcopy README "Tesla or Quadro class GPUs")."""
+    types = {s.gpu_type for s in kube_managed_slices(plan) if s.gpu_type}
+    return plan.bare_metal and bool(types) and not all("geforce" in t for t in types)
+
+
 def _driver(plan: Plan) -> dict[str, Any]:
     # Bare metal: the operator owns the driver (kernel-matched, upgraded node by node). Elsewhere
     # the node image ships one, and a second driver container would fight it.
@@ -178,6 +187,16 @@ def values(plan: Plan) -> dict[str, Any]:
         # The ServiceMonitor is created only where the Prometheus Operator's CRD exists.
         "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
     }
+    if metrics.installed(plan):
+        # the node's name on every DCGM series as `node` (values.yaml's own relabeling example), as
+        # node-exporter's carry it: the alerts join a node's GPUs and RDMA ports (render/kubernetes/metrics.py)
+        values["dcgmExporter"]["serviceMonitor"]["relabelings"] = [dict(metrics.NODE_RELABELING)]
+    if gdrcopy(plan):
+        # GDRCopy's gdrdrv, a sidecar of the operator's driver pod (getting-started.rst, gdrcopy.enabled:
+        # "the GDRCopy Driver runs as a sidecar container in the GPU driver pod"): NCCL/NVSHMEM's low-latency
+        # GPU-memory copies over GPUDirect RDMA; on where the references turn it on (Soperator's nodesets
+        # gdrCopyEnabled: true, NVIDIA's AKS/DeepEP recipe gdrcopy.enabled=true)
+        values["gdrcopy"] = {"enabled": True}
     if migs:
         # The MIG manager applies the layout named by each node's nvidia.com/mig.config label
         # (node-labels.sh sets it) from this ConfigMap; mig-parted's default layouts put each

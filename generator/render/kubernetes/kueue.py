@@ -22,6 +22,7 @@ from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, content_name, devices, gpu_resou
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
+RELEASE_METRICS = "kube-prometheus-stack"
 COVERED = ("cpu", "memory")  # then common.gpu_resources: the order every flavor's resources must follow
 MAX_FLAVORS = 64  # ClusterQueue resourceGroups[].flavors maxItems
 
@@ -205,4 +206,9 @@ def kueue_config(plan: Plan) -> dict[str, Any]:
 
 
 def values(plan: Plan) -> dict[str, Any]:
-    return {"managerConfig": {"controllerManagerConfigYaml": dump_yaml(kueue_config(plan)).decode()}}
+    out: dict[str, Any] = {"managerConfig": {"controllerManagerConfigYaml": dump_yaml(kueue_config(plan)).decode()}}
+    if RELEASE_METRICS in plan.charts:
+        # the chart's ServiceMonitor of Kueue's metrics (kueue_pending_workloads: the stuck-gang alert,
+        # render/kubernetes/metrics.py); the release waits for kube-prometheus-stack's CRDs
+        out["enablePrometheus"] = True
+    return out
