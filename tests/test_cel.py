@@ -446,7 +446,7 @@ def test_broken_rules_are_findings_at_their_line(planned, tmp_path):
     """Through validate_bundle: `path:line: Kind name: path: message`, like the CRD schema findings."""
     root = tmp_path / "b"
     shutil.copytree(planned("research-lab"), root)
-    topo = root / "kubernetes/manifests/30-topology.yaml"
+    topo = root / "kubernetes/manifests/18-topology.yaml"
     topo.write_text(topo.read_text().replace("nodeLabel: orchgen.io/leaf", "nodeLabel: orchgen.io/spine"))
     kueue = root / "kubernetes/manifests/20-kueue.yaml"
     kueue.write_text(kueue.read_text().replace("  nodeLabels:\n    orchgen.io/plane: kubernetes\n"
@@ -459,7 +459,7 @@ def test_broken_rules_are_findings_at_their_line(planned, tmp_path):
     flavor = next(d["metadata"]["name"] for d in yaml.safe_load_all(kueue.read_text())
                   if d and d["kind"] == "ResourceFlavor" and d["spec"]["nodeLabels"] == {})
     assert re.fullmatch(r"research-lab-fabric-[0-9a-f]{8}", topology) and re.fullmatch(r"l40s-[0-9a-f]{8}", flavor)
-    assert f"kubernetes/manifests/30-topology.yaml:{levels}: Topology {topology}: spec.levels: " \
+    assert f"kubernetes/manifests/18-topology.yaml:{levels}: Topology {topology}: spec.levels: " \
            "must be unique" in errors, errors
     assert f"kubernetes/manifests/20-kueue.yaml:{spec_line}: ResourceFlavor {flavor}: spec: at least one nodeLabel " \
            "is required when topology is set" in errors, errors
@@ -499,7 +499,7 @@ def test_replan_that_changes_topology_levels_is_rejected(scheduler, planned, tmp
     old = planned("baremetal-k8s-training", gang_scheduler=scheduler)
     new = write_bundle(_refabric("baremetal-k8s-training", nodes_per_leaf=4096)(gang_scheduler=scheduler),
                        tmp_path / "new")
-    path = "kubernetes/manifests/30-topology.yaml"
+    path = "kubernetes/manifests/18-topology.yaml"
     old_name = next(d["metadata"]["name"] for d in yaml.safe_load_all((old / path).read_text()))
     new_name = next(d["metadata"]["name"] for d in yaml.safe_load_all((new / path).read_text()))
     # As planned, the Topology is named after its levels (common.content_name): a new one beside

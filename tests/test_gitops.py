@@ -199,12 +199,15 @@ def test_built_stream_holds_exactly_the_expected_objects(bundles, name, mode):
         # Only Applications: one per release, then one for the manifests, which builds them from
         # kubernetes/ (the previous test proves that build is exactly the manifests).
         assert all(o["kind"] == "Application" for o in built)
-        assert [a["metadata"]["name"] for a in built] == [f"{plan_name}-{r['name']}" for r in rels] + [
+        before = [f"{plan_name}-prerequisites"] if (root / "kubernetes/prerequisites").is_dir() else []
+        assert [a["metadata"]["name"] for a in built] == before + [f"{plan_name}-{r['name']}" for r in rels] + [
             f"{plan_name}-manifests"]
         src = manifests_app(built, plan_name)["spec"]["source"]
         assert src["path"] == f"{plan_name}/kubernetes" and manifests
     else:
-        assert [(o["kind"], o["metadata"]["name"]) for o in built] == [
+        before = ([("Kustomization", f"{plan_name}-prerequisites")]
+                  if (root / "kubernetes/prerequisites").is_dir() else [])
+        assert [(o["kind"], o["metadata"]["name"]) for o in built] == before + [
             ("Kustomization", f"{plan_name}-releases"), ("Kustomization", f"{plan_name}-manifests")]
         inner = kustomize(root / "gitops/releases")
         assert [o["metadata"]["name"] for o in inner if o["kind"] == "HelmRelease"] == [r["name"] for r in rels]
@@ -403,14 +406,15 @@ def test_argocd_sync_waves_put_crd_owners_before_their_users(bundles, name):
 def test_argocd_writes_one_application_per_release_and_one_for_the_manifests(bundles, name):
     root = bundles(name, "argocd")
     rels = releases_of(root)
+    before = ["prerequisites.yaml"] if (root / "kubernetes/prerequisites").is_dir() else []
     assert sorted(p.name for p in (root / "gitops/apps").iterdir()) == sorted(
-        [f"{r['name']}.yaml" for r in rels] + ["manifests.yaml"])
+        [f"{r['name']}.yaml" for r in rels] + ["manifests.yaml"] + before)
     assert not (root / "gitops/manifests").exists()  # the waves live on the Applications now
     apps = [load_all(p.read_bytes()) for p in sorted((root / "gitops/apps").iterdir())]
     assert all(len(docs) == 1 and docs[0]["kind"] == "Application" for docs in apps)
     objs = [docs[0] for docs in apps]
     assert sorted(release_apps(objs)) == sorted(r["name"] for r in rels)
-    assert len(objs) == len(rels) + 1
+    assert len(objs) == len(rels) + 1 + len(before)
 
 
 @pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
@@ -428,7 +432,8 @@ def test_argocd_root_application_syncs_the_gitops_directory(bundles, name):
     holders = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
                      and placeholder in p.read_text())
     readme = [] if name == "sample" else ["README.md"]  # the sample is rendered without a README
-    assert holders == readme + ["gitops/apps/manifests.yaml", "gitops/bootstrap/root-app.yaml"]
+    before = ["gitops/apps/prerequisites.yaml"] if (root / "kubernetes/prerequisites").is_dir() else []
+    assert holders == readme + ["gitops/apps/manifests.yaml"] + before + ["gitops/bootstrap/root-app.yaml"]
     if readme:  # ... where the README tells the operator to set the option, not to edit files
         text = (root / "README.md").read_text()
         assert "does not set `options.gitops_repo`" in text and "plan again" in text

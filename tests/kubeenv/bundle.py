@@ -151,6 +151,15 @@ def manifests(cluster: Cluster, bundle: Path) -> list[dict[str, Any]]:
     return objs
 
 
+def prerequisites(bundle: Path) -> list[dict[str, Any]]:
+    """kubernetes/prerequisites/ by file name (`kubectl apply -f kubernetes/prerequisites/`): what the
+    provider needs before any release; [] where the bundle has none."""
+    objs: list[dict[str, Any]] = []
+    for f in sorted((bundle / "kubernetes" / "prerequisites").glob("*.yaml")):
+        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+    return objs
+
+
 def workloads(bundle: Path) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = []
     for f in sorted((bundle / "kubernetes" / "workloads").glob("*.yaml")):
@@ -167,6 +176,10 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
     # node-labels.sh before anything schedules (README: "1. The nodes ... (before `pulumi up`)"): a
     # Slurm node's NoSchedule taint does not move pods already bound there
     labels = run_node_labels(cluster, bundle) if (bundle / "kubernetes" / "node-labels.sh").is_file() else None
+    # the README's install order: the provider's prerequisites, the releases, the manifests
+    before = prerequisites(bundle)
+    if before:
+        cluster.apply(before)
     dropped: list[str] = []
     for rel in releases(bundle):
         dropped += apply_release(cluster, rel, bundle, kube_version)
