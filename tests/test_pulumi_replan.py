@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from generator.render import render
+from tests import kube_order as ko
 from tests._consumers import require
 from tests.support import plan_of as support_plan_of
 from tests.test_replan import REPLANS, identity, objects
@@ -51,39 +52,8 @@ class _Mocks(pulumi_mocks.ValidatingMocks if pulumi_mocks else object):  # type:
         super().__init__(lambda obj: [])
 
 
-Ident = tuple[str, str, str, str]
-
-
-def names(obj: dict[str, Any]) -> list[Ident]:
-    """The objects `obj` names whose deletion Kueue, KAI or Volcano hold while `obj` exists (their
-    finalizers), and its namespace: identities as tests/test_replan.identity gives them."""
-    group = obj["apiVersion"].rpartition("/")[0]
-    spec = obj.get("spec") or {}
-    out: list[Ident] = []
-    ns = obj["metadata"].get("namespace")
-    if ns:
-        out.append(("", "Namespace", "", ns))
-    if group == "kueue.x-k8s.io":
-        if obj["kind"] == "ResourceFlavor" and spec.get("topologyName"):
-            out.append((group, "Topology", "", spec["topologyName"]))
-        elif obj["kind"] == "ClusterQueue":
-            out += [(group, "ResourceFlavor", "", f["name"])
-                    for rg in spec.get("resourceGroups", []) for f in rg.get("flavors", [])]
-            if spec.get("cohort") or spec.get("cohortName"):
-                out.append((group, "Cohort", "", spec.get("cohortName") or spec.get("cohort")))
-        elif obj["kind"] == "LocalQueue":
-            out.append((group, "ClusterQueue", "", spec["clusterQueue"]))
-        elif obj["kind"] == "Cohort" and (spec.get("parentName") or spec.get("parent")):
-            out.append((group, "Cohort", "", spec.get("parentName") or spec.get("parent")))
-    elif group in ("scheduling.run.ai", "scheduling.volcano.sh") and obj["kind"] == "Queue":
-        parent = spec.get("parentQueue") or spec.get("parent")
-        if parent:
-            out.append((group, "Queue", "", parent))
-    elif group == "topology.volcano.sh" and obj["kind"] == "HyperNode":
-        out += [(group, "HyperNode", "", m["selector"]["exactMatch"]["name"])
-                for m in spec.get("members", []) if m.get("type") == "HyperNode"
-                and "exactMatch" in (m.get("selector") or {})]
-    return out
+Ident = ko.Ident
+names = ko.names  # what an object names, whose deletion a finalizer holds while it exists
 
 
 def _ident(inputs: dict[str, Any]) -> Ident:

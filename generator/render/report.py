@@ -44,8 +44,17 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {},
                                      gpu_operator_values=gpu_operator.values,
                                      provisioner_of=provisioner_of, topology_note=topology_note,
-                                     releases=[r for r in helm.releases(plan) if r["name"] in helm.VALUES]),
+                                     releases=_written_releases(plan)),
     }
+
+
+def _written_releases(plan: Plan) -> list[dict[str, object]]:
+    """The releases releases.yaml lists (the Slurm-on-Kubernetes ones too), in install order: the
+    checklist's helm commands install every one of them."""
+    from . import slurm_on_kubernetes_values
+
+    builders = {**helm.VALUES, **slurm_on_kubernetes_values()}
+    return [r for r in helm.releases(plan) if r["name"] in builders]
 
 
 def gpu_quota(plan: Plan, tenant: object) -> str:
