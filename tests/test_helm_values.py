@@ -187,7 +187,7 @@ def test_every_values_key_exists_in_the_upstream_chart_defaults(plan: Plan) -> N
 def test_unknown_keys_would_be_caught() -> None:
     """The oracle bites: a misspelt or version-foreign key is reported."""
     assert unknown_keys({"driver": {"rdma": {"enable": True}}}, upstream_defaults("gpu-operator"))
-    assert unknown_keys({"kaiConfigDeployer": {"enabled": False}}, upstream_defaults("kai-scheduler"))
+    assert unknown_keys({"admission": {"gpuFractionRuntimeClass": ""}}, upstream_defaults("kai-scheduler"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -502,9 +502,26 @@ def test_kuberay_scheduler_name_is_one_kuberay_accepts(plan: Plan) -> None:
 def test_kai_images_come_from_the_published_registry() -> None:
     for case in [c for c in CASES if case_plan(c).gang_scheduler == "kai"]:
         values = values_of(case_plan(case), "kai-scheduler")
-        assert values["global"]["registry"] == "ghcr.io/nvidia/kai-scheduler"
+        assert values["global"]["registry"] == "ghcr.io/kai-scheduler/kai-scheduler"  # its new home
         assert upstream_defaults("kai-scheduler")["global"]["registry"] != values["global"]["registry"]
         assert values["defaultQueue"]["createDefaultQueue"] is False
+        # v0.17.0: the Config as a plain resource (GitOps mode), and no runtime-class override
+        assert values["kaiConfigDeployer"] == {"enabled": False} and values["kaiConfig"] == {"render": True}
+        assert "admission" not in values
+
+
+def test_kai_before_its_move_comes_from_its_old_home_with_nvidias_runtime_class_fix() -> None:
+    """An options.versions override older than v0.17.0 is fetched from ghcr.io/nvidia and gets
+    NVIDIA's recipe's `admission.gpuPodRuntimeClassName: ""` (a key v0.13.0's defaults have)."""
+    plan = synth(**SYNTHETIC["kai-ethernet-cloud-ray"], versions={"kai-scheduler": "v0.13.0"})
+    rel = next(r for r in released(plan) if r["name"] == "kai-scheduler")
+    assert rel["repo"] == "oci://ghcr.io/nvidia/kai-scheduler" and rel["version"] == "v0.13.0"
+    values = values_of(plan, "kai-scheduler")
+    assert values["global"]["registry"] == "ghcr.io/nvidia/kai-scheduler"
+    assert values["admission"] == {"gpuPodRuntimeClassName": ""} and "kaiConfig" not in values
+    old_defaults = load_defaults(reference_dir() / "kai-scheduler" / "values.yaml")
+    assert old_defaults["admission"]["gpuPodRuntimeClassName"] == "nvidia"  # what it overrides
+    assert unknown_keys(values, old_defaults) == []
 
 
 def test_cert_manager_installs_its_crds_and_keeps_them() -> None:

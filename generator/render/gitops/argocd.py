@@ -187,15 +187,16 @@ def root_application(plan: Plan) -> dict[str, Any]:
 UNSUPPORTED = {c.component: why for c in CATALOG.values() if (why := c.unsupported_by("argocd"))}
 
 
-def unsupported(component: str) -> str | None:
-    """Why Argo CD cannot install a release of `component`, read from its chart record now."""
+def unsupported(component: str, version: str | None = None) -> str | None:
+    """Why Argo CD cannot install a release of `component` (at `version`), read from its chart
+    record now."""
     chart = CATALOG.get(component)
-    return chart.unsupported_by("argocd") if chart else None
+    return chart.unsupported_by("argocd", version) if chart else None
 
 
 def render(plan: Plan, releases: list[Release], prerequisites: bool = False) -> dict[str, bytes]:
     for rel in releases:
-        why = unsupported(rel.name)
+        why = unsupported(rel.name, rel.version)
         if why:
             raise OrchgenError(f"gitops argocd cannot install {rel.name} {rel.version}: {why}",
                                field="options.gitops")

@@ -53,8 +53,10 @@ def topology(plan: Plan) -> list[dict[str, Any]]:
 # --- the kai-scheduler release's values ------------------------------------------------------
 
 def values(plan: Plan) -> dict[str, Any]:
+    from ...catalog import version_key
+
     chart = plan.charts["kai-scheduler"]
-    return {
+    out: dict[str, Any] = {
         # The chart in git points at registry/local/kai-scheduler; the release workflow rewrites it
         # to the registry it publishes to, which is where the chart itself comes from.
         "global": {"registry": chart.repo.removeprefix("oci://").rstrip("/")},
@@ -65,3 +67,22 @@ def values(plan: Plan) -> dict[str, Any]:
         # that read the live cluster make GitOps renders differ from installs.
         "topologyMigration": {"enabled": False},
     }
+    if version_key(chart.version) >= (0, 17):
+        # The Config CR as a plain chart resource, not a post-install hook's job (values.yaml at
+        # v0.17.0: "For GitOps/ArgoCD installs disable this and set kaiConfig.render=true",
+        # docs/gitops/README.md): tracked and self-healed by every delivery path, and Argo CD's
+        # first sync no longer waits on a hook (catalog.KAI_ARGOCD).
+        out["kaiConfigDeployer"] = {"enabled": False}
+        out["kaiConfig"] = {"render": True}
+        # No runtime-class override: from v0.17.0 KAI sets a runtimeClassName only on GPU-fraction
+        # pods (admission.gpuFractionRuntimeClassName; gpuPodRuntimeClassName is deprecated), and
+        # orchgen leaves GPU sharing off (global.gpuSharing: false), so whole-GPU pods keep the
+        # GPU Operator's default runtime. NVIDIA's recipe dropped its override with v0.17 too
+        # (NVIDIA/aicr recipes/components/kai-scheduler/values.yaml, pinned at KAI v0.17.2).
+    else:
+        # Before v0.17.0 KAI gave every GPU pod runtimeClassName `nvidia`; GPU Operator v25.10.0
+        # and later make nvidia containerd's default runtime, so that injection takes the CDI path
+        # and pods fail with "unresolvable CDI devices". NVIDIA's recipe sets it to "" (NVIDIA/aicr
+        # recipes/components/kai-scheduler/values.yaml at KAI v0.14.1; "" is honoured from v0.13.0).
+        out["admission"] = {"gpuPodRuntimeClassName": ""}
+    return out
