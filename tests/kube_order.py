@@ -132,7 +132,7 @@ def argocd_path(bundle: Path) -> Path_:
     """Sync waves of the Applications; each object takes the wave of the Application that syncs it
     (one wave waits for the previous one's health: the README's Application health check)."""
     path = Path_("argocd")
-    name = bundle.name
+    name = yaml.safe_load((bundle / "plan.json").read_text())["name"]
     apps = {}
     for f in sorted((bundle / "gitops" / "apps").glob("*.yaml")):
         app = yaml.safe_load(f.read_text())

@@ -23,7 +23,6 @@ import yaml
 
 from generator import bundle, spec
 from generator.decide import make_plan
-from generator.errors import OrchgenError
 from generator.render import render
 from generator.validate import kube_checks
 from generator.validate.bundle_checks import open_bundle, validate_bundle
@@ -251,11 +250,6 @@ def _present(obj: Any, location: str) -> bool:
 @pytest.mark.parametrize("example", [p.stem for p in all_examples()])
 def test_every_custom_resource_of_every_example_passes_its_rules(example, gitops, tmp_path):
     fleet = fleet_of(example, **({"gitops": gitops} if gitops else {}))
-    if gitops == "argocd" and make_plan(fleet, "x.yaml").gang_scheduler == "kai":
-        # refused by design (gitops/argocd.py UNSUPPORTED): KAI's pre-install hook runs before its CRDs
-        with pytest.raises(OrchgenError, match="gitops argocd cannot install kai-scheduler"):
-            write_bundle(fleet, tmp_path / "b")
-        return
     root = write_bundle(fleet, tmp_path / "b")
     evaluated = expected = 0
     for doc in custom_resources(root):

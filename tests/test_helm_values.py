@@ -45,12 +45,14 @@ SLURM = {"name": "pretrain", "nodes": 4, "tightly_coupled": True, "bare_metal": 
 def synth(*, gang: str = "auto", bare_metal: bool = False, fabric: str = "ethernet", k3s: bool = False,
           ray: bool = False, tenants: int = 2, hybrid: str | None = None,
           versions: dict[str, str] | None = None, provider: str = "generic", distribution: str = "upstream",
-          node_labels: dict[str, str] | None = None, gpu: str = "h100") -> Plan:
+          node_labels: dict[str, str] | None = None, gpu: str = "h100", gitops: str | None = None) -> Plan:
     """A small fleet; `hybrid` = slinky | soperator | partitioned adds a Slurm workload."""
     workloads = [dict(TRAIN, bare_metal=False), dict(SERVE, bare_metal=False)]
     if ray:
         workloads.append(dict(RAY, bare_metal=False))
     options: dict[str, Any] = {"gang_scheduler": gang, "versions": versions or {}}
+    if gitops:
+        options["gitops"] = gitops
     if hybrid:
         workloads.insert(0, dict(SLURM))
         options["slurm_on_kubernetes"] = {"partitioned": "none"}.get(hybrid, hybrid)
@@ -505,8 +507,9 @@ def test_kai_images_come_from_the_published_registry() -> None:
         assert values["global"]["registry"] == "ghcr.io/kai-scheduler/kai-scheduler"  # its new home
         assert upstream_defaults("kai-scheduler")["global"]["registry"] != values["global"]["registry"]
         assert values["defaultQueue"]["createDefaultQueue"] is False
-        # v0.17.0: the Config as a plain resource (GitOps mode), and no runtime-class override
-        assert values["kaiConfigDeployer"] == {"enabled": False} and values["kaiConfig"] == {"render": True}
+        # v0.17.0: the chart's Config deployer hook (a release upgraded from v0.13.0 keeps working;
+        # Argo CD renders it instead: test_cel), and no runtime-class override
+        assert "kaiConfig" not in values and "kaiConfigDeployer" not in values
         assert "admission" not in values
 
 
@@ -574,3 +577,17 @@ def test_readme_section_agrees_with_the_values(plan: Plan) -> None:
     assert ("/run/k3s/containerd/containerd.sock" in section) == any(
         e["value"] == "/run/k3s/containerd/containerd.sock" for e in values.get("toolkit", {}).get("env", []))
     assert ("`toolkit.enabled: false`" in section) == (values.get("toolkit", {}).get("enabled") is False)
+
+
+def test_argocd_installs_kai_from_v0_17_with_the_config_rendered_and_refuses_older() -> None:
+    """Argo CD runs KAI's pre-install hooks as PreSync, before the chart's CRDs: v0.13.0's Config hook
+    failed there; v0.17.0 renders the Config as a plain resource (kaiConfig.render), as KAI's
+    values.yaml asks for Argo CD."""
+    plan = synth(**SYNTHETIC["kai-ethernet-cloud-ray"], gitops="argocd")
+    values = values_of(plan, "kai-scheduler")
+    assert values["kaiConfig"] == {"render": True} and values["kaiConfigDeployer"] == {"enabled": False}
+    assert unknown_keys(values, upstream_defaults("kai-scheduler")) == []
+    assert "gitops/apps/kai-scheduler.yaml" in render_bundle(plan)
+    old = synth(**SYNTHETIC["kai-ethernet-cloud-ray"], gitops="argocd", versions={"kai-scheduler": "v0.13.0"})
+    with pytest.raises(OrchgenError, match="gitops argocd cannot install kai-scheduler v0.13.0"):
+        render_bundle(old)

@@ -60,11 +60,13 @@ KUBE = _kube_examples()
 
 
 @functools.cache
-def _bundle(example: str, mode: str, root: str) -> Path:
+def _bundle(example: str, mode: str, root: str, gang: str | None = None) -> Path:
     data = yaml.safe_load((EXAMPLES / f"{example}.yaml").read_text())
     data = copy.deepcopy(data)
     data.setdefault("options", {})["gitops"] = mode
-    out = Path(root) / example
+    if gang:
+        data["options"]["gang_scheduler"] = gang
+    out = Path(root) / (example + (f"+{gang}" if gang else ""))
     for rel, blob in render(_plan(data)).items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_bytes(blob)
@@ -75,11 +77,11 @@ def _bundle(example: str, mode: str, root: str) -> Path:
 def bundle(tmp_path_factory):
     roots: dict[str, Path] = {}
 
-    def get(example: str, mode: str) -> Path:
+    def get(example: str, mode: str, gang: str | None = None) -> Path:
         if mode not in roots:
             roots[mode] = tmp_path_factory.mktemp(mode)
         try:
-            return _bundle(example, mode, str(roots[mode]))
+            return _bundle(example, mode, str(roots[mode]), gang)
         except Exception as e:  # Argo CD refuses some releases (catalog gitops_unsupported)
             if "gitops argocd cannot install" in str(e):
                 pytest.skip(f"{example}: {e}")
@@ -242,12 +244,15 @@ def violations(path: ko.Path_, bundle: Path, charts: Charts, operator_crds: bool
     return out
 
 
-CASES = [(e, m) for e in KUBE for m in ("argocd", "flux")]
+# every example as it is, and under KAI (v0.17.0: Argo CD installs it) and Volcano
+CASES = [(e, m, None) for e in KUBE for m in ("argocd", "flux")] + [
+    ("oke-training", m, g) for g in ("kai", "volcano") for m in ("argocd", "flux")]
 
 
-@pytest.mark.parametrize(("example", "mode"), CASES, ids=[f"{e}-{m}" for e, m in CASES])
-def test_every_delivery_path_orders_by_the_rules(example, mode, bundle):
-    b = bundle(example, mode)
+@pytest.mark.parametrize(("example", "mode", "gang"), CASES,
+                         ids=[f"{e}{'+' + g if g else ''}-{m}" for e, m, g in CASES])
+def test_every_delivery_path_orders_by_the_rules(example, mode, gang, bundle):
+    b = bundle(example, mode, gang)
     charts = Charts(b)
     paths = [ko.kubectl_path(b), ko.argocd_path(b) if mode == "argocd" else ko.flux_path(b)]
     found = [v for p in paths for v in violations(p, b, charts)]

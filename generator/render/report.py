@@ -46,7 +46,8 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      provisioner_of=provisioner_of, topology_note=topology_note,
                                      releases=_written_releases(plan),
                                      kai_gitops_config="kai-scheduler" in plan.charts and "kaiConfig" in
-                                     kai.values(plan)),
+                                     kai.values(plan),
+                                     kai_v17="kai-scheduler" in plan.charts and "admission" not in kai.values(plan)),
     }
 
 

@@ -67,19 +67,21 @@ def values(plan: Plan) -> dict[str, Any]:
         # that read the live cluster make GitOps renders differ from installs.
         "topologyMigration": {"enabled": False},
     }
-    if version_key(chart.version) >= (0, 17):
-        # The Config CR as a plain chart resource, not a post-install hook's job (values.yaml at
-        # v0.17.0: "For GitOps/ArgoCD installs disable this and set kaiConfig.render=true",
-        # docs/gitops/README.md): tracked and self-healed by every delivery path, and Argo CD's
-        # first sync no longer waits on a hook (catalog.KAI_ARGOCD).
+    if version_key(chart.version) >= (0, 17) and plan.gitops == "argocd":
+        # Argo CD: the Config CR as a plain chart resource, not a post-install hook's job (values.yaml
+        # at v0.17.0: "For GitOps/ArgoCD installs disable this and set kaiConfig.render=true",
+        # docs/gitops/README.md), so Argo CD tracks and self-heals it (catalog.KAI_ARGOCD). Helm,
+        # Pulumi and Flux keep the chart's deployer hook: a release upgraded from v0.13.0, whose
+        # pre-install hook created kai-config outside the release, would otherwise fail on Helm's
+        # ownership check of a rendered kai-config (Argo CD never installed v0.13.0).
         out["kaiConfigDeployer"] = {"enabled": False}
         out["kaiConfig"] = {"render": True}
-        # No runtime-class override: from v0.17.0 KAI sets a runtimeClassName only on GPU-fraction
-        # pods (admission.gpuFractionRuntimeClassName; gpuPodRuntimeClassName is deprecated), and
-        # orchgen leaves GPU sharing off (global.gpuSharing: false), so whole-GPU pods keep the
-        # GPU Operator's default runtime. NVIDIA's recipe dropped its override with v0.17 too
-        # (NVIDIA/aicr recipes/components/kai-scheduler/values.yaml, pinned at KAI v0.17.2).
-    else:
+    # No runtime-class override from v0.17.0: KAI sets a runtimeClassName only on GPU-fraction
+    # pods there (admission.gpuFractionRuntimeClassName; gpuPodRuntimeClassName is deprecated),
+    # and orchgen leaves GPU sharing off (global.gpuSharing: false), so whole-GPU pods keep the
+    # GPU Operator's default runtime. NVIDIA's recipe dropped its override with v0.17 too
+    # (NVIDIA/aicr recipes/components/kai-scheduler/values.yaml, pinned at KAI v0.17.2).
+    if version_key(chart.version) < (0, 17):
         # Before v0.17.0 KAI gave every GPU pod runtimeClassName `nvidia`; GPU Operator v25.10.0
         # and later make nvidia containerd's default runtime, so that injection takes the CDI path
         # and pods fail with "unresolvable CDI devices". NVIDIA's recipe sets it to "" (NVIDIA/aicr
