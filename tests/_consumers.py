@@ -54,7 +54,8 @@ def crd_paths() -> list[Path]:
     from generator.catalog import CATALOG
 
     ref = reference_dir()
-    out = [p for p in sorted(ref.iterdir()) if p.is_dir() and p.name not in PINNED_PAST_REFERENCE]
+    out = [p for p in sorted(ref.iterdir()) if p.is_dir() and p.name not in PINNED_PAST_REFERENCE
+           and any("CustomResourceDefinition" in f.read_text(errors="replace") for f in p.rglob("*.yaml"))]
     for name in PINNED_PAST_REFERENCE:
         crds = charts_dir() / name / CATALOG[name].version / "crds"
         require(crds.is_dir(), f"{name} {CATALOG[name].version}'s CRDs not at {crds}")
