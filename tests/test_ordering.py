@@ -298,3 +298,17 @@ def test_operator_applied_crds_precede_their_resources(bundle):
     charts = Charts(b)
     found = [v for p in (ko.kubectl_path(b), ko.flux_path(b)) for v in violations(p, b, charts, operator_crds=True)]
     assert found == []
+
+
+def test_the_crd_and_webhook_rules_have_teeth(bundle):
+    """Argo CD's manifests Application in the wave of Kueue's release: its custom resources would
+    come before their CRD and before the webhook that admits them."""
+    b = bundle("gke-training", "argocd")
+    charts = Charts(b)
+    path = ko.argocd_path(b)
+    kueue = path.rank[("release", "kueue")]
+    for node in [n for n in path.rank if n[0] == "object"]:
+        path.rank[node] = kueue
+    found = violations(path, b, charts)
+    assert any("not after kueue (its CRD)" in v for v in found), found
+    assert any("not after kueue, whose webhook intercepts it" in v for v in found), found
