@@ -620,11 +620,16 @@ def test_helm_repository_names_are_dns_labels():
     assert all(re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", n) for n in names)
 
 
-def test_kai_under_argocd_is_refused_in_one_line(tmp_path):
+def test_kai_before_v0_17_under_argocd_is_refused_in_one_line(tmp_path):
     """KAI 0.13's Config is a pre-install Helm hook, which Argo CD runs before the chart's CRDs
-    exist: orchgen refuses the combination, naming the field; Flux and Kustomize modes plan."""
+    exist: orchgen refuses the combination (an options.versions override older than v0.17.0),
+    naming the field; Flux and Kustomize modes plan, and so does Argo CD with the pinned v0.17.0."""
     data = yaml.safe_load((REPO / "examples/cloud-training.yaml").read_text())
     data["options"].update(gang_scheduler="kai", gitops="argocd")
+    fresh = tmp_path / "fresh.yaml"
+    fresh.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert run_orchgen("plan", fresh, "-o", tmp_path / "v17").returncode == 0
+    data["options"].setdefault("versions", {})["kai-scheduler"] = "v0.13.0"
     src = tmp_path / "kai.yaml"
     src.write_text(yaml.safe_dump(data, sort_keys=False))
     proc = run_orchgen("plan", src, "-o", tmp_path / "out")
