@@ -35,6 +35,9 @@ class Chart:
     needed_when: tuple[str, ...] = ()
     crds_in_templates: bool = False  # its CRDs sit in templates/: `helm uninstall` would delete them
     gitops_unsupported: tuple[tuple[str, str], ...] = ()  # (GitOps mode, why it cannot install it)
+    # (GitOps mode, the first chart version that mode can install): `gitops_unsupported` then holds
+    # only for an older version (a fleet's options.versions override)
+    gitops_supported_from: tuple[tuple[str, str], ...] = ()
     readme_part: str = ""  # the README part that describes it: templates/readme/<readme_part>.md.j2
     no_reference_why: str = ""  # why the reference data holds no defaults of it (then it sets no values)
 
@@ -42,9 +45,20 @@ class Chart:
     def installs_crds(self) -> bool:
         return bool(self.crd_groups)
 
-    def unsupported_by(self, mode: str) -> str | None:
-        """Why GitOps `mode` cannot install this chart; None when it can."""
+    def unsupported_by(self, mode: str, version: str | None = None) -> str | None:
+        """Why GitOps `mode` cannot install this chart at `version` (default: the pinned one); None
+        when it can."""
+        since = dict(self.gitops_supported_from).get(mode)
+        if since and version_key(version or self.version) >= version_key(since):
+            return None
         return dict(self.gitops_unsupported).get(mode)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A chart version's release numbers (v0.17.0 -> (0, 17, 0)); pre-release suffixes ignored."""
+    import re
+
+    return tuple(int(n) for n in re.findall(r"\d+", version.split("-")[0].split("+")[0])[:3])
 
 
 # Charts whose CRDs sit in templates/ (not crds/) with no values key for `helm.sh/resource-policy:
@@ -56,13 +70,23 @@ class Chart:
 #
 # GitOps: KAI v0.13.0's chart creates its Config (kai.scheduler/v1) in a pre-install Helm hook,
 # which Argo CD runs as a PreSync hook, before it applies the chart's crds/: the first sync fails
-# on a kind the cluster does not know yet. The GitOps mode of later KAI releases
-# (kaiConfigDeployer.enabled=false, kaiConfig.render=true) does not exist in v0.13.0's values.
-# Helm itself (Pulumi, Flux) installs crds/ before any hook, so only Argo CD is refused.
-KAI_ARGOCD = ("KAI Scheduler's chart creates its Config in a pre-install Helm hook, which Argo CD "
-              "runs as PreSync before the chart's CRDs exist, so the first sync fails; use "
-              "options.gitops flux or kustomize (Pulumi installs the releases), or "
-              "options.gang_scheduler kueue or volcano")
+# on a kind the cluster does not know yet. From v0.17.0 on, the chart renders the Config as a plain
+# resource instead (kaiConfig.render=true with kaiConfigDeployer.enabled=false, its values.yaml:
+# "For GitOps/ArgoCD installs disable this and set kaiConfig.render=true"), which orchgen sets, so
+# Argo CD is refused only for an options.versions override older than v0.17.0. Helm itself
+# (Pulumi, Flux) installs crds/ before any hook.
+KAI_ARGOCD = ("KAI Scheduler's chart before v0.17.0 creates its Config in a pre-install Helm hook, "
+              "which Argo CD runs as PreSync before the chart's CRDs exist, so the first sync fails; "
+              "use KAI v0.17.0 or later, options.gitops flux or kustomize (Pulumi installs the "
+              "releases), or options.gang_scheduler kueue or volcano")
+# KAI moved from NVIDIA's GitHub organisation to its own (kai-scheduler/KAI-Scheduler); v0.17.0
+# is its newest valid release there, published as oci://ghcr.io/kai-scheduler/kai-scheduler/
+# kai-scheduler (.github/workflows/push-artifacts.yaml at v0.17.0; ../shared/charts/PROVENANCE.tsv).
+# Releases before the move stay at their old home (oci://ghcr.io/nvidia/kai-scheduler): an
+# options.versions override older than the move is fetched there (`chart`).
+KAI_HOME = "oci://ghcr.io/kai-scheduler/kai-scheduler"
+KAI_OLD_HOME = ("v0.17.0", "oci://ghcr.io/nvidia/kai-scheduler")  # (first release at KAI_HOME, old home)
+
 
 CATALOG: dict[str, Chart] = {
     c.component: c
@@ -119,9 +143,10 @@ CATALOG: dict[str, Chart] = {
                           "topology.volcano.sh"),
               values_reference="volcano", needed_when=("gang:volcano",), crds_in_templates=True,
               readme_part="kubernetes_queues"),
-        Chart("kai-scheduler", "oci://ghcr.io/nvidia/kai-scheduler", "kai-scheduler", "v0.13.0", "kai-scheduler",
-              crd_groups=("kai.scheduler", "scheduling.run.ai"), values_reference="kai-scheduler",
+        Chart("kai-scheduler", KAI_HOME, "kai-scheduler", "v0.17.0", "kai-scheduler",
+              crd_groups=("kai.scheduler", "scheduling.run.ai"), values_reference="kai-scheduler/v0.17.0",
               needed_when=("gang:kai",), gitops_unsupported=(("argocd", KAI_ARGOCD),),
+              gitops_supported_from=(("argocd", "v0.17.0"),),
               readme_part="kubernetes_queues"),
         # KubeRay's Volcano integration owns PodGroups: the operator does not start without their
         # CRD. KAI's integration only labels pods, but a RayCluster before KAI's webhooks would go
@@ -163,7 +188,11 @@ def chart(component: str, overrides: dict[str, str] | None = None) -> Chart:
     """The catalog entry with the fleet's version override applied."""
     entry = CATALOG[component]
     version = (overrides or {}).get(component)
-    return replace(entry, version=version) if version else entry
+    if not version:
+        return entry
+    if entry.repo == KAI_HOME and version_key(version) < version_key(KAI_OLD_HOME[0]):
+        return replace(entry, version=version, repo=KAI_OLD_HOME[1])  # published before the move
+    return replace(entry, version=version)
 
 
 # Namespaces a tenant may not take (issue 19): a tenant's name becomes a Kueue-managed namespace

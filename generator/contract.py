@@ -16,6 +16,11 @@ SLURM_DIR = "slurm"
 KUBE_DIR = "kubernetes"
 HELM_DIR = f"{KUBE_DIR}/helm"
 MANIFESTS_DIR = f"{KUBE_DIR}/manifests"
+# Objects a provider needs before any Helm release installs (GKE: the GPU Operator's namespace and
+# the ResourceQuota that admits its system-node-critical pods). Every delivery path applies them
+# first: the README's kubectl step, Pulumi (every release depends on them), Argo CD (the wave before
+# the releases), Flux (the Kustomization the releases' Kustomization depends on).
+PREREQUISITES_DIR = f"{KUBE_DIR}/prerequisites"
 WORKLOADS_DIR = f"{KUBE_DIR}/workloads"
 RELEASES_FILE = f"{HELM_DIR}/releases.yaml"
 PULUMI_DIR = "pulumi"

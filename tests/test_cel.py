@@ -23,7 +23,6 @@ import yaml
 
 from generator import bundle, spec
 from generator.decide import make_plan
-from generator.errors import OrchgenError
 from generator.render import render
 from generator.validate import kube_checks
 from generator.validate.bundle_checks import open_bundle, validate_bundle
@@ -251,11 +250,6 @@ def _present(obj: Any, location: str) -> bool:
 @pytest.mark.parametrize("example", [p.stem for p in all_examples()])
 def test_every_custom_resource_of_every_example_passes_its_rules(example, gitops, tmp_path):
     fleet = fleet_of(example, **({"gitops": gitops} if gitops else {}))
-    if gitops == "argocd" and make_plan(fleet, "x.yaml").gang_scheduler == "kai":
-        # refused by design (gitops/argocd.py UNSUPPORTED): KAI's pre-install hook runs before its CRDs
-        with pytest.raises(OrchgenError, match="gitops argocd cannot install kai-scheduler"):
-            write_bundle(fleet, tmp_path / "b")
-        return
     root = write_bundle(fleet, tmp_path / "b")
     evaluated = expected = 0
     for doc in custom_resources(root):
@@ -446,7 +440,7 @@ def test_broken_rules_are_findings_at_their_line(planned, tmp_path):
     """Through validate_bundle: `path:line: Kind name: path: message`, like the CRD schema findings."""
     root = tmp_path / "b"
     shutil.copytree(planned("research-lab"), root)
-    topo = root / "kubernetes/manifests/30-topology.yaml"
+    topo = root / "kubernetes/manifests/18-topology.yaml"
     topo.write_text(topo.read_text().replace("nodeLabel: orchgen.io/leaf", "nodeLabel: orchgen.io/spine"))
     kueue = root / "kubernetes/manifests/20-kueue.yaml"
     kueue.write_text(kueue.read_text().replace("  nodeLabels:\n    orchgen.io/plane: kubernetes\n"
@@ -459,7 +453,7 @@ def test_broken_rules_are_findings_at_their_line(planned, tmp_path):
     flavor = next(d["metadata"]["name"] for d in yaml.safe_load_all(kueue.read_text())
                   if d and d["kind"] == "ResourceFlavor" and d["spec"]["nodeLabels"] == {})
     assert re.fullmatch(r"research-lab-fabric-[0-9a-f]{8}", topology) and re.fullmatch(r"l40s-[0-9a-f]{8}", flavor)
-    assert f"kubernetes/manifests/30-topology.yaml:{levels}: Topology {topology}: spec.levels: " \
+    assert f"kubernetes/manifests/18-topology.yaml:{levels}: Topology {topology}: spec.levels: " \
            "must be unique" in errors, errors
     assert f"kubernetes/manifests/20-kueue.yaml:{spec_line}: ResourceFlavor {flavor}: spec: at least one nodeLabel " \
            "is required when topology is set" in errors, errors
@@ -499,7 +493,7 @@ def test_replan_that_changes_topology_levels_is_rejected(scheduler, planned, tmp
     old = planned("baremetal-k8s-training", gang_scheduler=scheduler)
     new = write_bundle(_refabric("baremetal-k8s-training", nodes_per_leaf=4096)(gang_scheduler=scheduler),
                        tmp_path / "new")
-    path = "kubernetes/manifests/30-topology.yaml"
+    path = "kubernetes/manifests/18-topology.yaml"
     old_name = next(d["metadata"]["name"] for d in yaml.safe_load_all((old / path).read_text()))
     new_name = next(d["metadata"]["name"] for d in yaml.safe_load_all((new / path).read_text()))
     # As planned, the Topology is named after its levels (common.content_name): a new one beside

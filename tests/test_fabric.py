@@ -302,10 +302,10 @@ def test_artifacts_follow_a_shared_leaf(tmp_path):
 
 def test_kueue_and_kai_levels_follow_the_model(tmp_path):
     lab = plan_of(EXAMPLES / "university-lab.yaml")
-    topo = yaml.safe_load(render(lab)["kubernetes/manifests/30-topology.yaml"])
+    topo = yaml.safe_load(render(lab)["kubernetes/manifests/18-topology.yaml"])
     assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]] == [LABEL_LEAF, "kubernetes.io/hostname"]
     pod = plan_of(EXAMPLES / "superpod.yaml")
-    topo = yaml.safe_load(render(pod)["kubernetes/manifests/30-topology.yaml"])
+    topo = yaml.safe_load(render(pod)["kubernetes/manifests/18-topology.yaml"])
     assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]] == [LABEL_SPINE, LABEL_LEAF, "kubernetes.io/hostname"]
 
 

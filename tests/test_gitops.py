@@ -199,12 +199,15 @@ def test_built_stream_holds_exactly_the_expected_objects(bundles, name, mode):
         # Only Applications: one per release, then one for the manifests, which builds them from
         # kubernetes/ (the previous test proves that build is exactly the manifests).
         assert all(o["kind"] == "Application" for o in built)
-        assert [a["metadata"]["name"] for a in built] == [f"{plan_name}-{r['name']}" for r in rels] + [
+        before = [f"{plan_name}-prerequisites"] if (root / "kubernetes/prerequisites").is_dir() else []
+        assert [a["metadata"]["name"] for a in built] == before + [f"{plan_name}-{r['name']}" for r in rels] + [
             f"{plan_name}-manifests"]
         src = manifests_app(built, plan_name)["spec"]["source"]
         assert src["path"] == f"{plan_name}/kubernetes" and manifests
     else:
-        assert [(o["kind"], o["metadata"]["name"]) for o in built] == [
+        before = ([("Kustomization", f"{plan_name}-prerequisites")]
+                  if (root / "kubernetes/prerequisites").is_dir() else [])
+        assert [(o["kind"], o["metadata"]["name"]) for o in built] == before + [
             ("Kustomization", f"{plan_name}-releases"), ("Kustomization", f"{plan_name}-manifests")]
         inner = kustomize(root / "gitops/releases")
         assert [o["metadata"]["name"] for o in inner if o["kind"] == "HelmRelease"] == [r["name"] for r in rels]
@@ -403,14 +406,15 @@ def test_argocd_sync_waves_put_crd_owners_before_their_users(bundles, name):
 def test_argocd_writes_one_application_per_release_and_one_for_the_manifests(bundles, name):
     root = bundles(name, "argocd")
     rels = releases_of(root)
+    before = ["prerequisites.yaml"] if (root / "kubernetes/prerequisites").is_dir() else []
     assert sorted(p.name for p in (root / "gitops/apps").iterdir()) == sorted(
-        [f"{r['name']}.yaml" for r in rels] + ["manifests.yaml"])
+        [f"{r['name']}.yaml" for r in rels] + ["manifests.yaml"] + before)
     assert not (root / "gitops/manifests").exists()  # the waves live on the Applications now
     apps = [load_all(p.read_bytes()) for p in sorted((root / "gitops/apps").iterdir())]
     assert all(len(docs) == 1 and docs[0]["kind"] == "Application" for docs in apps)
     objs = [docs[0] for docs in apps]
     assert sorted(release_apps(objs)) == sorted(r["name"] for r in rels)
-    assert len(objs) == len(rels) + 1
+    assert len(objs) == len(rels) + 1 + len(before)
 
 
 @pytest.mark.parametrize("name", [p.stem for p in KUBE_EXAMPLES] + ["sample"])
@@ -428,7 +432,8 @@ def test_argocd_root_application_syncs_the_gitops_directory(bundles, name):
     holders = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
                      and placeholder in p.read_text())
     readme = [] if name == "sample" else ["README.md"]  # the sample is rendered without a README
-    assert holders == readme + ["gitops/apps/manifests.yaml", "gitops/bootstrap/root-app.yaml"]
+    before = ["gitops/apps/prerequisites.yaml"] if (root / "kubernetes/prerequisites").is_dir() else []
+    assert holders == readme + ["gitops/apps/manifests.yaml"] + before + ["gitops/bootstrap/root-app.yaml"]
     if readme:  # ... where the README tells the operator to set the option, not to edit files
         text = (root / "README.md").read_text()
         assert "does not set `options.gitops_repo`" in text and "plan again" in text
@@ -615,11 +620,16 @@ def test_helm_repository_names_are_dns_labels():
     assert all(re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", n) for n in names)
 
 
-def test_kai_under_argocd_is_refused_in_one_line(tmp_path):
+def test_kai_before_v0_17_under_argocd_is_refused_in_one_line(tmp_path):
     """KAI 0.13's Config is a pre-install Helm hook, which Argo CD runs before the chart's CRDs
-    exist: orchgen refuses the combination, naming the field; Flux and Kustomize modes plan."""
+    exist: orchgen refuses the combination (an options.versions override older than v0.17.0),
+    naming the field; Flux and Kustomize modes plan, and so does Argo CD with the pinned v0.17.0."""
     data = yaml.safe_load((REPO / "examples/cloud-training.yaml").read_text())
     data["options"].update(gang_scheduler="kai", gitops="argocd")
+    fresh = tmp_path / "fresh.yaml"
+    fresh.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert run_orchgen("plan", fresh, "-o", tmp_path / "v17").returncode == 0
+    data["options"].setdefault("versions", {})["kai-scheduler"] = "v0.13.0"
     src = tmp_path / "kai.yaml"
     src.write_text(yaml.safe_dump(data, sort_keys=False))
     proc = run_orchgen("plan", src, "-o", tmp_path / "out")

@@ -45,12 +45,14 @@ SLURM = {"name": "pretrain", "nodes": 4, "tightly_coupled": True, "bare_metal": 
 def synth(*, gang: str = "auto", bare_metal: bool = False, fabric: str = "ethernet", k3s: bool = False,
           ray: bool = False, tenants: int = 2, hybrid: str | None = None,
           versions: dict[str, str] | None = None, provider: str = "generic", distribution: str = "upstream",
-          node_labels: dict[str, str] | None = None, gpu: str = "h100") -> Plan:
+          node_labels: dict[str, str] | None = None, gpu: str = "h100", gitops: str | None = None) -> Plan:
     """A small fleet; `hybrid` = slinky | soperator | partitioned adds a Slurm workload."""
     workloads = [dict(TRAIN, bare_metal=False), dict(SERVE, bare_metal=False)]
     if ray:
         workloads.append(dict(RAY, bare_metal=False))
     options: dict[str, Any] = {"gang_scheduler": gang, "versions": versions or {}}
+    if gitops:
+        options["gitops"] = gitops
     if hybrid:
         workloads.insert(0, dict(SLURM))
         options["slurm_on_kubernetes"] = {"partitioned": "none"}.get(hybrid, hybrid)
@@ -187,7 +189,7 @@ def test_every_values_key_exists_in_the_upstream_chart_defaults(plan: Plan) -> N
 def test_unknown_keys_would_be_caught() -> None:
     """The oracle bites: a misspelt or version-foreign key is reported."""
     assert unknown_keys({"driver": {"rdma": {"enable": True}}}, upstream_defaults("gpu-operator"))
-    assert unknown_keys({"kaiConfigDeployer": {"enabled": False}}, upstream_defaults("kai-scheduler"))
+    assert unknown_keys({"admission": {"gpuFractionRuntimeClass": ""}}, upstream_defaults("kai-scheduler"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -502,9 +504,27 @@ def test_kuberay_scheduler_name_is_one_kuberay_accepts(plan: Plan) -> None:
 def test_kai_images_come_from_the_published_registry() -> None:
     for case in [c for c in CASES if case_plan(c).gang_scheduler == "kai"]:
         values = values_of(case_plan(case), "kai-scheduler")
-        assert values["global"]["registry"] == "ghcr.io/nvidia/kai-scheduler"
+        assert values["global"]["registry"] == "ghcr.io/kai-scheduler/kai-scheduler"  # its new home
         assert upstream_defaults("kai-scheduler")["global"]["registry"] != values["global"]["registry"]
         assert values["defaultQueue"]["createDefaultQueue"] is False
+        # v0.17.0: the chart's Config deployer hook (a release upgraded from v0.13.0 keeps working;
+        # Argo CD renders it instead: test_cel), and no runtime-class override
+        assert "kaiConfig" not in values and "kaiConfigDeployer" not in values
+        assert "admission" not in values
+
+
+def test_kai_before_its_move_comes_from_its_old_home_with_nvidias_runtime_class_fix() -> None:
+    """An options.versions override older than v0.17.0 is fetched from ghcr.io/nvidia and gets
+    NVIDIA's recipe's `admission.gpuPodRuntimeClassName: ""` (a key v0.13.0's defaults have)."""
+    plan = synth(**SYNTHETIC["kai-ethernet-cloud-ray"], versions={"kai-scheduler": "v0.13.0"})
+    rel = next(r for r in released(plan) if r["name"] == "kai-scheduler")
+    assert rel["repo"] == "oci://ghcr.io/nvidia/kai-scheduler" and rel["version"] == "v0.13.0"
+    values = values_of(plan, "kai-scheduler")
+    assert values["global"]["registry"] == "ghcr.io/nvidia/kai-scheduler"
+    assert values["admission"] == {"gpuPodRuntimeClassName": ""} and "kaiConfig" not in values
+    old_defaults = load_defaults(reference_dir() / "kai-scheduler" / "values.yaml")
+    assert old_defaults["admission"]["gpuPodRuntimeClassName"] == "nvidia"  # what it overrides
+    assert unknown_keys(values, old_defaults) == []
 
 
 def test_cert_manager_installs_its_crds_and_keeps_them() -> None:
@@ -557,3 +577,17 @@ def test_readme_section_agrees_with_the_values(plan: Plan) -> None:
     assert ("/run/k3s/containerd/containerd.sock" in section) == any(
         e["value"] == "/run/k3s/containerd/containerd.sock" for e in values.get("toolkit", {}).get("env", []))
     assert ("`toolkit.enabled: false`" in section) == (values.get("toolkit", {}).get("enabled") is False)
+
+
+def test_argocd_installs_kai_from_v0_17_with_the_config_rendered_and_refuses_older() -> None:
+    """Argo CD runs KAI's pre-install hooks as PreSync, before the chart's CRDs: v0.13.0's Config hook
+    failed there; v0.17.0 renders the Config as a plain resource (kaiConfig.render), as KAI's
+    values.yaml asks for Argo CD."""
+    plan = synth(**SYNTHETIC["kai-ethernet-cloud-ray"], gitops="argocd")
+    values = values_of(plan, "kai-scheduler")
+    assert values["kaiConfig"] == {"render": True} and values["kaiConfigDeployer"] == {"enabled": False}
+    assert unknown_keys(values, upstream_defaults("kai-scheduler")) == []
+    assert "gitops/apps/kai-scheduler.yaml" in render_bundle(plan)
+    old = synth(**SYNTHETIC["kai-ethernet-cloud-ray"], gitops="argocd", versions={"kai-scheduler": "v0.13.0"})
+    with pytest.raises(OrchgenError, match="gitops argocd cannot install kai-scheduler v0.13.0"):
+        render_bundle(old)

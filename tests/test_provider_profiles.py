@@ -242,7 +242,7 @@ def test_each_provider_selects_pools_by_its_node_pool_label_and_topology_by_its_
     files = render(plan)
     flavors = [d for d in yaml.safe_load_all(files["kubernetes/manifests/20-kueue.yaml"]) if d["kind"] == "ResourceFlavor"]
     assert [f["spec"]["nodeLabels"] for f in flavors] == [SELECTORS[provider]]
-    topo = files.get("kubernetes/manifests/30-topology.yaml")
+    topo = files.get("kubernetes/manifests/18-topology.yaml")
     if TOPOLOGY[provider]:
         (t,) = yaml.safe_load_all(topo)
         assert [lv["nodeLabel"] for lv in t["spec"]["levels"]] == TOPOLOGY[provider] + ["kubernetes.io/hostname"]
@@ -351,11 +351,11 @@ def test_gke_gets_the_operator_quota_its_guide_asks_for():
     operator-quota.yaml): pods: 100 for PriorityClass system-node-critical and system-cluster-critical,
     in the operator's namespace, before the operator's pods."""
     files = render(plan_of(PROFILES["gke-1.33"]))
-    ns, quota = yaml.safe_load_all(files["kubernetes/manifests/05-gpu-operator.yaml"])
+    ns, quota = yaml.safe_load_all(files["kubernetes/prerequisites/gpu-operator.yaml"])
     assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "gpu-operator"
     assert quota["metadata"]["namespace"] == "gpu-operator" and quota["spec"]["hard"] == {"pods": "100"}
     (expr,) = quota["spec"]["scopeSelector"]["matchExpressions"]
     assert expr == {"operator": "In", "scopeName": "PriorityClass",
                     "values": ["system-node-critical", "system-cluster-critical"]}
     for name in ("eks", "aks", "preinstalled-driver"):
-        assert "kubernetes/manifests/05-gpu-operator.yaml" not in render(plan_of(PROFILES[name]))
+        assert "kubernetes/prerequisites/gpu-operator.yaml" not in render(plan_of(PROFILES[name]))

@@ -85,8 +85,8 @@ def _releases(bundle: Path) -> list[dict[str, Any]]:
     return yaml.safe_load((bundle / "kubernetes" / "helm" / "releases.yaml").read_text())["releases"]
 
 
-def _manifest_files(bundle: Path) -> list[list[dict[str, Any]]]:
-    files = sorted((bundle / "kubernetes" / "manifests").glob("*.yaml"), key=lambda p: p.name)
+def _manifest_files(bundle: Path, folder: str = "manifests") -> list[list[dict[str, Any]]]:
+    files = sorted((bundle / "kubernetes" / folder).glob("*.yaml"), key=lambda p: p.name)
     return [docs for docs in ([d for d in yaml.safe_load_all(f.read_text()) if d] for f in files) if docs]
 
 
@@ -142,11 +142,16 @@ def check_releases(bundle: Path, run) -> None:
         # releases.yaml is the install order: each release waits for the one before and its dependsOn
         waits_for = rel["dependsOn"] + [r["name"] for r in releases[max(i - 1, 0):i]]
         assert {by_name[d].urn for d in waits_for} <= set(got.dependencies), rel["name"]
+        # ... and for every prerequisite object (what the provider needs before any release)
+        objects = {_key(o.inputs): o.urn for o in run.objects}
+        before = [objects[_key(o)] for docs in _manifest_files(bundle, "prerequisites") for o in docs]
+        assert set(before) <= set(got.dependencies), rel["name"]
 
 
 def check_objects(bundle: Path, run) -> None:
     """Every manifest object declared exactly once, with exactly the fields the file holds."""
-    expected = [obj for docs in _manifest_files(bundle) for obj in docs]
+    expected = [obj for folder in ("prerequisites", "manifests") for docs in _manifest_files(bundle, folder)
+                for obj in docs]
     declared = run.objects
     assert sorted(_key(o.inputs) for o in declared) == sorted(_key(o) for o in expected)
     by_key = {_key(o.inputs): o for o in declared}
@@ -162,7 +167,8 @@ def check_dependencies(bundle: Path, run) -> None:
     by_key = {_key(o.inputs): o for o in run.objects}
     files = _manifest_files(bundle)
     namespaces = {o["metadata"]["name"]: by_key[_key(o)].urn
-                  for docs in files for o in docs if (o["apiVersion"], o["kind"]) == ("v1", "Namespace")}
+                  for docs in _manifest_files(bundle, "prerequisites") + files for o in docs
+                  if (o["apiVersion"], o["kind"]) == ("v1", "Namespace")}
     for rel in releases:  # a release whose namespace a manifest declares waits for it
         if rel["namespace"] in namespaces:
             assert namespaces[rel["namespace"]] in run.named(RELEASE, rel["name"]).dependencies

@@ -244,7 +244,7 @@ def test_same_input_same_names_and_a_changed_one_follows_everywhere():
     name = common.topology_name(grown)
     assert name.startswith("grpo-rl-fabric-") and name != common.topology_name(plan_of(small))
     rendered = manifests.render(grown)
-    assert name in rendered["kubernetes/manifests/30-topology.yaml"].decode()
+    assert name in rendered["kubernetes/manifests/18-topology.yaml"].decode()
     assert name in rendered["kubernetes/manifests/40-ray.yaml"].decode()
     assert common.topology_name(plan_of(small)) not in b"".join(rendered.values()).decode()
 

@@ -499,8 +499,8 @@ def test_object_defined_twice(broken):
 
 def test_kustomization_resource_missing(broken):
     b = broken("research-lab")
-    (b.root / "kubernetes/manifests/30-topology.yaml").rename(b.root / "kubernetes/manifests/31-topology.yaml")
-    expect(b, "kubernetes/kustomization.yaml", None, r"resource manifests/30-topology.yaml does not exist")
+    (b.root / "kubernetes/manifests/18-topology.yaml").rename(b.root / "kubernetes/manifests/19-topology.yaml")
+    expect(b, "kubernetes/kustomization.yaml", None, r"resource manifests/18-topology.yaml does not exist")
 
 
 @pytest.mark.parametrize("mode,path,old", [

@@ -240,6 +240,8 @@ class Platform:
     # pool -> the taints its nodes carry, (key, value or None, effect): the pool's `taints`, or the
     # provider's default for a GPU pool (generator/providers.py)
     taints: dict[str, tuple[tuple[str, str | None, str], ...]] = field(default_factory=dict)
+    # the site runs Topograph (fleet.fabric.topograph): topology levels are its labels, which it sets
+    topograph: bool = False
 
     @property
     def cloud(self) -> bool:

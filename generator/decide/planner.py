@@ -39,6 +39,13 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     slurm = "slurm" if any(d.primary == "slurm" for d in decisions) else None
     kube = _kube_plane(decisions, reasons, fleet)
     hybrid, operator = _hybrid_mode(fleet, slurm, kube, reasons)
+    if operator and fleet.fleet.fabric.topograph:
+        # Slinky's and Soperator's NodeSets select their nodes by orchgen's leaf label, whose
+        # Topograph counterpart holds switch identifiers orchgen cannot know
+        raise OrchgenError(f"Slurm on Kubernetes ({operator}) selects its nodes by orchgen's leaf labels, "
+                           "which node-labels.sh does not write when Topograph labels the fabric; drop "
+                           "fabric.topograph or set options.slurm_on_kubernetes: none", file, None,
+                           "fleet.fabric.topograph")
     if operator and kube is None:
         kube = "kubernetes"
         reasons.append(f"Slurm runs on Kubernetes ({operator}): a Kubernetes plane hosts it")

@@ -104,6 +104,11 @@ def decide(fleet: Fleet, kube: Plane | None, placed: list[WorkloadDecision], fab
         script = {p.name: dict(p.node_labels) for p in spec.pools if p.node_labels}
         topology, preferred = tuple(fab.levels), fabric_mod.LABEL_LEAF
         topo_pools = tuple(s.pool for s in kube.slices)
+        if spec.fabric.topograph:  # Topograph labels the switch tiers; the same levels, its keys
+            topology = tuple(fabric_mod.TOPOGRAPH_OF[lv] for lv in topology)
+            preferred = fabric_mod.TOPOGRAPH_OF[preferred]
+            reasons.append("fabric.topograph: the topology levels are Topograph's node labels ("
+                           + ", ".join(topology) + "), which it sets; node-labels.sh writes no switch labels")
     else:
         selectors = {p.name: pool_node_labels(fleet, p) for p in spec.pools}
         script = {}
@@ -124,7 +129,8 @@ def decide(fleet: Fleet, kube: Plane | None, placed: list[WorkloadDecision], fab
     _scale(kube, fab, reasons, warnings)
     return Platform(spec.provider, dist, selectors, script, topology if topo_pools else (),
                     preferred if topo_pools else None, topo_pools, gpu_stack, network,
-                    fabric_wl if network else (), pool_taints(fleet))
+                    fabric_wl if network else (), pool_taints(fleet),
+                    topograph=bool(spec.fabric.topograph and known_by_name(fleet)))
 
 
 def pool_taints(fleet: Fleet) -> dict[str, tuple[tuple[str, str | None, str], ...]]:

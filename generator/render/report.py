@@ -6,7 +6,7 @@ from ..spec.site import ORCHGEN_BETTER, ORCHGEN_BETTER_NODES
 from ..yamlio import dump_json
 from . import slurm
 from ..spec.checks import PROVIDER_POOL_LABEL
-from .kubernetes import common as kube_common, gpu_operator, helm, kueue, manifests, metrics, slinky, soperator
+from .kubernetes import common as kube_common, gpu_operator, helm, kai, kueue, manifests, metrics, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -46,9 +46,21 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      gpu_operator_values=gpu_operator.values,
                                      metrics_view=metrics.readme(plan),
                                      provisioner_of=provisioner_of, topology_note=topology_note,
-                                     releases=[r for r in helm.releases(plan) if r["name"] in helm.VALUES],
+                                     releases=_written_releases(plan),
+                                     kai_gitops_config="kai-scheduler" in plan.charts and "kaiConfig" in
+                                     kai.values(plan),
+                                     kai_v17="kai-scheduler" in plan.charts and "admission" not in kai.values(plan),
                                      orchgen_better=ORCHGEN_BETTER, orchgen_better_nodes=ORCHGEN_BETTER_NODES),
     }
+
+
+def _written_releases(plan: Plan) -> list[dict[str, object]]:
+    """The releases releases.yaml lists (the Slurm-on-Kubernetes ones too), in install order: the
+    checklist's helm commands install every one of them."""
+    from . import slurm_on_kubernetes_values
+
+    builders = {**helm.VALUES, **slurm_on_kubernetes_values()}
+    return [r for r in helm.releases(plan) if r["name"] in builders]
 
 
 def gpu_quota(plan: Plan, tenant: object) -> str:

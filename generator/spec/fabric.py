@@ -52,6 +52,15 @@ LABEL_LEAF = "orchgen.io/leaf"
 LABEL_SPINE = "orchgen.io/spine"
 LABEL_NVLINK = "orchgen.io/nvlink-domain"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
+# NVIDIA Topograph 1.0's label contract (its docs, "Kubernetes engine": `fabric.topograph.run/tier-N`,
+# "Tier 0 is the switch closest to the node; each higher tier is the next switch tier outward";
+# `accelerator.topograph.run/domain`, the accelerator-interconnect (NVLink) domain). Its values are
+# the switch identifiers Topograph discovers, which orchgen does not know: only the keys are used.
+TOPOGRAPH_TIER = "fabric.topograph.run/tier-{}"
+TOPOGRAPH_ACCELERATOR = "accelerator.topograph.run/domain"
+# orchgen's own switch labels, and Topograph's key for the same level
+TOPOGRAPH_OF = {LABEL_LEAF: TOPOGRAPH_TIER.format(0), LABEL_SPINE: TOPOGRAPH_TIER.format(1),
+                LABEL_NVLINK: TOPOGRAPH_ACCELERATOR}
 
 DEFAULT_SPINE = "spine"  # explicit leaves without spines: the one spine over all of them
 SHORTHAND_CORE = "core"

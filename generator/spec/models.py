@@ -421,6 +421,10 @@ class Fabric(_Model):
                                        "instead of leaves/spines")
     rdma_network: RdmaNetwork | None = Field(
         default=None, description="Kubernetes' secondary network on an RDMA fabric (bare metal)")
+    topograph: bool = Field(
+        default=False, description="the site runs NVIDIA Topograph (Kubernetes engine), which labels the nodes "
+        "fabric.topograph.run/tier-N (tier 0 the switch closest to the node) and accelerator.topograph.run/domain: "
+        "Kueue/KAI/Volcano topology objects read those, and node-labels.sh writes no switch labels of its own")
     # What the loader read from the `from` file (a spec.importers.ImportedFabric), so planning never
     # reads a file again. Private: not input, set only by spec.load. The FabricModel itself is built
     # from this section whenever it is needed, so a fleet changed in code never keeps a stale one.

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..spec import hostlist
-from ..spec.fabric import LABEL_HOSTNAME, LABEL_LEAF, LABEL_NVLINK, LABEL_PLANE, LABEL_POOL, LABEL_SPINE
+from ..spec.fabric import LABEL_HOSTNAME, LABEL_LEAF, LABEL_NVLINK, LABEL_PLANE, LABEL_POOL, LABEL_SPINE, TOPOGRAPH_TIER
 from ..decide.plan import KUBE_PLANES
 from .bundle_view import Bundle, Doc, Finding, error, as_list
 from .kube_refs import SCRIPT, pod_templates, set_elsewhere
@@ -441,12 +441,18 @@ def _topology_follows(topo: Topology, fab: _Fabric) -> Iterator[Finding]:
 def _labels_follow(bundle: Bundle, fab: _Fabric) -> Iterator[Finding]:
     labels = bundle.node_labels
     assert labels is not None
+    # fleet.fabric.topograph: Topograph labels the switches (plan.json's topology levels are its
+    # keys), so node-labels.sh must write none of orchgen's switch labels
+    levels = ((bundle.plan or {}).get("platform") or {}).get("topology") or []
+    topograph = any(str(lv).startswith(TOPOGRAPH_TIER.format("")) for lv in levels)
     for node, got in labels.labels.items():
         leaf = fab.leaf_of.get(node)
         if leaf is None:
             continue  # a node plan.json does not know: the plane checks' business
         spines = fab.spines_of.get(leaf) or []
         want = {LABEL_LEAF: leaf, LABEL_SPINE: spines[0] if spines else None, LABEL_NVLINK: fab.domain_of.get(node)}
+        if topograph:
+            want = dict.fromkeys(want)
         for key, value in want.items():
             if got.get(key) != value and (key in got or value is not None):
                 yield error(SCRIPT, labels.line[node], f"node {node} is labelled {key}={got.get(key) or '(none)'} "

@@ -143,7 +143,9 @@ def _spec_refs(doc: Doc, idx: Index, kai: dict, kai_parents: set) -> Iterator[Fi
 
 # Topology labels cloud providers put on their nodes (generator/decide/platform.py has the sources).
 PROVIDER_TOPOLOGY_PREFIXES = ("topology.k8s.aws/network-node-layer-", "cloud.google.com/gce-topology-",
-                              "oci.oraclecloud.com/rdma.")
+                              "oci.oraclecloud.com/rdma.",
+                              # NVIDIA Topograph's (fleet.fabric.topograph): it labels the nodes itself
+                              "fabric.topograph.run/tier-", "accelerator.topograph.run/")
 
 
 def set_elsewhere(key: str) -> bool:

@@ -28,6 +28,8 @@ from generator.spec import hardware
 from generator.spec.load import load as load_fleet
 from generator.spec.checks import pool_hostnames, pool_node_labels
 
+from tests._consumers import helm_objects
+
 from . import overlay
 from .cluster import REPO, Cluster
 
@@ -70,12 +72,6 @@ def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubern
     return nodes
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML 1.1's `=` (the "value" type) read as the string it is in YAML 1.2, as the API server reads it:
-    the Prometheus Operator's CRDs (kube-prometheus-stack) list `=` among the relabel actions."""
-
-
-_Loader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
 
 
 def helm_template(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_version: str) -> list[dict[str, Any]]:
@@ -90,10 +86,7 @@ def helm_template(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
         args += ["-f", str(values)]
     r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, f"helm template {rel['name']}: {r.stderr[-3000:]}"
-    docs = [o for o in yaml.load_all(r.stdout, Loader=_Loader) if o]
-    # a `kind: List` (kube-prometheus-stack's additionalServiceMonitors) goes in as its items, as Helm
-    # installs it (its resource builder flattens lists)
-    return [i for o in docs for i in ((o.get("items") or []) if o.get("kind") == "List" else [o])]
+    return helm_objects(r.stdout)
 
 
 def kueue_configuration(objs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -162,6 +155,15 @@ def manifests(cluster: Cluster, bundle: Path) -> list[dict[str, Any]]:
     return objs
 
 
+def prerequisites(bundle: Path) -> list[dict[str, Any]]:
+    """kubernetes/prerequisites/ by file name (`kubectl apply -f kubernetes/prerequisites/`): what the
+    provider needs before any release; [] where the bundle has none."""
+    objs: list[dict[str, Any]] = []
+    for f in sorted((bundle / "kubernetes" / "prerequisites").glob("*.yaml")):
+        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+    return objs
+
+
 def workloads(bundle: Path) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = []
     for f in sorted((bundle / "kubernetes" / "workloads").glob("*.yaml")):
@@ -178,6 +180,10 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
     # node-labels.sh before anything schedules (README: "1. The nodes ... (before `pulumi up`)"): a
     # Slurm node's NoSchedule taint does not move pods already bound there
     labels = run_node_labels(cluster, bundle) if (bundle / "kubernetes" / "node-labels.sh").is_file() else None
+    # the README's install order: the provider's prerequisites, the releases, the manifests
+    before = prerequisites(bundle)
+    if before:
+        cluster.apply(before)
     dropped: list[str] = []
     for rel in releases(bundle):
         dropped += apply_release(cluster, rel, bundle, kube_version)

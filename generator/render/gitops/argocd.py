@@ -3,6 +3,9 @@
 Layout (all under `gitops/`):
 - `apps/<release>.yaml`: an Application per release, chart pinned, values inline
   (`helm.valuesObject`, the values file as data), sync wave from the releases' `dependsOn`;
+- `apps/prerequisites.yaml` (only where the bundle has `kubernetes/prerequisites/`): the Application
+  `<name>-prerequisites`, wave 0, which syncs what the provider needs before any release (GKE: the
+  GPU Operator's namespace and quota); the releases' waves then start at 1;
 - `apps/manifests.yaml`: the Application `<name>-manifests`, which syncs `<name>/kubernetes`
   (the bundle's manifests, through `kubernetes/kustomization.yaml`) from the GitOps repository,
   one wave after the last release, so custom resources come after the releases owning their CRDs;
@@ -26,6 +29,7 @@ from ...catalog import CATALOG
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
+from ...contract import PREREQUISITES_DIR
 from .common import MANIFESTS_KUSTOMIZATION, RELEASES_FILE, Release, kustomization, repo_dir, waves
 
 API = "argoproj.io/v1alpha1"
@@ -33,6 +37,7 @@ NAMESPACE = "argocd"
 IN_CLUSTER = "https://kubernetes.default.svc"
 WAVE = "argocd.argoproj.io/sync-wave"
 MANIFESTS = "manifests"  # the manifests Application's suffix and file name under apps/
+PREREQUISITES = "prerequisites"  # likewise, the prerequisites Application's
 RETRY = {"limit": 10, "backoff": {"duration": "30s", "factor": 2, "maxDuration": "10m"}}
 
 
@@ -143,6 +148,25 @@ def manifests_application(plan: Plan, wave: int) -> dict[str, Any]:
     }
 
 
+def prerequisites_application(plan: Plan) -> dict[str, Any]:
+    """`<name>-prerequisites`: kubernetes/prerequisites/ (a plain directory of objects), wave 0,
+    before every release: a release that needs them would otherwise never become healthy (GKE's
+    quota for the GPU Operator's system-node-critical pods), and its wave would never end."""
+    return {
+        "apiVersion": API,
+        "kind": "Application",
+        "metadata": _metadata(plan, app_name(plan, PREREQUISITES), 0),
+        "spec": {
+            "project": "default",
+            "source": {"repoURL": gitops_repo(plan), "targetRevision": "HEAD",
+                       "path": f"{repo_dir(plan)}/{PREREQUISITES_DIR}"},
+            "destination": {"server": IN_CLUSTER},  # every object names its namespace
+            "syncPolicy": {"automated": {"prune": True, "selfHeal": True},
+                           "syncOptions": ["ServerSideApply=true"], "retry": RETRY},
+        },
+    }
+
+
 def root_application(plan: Plan) -> dict[str, Any]:
     return {
         "apiVersion": API,
@@ -163,27 +187,33 @@ def root_application(plan: Plan) -> dict[str, Any]:
 UNSUPPORTED = {c.component: why for c in CATALOG.values() if (why := c.unsupported_by("argocd"))}
 
 
-def unsupported(component: str) -> str | None:
-    """Why Argo CD cannot install a release of `component`, read from its chart record now."""
+def unsupported(component: str, version: str | None = None) -> str | None:
+    """Why Argo CD cannot install a release of `component` (at `version`), read from its chart
+    record now."""
     chart = CATALOG.get(component)
-    return chart.unsupported_by("argocd") if chart else None
+    return chart.unsupported_by("argocd", version) if chart else None
 
 
-def render(plan: Plan, releases: list[Release]) -> dict[str, bytes]:
+def render(plan: Plan, releases: list[Release], prerequisites: bool = False) -> dict[str, bytes]:
     for rel in releases:
-        why = unsupported(rel.name)
+        why = unsupported(rel.name, rel.version)
         if why:
             raise OrchgenError(f"gitops argocd cannot install {rel.name} {rel.version}: {why}",
                                field="options.gitops")
-    if any(rel.name == MANIFESTS for rel in releases):  # its Application would be overwritten
-        raise OrchgenError(f"a release named {MANIFESTS!r} collides with the manifests Application",
-                           RELEASES_FILE)
-    wave = waves(releases)
+    for own in (MANIFESTS, PREREQUISITES):
+        if any(rel.name == own for rel in releases):  # its Application would be overwritten
+            raise OrchgenError(f"a release named {own!r} collides with the {own} Application", RELEASES_FILE)
+    first = 1 if prerequisites else 0
+    wave = waves(releases, first)
     out = {f"gitops/apps/{rel.name}.yaml": dump_yaml(application(plan, rel, wave[rel.name]))
            for rel in releases}
     out[f"gitops/apps/{MANIFESTS}.yaml"] = dump_yaml(
-        manifests_application(plan, 1 + max(wave.values(), default=-1)))
+        manifests_application(plan, max(wave.values(), default=first - 1) + 1))
+    before = []
+    if prerequisites:
+        out[f"gitops/apps/{PREREQUISITES}.yaml"] = dump_yaml(prerequisites_application(plan))
+        before = [f"apps/{PREREQUISITES}.yaml"]
     out["gitops/kustomization.yaml"] = dump_yaml(kustomization(
-        [f"apps/{rel.name}.yaml" for rel in releases] + [f"apps/{MANIFESTS}.yaml"]))
+        before + [f"apps/{rel.name}.yaml" for rel in releases] + [f"apps/{MANIFESTS}.yaml"]))
     out["gitops/bootstrap/root-app.yaml"] = dump_yaml(root_application(plan))
     return out

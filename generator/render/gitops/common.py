@@ -11,7 +11,7 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 
-from ...contract import HELM_DIR, MANIFESTS_DIR, RELEASE_KEYS, RELEASES_FILE  # the bundle contract
+from ...contract import HELM_DIR, MANIFESTS_DIR, PREREQUISITES_DIR, RELEASE_KEYS, RELEASES_FILE  # the bundle contract
 MANIFESTS_KUSTOMIZATION = "kubernetes/kustomization.yaml"
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 MODES = ("kustomize", "argocd", "flux")
@@ -96,9 +96,15 @@ def manifest_files(files: dict[str, bytes]) -> list[str]:
                   if p.startswith(prefix) and "/" not in p[len(prefix):] and p.endswith(".yaml"))
 
 
-def waves(releases: list[Release]) -> dict[str, int]:
-    """Install wave per release: one more than the latest release it depends on (0 without any)."""
+def has_prerequisites(files: dict[str, bytes]) -> bool:
+    """Whether the bundle has objects the provider needs before any release (PREREQUISITES_DIR)."""
+    return any(p.startswith(PREREQUISITES_DIR + "/") and p.endswith(".yaml") for p in files)
+
+
+def waves(releases: list[Release], first: int = 0) -> dict[str, int]:
+    """Install wave per release: one more than the latest release it depends on (`first` without
+    any; 1 where the prerequisites take wave 0)."""
     out: dict[str, int] = {}
     for rel in releases:  # install order: dependencies are already placed
-        out[rel.name] = 1 + max((out[d] for d in rel.depends_on), default=-1)
+        out[rel.name] = 1 + max((out[d] for d in rel.depends_on), default=first - 1)
     return out

@@ -9,6 +9,9 @@ Layout (all under `gitops/`):
 - `kustomizations.yaml`: Flux Kustomization `<name>-releases` (applies `releases/` and is Ready
   when the CRD-owning HelmReleases are) and `<name>-manifests` (applies the manifests, dependsOn
   `<name>-releases`);
+- where the bundle has `kubernetes/prerequisites/` (what the provider needs before any release, GKE's
+  GPU Operator quota), a Kustomization `<name>-prerequisites` that applies it, and
+  `<name>-releases` dependsOn it;
 - `kustomization.yaml`: `kustomizations.yaml`; `bootstrap/flux-kustomization.yaml`: the Flux
   Kustomization that syncs `gitops/`, committed once where `flux bootstrap` syncs.
 
@@ -31,6 +34,7 @@ import hashlib
 import re
 from typing import Any
 
+from ...contract import PREREQUISITES_DIR
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml, dump_yaml_all
 from .common import Release, kustomization, repo_dir
@@ -113,28 +117,34 @@ def _flux_kustomization(name: str, path: str, **spec: Any) -> dict[str, Any]:
                      "sourceRef": GIT_SOURCE, **spec}}
 
 
-def kustomizations(plan: Plan, releases: list[Release]) -> list[dict[str, Any]]:
+def kustomizations(plan: Plan, releases: list[Release], prerequisites: bool = False) -> list[dict[str, Any]]:
     root = f"./{repo_dir(plan)}"
     checks = [{"apiVersion": HELM_API, "kind": "HelmRelease", "name": r.name, "namespace": NAMESPACE}
               for r in releases if r.crds]
     release_spec: dict[str, Any] = {"timeout": "15m"}  # GPU Operator's rollout is slow
     if checks:
         release_spec["healthChecks"] = checks
-    return [
+    before = []
+    if prerequisites:
+        # A plain directory: kustomize-controller generates its kustomization. `wait`: Ready only
+        # once every object is applied and ready, which is what the releases depend on.
+        before = [_flux_kustomization(f"{plan.name}-prerequisites", f"{root}/{PREREQUISITES_DIR}", wait=True)]
+        release_spec["dependsOn"] = [{"name": f"{plan.name}-prerequisites"}]
+    return before + [
         _flux_kustomization(f"{plan.name}-releases", f"{root}/gitops/releases", **release_spec),
         _flux_kustomization(f"{plan.name}-manifests", f"{root}/kubernetes",
                             dependsOn=[{"name": f"{plan.name}-releases"}]),
     ]
 
 
-def render(plan: Plan, releases: list[Release]) -> dict[str, bytes]:
+def render(plan: Plan, releases: list[Release], prerequisites: bool = False) -> dict[str, bytes]:
     out = {f"gitops/releases/{rel.name}.yaml": dump_yaml(helm_release(rel)) for rel in releases}
     listed = [f"{rel.name}.yaml" for rel in releases]
     if releases:  # kustomize refuses a resource file without objects
         out["gitops/releases/sources.yaml"] = dump_yaml_all(sources(releases))
         listed.insert(0, "sources.yaml")
     out["gitops/releases/kustomization.yaml"] = dump_yaml(kustomization(listed))
-    out["gitops/kustomizations.yaml"] = dump_yaml_all(kustomizations(plan, releases))
+    out["gitops/kustomizations.yaml"] = dump_yaml_all(kustomizations(plan, releases, prerequisites))
     out["gitops/kustomization.yaml"] = dump_yaml(kustomization(["kustomizations.yaml"]))
     out["gitops/bootstrap/flux-kustomization.yaml"] = dump_yaml(
         _flux_kustomization(plan.name, f"./{repo_dir(plan)}/gitops"))

@@ -15,5 +15,6 @@ from ...yamlio import dump_yaml
 from .common import Release, kustomization
 
 
-def render(plan: Plan, releases: list[Release]) -> dict[str, bytes]:
+def render(plan: Plan, releases: list[Release], prerequisites: bool = False) -> dict[str, bytes]:
+    # kubernetes/prerequisites/ is Pulumi's to apply here, before the releases it installs
     return {"gitops/kustomization.yaml": dump_yaml(kustomization(["../kubernetes"]))}

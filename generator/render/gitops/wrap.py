@@ -8,7 +8,10 @@ file names that the plan renderers wrote, and adds only its own files:
   object (the Pulumi program loads them all), so a kustomization must not live in there; and
   kustomize's default load restrictor forbids listing files outside a kustomization's root, so
   `gitops/` reaches the manifests through this directory, never file by file.
-- `gitops/...`: per mode, see `kustomize`, `argocd` and `flux` beside this module.
+- `gitops/...`: per mode, see `kustomize`, `argocd` and `flux` beside this module. Where the bundle
+  has `kubernetes/prerequisites/` (what the provider needs before any release), Argo CD and Flux
+  apply it before the releases; it is not in `kubernetes/kustomization.yaml`, so no two
+  Applications or Kustomizations own one object (kustomize mode: Pulumi applies it).
 
 No kustomization here ever uses kustomize's `namespace:` field: it would stamp a namespace on
 cluster-scoped custom resources (ClusterQueue, ResourceFlavor, Volcano Queue), whose scope
@@ -26,7 +29,7 @@ from ...decide.plan import Plan
 from ...errors import OrchgenError
 from ...yamlio import dump_yaml
 from . import argocd, flux, kustomize
-from .common import MANIFESTS_KUSTOMIZATION, MODES, kustomization, load_releases, manifest_files
+from .common import MANIFESTS_KUSTOMIZATION, MODES, has_prerequisites, kustomization, load_releases, manifest_files
 
 
 def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
@@ -38,5 +41,5 @@ def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
     releases = load_releases(files)
     out = {MANIFESTS_KUSTOMIZATION: dump_yaml(kustomization(manifest_files(files)))}
     mode = {"kustomize": kustomize, "argocd": argocd, "flux": flux}[plan.gitops]
-    out.update(mode.render(plan, releases))
+    out.update(mode.render(plan, releases, prerequisites=has_prerequisites(files)))
     return out

@@ -261,7 +261,7 @@ GKE_QUOTA = {"name": "gpu-operator-quota", "pods": 100,
 
 
 def objects(plan: Plan) -> list[dict[str, Any]]:
-    """05-gpu-operator.yaml: on GKE, the operator's namespace and the quota its pods need there."""
+    """prerequisites/gpu-operator.yaml: on GKE, the operator's namespace and the quota its pods need there."""
     if plan.platform.provider != "gke" or "gpu-operator" not in plan.charts:
         return []
     from .common import meta
@@ -273,7 +273,9 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
                       "scopeSelector": {"matchExpressions": [
                           {"operator": "In", "scopeName": "PriorityClass",
                            "values": list(GKE_QUOTA["priority_classes"])}]}}}
-    # The namespace is declared here so that the quota exists before the release's pods (Pulumi
-    # creates manifest Namespaces first and the release waits for them). It is the release's home:
-    # never pruned with the manifests (tenancy.NO_PRUNE; Pulumi retains every manifest Namespace).
+    # Both are prerequisites (kubernetes/prerequisites/): every delivery path applies them before
+    # any release, since the release's daemonsets never become ready without the quota (the README's
+    # kubectl step, Pulumi's dependsOn, Argo CD's earlier wave, Flux's Kustomization dependsOn).
+    # The namespace is the release's home: never pruned (tenancy.NO_PRUNE; Pulumi retains every
+    # manifest Namespace).
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, annotations=dict(NO_PRUNE))}, quota]

@@ -53,8 +53,10 @@ def topology(plan: Plan) -> list[dict[str, Any]]:
 # --- the kai-scheduler release's values ------------------------------------------------------
 
 def values(plan: Plan) -> dict[str, Any]:
+    from ...catalog import version_key
+
     chart = plan.charts["kai-scheduler"]
-    return {
+    out: dict[str, Any] = {
         # The chart in git points at registry/local/kai-scheduler; the release workflow rewrites it
         # to the registry it publishes to, which is where the chart itself comes from.
         "global": {"registry": chart.repo.removeprefix("oci://").rstrip("/")},
@@ -65,3 +67,24 @@ def values(plan: Plan) -> dict[str, Any]:
         # that read the live cluster make GitOps renders differ from installs.
         "topologyMigration": {"enabled": False},
     }
+    if version_key(chart.version) >= (0, 17) and plan.gitops == "argocd":
+        # Argo CD: the Config CR as a plain chart resource, not a post-install hook's job (values.yaml
+        # at v0.17.0: "For GitOps/ArgoCD installs disable this and set kaiConfig.render=true",
+        # docs/gitops/README.md), so Argo CD tracks and self-heals it (catalog.KAI_ARGOCD). Helm,
+        # Pulumi and Flux keep the chart's deployer hook: a release upgraded from v0.13.0, whose
+        # pre-install hook created kai-config outside the release, would otherwise fail on Helm's
+        # ownership check of a rendered kai-config (Argo CD never installed v0.13.0).
+        out["kaiConfigDeployer"] = {"enabled": False}
+        out["kaiConfig"] = {"render": True}
+    # No runtime-class override from v0.17.0: KAI sets a runtimeClassName only on GPU-fraction
+    # pods there (admission.gpuFractionRuntimeClassName; gpuPodRuntimeClassName is deprecated),
+    # and orchgen leaves GPU sharing off (global.gpuSharing: false), so whole-GPU pods keep the
+    # GPU Operator's default runtime. NVIDIA's recipe dropped its override with v0.17 too
+    # (NVIDIA/aicr recipes/components/kai-scheduler/values.yaml, pinned at KAI v0.17.2).
+    if version_key(chart.version) < (0, 17):
+        # Before v0.17.0 KAI gave every GPU pod runtimeClassName `nvidia`; GPU Operator v25.10.0
+        # and later make nvidia containerd's default runtime, so that injection takes the CDI path
+        # and pods fail with "unresolvable CDI devices". NVIDIA's recipe sets it to "" (NVIDIA/aicr
+        # recipes/components/kai-scheduler/values.yaml at KAI v0.14.1; "" is honoured from v0.13.0).
+        out["admission"] = {"gpuPodRuntimeClassName": ""}
+    return out

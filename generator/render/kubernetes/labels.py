@@ -72,6 +72,8 @@ fi
 
 def _node_labels(plan: Plan, node: str) -> dict[str, str]:
     labels = plan.fabric.node_labels(node)
+    if plan.platform.topograph:  # Topograph labels the switches and NVLink domains itself
+        labels = {k: v for k, v in labels.items() if k not in fabric.TOPOGRAPH_OF}
     return {**plan.platform.script_labels.get(labels[fabric.LABEL_POOL], {}), **labels}
 
 

@@ -4,15 +4,19 @@ kubernetes/node-labels.sh (Helm releases and their values are helm.py's, beside 
 Manifests are applied in file-name order (by Pulumi or GitOps), each file one multi-document YAML:
   00-namespaces.yaml  a Namespace per tenant
   01-priorities.yaml  the PriorityClasses every starter names (services, batch, preemptible)
-  05-gpu-operator.yaml on GKE, the GPU Operator's namespace and the quota its pods need there
   10-quotas.yaml      a ResourceQuota on GPU requests per tenant namespace
   15-access.yaml      a Role and RoleBinding per tenant namespace for the tenant's kubernetes_group,
                       and the policy holding privileged (RDMA) tenant namespaces to baseline + IPC_LOCK
+  18-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes):
+                      before the flavors that name it, so Pulumi creates it first and deletes it last
+                      (Kueue's finalizer holds a Topology while a flavor names it)
   20-<scheduler>.yaml the gang scheduler's queues (Kueue flavors/cohort/queues, Volcano or KAI queues)
                       and, for Volcano and KAI, the admission policy keeping tenants in their queues
   30-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes)
   35-network.yaml     the RDMA fabric for multi-node jobs (NicClusterPolicy, IPPool, attachments)
   40-ray.yaml         a RayCluster per Ray workload
+kubernetes/prerequisites/ holds what the provider needs before the Helm releases (`prerequisites`):
+  gpu-operator.yaml   on GKE, the GPU Operator's namespace and the quota its pods need there
 Files with nothing to say are not written. Returns {} without a Kubernetes plane.
 """
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from ... import schedulers
-from ...contract import MANIFESTS_DIR, WORKLOADS_DIR
+from ...contract import MANIFESTS_DIR, PREREQUISITES_DIR, WORKLOADS_DIR
 from . import gang, gpu_operator, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano, workloads
 from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
@@ -34,14 +38,21 @@ MODULES = {m.__name__.rsplit(".", 1)[-1]: m for m in (kueue, volcano, kai)}
 def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """File name (under kubernetes/manifests/) -> its objects, in apply order."""
     files = {"00-namespaces.yaml": tenancy.namespaces(plan), "01-priorities.yaml": priority.objects(plan),
-             "05-gpu-operator.yaml": gpu_operator.objects(plan), "10-quotas.yaml": tenancy.quotas(plan),
+             "10-quotas.yaml": tenancy.quotas(plan),
              "15-access.yaml": tenancy.access(plan) + tenancy.pod_security_guard(plan)}
     if queues_enabled(plan):
         module = MODULES[gang.scheduler(plan).module]
+        files["18-topology.yaml"] = module.topology(plan)
         files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan) + tenancy.queue_policy(plan)
-        files["30-topology.yaml"] = module.topology(plan)
     files["35-network.yaml"] = network_operator.objects(plan)
     files["40-ray.yaml"] = ray.objects(plan)
+    return {name: objs for name, objs in files.items() if objs}
+
+
+def prerequisites(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    """File name (under kubernetes/prerequisites/) -> its objects: what the provider needs before
+    any release installs."""
+    files = {"gpu-operator.yaml": gpu_operator.objects(plan)}
     return {name: objs for name, objs in files.items() if objs}
 
 
@@ -57,13 +68,15 @@ def readme(plan: Plan) -> dict[str, Any]:
                if queues_enabled(plan) and s and s.flavors else {})
     policy = tenancy.policy_name(plan) if tenancy.queue_policy(plan) else None
     # the files of kubernetes/manifests/ this plan writes: the README names only those
-    return {"topology": topology, "flavors": flavors, "policy": policy, "files": sorted(manifests(plan))}
+    return {"topology": topology, "flavors": flavors, "policy": policy, "files": sorted(manifests(plan)),
+            "prerequisites": sorted(prerequisites(plan))}
 
 
 def render(plan: Plan) -> dict[str, bytes]:
     if plan.kube_plane is None:
         return {}
     out = {f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manifests(plan).items()}
+    out.update({f"{PREREQUISITES_DIR}/{name}": dump_yaml_all(objs) for name, objs in prerequisites(plan).items()})
     out.update({f"{WORKLOADS_DIR}/{name}": dump_yaml_all(objs) for name, objs in starter_files(plan).items()})
     out["kubernetes/node-labels.sh"] = labels.render_script(plan).encode()
     return out

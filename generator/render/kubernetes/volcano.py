@@ -60,7 +60,7 @@ def topology(plan: Plan) -> list[dict[str, Any]]:
     joins its first) over its leaves on this plane. Tier 3: the core over them, when the fabric has
     one and there are several. Off bare metal none: the controller discovers HyperNodes from the
     provider's topology labels (`discovery_config`)."""
-    if plan.platform.cloud:
+    if plan.platform.cloud or plan.platform.topograph:
         return []
     mine = {n for s in slices(plan) for n in s.nodes}
     plane = {fabric.LABEL_PLANE: "kubernetes"} if plan.hybrid else {}
@@ -91,12 +91,15 @@ def discovery_config(plan: Plan) -> dict[str, Any] | None:
     carries the controller's configuration): the provider's topology labels broadest first, the
     hostname last, as that guide's `networkTopologyTypes` lists them."""
     levels = topology_levels(plan)
-    if not plan.platform.cloud or not levels:
+    if not (plan.platform.cloud or plan.platform.topograph) or not levels:
         return None
+    # with Topograph (fleet.fabric.topograph) the labels are its tiers, whose values orchgen does not
+    # know: Volcano builds the HyperNodes from them, as off bare metal
+    name = "topograph" if plan.platform.topograph else plan.platform.provider
     return {"networkTopologyDiscovery": [{
         "source": "label", "enabled": True,
         "config": {"networkTopologyTypes": {
-            plan.platform.provider: [{"nodeLabel": lv} for lv in [*levels, fabric.LABEL_HOSTNAME]]}},
+            name: [{"nodeLabel": lv} for lv in [*levels, fabric.LABEL_HOSTNAME]]}},
     }]}
 
 

@@ -3,12 +3,18 @@
 orchgen copies this file verbatim into every bundle with a Kubernetes plane (as pulumi/__main__.py).
 It reads the bundle's own files at run time and nothing else:
 
+- ../kubernetes/prerequisites/*.yaml (where the bundle has them): what the provider needs before any
+  release (GKE: the GPU Operator's namespace and the quota that admits its critical pods); every
+  release depends on them;
 - ../kubernetes/helm/releases.yaml and the <release>.values.yaml files it names: one Helm release
   each, installed one after another in file order (and after the releases in its `dependsOn`);
 - ../kubernetes/manifests/*.yaml, by file name, documents in order: one Pulumi resource per object.
   Objects wait for the objects of the previous file (the bundle's apply order), for their
   namespace (a manifest Namespace, else the release that creates it), and custom resources for
   the release that installs their CRD (its `crds` list). Namespaces are declared first of all.
+  The file order follows the API's references (18-topology.yaml before the flavors of 20-kueue.yaml
+  that name it), so a replaced object is deleted only after what names it: Pulumi deletes
+  dependents first, and Kueue's finalizer holds a Topology while a flavor names it.
 
 What a re-plan must not take with it is kept in the cluster when it leaves the bundle
 (`retain_on_delete`: Pulumi forgets it and deletes nothing): the manifests' Namespaces (a renamed or
@@ -98,11 +104,12 @@ def chart_source(rel: dict[str, Any]) -> dict[str, Any]:
 
 
 def install_releases(releases: list[dict[str, Any]], kube_dir: Path, provider: k8s.Provider,
-                     namespaces: dict[str, pulumi.Resource]) -> dict[str, k8s.helm.v3.Release]:
+                     namespaces: dict[str, pulumi.Resource],
+                     prerequisites: list[pulumi.Resource] = ()) -> dict[str, k8s.helm.v3.Release]:
     """One Helm release each, one after another in file order (releases.yaml is the install order, so
     an ordering need nobody wrote into `dependsOn` cannot turn into a race), after its `dependsOn`,
     and after its namespace when a manifest declares it (then Helm must not create it too: the
-    second creator would fail with AlreadyExists)."""
+    second creator would fail with AlreadyExists), and after every prerequisite object."""
     installed: dict[str, k8s.helm.v3.Release] = {}
     for rel in releases:
         missing = [d for d in rel["dependsOn"] if d not in installed]
@@ -110,7 +117,7 @@ def install_releases(releases: list[dict[str, Any]], kube_dir: Path, provider: k
             raise ValueError(f"release {rel['name']} depends on {missing}, which releases.yaml does not "
                              "list before it")
         previous = list(installed.values())[-1:]
-        deps = list(dict.fromkeys(previous + [installed[d] for d in rel["dependsOn"]]))
+        deps = list(dict.fromkeys(list(prerequisites) + previous + [installed[d] for d in rel["dependsOn"]]))
         own_namespace = namespaces.get(rel["namespace"])
         installed[rel["name"]] = k8s.helm.v3.Release(
             rel["name"],
@@ -128,10 +135,11 @@ def install_releases(releases: list[dict[str, Any]], kube_dir: Path, provider: k
     return installed
 
 
-def load_manifests(kube_dir: Path) -> list[tuple[str, list[dict[str, Any]]]]:
-    """(file name, objects) per manifests/*.yaml, sorted by file name; empty documents skipped."""
+def load_manifests(kube_dir: Path, folder: str = "manifests") -> list[tuple[str, list[dict[str, Any]]]]:
+    """(file name, objects) per <folder>/*.yaml, sorted by file name; empty documents skipped
+    (none where the bundle has no such folder)."""
     out = []
-    for path in sorted((kube_dir / "manifests").glob("*.yaml"), key=lambda p: p.name):
+    for path in sorted((kube_dir / folder).glob("*.yaml"), key=lambda p: p.name):
         docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
         for i, doc in enumerate(docs):
             if not isinstance(doc, dict) or not doc.get("apiVersion") or not doc.get("kind"):
@@ -264,10 +272,13 @@ def kube_provider() -> k8s.Provider:
 
 def main(kube_dir: Path = KUBE_DIR) -> None:
     releases = load_releases(kube_dir)
+    before = load_manifests(kube_dir, "prerequisites")
     files = load_manifests(kube_dir)
     provider = kube_provider()
-    namespaces = declare_namespaces(files, provider)
-    installed = install_releases(releases, kube_dir, provider, namespaces)
+    namespaces = declare_namespaces(before + files, provider)
+    # built-in kinds only: no release installs anything they need
+    prerequisites = Manifests([], {}, namespaces, provider).apply(before)
+    installed = install_releases(releases, kube_dir, provider, namespaces, prerequisites)
     Manifests(releases, installed, namespaces, provider).apply(files)
     pulumi.export("releases", {r["name"]: r["version"] for r in releases})
 
