@@ -93,9 +93,24 @@ class SlurmScheduler:
         self._head = 0
         self._new: list[tuple[int, int]] = []  # (-priority, id) of the jobs submitted since
         self._given: set[int] = set()
+        # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
+        # they start and end, so a backfill pass does not sort every running job again
+        self._ends: list[tuple[float, int, Job]] = []
+        self.pending_of: dict[str, int] = {}  # pending jobs per tenant
         replay.scheduler = self
-        for job in replay.jobs:
+        # per job (by its index in the replay): what a priority recalculation reads, as arrays
+        jobs = replay.jobs
+        self._ix = {j.id: i for i, j in enumerate(jobs)}
+        tenants = sorted({j.tenant for j in jobs} | set(shares))
+        self._tenant_ix = {t: i for i, t in enumerate(tenants)}
+        self._tenants = tenants
+        for job in jobs:
             job.partition = job.pool
+        self._a_id = np.array([j.id for j in jobs], dtype=np.int64)
+        self._a_submit = np.array([j.submit for j in jobs], dtype=float)
+        self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
+        self._a_size = np.array([j.gpus / max(1, self.part_gpus.get(j.partition, 0)) for j in jobs], dtype=float)
+        self._a_pending = np.zeros(len(jobs), dtype=bool)
 
     # -- priority
     def _decay_usage(self, now: float) -> None:
@@ -129,12 +144,13 @@ class SlurmScheduler:
         self._decay_usage(now)
         total = sum(self.usage.values()) or 1.0
         self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
-        jobs = list(self.r.pending.values())
-        fs = np.array([self._fs.get(j.tenant, 0.0) for j in jobs])
-        size = np.array([j.gpus / max(1, self.part_gpus[j.partition]) for j in jobs])
-        age = np.minimum(1.0, (now - np.array([j.submit for j in jobs])) / AGE_MAX)
+        ix = np.flatnonzero(self._a_pending)  # the pending jobs (submission order)
+        fs_of = np.array([self._fs.get(t, 0.0) for t in self._tenants])
+        fs = fs_of[self._a_tenant[ix]]
+        size = self._a_size[ix]
+        age = np.minimum(1.0, (now - self._a_submit[ix]) / AGE_MAX)
         prio = (10_000 * fs + 2_000 * size + 1_000 * age).astype(np.int64)  # slurmctld keeps integers
-        ids = np.array([j.id for j in jobs], dtype=np.int64)
+        ids = self._a_id[ix]
         order = np.lexsort((ids, -prio))
         self._ids = ids[order].tolist()
         self._keys = (-prio[order]).tolist()
@@ -187,6 +203,8 @@ class SlurmScheduler:
         if ok:
             key = (job.partition, job.nodes, job.per_node, job.limit)
             self.shapes[key] = self.shapes.get(key, 0) + 1
+            self.pending_of[job.tenant] = self.pending_of.get(job.tenant, 0) + 1
+            self._a_pending[self._ix[job.id]] = True
         return ok
 
     def _start(self, job: Job, nodes: np.ndarray) -> None:
@@ -194,7 +212,19 @@ class SlurmScheduler:
         self.shapes[key] -= 1
         if not self.shapes[key]:
             del self.shapes[key]
+        self.pending_of[job.tenant] -= 1
+        if not self.pending_of[job.tenant]:
+            del self.pending_of[job.tenant]
+        self._a_pending[self._ix[job.id]] = False
         self.r.start(job, nodes)
+        if not math.isinf(job.limit):
+            bisect.insort(self._ends, (self._round(job.start + job.limit), job.id, job))
+
+    def ended(self, job: Job) -> None:
+        if not math.isinf(job.limit):
+            key = (self._round(job.start + job.limit), job.id)
+            i = bisect.bisect_left(self._ends, key)
+            del self._ends[i]
 
     # -- the main scheduler
     def schedule(self, now: float) -> None:
@@ -238,8 +268,7 @@ class SlurmScheduler:
     def backfill(self, now: float) -> None:
         nodes = self.r.nodes
         free = nodes.free.copy()
-        ends = sorted(((self._round(j.start + j.limit), j) for j in self.r.running.values()
-                       if not math.isinf(j.limit)), key=lambda e: (e[0], e[1].id))
+        ends = self._ends  # kept sorted as jobs start (this pass's too) and end
         resv: list[tuple[float, float, np.ndarray, int]] = []
         per_user: dict[str, int] = {}
         blocked_shapes: set[tuple] = set()
@@ -250,6 +279,8 @@ class SlurmScheduler:
         for job in self.order(now):
             if tested >= self.p.bf_max_job_test or len(capped) >= tenants:
                 break
+            if capped and len(capped) >= len(self.pending_of) and capped.issuperset(self.pending_of):
+                break  # every tenant with a job still pending is capped: the rest of the queue is skipped
             if len(blocked_shapes) >= len(self.shapes):
                 break  # every shape in the queue is blocked: nothing more can start in this pass
             if job.tenant in capped:
@@ -266,9 +297,7 @@ class SlurmScheduler:
             got = self._fit(job, avail, now)
             if got is not None:
                 free[got] -= job.per_node
-                self._start(job, got)
-                # its end frees these nodes for the later jobs' plans of this pass
-                bisect.insort(ends, (self._round(now + job.limit), job), key=lambda e: (e[0], e[1].id))
+                self._start(job, got)  # its end (in ends) frees these nodes for the later jobs' plans of this pass
                 continue
             # no later job of this shape can start in this pass (resources only shrink in it): its
             # reservation is the first's (Slurm would reserve for each; the rest of the pass is the same)
@@ -299,7 +328,7 @@ class SlurmScheduler:
                 return None
             touched = False
             while i < len(ends) and ends[i][0] == t:
-                j = ends[i][1]
+                j = ends[i][2]
                 avail[j.nodes_held] += j.per_node  # a Slurm job's nodes are distinct
                 touched = touched or bool(mask[j.nodes_held].any())
                 i += 1
