@@ -302,6 +302,22 @@ def test_table_and_compare(example, orchgen):
     assert "the same demand" in orchgen("simulate", src, "--hours", "12", "--compare", check=True).stdout
 
 
+def test_recommend_quotes_simulate_for_the_plan_and_its_alternatives(example, orchgen):
+    """recommend --simulate quotes simulate --compare's figures (same seed, same numbers); plain
+    recommend does not replay anything."""
+    src = example("university-lab")
+    rec = json.loads(orchgen("recommend", src, "--simulate", "--hours", "12", "--seed", "3", "--format", "json",
+                             check=True).stdout)
+    cmp = json.loads(orchgen("simulate", src, "--hours", "12", "--seed", "3", "--compare", "--format", "json",
+                             check=True).stdout)
+    assert rec["simulate"]["seed"] == 3 and rec["simulate"]["variants"] == cmp["variants"]
+    assert "simulate" not in json.loads(orchgen("recommend", src, "--format", "json", check=True).stdout)
+    text = orchgen("recommend", src, "--simulate", "--hours", "12", "--seed", "3", check=True).stdout
+    plan_row = next(v for v in cmp["variants"] if v["variant"] == "plan")
+    assert "simulated" in text and "seed 3" in text and "split=leaf:" in text
+    assert f"{plan_row['planes'][0]['gpu_utilization']:.0%}" in text
+
+
 def test_orchgen_trace(tmp_path, example):
     plan = make_plan(load(example("research-lab")), "research-lab.yaml")
     trace = tmp_path / "t.csv"

@@ -111,6 +111,10 @@ class SlurmScheduler:
         self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
         self._a_size = np.array([j.gpus / max(1, self.part_gpus.get(j.partition, 0)) for j in jobs], dtype=float)
         self._a_pending = np.zeros(len(jobs), dtype=bool)
+        self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
+        self._a_running = np.zeros(len(jobs), dtype=bool)
+        self._a_seq = np.zeros(len(jobs), dtype=np.int64)  # start order (the replay's running jobs' order)
+        self._seq = 0
 
     # -- priority
     def _decay_usage(self, now: float) -> None:
@@ -120,8 +124,18 @@ class SlurmScheduler:
         factor = 0.5 ** (dt / HALF_LIFE)
         for t in self.usage:
             self.usage[t] *= factor
-        for job in self.r.running.values():
-            self.usage[job.tenant] = self.usage.get(job.tenant, 0.0) + job.gpus * dt
+        # each running job's GPU-seconds, added one by one in start order as a loop over the running
+        # jobs would (ufunc.at is unbuffered and in order: the same float sums, without the loop)
+        ix = np.flatnonzero(self._a_running)
+        ix = ix[np.argsort(self._a_seq[ix], kind="stable")]
+        tix = self._a_tenant[ix]
+        first = np.unique(tix, return_index=True)
+        for k in first[0][np.argsort(first[1])]:  # a tenant first seen running joins as the loop would add it
+            self.usage.setdefault(self._tenants[k], 0.0)
+        u = np.array([self.usage.get(t, 0.0) for t in self._tenants])
+        np.add.at(u, tix, self._a_gpus[ix] * dt)
+        for k in first[0]:
+            self.usage[self._tenants[k]] = float(u[k])
         self._usage_at = now
 
     def order(self, now: float, limit: int | None = None) -> Iterable[Job]:
@@ -215,12 +229,17 @@ class SlurmScheduler:
         self.pending_of[job.tenant] -= 1
         if not self.pending_of[job.tenant]:
             del self.pending_of[job.tenant]
-        self._a_pending[self._ix[job.id]] = False
+        k = self._ix[job.id]
+        self._a_pending[k] = False
+        self._a_running[k] = True
+        self._seq += 1
+        self._a_seq[k] = self._seq
         self.r.start(job, nodes)
         if not math.isinf(job.limit):
             bisect.insort(self._ends, (self._round(job.start + job.limit), job.id, job))
 
     def ended(self, job: Job) -> None:
+        self._a_running[self._ix[job.id]] = False
         if not math.isinf(job.limit):
             key = (self._round(job.start + job.limit), job.id)
             i = bisect.bisect_left(self._ends, key)
@@ -318,7 +337,11 @@ class SlurmScheduler:
         return out
 
     def _earliest(self, job: Job, free: np.ndarray, ends: list, resv: list, now: float):
+        """The first end time (within bf_window) from which the job fits until its time limit, and
+        the nodes it would take: walks the running jobs' ends, freeing their nodes. Only the ends of
+        its own partition's jobs change what it can have (a job's nodes are all in its partition)."""
         mask = self.part_mask[job.partition]
+        part = job.partition
         avail = free.copy()
         horizon = now + self.p.bf_window
         i = 0
@@ -329,12 +352,13 @@ class SlurmScheduler:
             touched = False
             while i < len(ends) and ends[i][0] == t:
                 j = ends[i][2]
-                avail[j.nodes_held] += j.per_node  # a Slurm job's nodes are distinct
-                touched = touched or bool(mask[j.nodes_held].any())
+                if j.partition == part:
+                    avail[j.nodes_held] += j.per_node  # a Slurm job's nodes are distinct
+                    touched = True
                 i += 1
             if not touched:
                 continue
-            if int(((avail >= job.per_node) & mask).sum()) < job.nodes:
+            if int(np.count_nonzero((avail >= job.per_node) & mask)) < job.nodes:
                 continue
             got = self._fit(job, self._avail(avail, resv, t, t + job.limit), now, current=False)
             if got is not None:
