@@ -158,8 +158,9 @@ class PerPodScheduler:
                 self.r.held_to_running(job, np.array(held, dtype=np.int64))
             if queue:
                 heapq.heappush(heads, (queue[0][0], key))
-        running = any(j.runtime != float("inf") for j in self.r.running.values())
-        if not running and self.r._arrivals_left == 0:
+        # (every arrival in first: only then can nothing change any more, and only then is it worth
+        # looking through the running jobs)
+        if self.r._arrivals_left == 0 and not any(j.runtime != float("inf") for j in self.r.running.values()):
             self.deadlocked = [j for j in self.r.pending.values() if 0 < len(self.bound.get(j.id, ())) < j.nodes]
 
     def ended(self, job: Job) -> None:
