@@ -139,8 +139,9 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
         from .simulate.command import brief
 
         rows = _simulated(fleet, plan, workload, seed, hours)
-        console.print(f"[bold]{plan.name}: simulated[/bold] ({hours:g} h of demand, seed {seed}; "
-                      "orchgen simulate --compare for the table)")
+        console.print(Text(hanging(f"{plan.name}: simulated ({hours:g} h of demand, seed {seed}; the table: "
+                                   f"orchgen simulate --compare --seed {seed}{'' if hours == 168 else f' --hours {hours:g}'})",
+                                   console.width, 4), style="bold"))
         for line in brief(rows):
             console.print(Text(hanging(f"  {line}", console.width, 4)))
 
