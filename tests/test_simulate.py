@@ -304,7 +304,7 @@ def test_table_and_compare(example, orchgen):
     assert "the same demand" in orchgen("simulate", src, "--hours", "12", "--compare", check=True).stdout
 
 
-class _Checked(SlurmScheduler):
+class _CheckedSlurm(SlurmScheduler):
     """SlurmScheduler whose incremental bookkeeping (kept for speed) is checked against what it
     stands for, recomputed the slow way, at every backfill pass and priority recalculation."""
 
@@ -317,7 +317,7 @@ class _Checked(SlurmScheduler):
         for j in self.r.pending.values():
             pending[j.tenant] = pending.get(j.tenant, 0) + 1
         assert self.pending_of == pending
-        _Checked.checks += 1
+        _CheckedSlurm.checks += 1
         super().backfill(now)
 
     def _decay_usage(self, now):
@@ -345,10 +345,10 @@ def test_slurm_bookkeeping_matches_what_it_stands_for(example, seed):
     for i, j in enumerate(drawn):
         j.id = i + 1
     replay = Replay(cluster.of_plane(plan, "slurm"), drawn)
-    _Checked.checks = 0
-    _Checked(replay, plan, policy_of(plan))
+    _CheckedSlurm.checks = 0
+    _CheckedSlurm(replay, plan, policy_of(plan))
     replay.run()
-    assert _Checked.checks > 10 and all(j.start is not None for j in replay.jobs)
+    assert _CheckedSlurm.checks > 10 and all(j.start is not None for j in replay.jobs)
     assert len({j.tenant for j in replay.jobs}) == 2
 
 
