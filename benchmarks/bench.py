@@ -103,15 +103,21 @@ def simulate_case(nodes: int, jobs: int) -> None:
         src.write_text(yaml.safe_dump(fleet(nodes)))
         csv = Path(tmp) / "trace.csv"
         csv.write_text(trace(nodes, jobs))
+        import json
+        import resource
+
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
         start = time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "generator.cli", "simulate", str(src), "--trace", str(csv),
                               "--format", "json"], check=True, capture_output=True, text=True)
         took = time.perf_counter() - start
-        import json
+        # CPU time too: on a shared machine the wall time is mostly other people's load
+        user = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
 
         report = json.loads(out.stdout)
         util = ", ".join(f"{p['plane']} {p['gpu_utilization']:.0%}" for p in report["planes"])
-        print(f"simulate: {nodes} nodes, {report['jobs']} jobs: {took:.1f} s (GPU utilization {util})")
+        print(f"simulate: {nodes} nodes, {report['jobs']} jobs: {took:.1f} s wall, {user:.1f} s user CPU "
+              f"(GPU utilization {util})")
 
 
 def main() -> None:

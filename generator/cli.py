@@ -88,10 +88,16 @@ def cli() -> None:
 @cli.command()
 @click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--simulate", "sim", is_flag=True, help="also quote `orchgen simulate --compare`'s figures: "
+              "queue wait p50/p95 and GPU utilization for the plan and its alternatives (replays the demand)")
+@click.option("--seed", type=int, default=0, show_default=True, help="with --simulate: seed of the demand's draws")
+@click.option("--hours", type=click.FloatRange(min=0.01, max=24 * 366), default=168.0, show_default=True,
+              help="with --simulate: hours of arrivals drawn from the demand")
 @_INPUT_ROOT
-def recommend(workload: str, fmt: str, input_roots: tuple[str, ...]) -> None:
+def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input_roots: tuple[str, ...]) -> None:
     """Show the plane, add-ons and reasons per workload and for the fleet. A fleet that cannot be
-    planned still gets its per-workload decisions (they do not depend on the split), then the error."""
+    planned still gets its per-workload decisions (they do not depend on the split), then the error.
+    With --simulate, the simulated queue waits and GPU utilization of the plan and its alternatives."""
     from . import spec
     from .decide import per_workload
 
@@ -113,6 +119,8 @@ def recommend(workload: str, fmt: str, input_roots: tuple[str, ...]) -> None:
                           for n, p in data["planes"].items()}},
             "workloads": [w.recommendation() for w in plan.workloads],
         }
+        if sim:
+            out["simulate"] = {"seed": seed, "hours": hours, "variants": _simulated(fleet, plan, workload, seed, hours)}
         click.echo(json.dumps(out, indent=2))
         return
     console = _show_workloads(plan.workloads, fmt, plan.name)
@@ -127,6 +135,22 @@ def recommend(workload: str, fmt: str, input_roots: tuple[str, ...]) -> None:
                                    console.width, 4)))
     for line in plan.reasons:
         console.print(Text(hanging(f"  - {line}", console.width, 4)))
+    if sim:
+        from .simulate.command import brief
+
+        rows = _simulated(fleet, plan, workload, seed, hours)
+        console.print(Text(hanging(f"{plan.name}: simulated ({hours:g} h of demand, seed {seed}; the table: "
+                                   f"orchgen simulate --compare --seed {seed}{'' if hours == 168 else f' --hours {hours:g}'})",
+                                   console.width, 4), style="bold"))
+        for line in brief(rows):
+            console.print(Text(hanging(f"  {line}", console.width, 4)))
+
+
+def _simulated(fleet, plan, workload: str, seed: int, hours: float) -> list[dict]:
+    """`recommend --simulate`: simulate --compare's reports, without the per-job detail."""
+    from .simulate.command import compare_variants
+
+    return compare_variants(fleet, plan, workload, None, hours, seed)
 
 
 def _show_workloads(workloads, fmt: str, name: str):

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,8 @@ from generator.simulate.cluster import Nodes
 from generator.simulate.engine import Replay
 from generator.simulate.jobs import Job, from_demand, from_trace
 from generator.simulate.kube import GangScheduler, PerPodScheduler
-from generator.simulate.slurm import Policy, SlurmScheduler
+from generator.simulate import cluster
+from generator.simulate.slurm import Policy, SlurmScheduler, policy_of
 from generator.spec import load
 from tests.conftest import all_examples
 
@@ -300,6 +302,70 @@ def test_table_and_compare(example, orchgen):
     assert "ddp-training on kubernetes" in names
     assert all("workloads" in v or "refused" in v for v in out["variants"])
     assert "the same demand" in orchgen("simulate", src, "--hours", "12", "--compare", check=True).stdout
+
+
+class _CheckedSlurm(SlurmScheduler):
+    """SlurmScheduler whose incremental bookkeeping (kept for speed) is checked against what it
+    stands for, recomputed the slow way, at every backfill pass and priority recalculation."""
+
+    checks = 0
+
+    def backfill(self, now):
+        running = [j for j in self.r.running.values() if not math.isinf(j.limit)]
+        assert self._ends == sorted((self._round(j.start + j.limit), j.id, j) for j in running)
+        pending = {}
+        for j in self.r.pending.values():
+            pending[j.tenant] = pending.get(j.tenant, 0) + 1
+        assert self.pending_of == pending
+        _CheckedSlurm.checks += 1
+        super().backfill(now)
+
+    def _decay_usage(self, now):
+        dt = now - self._usage_at
+        want = dict(self.usage)
+        if dt > 0:  # the loop it replaces: the same float sums, in the same order
+            for t in want:
+                want[t] *= 0.5 ** (dt / (7 * 86_400))
+            for j in self.r.running.values():
+                want[j.tenant] = want.get(j.tenant, 0.0) + j.gpus * dt
+        super()._decay_usage(now)
+        assert self.usage == want and list(self.usage) == list(want)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_slurm_bookkeeping_matches_what_it_stands_for(example, seed):
+    """The sorted ends, pending jobs per tenant and decayed fair-share usage that make the replay
+    fast equal their slow definitions, on a two-tenant Slurm plane under load."""
+    plan = make_plan(load(example("research-lab")), "research-lab.yaml")
+    drawn = [j for j in from_demand(plan, hours=48, seed=seed) if j.plane == "slurm" and j.per_node]
+    for j in list(drawn):  # each three times more, minutes later: queues build up (64 nodes)
+        drawn += [Job(0, j.workload, j.tenant, j.plane, j.pool, j.submit + 60 * k, j.nodes, j.per_node,
+                      j.runtime, j.limit, j.coupled) for k in (1, 2, 3)]
+    drawn.sort(key=lambda j: j.submit)
+    for i, j in enumerate(drawn):
+        j.id = i + 1
+    replay = Replay(cluster.of_plane(plan, "slurm"), drawn)
+    _CheckedSlurm.checks = 0
+    _CheckedSlurm(replay, plan, policy_of(plan))
+    replay.run()
+    assert _CheckedSlurm.checks > 10 and all(j.start is not None for j in replay.jobs)
+    assert len({j.tenant for j in replay.jobs}) == 2
+
+
+def test_recommend_quotes_simulate_for_the_plan_and_its_alternatives(example, orchgen):
+    """recommend --simulate quotes simulate --compare's figures (same seed, same numbers); plain
+    recommend does not replay anything."""
+    src = example("university-lab")
+    rec = json.loads(orchgen("recommend", src, "--simulate", "--hours", "12", "--seed", "3", "--format", "json",
+                             check=True).stdout)
+    cmp = json.loads(orchgen("simulate", src, "--hours", "12", "--seed", "3", "--compare", "--format", "json",
+                             check=True).stdout)
+    assert rec["simulate"]["seed"] == 3 and rec["simulate"]["variants"] == cmp["variants"]
+    assert "simulate" not in json.loads(orchgen("recommend", src, "--format", "json", check=True).stdout)
+    text = orchgen("recommend", src, "--simulate", "--hours", "12", "--seed", "3", check=True).stdout
+    plan_row = next(v for v in cmp["variants"] if v["variant"] == "plan")
+    assert "simulated" in text and "seed 3" in text and "split=leaf:" in text
+    assert f"{plan_row['planes'][0]['gpu_utilization']:.0%}" in text
 
 
 def test_orchgen_trace(tmp_path, example):

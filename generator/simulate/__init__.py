@@ -26,7 +26,13 @@ __all__ = ["simulate", "Job"]
 
 
 def _fresh(jobs: list[Job]) -> list[Job]:
-    return [dataclasses.replace(j, start=None, end=None, nodes_held=None) for j in jobs]
+    """Copies not yet started (dataclasses.replace's fields, without its __init__ per job)."""
+    out = []
+    for j in jobs:
+        c = object.__new__(Job)
+        c.__dict__ = {**j.__dict__, "start": None, "end": None, "nodes_held": None}
+        out.append(c)
+    return out
 
 
 def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | None = None,

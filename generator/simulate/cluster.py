@@ -50,15 +50,16 @@ def pick(ok: np.ndarray, leaf: np.ndarray, n: int, one_leaf: bool, nleaves: int)
     """`n` node indexes among those `ok`: on the one leaf that holds them with the fewest to spare
     (best fit, as topology/tree places a job on the fewest switches), else, unless `one_leaf`, the
     first `n` in fabric order. None when they do not fit."""
-    idx = np.flatnonzero(ok)
+    idx = ok.nonzero()[0]  # (flatnonzero of a 1-D array, without its wrappers: this runs per placement)
     if idx.size < n:
         return None
     if nleaves > 1:
-        counts = np.bincount(leaf[idx], minlength=nleaves)
-        fits = np.flatnonzero(counts >= n)
+        on = leaf[idx]
+        counts = np.bincount(on, minlength=nleaves)
+        fits = (counts >= n).nonzero()[0]
         if fits.size:
-            best = fits[np.argmin(counts[fits])]
-            return idx[leaf[idx] == best][:n]
+            best = fits[counts[fits].argmin()]
+            return idx[on == best][:n]
         if one_leaf:
             return None
     return idx[:n]

@@ -33,6 +33,19 @@ def run(workload: str, trace: str | None, hours: float, seed: int, fmt: str, com
         else:
             _table(report)
         return
+    rows = compare_variants(fleet, plan, workload, trace, hours, seed)
+    if fmt == "json":
+        click.echo(json.dumps({"seed": seed, "hours": hours if trace is None else None, "trace": trace,
+                               "variants": rows}, indent=2))
+    else:
+        _compare_table(rows)
+
+
+def compare_variants(fleet, plan, workload: str, trace: str | None, hours: float, seed: int) -> list[dict]:
+    """One report per variant (the plan, then its alternatives: `_variants`), each replaying the same
+    demand drawn with `seed` (or the same trace); a refused variant is {"variant", "refused"}."""
+    from ..decide import make_plan
+
     rows = []
     for name, variant in _variants(fleet, plan):
         try:
@@ -43,11 +56,23 @@ def run(workload: str, trace: str | None, hours: float, seed: int, fmt: str, com
         jobs = _jobs(alt, trace, hours, seed)
         with _progress(len([j for j in jobs if not j.service]), name) as tick:
             rows.append({"variant": name, **simulate(alt, jobs, progress=tick)})
-    if fmt == "json":
-        click.echo(json.dumps({"seed": seed, "hours": hours if trace is None else None, "trace": trace,
-                               "variants": rows}, indent=2))
-    else:
-        _compare_table(rows)
+    return rows
+
+
+def brief(rows: list[dict]) -> list[str]:
+    """`recommend --simulate`'s lines: per variant, each workload's wait p50 / p95 and each plane's
+    GPU utilization (the full table is `orchgen simulate --compare`)."""
+    out = []
+    for r in rows:
+        if "refused" in r:
+            out.append(f"{r['variant']}: refused: {r['refused']}")
+            continue
+        waits = "; ".join(f"{w['workload']} {_fmt_wait(w['wait_p50_s'])} / {_fmt_wait(w['wait_p95_s'])}"
+                          + (f" ({w['never_started']} never start)" if w["never_started"] else "")
+                          for w in r["workloads"])
+        util = ", ".join(f"{p['plane']} {p['gpu_utilization']:.0%}" for p in r["planes"])
+        out.append(f"{r['variant']}: wait p50 / p95: {waits or '-'}; GPU utilization: {util or '-'}")
+    return out
 
 
 def _jobs(plan, trace: str | None, hours: float, seed: int):

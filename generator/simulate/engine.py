@@ -34,26 +34,35 @@ class Replay:
         self._arrivals_left = len(jobs)
         self.finished = self.env.event()
         npools = len(nodes.pools)
-        self.busy_gs = np.zeros(npools)  # GPU-seconds busy, per pool
-        self.idle_waiting_gs = np.zeros(npools)  # GPU-seconds idle while a job asking for GPUs there waited
-        self.partial_gs = np.zeros(npools)  # GPU-seconds held by partly placed jobs (per-pod scheduling)
-        self.waiting_gpus = np.zeros(npools)  # GPUs the pending jobs of each pool ask for
-        self.partial_gpus = np.zeros(npools)  # GPUs held now by partly placed jobs
-        self._pool_free = np.array([int(nodes.free[nodes.pool == i].sum()) for i in range(npools)], dtype=float)
-        self._pool_cap = self._pool_free.copy()
+        # per pool, as Python floats (a pool or two: numpy's per-call cost would dominate; the same
+        # float64 arithmetic); busy_gs & co. below give them as arrays
+        self._busy = [0.0] * npools  # GPU-seconds busy
+        self._idle = [0.0] * npools  # GPU-seconds idle while a job asking for GPUs there waited
+        self._partial = [0.0] * npools  # GPU-seconds held by partly placed jobs (per-pod scheduling)
+        self._waiting = [0.0] * npools  # GPUs the pending jobs of each pool ask for
+        self._partial_now = [0.0] * npools  # GPUs held now by partly placed jobs
+        self._pool_free = [float(nodes.free[nodes.pool == i].sum()) for i in range(npools)]
+        self._pool_cap = list(self._pool_free)
         self._last = 0.0
         self._pool_ix = {p: i for i, p in enumerate(nodes.pools)}
         self.scheduler = None  # set by the scheduler: .schedule(now) and optional .periodic()
+
+    busy_gs = property(lambda self: np.array(self._busy))
+    idle_waiting_gs = property(lambda self: np.array(self._idle))
+    partial_gs = property(lambda self: np.array(self._partial))
+    waiting_gpus = property(lambda self: np.array(self._waiting))
+    partial_gpus = property(lambda self: np.array(self._partial_now))
 
     # -- the clock's integrals
     def account(self) -> None:
         now = self.env.now
         dt = now - self._last
         if dt > 0:
-            busy = self._pool_cap - self._pool_free
-            self.busy_gs += busy * dt
-            self.idle_waiting_gs += np.minimum(np.maximum(self._pool_free, 0), self.waiting_gpus) * dt
-            self.partial_gs += self.partial_gpus * dt
+            free, waiting, partial = self._pool_free, self._waiting, self._partial_now
+            for i, cap in enumerate(self._pool_cap):
+                self._busy[i] += (cap - free[i]) * dt
+                self._idle[i] += min(max(free[i], 0.0), waiting[i]) * dt
+                self._partial[i] += partial[i] * dt
             self._last = now
 
     def pool_index(self, job: Job) -> int:
@@ -88,7 +97,7 @@ class Replay:
                 continue
             self.pending[job.id] = job
             self.arrived.append(job)
-            self.waiting_gpus[self.pool_index(job)] += job.gpus
+            self._waiting[self.pool_index(job)] += job.gpus
             self.changed = True
             self.kick()
         self._check_end()
@@ -117,7 +126,7 @@ class Replay:
         self.nodes.free[nodes] -= job.per_node
         i = self.pool_index(job)
         self._pool_free[i] -= job.gpus
-        self.waiting_gpus[i] -= job.gpus
+        self._waiting[i] -= job.gpus
         self.running[job.id] = job
         self.changed = True
         if not math.isinf(job.runtime):
@@ -130,8 +139,8 @@ class Replay:
         self.nodes.free[node] -= gpus
         i = self.pool_index(job)
         self._pool_free[i] -= gpus
-        self.waiting_gpus[i] -= gpus
-        self.partial_gpus[i] += gpus
+        self._waiting[i] -= gpus
+        self._partial_now[i] += gpus
 
     def held_to_running(self, job: Job, nodes: np.ndarray) -> None:
         """The last pod of a partly placed job bound: it runs (its GPUs were taken pod by pod)."""
@@ -140,10 +149,10 @@ class Replay:
         job.nodes_held = nodes
         del self.pending[job.id]
         i = self.pool_index(job)
-        self.partial_gpus[i] -= job.gpus - job.per_node
+        self._partial_now[i] -= job.gpus - job.per_node
         self.nodes.free[nodes[-1]] -= job.per_node
         self._pool_free[i] -= job.per_node
-        self.waiting_gpus[i] -= job.per_node
+        self._waiting[i] -= job.per_node
         self.running[job.id] = job
         self.changed = True
         if not math.isinf(job.runtime):

@@ -40,6 +40,9 @@ class GangScheduler:
         self.used: dict[tuple[str, str], int] = {}  # GPUs admitted, per (tenant, pool)
         self.cohort: dict[str, int] = {}  # GPUs admitted, per pool
         self.queues: dict[tuple, deque[Job]] = {}
+        # heads found not admissible since the last job ended: quotas used and GPUs free only
+        # shrink until a job ends, so they stay so (not tried again: the same admissions, sooner)
+        self._failed: set[int] = set()
         replay.scheduler = self
 
     def possible(self, job: Job) -> bool:
@@ -54,8 +57,11 @@ class GangScheduler:
         for j in self.r.arrived:
             self.queues.setdefault((j.tenant, j.pool, j.nodes, j.per_node), deque()).append(j)
         free = dict(zip(self.r.nodes.pools, self.r._pool_free))
+        failed = self._failed
+        if self.r.freed:
+            failed.clear()
         while True:
-            heads = sorted((q[0] for q in self.queues.values() if q), key=lambda j: j.id)
+            heads = sorted((q[0] for q in self.queues.values() if q and q[0].id not in failed), key=lambda j: j.id)
             started = None
             for borrowing in (False, True):
                 for job in heads:
@@ -69,6 +75,7 @@ class GangScheduler:
                     ok = (self.r.nodes.free >= job.per_node) & self.mask[job.pool]
                     got = pick(ok, self.r.nodes.leaf, job.nodes, False, len(self.r.nodes.leaves))
                     if got is None:
+                        failed.add(job.id)
                         continue
                     self.used[key] = used + job.gpus
                     self.cohort[job.pool] = self.cohort.get(job.pool, 0) + job.gpus
@@ -98,6 +105,7 @@ class PerPodScheduler:
         self._seq = 0
         self.bound: dict[int, list[int]] = {}
         self.deadlocked: list[Job] = []
+        self._blocked: set[tuple[str, int]] = set()  # pod shapes that found no node since a job last ended
         replay.scheduler = self
 
     def possible(self, job: Job) -> bool:
@@ -119,17 +127,29 @@ class PerPodScheduler:
         one that found no node wait behind it (kube-scheduler retries them when GPUs come free)."""
         self._enqueue()
         nodes = self.r.nodes
-        heads = [(q[0][0], key) for key, q in self.pods.items() if q]
+        if self.r.freed:
+            self._blocked.clear()
+        heads = [(q[0][0], key) for key, q in self.pods.items() if q and key not in self._blocked]
         heapq.heapify(heads)
+        # GPUs free only shrink during a pass (and until a job ends): a node found too full stays
+        # so, and each shape's candidates are scanned once per pass, in order, not once per pod
+        cands: dict[tuple[str, int], list] = {}
         while heads:
             _, key = heapq.heappop(heads)
             queue = self.pods[key]
             job = queue[0][1]
-            ok = np.flatnonzero((nodes.free >= job.per_node) & self.mask[job.pool])
-            if ok.size == 0:
-                continue  # blocked until GPUs come free
+            c = cands.get(key)
+            if c is None:
+                c = cands[key] = [np.flatnonzero((nodes.free >= job.per_node) & self.mask[job.pool]), 0]
+            ok, k = c
+            while k < ok.size and nodes.free[ok[k]] < job.per_node:
+                k += 1
+            c[1] = k
+            if k == ok.size:
+                self._blocked.add(key)  # blocked until GPUs come free
+                continue
             queue.popleft()
-            node = int(ok[0])
+            node = int(ok[k])
             held = self.bound.setdefault(job.id, [])
             held.append(node)
             if len(held) < job.nodes:
@@ -138,8 +158,9 @@ class PerPodScheduler:
                 self.r.held_to_running(job, np.array(held, dtype=np.int64))
             if queue:
                 heapq.heappush(heads, (queue[0][0], key))
-        running = any(j.runtime != float("inf") for j in self.r.running.values())
-        if not running and self.r._arrivals_left == 0:
+        # (every arrival in first: only then can nothing change any more, and only then is it worth
+        # looking through the running jobs)
+        if self.r._arrivals_left == 0 and not any(j.runtime != float("inf") for j in self.r.running.values()):
             self.deadlocked = [j for j in self.r.pending.values() if 0 < len(self.bound.get(j.id, ())) < j.nodes]
 
     def ended(self, job: Job) -> None:

@@ -126,9 +126,28 @@ class SlurmScheduler:
         self._head = 0
         self._new: list[tuple[int, int]] = []  # (-priority, id) of the jobs submitted since
         self._given: set[int] = set()
+        # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
+        # they start and end, so a backfill pass does not sort every running job again
+        self._ends: list[tuple[float, int, Job]] = []
+        self.pending_of: dict[str, int] = {}  # pending jobs per tenant
         replay.scheduler = self
-        for job in replay.jobs:
+        # per job (by its index in the replay): what a priority recalculation reads, as arrays
+        jobs = replay.jobs
+        self._ix = {j.id: i for i, j in enumerate(jobs)}
+        tenants = sorted({j.tenant for j in jobs} | set(shares))
+        self._tenant_ix = {t: i for i, t in enumerate(tenants)}
+        self._tenants = tenants
+        for job in jobs:
             job.partition = job.pool
+        self._a_id = np.array([j.id for j in jobs], dtype=np.int64)
+        self._a_submit = np.array([j.submit for j in jobs], dtype=float)
+        self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
+        self._a_size = np.array([j.gpus / max(1, self.part_gpus.get(j.partition, 0)) for j in jobs], dtype=float)
+        self._a_pending = np.zeros(len(jobs), dtype=bool)
+        self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
+        self._a_running = np.zeros(len(jobs), dtype=bool)
+        self._a_seq = np.zeros(len(jobs), dtype=np.int64)  # start order (the replay's running jobs' order)
+        self._seq = 0
 
     # -- priority
     def _decay_usage(self, now: float) -> None:
@@ -138,8 +157,18 @@ class SlurmScheduler:
         factor = 0.5 ** (dt / self.p.half_life)
         for t in self.usage:
             self.usage[t] *= factor
-        for job in self.r.running.values():
-            self.usage[job.tenant] = self.usage.get(job.tenant, 0.0) + job.gpus * dt
+        # each running job's GPU-seconds, added one by one in start order as a loop over the running
+        # jobs would (ufunc.at is unbuffered and in order: the same float sums, without the loop)
+        ix = np.flatnonzero(self._a_running)
+        ix = ix[np.argsort(self._a_seq[ix], kind="stable")]
+        tix = self._a_tenant[ix]
+        first = np.unique(tix, return_index=True)
+        for k in first[0][np.argsort(first[1])]:  # a tenant first seen running joins as the loop would add it
+            self.usage.setdefault(self._tenants[k], 0.0)
+        u = np.array([self.usage.get(t, 0.0) for t in self._tenants])
+        np.add.at(u, tix, self._a_gpus[ix] * dt)
+        for k in first[0]:
+            self.usage[self._tenants[k]] = float(u[k])
         self._usage_at = now
 
     def order(self, now: float, limit: int | None = None) -> Iterable[Job]:
@@ -162,13 +191,14 @@ class SlurmScheduler:
         self._decay_usage(now)
         total = sum(self.usage.values()) or 1.0
         self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
-        jobs = list(self.r.pending.values())
-        fs = np.array([self._fs.get(j.tenant, 0.0) for j in jobs])
-        size = np.array([j.gpus / max(1, self.part_gpus[j.partition]) for j in jobs])
-        age = np.minimum(1.0, (now - np.array([j.submit for j in jobs])) / self.p.age_max)
+        ix = np.flatnonzero(self._a_pending)  # the pending jobs (submission order)
+        fs_of = np.array([self._fs.get(t, 0.0) for t in self._tenants])
+        fs = fs_of[self._a_tenant[ix]]
+        size = self._a_size[ix]
         p = self.p
+        age = np.minimum(1.0, (now - self._a_submit[ix]) / p.age_max)
         prio = (p.weight_fairshare * fs + p.weight_gpu * size + p.weight_age * age).astype(np.int64)  # integers
-        ids = np.array([j.id for j in jobs], dtype=np.int64)
+        ids = self._a_id[ix]
         order = np.lexsort((ids, -prio))
         self._ids = ids[order].tolist()
         self._keys = (-prio[order]).tolist()
@@ -222,6 +252,8 @@ class SlurmScheduler:
         if ok:
             key = (job.partition, job.nodes, job.per_node, job.limit)
             self.shapes[key] = self.shapes.get(key, 0) + 1
+            self.pending_of[job.tenant] = self.pending_of.get(job.tenant, 0) + 1
+            self._a_pending[self._ix[job.id]] = True
         return ok
 
     def _start(self, job: Job, nodes: np.ndarray) -> None:
@@ -229,7 +261,24 @@ class SlurmScheduler:
         self.shapes[key] -= 1
         if not self.shapes[key]:
             del self.shapes[key]
+        self.pending_of[job.tenant] -= 1
+        if not self.pending_of[job.tenant]:
+            del self.pending_of[job.tenant]
+        k = self._ix[job.id]
+        self._a_pending[k] = False
+        self._a_running[k] = True
+        self._seq += 1
+        self._a_seq[k] = self._seq
         self.r.start(job, nodes)
+        if not math.isinf(job.limit):
+            bisect.insort(self._ends, (self._round(job.start + job.limit), job.id, job))
+
+    def ended(self, job: Job) -> None:
+        self._a_running[self._ix[job.id]] = False
+        if not math.isinf(job.limit):
+            key = (self._round(job.start + job.limit), job.id)
+            i = bisect.bisect_left(self._ends, key)
+            del self._ends[i]
 
     # -- the main scheduler
     def schedule(self, now: float) -> None:
@@ -273,8 +322,7 @@ class SlurmScheduler:
     def backfill(self, now: float) -> None:
         nodes = self.r.nodes
         free = nodes.free.copy()
-        ends = sorted(((self._round(j.start + j.limit), j) for j in self.r.running.values()
-                       if not math.isinf(j.limit)), key=lambda e: (e[0], e[1].id))
+        ends = self._ends  # kept sorted as jobs start (this pass's too) and end
         resv: list[tuple[float, float, np.ndarray, int]] = []
         per_user: dict[str, int] = {}
         blocked_shapes: set[tuple] = set()
@@ -285,6 +333,8 @@ class SlurmScheduler:
         for job in self.order(now):
             if tested >= self.p.bf_max_job_test or len(capped) >= tenants:
                 break
+            if capped and len(capped) >= len(self.pending_of) and capped.issuperset(self.pending_of):
+                break  # every tenant with a job still pending is capped: the rest of the queue is skipped
             if len(blocked_shapes) >= len(self.shapes):
                 break  # every shape in the queue is blocked: nothing more can start in this pass
             if job.tenant in capped:
@@ -301,9 +351,7 @@ class SlurmScheduler:
             got = self._fit(job, avail, now)
             if got is not None:
                 free[got] -= job.per_node
-                self._start(job, got)
-                # its end frees these nodes for the later jobs' plans of this pass
-                bisect.insort(ends, (self._round(now + job.limit), job), key=lambda e: (e[0], e[1].id))
+                self._start(job, got)  # its end (in ends) frees these nodes for the later jobs' plans of this pass
                 continue
             # no later job of this shape can start in this pass (resources only shrink in it): its
             # reservation is the first's (Slurm would reserve for each; the rest of the pass is the same)
@@ -324,7 +372,11 @@ class SlurmScheduler:
         return out
 
     def _earliest(self, job: Job, free: np.ndarray, ends: list, resv: list, now: float):
+        """The first end time (within bf_window) from which the job fits until its time limit, and
+        the nodes it would take: walks the running jobs' ends, freeing their nodes. Only the ends of
+        its own partition's jobs change what it can have (a job's nodes are all in its partition)."""
         mask = self.part_mask[job.partition]
+        part = job.partition
         avail = free.copy()
         horizon = now + self.p.bf_window
         i = 0
@@ -334,13 +386,14 @@ class SlurmScheduler:
                 return None
             touched = False
             while i < len(ends) and ends[i][0] == t:
-                j = ends[i][1]
-                avail[j.nodes_held] += j.per_node  # a Slurm job's nodes are distinct
-                touched = touched or bool(mask[j.nodes_held].any())
+                j = ends[i][2]
+                if j.partition == part:
+                    avail[j.nodes_held] += j.per_node  # a Slurm job's nodes are distinct
+                    touched = True
                 i += 1
             if not touched:
                 continue
-            if int(((avail >= job.per_node) & mask).sum()) < job.nodes:
+            if int(np.count_nonzero((avail >= job.per_node) & mask)) < job.nodes:
                 continue
             got = self._fit(job, self._avail(avail, resv, t, t + job.limit), now, current=False)
             if got is not None:
