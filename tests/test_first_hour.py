@@ -77,7 +77,8 @@ def test_recommend_json_is_unchanged(path):
 
 def test_recommend_refuses_what_plan_refuses_with_the_same_line(tmp_path):
     data = yaml.safe_load((REPO / "examples/cloud-training.yaml").read_text())
-    data["options"].update(gang_scheduler="kai", gitops="argocd")
+    # KAI below v0.17.0 under Argo CD is refused (its Config comes from a Helm hook Argo CD does not run)
+    data["options"].update(gang_scheduler="kai", gitops="argocd", versions={"kai-scheduler": "v0.13.0"})
     src = tmp_path / "kai.yaml"
     src.write_text(yaml.safe_dump(data, sort_keys=False))
     plan = run_orchgen("plan", src, "-o", tmp_path / "out")

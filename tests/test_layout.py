@@ -102,7 +102,7 @@ def test_the_walker_sees_imports():
     """Guards the guard: the walker resolves relative and lazy imports, and finds a planted cycle."""
     assert "generator.decide.plan" in GRAPH["generator.decide.planner"]
     assert "generator.spec.checks" in GRAPH["generator.spec.load"]
-    assert "generator.render.kubernetes.slinky" in GRAPH["generator.render"]  # a lazy import
+    assert "generator.render.kubernetes.slurm_values" in GRAPH["generator.render"]  # a lazy import
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 

@@ -623,7 +623,8 @@ def test_slinky_gres_types_missing(broken):
 def test_slinky_accounting_tres_without_slurmdbd(broken):
     b = broken("cloud-training")
     b.edit(SLINKY, "accounting:\n  enabled: true", "accounting:\n  enabled: false")
-    expect(b, SLINKY, b.line_of(SLINKY, "AccountingStorageTRES"), r"AccountingStorageTRES needs accounting.enabled")
+    # the key's line, not accounts.sh's comment that names it
+    expect(b, SLINKY, b.line_of(SLINKY, "AccountingStorageTRES:"), r"AccountingStorageTRES needs accounting.enabled")
 
 
 def test_slinky_gres_conf_disagrees_with_nodeset(broken):

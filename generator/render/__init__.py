@@ -40,9 +40,9 @@ def slurm_on_kubernetes_values() -> dict[str, Callable[[Plan], dict]]:
     """Helm values builders of the Slurm-on-Kubernetes releases, by release name: the Helm
     renderer writes their values files and lists them in releases.yaml (helm.py's seam). A
     builder runs only for a release the plan installs."""
-    from .kubernetes import slinky, soperator
+    from .kubernetes.slurm_values import slurm_on_kubernetes_values as builders
 
-    return {**slinky.VALUES, **soperator.VALUES}
+    return builders()
 
 
 def bundle_renderers() -> list[BundleRenderer]:

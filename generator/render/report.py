@@ -57,7 +57,7 @@ def render(plan: Plan) -> dict[str, bytes]:
 def _written_releases(plan: Plan) -> list[dict[str, object]]:
     """The releases releases.yaml lists (the Slurm-on-Kubernetes ones too), in install order: the
     checklist's helm commands install every one of them."""
-    from . import slurm_on_kubernetes_values
+    from .kubernetes.slurm_values import slurm_on_kubernetes_values
 
     builders = {**helm.VALUES, **slurm_on_kubernetes_values()}
     return [r for r in helm.releases(plan) if r["name"] in builders]

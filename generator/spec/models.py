@@ -574,7 +574,7 @@ class SlurmPartition(_Model):
 class SlurmQos(_Model):
     """A QOS of the site (sacctmgr(1) QOS fields); accounts.sh creates what is missing and sets these."""
 
-    name: QosName
+    name: QosName = Field(description="the QOS name users give to --qos (sacctmgr's Name, lower case)")
     priority: int | None = Field(default=None, ge=0, le=4_294_967_294, description="Priority")
     preempt: list[QosName] = Field(default_factory=list, max_length=256,
                                    description="Preempt: the QOS this one may preempt")

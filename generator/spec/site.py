@@ -136,8 +136,10 @@ class SiteLine(_Model):
 
 
 class SiteFile(_Model):
-    keys: list[SiteKey] = Field(default_factory=list, max_length=4_096)
-    lines: list[SiteLine] = Field(default_factory=list, max_length=65_536)
+    keys: list[SiteKey] = Field(default_factory=list, max_length=4_096,
+                                description="the site's own Key=Value settings of this file, each with its reason")
+    lines: list[SiteLine] = Field(default_factory=list, max_length=65_536,
+                                  description="whole records of this file kept as written, each with its reason")
 
 
 class Site(_Model):
