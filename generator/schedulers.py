@@ -57,6 +57,10 @@ class GangScheduler:
     # (tenancy.access): (API group, resources, "write" | "read"). Queues and quotas are never written.
     tenant_rbac: tuple[tuple[str, tuple[str, ...], str], ...]
     readme_part: str  # the README part that describes it: templates/readme/<readme_part>.md.j2
+    # LeaderWorkerSet's gangSchedulingManagement.schedulerProvider (lws chart v0.10.0): LWS makes a
+    # PodGroup per group for this scheduler; None: the scheduler gangs a group itself (Kueue's LWS
+    # integration) or this is not known to work
+    lws_gang_provider: str | None = None
 
     def raycluster(self, queue: str) -> dict[str, str]:
         return {k: v.replace(QUEUE, queue) for k, v in self.raycluster_labels}
@@ -99,7 +103,7 @@ SCHEDULERS: dict[str, GangScheduler] = {
             webhooks=("/podgroups/mutate puts a `default` PodGroup in the namespace's queue",),
             priority_wiring="group",
             tenant_rbac=(("batch.volcano.sh", ("jobs",), "write"), ("scheduling.volcano.sh", ("podgroups",), "read")),
-            readme_part="kubernetes_queues"),
+            readme_part="kubernetes_queues", lws_gang_provider="volcano"),
         GangScheduler(
             "kai", "KAI Scheduler", chart="kai-scheduler", module="kai", auto=False,
             pod_wiring="pod", pod_queue_label=KAI_QUEUE_LABEL, pod_scheduler_name=KAI_SCHEDULER,

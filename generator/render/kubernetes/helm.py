@@ -31,7 +31,7 @@ from ...catalog import CATALOG
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
-from . import cert_manager, efa, gpu_operator, kai, kueue, network_operator, ray, volcano
+from . import cert_manager, efa, gpu_operator, kai, keda, kserve, kueue, lws, network_operator, ray, volcano
 
 from ...contract import HELM_DIR, RELEASES_FILE
 
@@ -46,6 +46,11 @@ VALUES: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "volcano": volcano.values,
     "kai-scheduler": kai.values,
     "kuberay-operator": ray.values,
+    # the serving platform (issue 21)
+    "kserve-crd": kserve.crd_values,
+    "kserve-resources": kserve.values,
+    "lws": lws.values,
+    "keda": keda.values,
 }
 
 ValuesBuilder = Callable[[Plan], dict[str, Any]]

@@ -106,7 +106,8 @@ def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
 
 def ray_workloads(plan: Plan) -> list[WorkloadDecision]:
     kube = plan.kube_plane
-    return [w for w in plan.workloads_on(kube.name) if w.workload_class == "ray"] if kube else []
+    # a Ray service's cluster is its RayService's (serving.py), not a RayCluster of its own
+    return [w for w in plan.workloads_on(kube.name) if w.workload_class == "ray" and w.serving is None] if kube else []
 
 
 def objects(plan: Plan) -> list[dict[str, Any]]:
