@@ -33,9 +33,10 @@ STACKS = ("rayservice", "kserve", "plain", "lws")
 
 
 def _stack(w: WorkloadDecision, sv: Serving, fleet_choice: str, k3s: bool) -> tuple[str, str]:
-    asked = sv.stack if sv.stack != "auto" else fleet_choice
-    where = "workloads[].serving.stack" if sv.stack != "auto" else "options.serving"
     python = w.facts.python_native_pipeline
+    # the workload's own stack first; then a Python-native service is Ray's; then the fleet's option
+    asked = sv.stack if sv.stack != "auto" else ("auto" if python else fleet_choice)
+    where = "workloads[].serving.stack" if sv.stack != "auto" else "options.serving"
     if asked == "ray" or (asked == "auto" and python):
         why = (f"{where}=ray" if asked == "ray" else "a Python-native service")
         return "rayservice", (f"{why}: Ray Serve in a RayService (KubeRay), autoscaled by Ray Serve on ongoing "

@@ -5,7 +5,7 @@ from ..decide.plan import Plan
 from ..yamlio import dump_json
 from . import slurm
 from ..spec.checks import PROVIDER_POOL_LABEL
-from .kubernetes import common as kube_common, gpu_operator, helm, kueue, manifests, slinky, soperator
+from .kubernetes import common as kube_common, gpu_operator, helm, kueue, manifests, serving, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -44,6 +44,7 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {},
                                      gpu_operator_values=gpu_operator.values,
                                      provisioner_of=provisioner_of, topology_note=topology_note,
+                                     prometheus_url=serving.prometheus_url(plan),
                                      releases=[r for r in helm.releases(plan) if r["name"] in helm.VALUES]),
     }
 

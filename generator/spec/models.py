@@ -561,8 +561,8 @@ class Options(_Model):
     gitops: Literal["none", "kustomize", "argocd", "flux"] = "none"
     serving: Literal["auto", "ray", "kserve", "plain"] = Field(
         default="auto", description="the serving stack of long-lived workloads (workloads[].serving.stack "
-        "overrides it): auto picks a RayService for a Python-native service, a LeaderWorkerSet for a replica "
-        "over several nodes, else a KServe InferenceService (a plain Deployment on k3s)")
+        "overrides it; a Python-native service is a RayService unless its own stack says else): auto picks a "
+        "LeaderWorkerSet for a replica over several nodes, else a KServe InferenceService (a plain Deployment on k3s)")
     slurm_version: Version = "25.11"
     kubernetes_version: Version = "1.33"
     versions: dict[str, str] = Field(default_factory=dict, description="chart version by component")
