@@ -43,9 +43,10 @@ def reference_dir() -> Path:
 
 
 def crd_paths() -> list[Path]:
-    """Every CRD the bundle's custom resources are checked against: the pinned upstream ones, and
-    tests/data/crds (a checked subset of a CRD the reference lacks, with its source noted)."""
-    return [reference_dir(), REPO / "tests" / "data" / "crds"]
+    """Every CRD the bundle's custom resources are checked against: the pinned upstream ones,
+    Gateway API's (../shared/charts/_extra-crds: HTTPRoute, which the site's Gateway controller
+    installs), and tests/data/crds (a checked subset of a CRD the reference lacks, with its source noted)."""
+    return [reference_dir(), charts_dir() / "_extra-crds" / "gateway-api", REPO / "tests" / "data" / "crds"]
 
 
 def tool(name: str) -> str:
