@@ -156,6 +156,10 @@ CATALOG: dict[str, Chart] = {
         Chart("lws", "oci://registry.k8s.io/lws/charts", "lws", "v0.10.0", "lws-system",
               crd_groups=("disaggregatedset.x-k8s.io", "leaderworkerset.x-k8s.io"), values_reference="lws",
               needed_when=("serving:lws",), readme_part="kubernetes_serving"),
+        # zero-to-jupyterhub (https://hub.jupyter.org/helm-chart/, the project's install docs):
+        # notebooks for `interactive: true` workloads (render/kubernetes/jupyterhub.py)
+        Chart("jupyterhub", "https://hub.jupyter.org/helm-chart/", "jupyterhub", "4.4.0", "jupyterhub",
+              values_reference="jupyterhub", needed_when=("notebooks",), readme_part="kubernetes_serving"),
         # KEDA (kedacore/charts, https://kedacore.github.io/charts): ScaledObjects on Prometheus
         # queries; its CRDs sit in templates/crds/
         Chart("keda", "https://kedacore.github.io/charts", "keda", "2.20.2", "keda",

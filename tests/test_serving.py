@@ -35,7 +35,7 @@ from tests.support import plan_of
 
 EXAMPLE = REPO / "examples" / "serving-platform.yaml"
 STACKS = {"chat-api": "kserve", "rerank": "plain", "llama-405b": "lws", "agent-pipeline": "rayservice"}
-NEW_RELEASES = ("kserve-crd", "kserve-resources", "lws", "keda")
+NEW_RELEASES = ("kserve-crd", "kserve-resources", "lws", "keda", "jupyterhub")
 
 
 @cache
@@ -188,6 +188,44 @@ def test_new_releases_render_with_their_charts_and_validate(planned, tmp_path):
                   and o["metadata"]["name"] == "inferenceservice-config")
     assert json.loads(config["data"]["deploy"])["defaultDeploymentMode"] == "Standard"
     assert '"disableIngressCreation": true' in config["data"]["ingress"]
+    # JupyterHub: the Role in the tenant's namespace names the hub's real ServiceAccount
+    [sa] = [o for o in rendered["jupyterhub"] if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "hub"]
+    hub_ns = rels[names.index("jupyterhub")]["namespace"]
+    binding = next(d for d in yaml.safe_load_all(files["kubernetes/manifests/45-notebooks.yaml"])
+                   if d and d["kind"] == "RoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": hub_ns}]
+    # and the chart's hub Role grants what the tenant-namespace Role grants (KubeSpawner's needs)
+    [hub_role] = [o for o in rendered["jupyterhub"] if o["kind"] == "Role" and o["metadata"]["name"] == "hub"]
+    role = next(d for d in yaml.safe_load_all(files["kubernetes/manifests/45-notebooks.yaml"]) if d and d["kind"] == "Role")
+    assert role["rules"] == hub_role["rules"]
+
+
+def test_notebooks_run_in_the_tenants_namespace_with_a_gpu_limit(planned):
+    plan, files = planned
+    [w] = [x for x in plan.workloads if x.interactive]
+    assert w.serving is None  # JupyterHub's, not a serving platform
+    values = yaml.safe_load(files["kubernetes/helm/jupyterhub.values.yaml"])
+    spawner = values["hub"]["config"]["KubeSpawner"]
+    assert spawner["namespace"] == common.namespace_of(w.tenant)
+    single = values["singleuser"]
+    assert single["extraResource"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert single["nodeSelector"] == common.node_selector(plan, w.pool)
+    taints = [{"key": k, "value": v or "", "effect": e} for k, v, e in plan.platform.taints.get(w.pool, ())]
+    assert all(common.tolerates(single["extraTolerations"], t) for t in taints)
+    # Pod Security `restricted` in the tenant namespace: what KubeSpawner adds makes the pod pass it
+    assert spawner["container_security_context"]["capabilities"] == {"drop": ["ALL"]}
+    assert values["scheduling"]["userScheduler"]["enabled"] is False
+    readme = files["README.md"].decode()
+    assert "## Notebooks" in readme and "JupyterHub" in readme
+
+
+def test_notebooks_on_a_slurm_only_fleet_name_open_ondemand():
+    doc = yaml.safe_load((REPO / "examples" / "fsdp-pretraining.yaml").read_text())
+    doc["workloads"][0]["interactive"] = True
+    plan = plan_of(doc)
+    assert plan.kube_plane is None
+    readme = render(plan)["README.md"].decode()
+    assert "Open OnDemand" in readme
 
 
 # ---- each stack as its controller reads it -----------------------------------------------------

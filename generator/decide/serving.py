@@ -62,7 +62,8 @@ def decide(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenan
     for d in placed:
         i, w = by_name[d.name]
         d = replace(d, interactive=w.interactive)
-        if d.plane == kube and kube and d.facts.long_lived_services and d.shape is not None:
+        # notebooks are JupyterHub's (render/kubernetes/jupyterhub.py), not a serving platform
+        if d.plane == kube and kube and d.facts.long_lived_services and d.shape is not None and not w.interactive:
             d = replace(d, serving=_serving(fleet, d, w.serving or Serving(), kube == "k3s", i, file,
                                             tenants, warnings))
         out.append(d)

@@ -31,7 +31,7 @@ from ...catalog import CATALOG
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
-from . import cert_manager, efa, gpu_operator, kai, keda, kserve, kueue, lws, network_operator, ray, volcano
+from . import cert_manager, efa, gpu_operator, jupyterhub, kai, keda, kserve, kueue, lws, network_operator, ray, volcano
 
 from ...contract import HELM_DIR, RELEASES_FILE
 
@@ -51,6 +51,7 @@ VALUES: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "kserve-resources": kserve.values,
     "lws": lws.values,
     "keda": keda.values,
+    "jupyterhub": jupyterhub.values,
 }
 
 ValuesBuilder = Callable[[Plan], dict[str, Any]]

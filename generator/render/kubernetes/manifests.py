@@ -13,6 +13,7 @@ Manifests are applied in file-name order (by Pulumi or GitOps), each file one mu
   30-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes)
   35-network.yaml     the RDMA fabric for multi-node jobs (NicClusterPolicy, IPPool, attachments)
   40-ray.yaml         a RayCluster per Ray workload
+  45-notebooks.yaml   the Role that lets JupyterHub start notebook servers in the tenant's namespace
 Files with nothing to say are not written. Returns {} without a Kubernetes plane.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from ... import schedulers
 from ...contract import MANIFESTS_DIR, WORKLOADS_DIR
-from . import gang, gpu_operator, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano, workloads
+from . import gang, gpu_operator, jupyterhub, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano, workloads
 from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
 # Each gang scheduler's module (its record in generator/schedulers.py names it): objects(plan)
@@ -42,6 +43,7 @@ def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         files["30-topology.yaml"] = module.topology(plan)
     files["35-network.yaml"] = network_operator.objects(plan)
     files["40-ray.yaml"] = ray.objects(plan)
+    files["45-notebooks.yaml"] = jupyterhub.objects(plan)
     return {name: objs for name, objs in files.items() if objs}
 
 
