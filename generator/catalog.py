@@ -31,7 +31,8 @@ class Chart:
     values_reference: str = ""  # where its upstream defaults sit under the reference dir (tests)
     depends_on: tuple[str, ...] = ()  # releases that must be running first (only those in the plan count)
     # the plan's needs (decide/planner._charts) any of which installs it: "gpu-stack:operator",
-    # "network:<kind>", "gang:<scheduler>", "operator:<slinky|soperator>", "ray"
+    # "network:<kind>", "gang:<scheduler>", "operator:<slinky|soperator>", "ray", "serving:<stack>"
+    # (decide/serving.py), "autoscaler:keda", "notebooks" (a workload with interactive: true)
     needed_when: tuple[str, ...] = ()
     crds_in_templates: bool = False  # its CRDs sit in templates/: `helm uninstall` would delete them
     gitops_unsupported: tuple[tuple[str, str], ...] = ()  # (GitOps mode, why it cannot install it)
