@@ -378,6 +378,7 @@ def test_max_replicas_beyond_the_tenants_quota_is_a_warning_and_refused_under_st
     ({"workloads.2.serving.gpus_per_replica": 18}, "workloads[2].serving.gpus_per_replica"),
     ({"workloads.0.serving.weights": "ftp://x"}, "workloads[0].serving.weights"),
     ({"workloads.0.serving.scale_on": "vibes"}, "workloads[0].serving.scale_on"),
+    ({"workloads.1.serving.weights": "oci://registry/model:1"}, "workloads[1].serving.weights"),  # plain: KServe only
 ])
 def test_bad_serving_input_is_one_line_naming_the_field(orchgen, tmp_path, change, field):
     path = tmp_path / "w.yaml"

@@ -30,6 +30,8 @@ PLACEHOLDER_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # a small public model: replac
 DEFAULT_TARGET = {"requests_in_flight": 16, "gpu_utilization": 80, "queue_depth": 4}
 
 STACKS = ("rayservice", "kserve", "plain", "lws")
+# weights only KServe's storage initializer fetches (vLLM streams s3:// and gs://, and reads hf:// ids)
+KSERVE_ONLY_WEIGHTS = ("https://", "oci://", "pvc://")
 
 
 def _stack(w: WorkloadDecision, sv: Serving, fleet_choice: str, k3s: bool) -> tuple[str, str]:
@@ -106,13 +108,19 @@ def _serving(fleet: Fleet, d: WorkloadDecision, sv: Serving, k3s: bool, i: int, 
         raise OrchgenError(f"min_replicas {lo} is above max_replicas {hi} (the replicas `gpus` holds)", file,
                            None, f"{at}.min_replicas")
     _quota_warning(d, tenants, gpus, hi, at, warnings)
+    if stack != "kserve" and sv.weights.startswith(KSERVE_ONLY_WEIGHTS):
+        raise OrchgenError(f"weights {sv.weights.split('://')[0]}:// are fetched by KServe's storage initializer, "
+                           f"and this service is a {stack}: use pvc:NAME, hf://, s3://, gs:// or baked, or stack: "
+                           "kserve", file, None, f"{at}.weights")
     ray = stack == "rayservice"
     image = sv.image or (RAY_LLM_IMAGE if ray else VLLM_IMAGE)
     if ray and sv.scale_on != "requests_in_flight":
         why += (f"; scale_on {sv.scale_on} is not a Ray Serve autoscaling signal, so it scales on ongoing "
                 "requests per replica")
     return ServingDecision(
-        stack=stack, why=why, image=image, model=sv.model or (None if sv.image else PLACEHOLDER_MODEL),
+        # Ray Serve LLM's config needs a model id; a server image of your own may load its own model
+        stack=stack, why=why, image=image,
+        model=sv.model or (None if sv.image and not ray else PLACEHOLDER_MODEL),
         port=sv.port, gpus_per_replica=gpus, nodes_per_replica=nodes, min_replicas=lo, max_replicas=hi,
         scale_on="requests_in_flight" if ray else sv.scale_on,
         scale_target=sv.scale_target or DEFAULT_TARGET["requests_in_flight" if ray else sv.scale_on],
