@@ -175,7 +175,7 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
         w = workloads(bundle)
         groups = {o["apiVersion"].rsplit("/", 1)[0] for o in w if "/" in o["apiVersion"]}
         for group in sorted(groups & set(overlay.SITE_CRDS)):  # overlay rule 8
-            crds = [o for f in sorted((charts_dir() / "_extra-crds" / overlay.SITE_CRDS[group]).glob("*.yaml"))
+            crds = [o for f in sorted((charts_dir() / "_extra-crds" / overlay.SITE_CRDS[group]).rglob("*.yaml"))
                     for o in yaml.safe_load_all(f.read_text()) if o]
             cluster.apply(crds)
             cluster.wait_established([o["metadata"]["name"] for o in crds])
