@@ -116,7 +116,9 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
 
 def ray_planned(plan: Plan) -> bool:
     kube = plan.kube_plane
-    return kube is not None and any(w.primary == "ray" and w.plane == kube.name for w in plan.workloads)
+    # KubeRay runs for Ray workloads and for RayServices (a serving stack, decide/serving.py)
+    return kube is not None and any((w.primary == "ray" or (w.serving is not None and w.serving.stack == "rayservice"))
+                                    and w.plane == kube.name for w in plan.workloads)
 
 
 # --- the kuberay-operator release's values ---------------------------------------------------

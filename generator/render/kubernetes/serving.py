@@ -266,7 +266,9 @@ def _ray_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
              "maxReplicas": sv.max_replicas * workers, "rayStartParams": {},
              "template": _ray_pod(plan, w, "ray-worker", sv.pod, {ROLE_LABEL: "worker"})}
     head_pod = _ray_pod(plan, w, "ray-head", head, {ROLE_LABEL: "head"})
-    # the head holds no GPU: Serve's replicas go to the workers
+    # the head holds no GPU: Serve's replicas go to the workers. The queue labels are the RayCluster's
+    # (gang.for_raycluster): KubeRay copies a RayService's labels onto the RayCluster it makes
+    # (rayservice_controller.go, constructRayClusterForRayService), whose scheduler plugin wires the pods
     return {"apiVersion": "ray.io/v1", "kind": "RayService",
             "metadata": meta(name_of(w), namespace_of(w.tenant), labels=gang.for_raycluster(plan, w.tenant)),
             "spec": {"serveConfigV2": _serve_config(sv),
