@@ -61,6 +61,11 @@ class GangScheduler:
     # PodGroup per group for this scheduler; None: the scheduler gangs a group itself (Kueue's LWS
     # integration) or this is not known to work
     lws_gang_provider: str | None = None
+    # Whether it admits a RayCluster whose size KubeRay's autoscaler changes. Kueue 0.19's RayService
+    # webhook refuses `enableInTreeAutoscaling: true` ("a kueue managed job should only use
+    # autoscaling when workload slicing is enabled", seen from the real webhook in
+    # tests/test_kube_real.py), so under it a RayService's cluster is sized for max_replicas
+    ray_autoscaling: bool = True
 
     def raycluster(self, queue: str) -> dict[str, str]:
         return {k: v.replace(QUEUE, queue) for k, v in self.raycluster_labels}
@@ -91,7 +96,7 @@ SCHEDULERS: dict[str, GangScheduler] = {
             priority_wiring="pod",
             # a LocalQueue is the tenant's door to its ClusterQueue: read only
             tenant_rbac=(("kueue.x-k8s.io", ("workloads", "localqueues"), "read"),),
-            readme_part="kubernetes_queues"),
+            readme_part="kubernetes_queues", ray_autoscaling=False),
         GangScheduler(
             "volcano", "Volcano", chart="volcano", module="volcano", auto=False,
             pod_wiring="namespace", pod_queue_label=None, pod_scheduler_name=None,

@@ -316,9 +316,12 @@ def test_the_stack_reads_right_to_its_controllers(planned, workload):
         auto = config["applications"][0]["args"]["llm_configs"][0]["deployment_config"]["autoscaling_config"]
         assert (auto["min_replicas"], auto["max_replicas"]) == (sv.min_replicas, sv.max_replicas)
         cluster = server["spec"]["rayClusterConfig"]
-        assert cluster["enableInTreeAutoscaling"] is True
+        # Kueue 0.19 refuses an autoscaling RayService (its webhook): the cluster holds max_replicas' workers
+        assert cluster["enableInTreeAutoscaling"] is (plan.gang_scheduler != "kueue")
         [group] = cluster["workerGroupSpecs"]
         assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"] == sv.max_replicas * sv.nodes_per_replica
+        if not cluster["enableInTreeAutoscaling"]:
+            assert group["replicas"] == group["maxReplicas"]
     # the tenant's queue: Kueue takes the pods through the namespace's LocalQueue `default`
     assert plan.gang_scheduler == "kueue"
     config = kueue.kueue_config(plan)

@@ -41,8 +41,8 @@ def _stack(w: WorkloadDecision, sv: Serving, fleet_choice: str, k3s: bool) -> tu
     where = "workloads[].serving.stack" if sv.stack != "auto" else "options.serving"
     if asked == "ray" or (asked == "auto" and python):
         why = (f"{where}=ray" if asked == "ray" else "a Python-native service")
-        return "rayservice", (f"{why}: Ray Serve in a RayService (KubeRay), autoscaled by Ray Serve on ongoing "
-                              "requests per replica while KubeRay's autoscaler adds and removes GPU workers")
+        return "rayservice", (f"{why}: Ray Serve in a RayService (KubeRay), its replicas autoscaled by Ray Serve "
+                              "on ongoing requests per replica")
     if sv.nodes_per_replica > 1:
         return "lws", (f"a replica spans {sv.nodes_per_replica} nodes: a LeaderWorkerSet starts each replica as one "
                        "leader and its workers, created, admitted and restarted as a group"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import schedulers
 from ...decide.plan import Plan, ServingDecision, WorkloadDecision
 from ...decide.serving import VLLM_IMAGE
 from ...yamlio import dump_yaml
@@ -216,6 +217,13 @@ def _leader_worker_set(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
             "spec": {"replicas": sv.min_replicas,
                      # workers start once the leader pod exists (they need its address)
                      "startupPolicy": "LeaderCreated",
+                     # spelt out (the LWS webhook's defaults): a rollout replaces one group at a time and
+                     # asks for no extra GPUs (maxSurge 0); one headless Service for all groups. Kueue's
+                     # LWS webhook otherwise writes these back empty, which the API server refuses
+                     # (seen with the real API server and Kueue, tests/test_kube_real.py)
+                     "rolloutStrategy": {"type": "RollingUpdate",
+                                         "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}},
+                     "networkConfig": {"subdomainPolicy": "Shared"},
                      "leaderWorkerTemplate": {"size": sv.nodes_per_replica,
                                               # one lost pod breaks the group's collectives: restart it whole
                                               "restartPolicy": "RecreateGroupOnPodRestart",
@@ -256,13 +264,23 @@ def _ray_pod(plan: Plan, w: WorkloadDecision, name: str, shape: PodShape, labels
     return {"metadata": {"labels": {**_selector(w), **labels}}, "spec": spec}
 
 
+def ray_autoscaling(plan: Plan) -> bool:
+    """Whether KubeRay's autoscaler may resize a RayService's cluster under the plan's gang scheduler."""
+    s = schedulers.get(plan.gang_scheduler)
+    return s is None or s.ray_autoscaling
+
+
 def _ray_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     sv = w.serving
     assert sv is not None
     head = ray._head_shape(plan, w)  # noqa: SLF001 - the RayCluster's head sizing, shared
     workers = sv.nodes_per_replica
+    elastic = ray_autoscaling(plan)
+    # without KubeRay's autoscaler (the gang scheduler's record says why) the cluster holds the
+    # workers of max_replicas, and Ray Serve scales its replicas within it
+    low = sv.min_replicas if elastic else sv.max_replicas
     group = {"groupName": "gpu-workers" if sv.pod.gpus else "workers",
-             "replicas": sv.min_replicas * workers, "minReplicas": sv.min_replicas * workers,
+             "replicas": low * workers, "minReplicas": low * workers,
              "maxReplicas": sv.max_replicas * workers, "rayStartParams": {},
              "template": _ray_pod(plan, w, "ray-worker", sv.pod, {ROLE_LABEL: "worker"})}
     head_pod = _ray_pod(plan, w, "ray-head", head, {ROLE_LABEL: "head"})
@@ -272,7 +290,7 @@ def _ray_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     return {"apiVersion": "ray.io/v1", "kind": "RayService",
             "metadata": meta(name_of(w), namespace_of(w.tenant), labels=gang.for_raycluster(plan, w.tenant)),
             "spec": {"serveConfigV2": _serve_config(sv),
-                     "rayClusterConfig": {"rayVersion": RAY_VERSION, "enableInTreeAutoscaling": True,
+                     "rayClusterConfig": {"rayVersion": RAY_VERSION, "enableInTreeAutoscaling": elastic,
                                           "headGroupSpec": {"rayStartParams": {"num-gpus": "0"},
                                                             "template": head_pod},
                                           "workerGroupSpecs": [group]}}}
