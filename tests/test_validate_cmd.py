@@ -399,15 +399,16 @@ def test_values_key_not_in_chart_defaults(broken):
 def test_builtin_kind_strict(broken):
     b = broken("research-lab")
     path = "kubernetes/workloads/model-api.yaml"
-    line = b.edit(path, "  replicas: 4", "  replica: 4")
-    expect(b, path, line, r"Deployment model-api: spec.replica: unknown field")
+    # model-api is a serving platform: its PodDisruptionBudget is a built-in kind
+    line = b.edit(path, "  maxUnavailable: 1", "  maxUnavailabl: 1")
+    expect(b, path, line, r"PodDisruptionBudget model-api: spec.maxUnavailabl: unknown field")
 
 
 def test_builtin_kind_unknown_version(broken):
     b = broken("research-lab")
     path = "kubernetes/workloads/model-api.yaml"
-    b.edit(path, "apiVersion: apps/v1", "apiVersion: apps/v2")
-    expect(b, path, 2, r"Deployment model-api: apps/v2 Deployment is not a Kubernetes 1.33 kind")
+    line = b.edit(path, "apiVersion: policy/v1", "apiVersion: policy/v2")
+    expect(b, path, line, r"PodDisruptionBudget model-api: policy/v2 PodDisruptionBudget is not a Kubernetes 1.33 kind")
 
 
 def test_cluster_scoped_object_with_namespace(broken):
