@@ -31,7 +31,8 @@ class Chart:
     values_reference: str = ""  # where its upstream defaults sit under the reference dir (tests)
     depends_on: tuple[str, ...] = ()  # releases that must be running first (only those in the plan count)
     # the plan's needs (decide/planner._charts) any of which installs it: "gpu-stack:operator",
-    # "network:<kind>", "gang:<scheduler>", "operator:<slinky|soperator>", "ray"
+    # "network:<kind>", "gang:<scheduler>", "operator:<slinky|soperator>", "ray", "serving:<stack>"
+    # (decide/serving.py), "autoscaler:keda", "notebooks" (a workload with interactive: true)
     needed_when: tuple[str, ...] = ()
     crds_in_templates: bool = False  # its CRDs sit in templates/: `helm uninstall` would delete them
     gitops_unsupported: tuple[tuple[str, str], ...] = ()  # (GitOps mode, why it cannot install it)
@@ -95,8 +96,9 @@ CATALOG: dict[str, Chart] = {
         # (oci://quay.io/jetstack/charts/cert-manager, tag = the version with its `v`).
         Chart("cert-manager", "oci://quay.io/jetstack/charts", "cert-manager", "v1.21.1", "cert-manager",
               crd_groups=("acme.cert-manager.io", "cert-manager.io"), values_reference="cert-manager",
-              # both Slurm operators' webhooks take their certificates from it
-              needed_when=("operator:slinky", "operator:soperator"), readme_part="kubernetes_helm"),
+              # both Slurm operators' webhooks take their certificates from it, and KServe's
+              # (kserve-resources renders a cert-manager Issuer and Certificate for its webhook)
+              needed_when=("operator:slinky", "operator:soperator", "serving:kserve"), readme_part="kubernetes_helm"),
         # gpu-operator's CRD groups include its node-feature-discovery subchart's (nfd.enabled stays true)
         Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v26.7.0", "gpu-operator",
               crd_groups=("nfd.k8s-sigs.io", "nvidia.com", "resource.nvidia.com"), values_reference="gpu-operator",
@@ -153,7 +155,8 @@ CATALOG: dict[str, Chart] = {
         # unqueued.
         Chart("kuberay-operator", "https://ray-project.github.io/kuberay-helm/", "kuberay-operator", "1.7.0",
               "kuberay-system", crd_groups=("ray.io",), values_reference="kuberay/kuberay-operator",
-              depends_on=("volcano", "kai-scheduler"), needed_when=("ray",), readme_part="kubernetes_workloads"),
+              depends_on=("volcano", "kai-scheduler"), needed_when=("ray", "serving:rayservice"),
+              readme_part="kubernetes_workloads"),
         Chart("slurm-operator-crds", "oci://ghcr.io/slinkyproject/charts", "slurm-operator-crds", "1.2.1",
               "slinky", crd_groups=("slinky.slurm.net",), values_reference="slurm-operator/slurm-operator-crds",
               needed_when=("operator:slinky",), crds_in_templates=True, readme_part="slinky"),
@@ -175,6 +178,32 @@ CATALOG: dict[str, Chart] = {
               "4.1.7", "soperator", values_reference="soperator/slurm-cluster",
               depends_on=("soperator", "gpu-operator"), needed_when=("operator:soperator",),
               readme_part="soperator"),
+        # --- the serving platform (issue 21; decide/serving.py picks the stack per workload) ---
+        # KServe v0.20.0 publishes its charts as OCI (kserve .github/workflows/helm-publish.yml:
+        # oci://ghcr.io/kserve/charts); its CRDs are their own chart, in templates/ (a `lookup`
+        # guard skips them where they exist), so `helm uninstall` would delete them.
+        Chart("kserve-crd", "oci://ghcr.io/kserve/charts", "kserve-crd", "v0.20.0", "kserve",
+              crd_groups=("serving.kserve.io",), values_reference="kserve/kserve-crd",
+              needed_when=("serving:kserve",), crds_in_templates=True, readme_part="kubernetes_serving"),
+        # the controller's webhook certificate is a cert-manager Certificate (kserve-resources
+        # files/kserve/resources.yaml), so cert-manager is installed first
+        Chart("kserve-resources", "oci://ghcr.io/kserve/charts", "kserve-resources", "v0.20.0", "kserve",
+              values_reference="kserve/kserve-resources", depends_on=("kserve-crd", "cert-manager"),
+              needed_when=("serving:kserve",), readme_part="kubernetes_serving"),
+        # LeaderWorkerSet (registry.k8s.io/lws/charts, hack/push-chart.sh); CRDs in crds/; its webhook
+        # certificates are its own (enableCertManager: false by default)
+        Chart("lws", "oci://registry.k8s.io/lws/charts", "lws", "v0.10.0", "lws-system",
+              crd_groups=("disaggregatedset.x-k8s.io", "leaderworkerset.x-k8s.io"), values_reference="lws",
+              needed_when=("serving:lws",), readme_part="kubernetes_serving"),
+        # zero-to-jupyterhub (https://hub.jupyter.org/helm-chart/, the project's install docs):
+        # notebooks for `interactive: true` workloads (render/kubernetes/jupyterhub.py)
+        Chart("jupyterhub", "https://hub.jupyter.org/helm-chart/", "jupyterhub", "4.4.0", "jupyterhub",
+              values_reference="jupyterhub", needed_when=("notebooks",), readme_part="kubernetes_serving"),
+        # KEDA (kedacore/charts, https://kedacore.github.io/charts): ScaledObjects on Prometheus
+        # queries; its CRDs sit in templates/crds/
+        Chart("keda", "https://kedacore.github.io/charts", "keda", "2.20.2", "keda",
+              crd_groups=("eventing.keda.sh", "keda.sh"), values_reference="keda",
+              needed_when=("autoscaler:keda",), crds_in_templates=True, readme_part="kubernetes_serving"),
     )
 }
 

@@ -65,6 +65,15 @@ class GangScheduler:
     # and port name, which kube-prometheus-stack's additionalServiceMonitors select (() : none needed)
     metrics_service: tuple[tuple[str, str], ...] = ()
     metrics_port: str = ""
+    # LeaderWorkerSet's gangSchedulingManagement.schedulerProvider (lws chart v0.10.0): LWS makes a
+    # PodGroup per group for this scheduler; None: the scheduler gangs a group itself (Kueue's LWS
+    # integration) or this is not known to work
+    lws_gang_provider: str | None = None
+    # Whether it admits a RayCluster whose size KubeRay's autoscaler changes. Kueue 0.19's RayService
+    # webhook refuses `enableInTreeAutoscaling: true` ("a kueue managed job should only use
+    # autoscaling when workload slicing is enabled", seen from the real webhook in
+    # tests/test_kube_real.py), so under it a RayService's cluster is sized for max_replicas
+    ray_autoscaling: bool = True
 
     def raycluster(self, queue: str) -> dict[str, str]:
         return {k: v.replace(QUEUE, queue) for k, v in self.raycluster_labels}
@@ -100,7 +109,7 @@ SCHEDULERS: dict[str, GangScheduler] = {
             # status}; "inadmissible": a failed admission attempt, not retried until the cluster changes.
             # Scraped through its chart's own ServiceMonitor (enablePrometheus, render/kubernetes/kueue.py)
             stuck_pending='max by (cluster_queue) (kueue_pending_workloads{status="inadmissible"})',
-            stuck_pending_queue="cluster_queue"),
+            stuck_pending_queue="cluster_queue", ray_autoscaling=False),
         GangScheduler(
             "volcano", "Volcano", chart="volcano", module="volcano", auto=False,
             pod_wiring="namespace", pod_queue_label=None, pod_scheduler_name=None,
@@ -118,7 +127,7 @@ SCHEDULERS: dict[str, GangScheduler] = {
             stuck_pending_queue="queue_name",
             # the chart's scheduler Service (templates/scheduler.yaml): label app=volcano-scheduler, port
             # `metrics` 8080, with prometheus.io/scrape annotations the Prometheus Operator ignores
-            metrics_service=(("app", "volcano-scheduler"),), metrics_port="metrics"),
+            metrics_service=(("app", "volcano-scheduler"),), metrics_port="metrics", lws_gang_provider="volcano"),
         GangScheduler(
             "kai", "KAI Scheduler", chart="kai-scheduler", module="kai", auto=False,
             pod_wiring="pod", pod_queue_label=KAI_QUEUE_LABEL, pod_scheduler_name=KAI_SCHEDULER,

@@ -50,8 +50,9 @@ PINNED_PAST_REFERENCE = ("kai-scheduler",)
 
 
 def crd_paths() -> list[Path]:
-    """Every CRD the bundle's custom resources are checked against: the pinned upstream ones, and
-    tests/data/crds (a checked subset of a CRD the reference lacks, with its source noted)."""
+    """Every CRD the bundle's custom resources are checked against: the pinned upstream ones,
+    Gateway API's (../shared/charts/_extra-crds: HTTPRoute, which the site's Gateway controller
+    installs), and tests/data/crds (a checked subset of a CRD the reference lacks, with its source noted)."""
     from generator.catalog import CATALOG
 
     ref = reference_dir()
@@ -61,7 +62,7 @@ def crd_paths() -> list[Path]:
         crds = charts_dir() / name / CATALOG[name].version / "crds"
         require(crds.is_dir(), f"{name} {CATALOG[name].version}'s CRDs not at {crds}")
         out.append(crds)
-    return out + [REPO / "tests" / "data" / "crds"]
+    return out + [charts_dir() / "_extra-crds" / "gateway-api", REPO / "tests" / "data" / "crds"]
 
 
 def tool(name: str) -> str:

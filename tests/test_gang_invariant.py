@@ -152,6 +152,39 @@ def check_kai(files, w, gang: bool) -> None:
         assert p["metadata"]["labels"]["kai.scheduler/queue"] == w.tenant
 
 
+def check_serving(plan, files, w) -> None:
+    """A serving platform (issue 21): a multi-node replica (LeaderWorkerSet) is one gang of
+    nodes_per_replica pods, each with its share of the replica's GPUs, admitted whole: Kueue's
+    LeaderWorkerSet integration (each group one workload), Volcano's PodGroup per group (LWS's
+    gangSchedulingManagement), KAI's queue label and scheduler on every pod. A single-pod replica
+    needs no gang, only its tenant's queue."""
+    sv = w.serving
+    objs = _main_objects(files, w)
+    server = objs[0]
+    sched = plan.gang_scheduler
+    if sv.stack == "lws":
+        t = server["spec"]["leaderWorkerTemplate"]
+        assert t["size"] == sv.nodes_per_replica > 1
+        assert t["restartPolicy"] == "RecreateGroupOnPodRestart"  # a group restarts whole
+        for tmpl in (t["leaderTemplate"], t["workerTemplate"]):
+            [c] = tmpl["spec"]["containers"]
+            assert int(c["resources"]["limits"]["nvidia.com/gpu"]) * t["size"] == sv.gpus_per_replica
+        if sched == "volcano":
+            assert _release_values(files, "lws") == {"gangSchedulingManagement": {"schedulerProvider": "volcano"}}
+    if sched == "kueue":
+        assert kueue_local_queue(plan, server) == "default", (w.name, server["kind"])
+    elif sched == "kai":
+        for pod in pods_of(server):
+            if server["kind"] == "RayService":  # KubeRay's KAI plugin stamps the RayCluster's pods
+                assert server["metadata"]["labels"][QUEUE_LABEL["kai"]] == w.tenant
+                continue
+            assert pod["spec"]["schedulerName"] == "kai-scheduler"
+            assert pod["metadata"]["labels"][QUEUE_LABEL["kai"]] == w.tenant
+    elif sched == "volcano" and server["kind"] != "RayService":
+        for pod in pods_of(server):
+            assert volcano_scheduler_of(plan, pod) == "volcano"
+
+
 GANG_PLANS = sorted(pid for pid, p in PLANS.items() if any(w.gang_scheduler_required for w in p.workloads))
 
 
@@ -173,7 +206,9 @@ def test_gang_invariant(pid):
         if gang:
             assert plan.gang_scheduler, f"{w.name} needs a gang but the plan has no gang scheduler"
             assert expected_pods(w) > 1
-        if w.workload_class == "ray":
+        if w.serving is not None:
+            check_serving(plan, files, w)
+        elif w.workload_class == "ray":
             check_raycluster(plan, files, w, gang)
         elif plan.gang_scheduler == "kueue":
             check_kueue(plan, files, w, gang)
@@ -225,6 +260,8 @@ def fabric_of(plan) -> str | None:
 
 def collective_templates(files, w) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(templates of pods that run the collectives, templates of the workload's other pods)."""
+    if w.serving is not None:  # a serving platform's server pods (tests/test_tenancy.py pods_of)
+        return pods_of(_main_objects(files, w)[0]), []
     if w.workload_class == "ray":
         rc = _raycluster(files, w)
         (job,) = _main_objects(files, w)

@@ -690,7 +690,10 @@ def test_readme_section_agrees_with_the_files(pid):
     readme = report.render(plan)["README.md"].decode()
     readme = readme[readme.index("## Kubernetes: node labels"):]
     files = k8s.render(plan)
-    kinds = {"Deployment": "Deployment", "RayJob": "RayJob", "PodGroup": "KAI PodGroup + Pods"}
+    kinds = {"Deployment": "Deployment", "RayJob": "RayJob", "PodGroup": "KAI PodGroup + Pods",
+             # a serving platform (serving.py): its server is the file's first object
+             "InferenceService": "KServe InferenceService", "LeaderWorkerSet": "LeaderWorkerSet",
+             "RayService": "RayService"}
     for w in plan.workloads:
         if w.plane != plan.kube_plane.name:
             continue

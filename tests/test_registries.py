@@ -73,7 +73,10 @@ def test_chart_records_name_real_components_needs_and_modes():
         assert chart.needed_when, f"{chart.component}: nothing installs it"
         for need in chart.needed_when:
             kind, _, value = need.partition(":")
-            assert kind in {"gpu-stack", "network", "gang", "operator", "ray", "metrics"}, need
+            assert kind in {"gpu-stack", "network", "gang", "operator", "ray", "serving", "autoscaler", "notebooks", "metrics"}, need
+            if kind == "serving":  # the stacks of decide/serving.py
+                from generator.decide.serving import STACKS
+                assert value in STACKS, need
             if kind == "gang":
                 assert need in schedulers_by_gang, need
         assert {mode for mode, _ in chart.gitops_unsupported} <= {"kustomize", "argocd", "flux"}

@@ -89,10 +89,18 @@ def pods_of(obj: Obj) -> list[Obj]:
         pods = [copy.deepcopy(obj)]
     else:
         sp = obj.get("spec", {})
+        if obj["kind"] == "RayService":  # its RayCluster's pods
+            sp = sp["rayClusterConfig"]
         templates = ([sp["template"]] if "template" in sp else
                      [t["template"] for t in sp.get("tasks", [])] or
                      [sp["headGroupSpec"]["template"], *(g["template"] for g in sp.get("workerGroupSpecs", []))]
-                     if obj["kind"] == "RayCluster" else [])
+                     if obj["kind"] in ("RayCluster", "RayService") else [])
+        if obj["kind"] == "InferenceService":  # KServe's predictor: a PodSpec plus its own fields
+            pred = {k: v for k, v in sp["predictor"].items() if k not in ("labels", "minReplicas", "maxReplicas")}
+            templates = [{"metadata": {"labels": sp["predictor"].get("labels", {})}, "spec": pred}]
+        if obj["kind"] == "LeaderWorkerSet":
+            t = sp["leaderWorkerTemplate"]
+            templates = [t["leaderTemplate"], t["workerTemplate"]]
         pods = [{"apiVersion": "v1", "kind": "Pod",
                  "metadata": {**copy.deepcopy(t.get("metadata", {})), "namespace": ns, "name": "p"},
                  "spec": copy.deepcopy(t["spec"])} for t in templates]
@@ -109,7 +117,11 @@ def plans_with(gang: str) -> list[str]:
 # ---- Kueue ---------------------------------------------------------------------------------------
 
 FRAMEWORK = {("batch/v1", "Job"): "batch/job", ("apps/v1", "Deployment"): "deployment", ("v1", "Pod"): "pod",
-             ("ray.io/v1", "RayCluster"): "ray.io/raycluster"}
+             ("ray.io/v1", "RayCluster"): "ray.io/raycluster",
+             # the serving stacks: KServe's predictor is a Deployment in the same namespace
+             ("serving.kserve.io/v1beta1", "InferenceService"): "deployment",
+             ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): "leaderworkerset.x-k8s.io/leaderworkerset",
+             ("ray.io/v1", "RayService"): "ray.io/rayservice"}
 
 
 def kueue_config(plan) -> dict[str, Any]:
@@ -151,7 +163,8 @@ def test_kueue_admits_every_tenant_job_through_its_namespaces_default_queue(pid)
     for w, obj in [(w, o) for w in common.workloads(plan) for o in manifests.starter_files(plan)[f"{w.name}.yaml"]]:
         if (obj["apiVersion"], obj["kind"]) not in FRAMEWORK:
             continue  # Services; RayJobs on an existing cluster are not Kueue's (its RayCluster is)
-        assert QUEUE_LABEL not in obj["metadata"].get("labels", {}), "starters rely on the namespace"
+        if obj["kind"] != "RayService":  # Ray objects name `default` explicitly, like the RayClusters
+            assert QUEUE_LABEL not in obj["metadata"].get("labels", {}), "starters rely on the namespace"
         lq = kueue_local_queue(plan, obj)
         assert lq == common.KUEUE_DEFAULT_LOCAL_QUEUE, (w.name, lq)
         cq = cqs[lqs[(obj["metadata"]["namespace"], lq)]["spec"]["clusterQueue"]]
@@ -313,6 +326,10 @@ def test_kai_policy_admits_the_bundles_pods_and_refuses_strays(pid):
         if obj["kind"] == "PodGroup":
             assert vap_errors(policy, obj, ns) == []
         for pod in pods_of(obj):
+            if obj["kind"] == "RayService":  # KubeRay copies its labels to its RayCluster (below)
+                pod["spec"]["schedulerName"] = "kai-scheduler"
+                pod["metadata"].setdefault("labels", {})["kai.scheduler/queue"] = \
+                    obj["metadata"]["labels"]["kai.scheduler/queue"]
             assert vap_errors(policy, pod, ns) == [], obj["metadata"]["name"]
             admitted += 1
     for rc in by_kind(objects(plan), "RayCluster"):  # KubeRay's KAI plugin stamps its pods

@@ -399,15 +399,16 @@ def test_values_key_not_in_chart_defaults(broken):
 def test_builtin_kind_strict(broken):
     b = broken("research-lab")
     path = "kubernetes/workloads/model-api.yaml"
-    line = b.edit(path, "  replicas: 4", "  replica: 4")
-    expect(b, path, line, r"Deployment model-api: spec.replica: unknown field")
+    # model-api is a serving platform: its PodDisruptionBudget is a built-in kind
+    line = b.edit(path, "  maxUnavailable: 1", "  maxUnavailabl: 1")
+    expect(b, path, line, r"PodDisruptionBudget model-api: spec.maxUnavailabl: unknown field")
 
 
 def test_builtin_kind_unknown_version(broken):
     b = broken("research-lab")
     path = "kubernetes/workloads/model-api.yaml"
-    b.edit(path, "apiVersion: apps/v1", "apiVersion: apps/v2")
-    expect(b, path, 2, r"Deployment model-api: apps/v2 Deployment is not a Kubernetes 1.33 kind")
+    line = b.edit(path, "apiVersion: policy/v1", "apiVersion: policy/v2")
+    expect(b, path, line, r"PodDisruptionBudget model-api: policy/v2 PodDisruptionBudget is not a Kubernetes 1.33 kind")
 
 
 def test_cluster_scoped_object_with_namespace(broken):
@@ -429,7 +430,7 @@ def test_kueue_queue_missing(broken):
     # the starter names no queue (the namespace's LocalQueue `default` takes it): name a wrong one
     b.edit(path, "    app.kubernetes.io/managed-by: orchgen\n",
            "    app.kubernetes.io/managed-by: orchgen\n    kueue.x-k8s.io/queue-name: nlq\n")
-    expect(b, path, None, r"Deployment model-api: Kueue LocalQueue nlq does not exist in namespace nlp")
+    expect(b, path, None, r"InferenceService model-api: Kueue LocalQueue nlq does not exist in namespace nlp")
 
 
 def test_local_queue_names_missing_cluster_queue(broken):
@@ -598,8 +599,8 @@ def test_gres_of_a_split_pool_differs_between_planes(broken):
 def test_pod_asks_more_gpus_than_its_pool_has(broken):
     b = broken("research-lab")
     path = "kubernetes/workloads/model-api.yaml"
-    b.edit(path, "            nvidia.com/gpu: '4'", "            nvidia.com/gpu: '16'")
-    expect(b, path, None, r"Deployment model-api: a pod asks for 16 GPUs but nodes of pool l40s have 4")
+    b.edit(path, "          nvidia.com/gpu: '4'", "          nvidia.com/gpu: '16'")  # the KServe predictor's
+    expect(b, path, None, r"InferenceService model-api: a pod asks for 16 GPUs but nodes of pool l40s have 4")
 
 
 SLINKY = "kubernetes/helm/slurm.values.yaml"
@@ -783,8 +784,8 @@ def test_a_pod_that_selects_a_pool_beyond_its_plane(broken):
     select the pool's Slurm nodes too."""
     b = broken("research-lab-slinky-split")
     path = "kubernetes/workloads/model-api.yaml"
-    b.edit(path, "        orchgen.io/plane: kubernetes\n", "")
-    expect(b, path, None, r"Deployment model-api: selects 64 node\(s\) by orchgen.io/pool=h100 .* but pool h100 "
+    b.edit(path, "      orchgen.io/plane: kubernetes\n", "")  # the KServe predictor's nodeSelector
+    expect(b, path, None, r"InferenceService model-api: selects 64 node\(s\) by orchgen.io/pool=h100 .* but pool h100 "
                           r"has 2 on the kubernetes plane \(plan.json\): also gpu-h100-")  # the node-granular split
 
 

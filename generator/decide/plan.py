@@ -49,6 +49,36 @@ class PodShape:
 
 
 @dataclass(frozen=True)
+class ServingDecision:
+    """How a long-lived workload serves (decide/serving.py): the stack, with its reason, and what the
+    renderer (render/kubernetes/serving.py) turns into objects."""
+
+    stack: str  # rayservice | kserve | plain | lws
+    why: str
+    image: str
+    model: str | None
+    port: int
+    gpus_per_replica: int
+    nodes_per_replica: int
+    min_replicas: int
+    max_replicas: int
+    scale_on: str  # requests_in_flight | gpu_utilization | queue_depth
+    scale_target: int
+    autoscaler: str  # keda (a ScaledObject on a Prometheus query) | ray-serve (Ray Serve's own)
+    expose: str  # cluster | ingress | gateway
+    ingress_class: str | None
+    gateway: str | None
+    host: str | None
+    weights: str  # baked | pvc:NAME | a URI
+    pod: PodShape  # one pod of a replica (a multi-node replica has nodes_per_replica of them)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in vars(self).items() if k != "pod"}
+        out["pod"] = {"gpus": self.pod.gpus, "cpu": self.pod.cpu, "memory_gib": self.pod.memory_gib}
+        return out
+
+
+@dataclass(frozen=True)
 class WorkloadDecision:
     name: str
     facts: Facts
@@ -75,6 +105,8 @@ class WorkloadDecision:
     # the pods its starter asks for on a Kubernetes plane (None elsewhere); a RayCluster's head too
     shape: PodShape | None = None
     ray_head: PodShape | None = None
+    serving: ServingDecision | None = None  # a long-lived service on the Kubernetes plane
+    interactive: bool = False  # workloads[].interactive: notebooks (JupyterHub on Kubernetes)
 
     def demand_json(self) -> dict[str, Any]:
         """The declared demand, only where the workload declares one (plan.json of a fleet without
@@ -364,6 +396,8 @@ class Plan:
                     "gpus": w.gpus,
                     **({"max_time_minutes": w.max_time} if w.max_time else {}),
                     **({"demand": w.demand_json()} if w.demand_json() else {}),
+                    **({"serving": w.serving.to_json()} if w.serving else {}),
+                    **({"interactive": True} if w.interactive else {}),
                     "facts": vars(w.facts),
                 }
                 for w in self.workloads

@@ -13,7 +13,7 @@ from ..schedulers import AUTO
 from ..spec import fabric as fabric_mod
 from ..spec import slurmtime
 from ..spec.hardware import node_hardware
-from . import placement, platform as platform_mod, quotas, slurm_names
+from . import placement, platform as platform_mod, quotas, serving, slurm_names
 from .rules import RULES, recommend
 from .partition import split
 from .plan import UNTYPED_GPU, Plan, Plane, Platform, PoolSlice, Tenant, Warning_, WorkloadDecision
@@ -96,6 +96,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     tenants, quota_reasons, quota_warnings = quotas.quotas(tenants, slices.get(kube, ()) if kube else (), placed)
     reasons.extend(quota_reasons)
     warnings.extend(quota_warnings)
+    placed = serving.decide(fleet, placed, kube, tenants, file, warnings)
     kube_slices = slices.get(kube, ()) if kube else ()
     draft = Plane(kube, "", None, kube_slices, (), (), ()) if kube else None
     platform = platform_mod.decide(fleet, draft, placed, fab, reasons, warnings, file)
@@ -337,6 +338,14 @@ def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang
         needs.add("ray")
     if fleet.options.metrics == "install":
         needs.add("metrics:install")
+    # the serving stacks' controllers (decide/serving.py): serving:<stack>, and KEDA for every
+    # ScaledObject; notebooks: JupyterHub
+    for d in placed:
+        if d.serving is not None:
+            needs.add(f"serving:{d.serving.stack}")
+            needs.add(f"autoscaler:{d.serving.autoscaler}")
+        if d.interactive and d.plane == kube:
+            needs.add("notebooks")
     return catalog.needed(needs)
 
 

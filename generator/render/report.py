@@ -46,6 +46,7 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      gpu_operator_values=gpu_operator.values,
                                      metrics_view=metrics.readme(plan),
                                      provisioner_of=provisioner_of, topology_note=topology_note,
+                                     prometheus_url=metrics.prometheus_url(plan),
                                      releases=_written_releases(plan),
                                      kai_gitops_config="kai-scheduler" in plan.charts and "kaiConfig" in
                                      kai.values(plan),

@@ -177,6 +177,37 @@ def _workloads(fleet: Fleet) -> Iterator[Problem]:
         if pool is None and w.nodes > sum(p.nodes for p in pools.values()):
             yield f"spans {w.nodes} nodes but the fleet has {sum(p.nodes for p in pools.values())}", (*at, "nodes")
         yield from ((m, (*at, f)) for m, f in demand_problems(w, pool.gpu.count if pool and pool.gpu else None))
+        yield from ((m, (*at, "serving", f)) for m, f in serving_problems(w, pool))
+
+
+def serving_problems(w: Any, pool: Any) -> Iterator[tuple[str, str]]:
+    """workloads[].serving read with its workload and pool (decide/serving.py sizes the rest). Yields
+    (message, field under serving)."""
+    sv = w.serving
+    if sv is None:
+        return
+    if not w.long_lived_services:
+        yield "serving describes a long-lived service: set long_lived_services: true, or drop serving", "stack"
+    if sv.min_replicas is not None and sv.max_replicas is not None and sv.min_replicas > sv.max_replicas:
+        yield f"min_replicas {sv.min_replicas} is above max_replicas {sv.max_replicas}", "min_replicas"
+    if sv.expose == "gateway" and sv.gateway is None:
+        yield "expose: gateway needs `gateway`, the [namespace/]name of the Gateway the HTTPRoute attaches to", "gateway"
+    if sv.gateway is not None and sv.expose != "gateway":
+        yield "gateway is read only with expose: gateway", "gateway"
+    if sv.ingress_class is not None and sv.expose != "ingress":
+        yield "ingress_class is read only with expose: ingress", "ingress_class"
+    if pool is not None and sv.nodes_per_replica > pool.nodes:
+        yield f"a replica spans {sv.nodes_per_replica} nodes but pool {pool.name!r} has {pool.nodes}", "nodes_per_replica"
+    per_node = pool.gpu.count if pool is not None and pool.gpu else None
+    if per_node and sv.gpus_per_replica is not None:
+        if sv.gpus_per_replica > sv.nodes_per_replica * per_node:
+            yield (f"{sv.gpus_per_replica} GPUs do not fit {sv.nodes_per_replica} node(s) of {per_node} GPUs: "
+                   "raise nodes_per_replica"), "gpus_per_replica"
+        elif sv.nodes_per_replica > 1 and sv.gpus_per_replica % sv.nodes_per_replica:
+            yield (f"{sv.gpus_per_replica} GPUs do not divide evenly over {sv.nodes_per_replica} nodes (each node "
+                   "of a replica runs one pod with the same GPUs)"), "gpus_per_replica"
+    if pool is not None and pool.gpu is None and sv.gpus_per_replica:
+        yield f"asks for {sv.gpus_per_replica} GPUs per replica but pool {pool.name!r} has no GPUs", "gpus_per_replica"
 
 
 def demand_problems(w: Any, per_node: int | None) -> Iterator[tuple[str, str]]:

@@ -487,6 +487,72 @@ class Tenant(_Model):
     )
 
 
+# A container image reference (registry/path:tag or @sha256:...): it lands in YAML and the README,
+# so a safe subset; no credentials (a registry's pull secret is the site's, never the bundle's).
+_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$")
+# A model's name as servers take it (Hugging Face `org/name`, or a path inside the weights)
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+# Where weights come from: `pvc:NAME`, an object-store or hub URI, or `baked` (in the image)
+_WEIGHTS = re.compile(r"^(baked|pvc:[a-z0-9]([-a-z0-9]*[a-z0-9])?|(s3|gs|hf|https|oci|pvc)://[A-Za-z0-9._~/%+:@-]+)$")
+# A Gateway API parent: [namespace/]name
+_GATEWAY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_HOSTNAME = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _pattern(rx: re.Pattern[str], what: str, longest: int):
+    def check(value: str) -> str:
+        if len(value) > longest or not rx.fullmatch(value):
+            raise ValueError(f"{_short(value)} is not {what}")
+        return value
+    return check
+
+
+Image = Annotated[str, AfterValidator(_pattern(_IMAGE, "a container image reference (registry/repository:tag, "
+                                                       "lower-case, no credentials)", 255))]
+ModelName = Annotated[str, AfterValidator(_pattern(_MODEL, "a model name such as meta-llama/Llama-3.1-8B-Instruct", 255))]
+Weights = Annotated[str, AfterValidator(_pattern(_WEIGHTS, "where weights come from: pvc:NAME, an s3://, gs://, "
+                                                           "hf://, https:// or oci:// URI, or baked", 1024))]
+GatewayRef = Annotated[str, AfterValidator(_pattern(_GATEWAY, "a Gateway as [namespace/]name", 127))]
+Hostname = Annotated[str, AfterValidator(_pattern(_HOSTNAME, "a DNS host name such as chat.example.com", 253))]
+DnsName = Annotated[str, AfterValidator(_dns_label)]
+
+
+class Serving(_Model):
+    """workloads[].serving: how a long-lived workload serves (generator/decide/serving.py decides the
+    stack; the README's "Serving" section says what each field becomes). All optional."""
+
+    stack: Literal["auto", "ray", "kserve", "plain"] = Field(
+        default="auto", description="auto: options.serving; ray: a RayService (Ray Serve); kserve: a KServe "
+        "InferenceService; plain: a Deployment, Service and autoscaler. A replica over several nodes is a "
+        "LeaderWorkerSet unless the stack is ray")
+    image: Image | None = Field(default=None, description="the model server's image (default: vLLM's OpenAI "
+                                "server; Ray's image for a RayService)")
+    model: ModelName | None = Field(default=None, description="the model the server loads (its --model)")
+    port: int = Field(default=8000, ge=1, le=65_535, description="the container port the server listens on")
+    gpus_per_replica: int | None = Field(default=None, ge=0, le=1_024,
+                                         description="GPUs of one replica (default: one node's worth, or what "
+                                         "`gpus` asks for if less)")
+    nodes_per_replica: int = Field(default=1, ge=1, le=64, description="nodes one replica spans (a model too "
+                                   "large for one node: a LeaderWorkerSet group, or Ray Serve's placement)")
+    min_replicas: int | None = Field(default=None, ge=1, le=10_000, description="default 1")
+    max_replicas: int | None = Field(default=None, ge=1, le=10_000,
+                                     description="default: the replicas `gpus` holds (at least min_replicas)")
+    scale_on: Literal["requests_in_flight", "gpu_utilization", "queue_depth"] = Field(
+        default="requests_in_flight", description="the metric the autoscaler follows")
+    scale_target: int | None = Field(default=None, ge=1, le=100_000, description="the metric's target per "
+                                     "replica (default: 16 requests in flight, 80 % GPU utilization, 4 queued)")
+    expose: Literal["cluster", "ingress", "gateway"] = Field(
+        default="cluster", description="cluster: a Service only; ingress: plus an Ingress of `ingress_class`; "
+                                       "gateway: plus a Gateway API HTTPRoute attached to `gateway`")
+    ingress_class: DnsName | None = Field(default=None, description="the IngressClass (expose: ingress); "
+                                          "absent: the cluster's default class")
+    gateway: GatewayRef | None = Field(default=None, description="the Gateway the HTTPRoute attaches to, "
+                                       "[namespace/]name (expose: gateway; required there)")
+    host: Hostname | None = Field(default=None, description="the host name the Ingress or HTTPRoute matches")
+    weights: Weights = Field(default="baked", description="pvc:NAME (an existing PVC in the tenant's "
+                             "namespace), an s3:// gs:// hf:// https:// oci:// URI, or baked (in the image)")
+
+
 class Workload(_Model):
     name: Name
     nodes: int = Field(default=1, ge=1, le=MAX_FLEET_NODES, description="nodes one job spans")
@@ -495,6 +561,12 @@ class Workload(_Model):
     long_lived_services: bool = False
     multi_tenant: bool = False
     python_native_pipeline: bool = False
+    serving: Serving | None = Field(
+        default=None, description="a long-lived service's serving platform (all optional; needs "
+        "long_lived_services): model, port, replicas, autoscaling metric, exposure, weights")
+    interactive: bool = Field(
+        default=False, description="notebooks for people (JupyterHub on the tenant's queue on Kubernetes; "
+        "the README names Open OnDemand on a Slurm-only fleet)")
     edge_or_dev: bool | None = Field(default=None, description="default: fleet.edge_or_dev")
     plane: Literal["auto", "slurm", "kubernetes"] = Field(
         default="auto",
@@ -709,6 +781,10 @@ class Options(_Model):
         "has one leaf or a whole leaf would waste more than a plane's demand",
     )
     gitops: Literal["none", "kustomize", "argocd", "flux"] = "none"
+    serving: Literal["auto", "ray", "kserve", "plain"] = Field(
+        default="auto", description="the serving stack of long-lived workloads (workloads[].serving.stack "
+        "overrides it; a Python-native service is a RayService unless its own stack says else): auto picks a "
+        "LeaderWorkerSet for a replica over several nodes, else a KServe InferenceService (a plain Deployment on k3s)")
     slurm_version: Version = "25.11"
     kubernetes_version: Version = "1.33"
     versions: dict[str, str] = Field(default_factory=dict, description="chart version by component")

@@ -95,9 +95,10 @@ class Rule:
         try:
             ast = _compile(rule.rule)
             rule.transition = _names_old_self(ast)
-            rule._program = _environment().program(ast)
+            rule._program = _environment().program(ast, functions=_extensions())
             if rule.message_expression:
-                rule._message_program = _environment().program(_compile(rule.message_expression))
+                rule._message_program = _environment().program(_compile(rule.message_expression),
+                                                               functions=_extensions())
         except ValueError as exc:
             rule.error = str(exc)
         return rule
@@ -152,7 +153,59 @@ def _functions_called(ast: Any) -> set[str]:
 def _known_functions() -> set[str]:
     from celpy.evaluation import base_functions
 
-    return set(base_functions) | _MACROS
+    return set(base_functions) | _MACROS | set(_extensions())
+
+
+# ------------------------------------------------------------------ Kubernetes' CEL extension libraries
+# The API server's CEL environment adds libraries cel-python lacks; these are the ones the pinned CRDs
+# call (Gateway API's HTTPRoute, Gateway, ListenerSet ...), with the API server's semantics:
+# - split, substring: cel-go's ext.Strings (k8s.io/apiserver/pkg/cel/library, "strings" v2):
+#   `s.split(sep)`, `s.split(sep, n)` (n < 0: all parts, 0: none, n > 0: at most n, the last holding
+#   the rest); `s.substring(start[, end])` over code points, an error out of range;
+# - isIP: Kubernetes' IP library (k8s.io/apiserver/pkg/cel/library/ip.go): an IPv4 or IPv6 address,
+#   not an IPv4-mapped IPv6 one and without a zone.
+
+
+def _split(text: Any, sep: Any, limit: Any = None) -> Any:
+    from celpy import celtypes
+
+    s, d = str(text), str(sep)
+    n = -1 if limit is None else int(limit)
+    if n == 0:
+        return celtypes.ListType([])
+    parts = (list(s) if d == "" else s.split(d)) if n < 0 else (
+        (list(s[:n - 1]) + ([s[n - 1:]] if s[n - 1:] else [])) if d == "" else s.split(d, n - 1))
+    return celtypes.ListType([celtypes.StringType(p) for p in parts])
+
+
+def _substring(text: Any, start: Any, end: Any = None) -> Any:
+    from celpy import CELEvalError, celtypes
+
+    s = str(text)
+    a, b = int(start), len(s) if end is None else int(end)
+    if not 0 <= a <= b <= len(s):
+        return CELEvalError(f"substring: index out of range: {a}, {b} (length {len(s)})")
+    return celtypes.StringType(s[a:b])
+
+
+def _is_ip(text: Any) -> Any:
+    import ipaddress
+
+    from celpy import celtypes
+
+    s = str(text)
+    if "%" in s:  # a zone
+        return celtypes.BoolType(False)
+    try:
+        addr = ipaddress.ip_address(s)
+    except ValueError:
+        return celtypes.BoolType(False)
+    mapped = isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None
+    return celtypes.BoolType(not mapped)
+
+
+def _extensions() -> dict[str, Any]:
+    return {"split": _split, "substring": _substring, "isIP": _is_ip}
 
 
 def _names_old_self(ast: Any) -> bool:

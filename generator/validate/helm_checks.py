@@ -123,6 +123,10 @@ def _adapt(component: str, defaults: dict[str, Any], values: dict[str, Any]) -> 
             return chart_defaults(defaults, values)
         except (KeyError, TypeError, AttributeError):  # other chart version: check against plain defaults
             return defaults
+    if component == "jupyterhub":
+        from ..render.kubernetes.jupyterhub import chart_defaults as hub_defaults
+
+        return hub_defaults(defaults, values)
     return defaults
 
 

@@ -121,9 +121,19 @@ def check_rules(docs: list[Doc], registry: CRDRegistry | None) -> Iterator[Findi
                         f"{doc.label}: {str(violation).removeprefix('(root): ')}")
 
 
+# Kubernetes' own API groups that are served by CRDs, not by the API server (their CRDs carry the
+# api-approved.kubernetes.io annotation): Gateway API (kubernetes-sigs/gateway-api config/crd).
+# The site's Gateway controller (Envoy Gateway, Istio, Cilium ...) installs the version it
+# implements, so no release of a bundle owns them (README, "Serving").
+CRD_SERVED_K8S_GROUPS = frozenset({"gateway.networking.k8s.io"})
+
+
 def is_custom(api_version: str) -> bool:
-    """A custom resource's group has a dot and is not one of Kubernetes' own *.k8s.io groups."""
+    """A custom resource's group has a dot and is not one of Kubernetes' own *.k8s.io groups (but
+    for the few of those that CRDs serve)."""
     group = group_of(api_version)
+    if group in CRD_SERVED_K8S_GROUPS:
+        return True
     return "." in group and not (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
 
 
@@ -168,5 +178,5 @@ def check_crd_owners(docs: list[Doc], bundle: Bundle) -> Iterator[Finding]:
     for doc in _valid(docs):
         group = group_of(doc.api_version)
         if doc.path.startswith("kubernetes/") and is_custom(doc.api_version) and group not in owned \
-                and not group.endswith(GITOPS_GROUPS):
+                and not group.endswith(GITOPS_GROUPS) and group not in CRD_SERVED_K8S_GROUPS:
             yield error(doc.path, doc.line, f"{doc.label}: no release in {RELEASES} installs the CRDs of {group}")

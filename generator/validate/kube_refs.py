@@ -52,6 +52,13 @@ def pod_templates(doc: Doc) -> list[tuple[list[Any], dict[str, Any]]]:
         workers = _get(data, *base, "workerGroupSpecs") or []
         cands = [[*base, "headGroupSpec", "template"]] + [
             [*base, "workerGroupSpecs", i, "template"] for i in range(len(workers))]
+    elif kind == "LeaderWorkerSet":
+        cands = [["spec", "leaderWorkerTemplate", "leaderTemplate"], ["spec", "leaderWorkerTemplate", "workerTemplate"]]
+    elif kind == "InferenceService":
+        # KServe's predictor is a PodSpec plus its own fields; its `labels` go onto the pods
+        pred = _get(data, "spec", "predictor")
+        return [(["spec", "predictor"], {"metadata": {"labels": pred.get("labels") or {}}, "spec": pred})] \
+            if isinstance(pred, dict) else []
     elif kind == "JobSet":
         cands = [["spec", "replicatedJobs", i, "template", "spec", "template"]
                  for i in range(len(as_list(_get(data, "spec", "replicatedJobs"))))]

@@ -44,6 +44,8 @@ CASES: tuple[Case, ...] = (
     Case("aks-inference", "aks-inference", why="AKS, Volcano, kustomize"),
     Case("oke-training-kai", "oke-training", {"gang_scheduler": "kai"},
          why="OKE (RoCE), Ray, KAI Scheduler, kustomize"),
+    Case("serving-platform", "serving-platform",
+         why="serving platform on EKS: KServe, LeaderWorkerSet, RayService, KEDA, Ingress and HTTPRoute"),
 )
 
 

@@ -190,6 +190,12 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
     cluster.apply(manifests(cluster, bundle))
     if with_workloads:
         w = workloads(bundle)
+        groups = {o["apiVersion"].rsplit("/", 1)[0] for o in w if "/" in o["apiVersion"]}
+        for group in sorted(groups & set(overlay.SITE_CRDS)):  # overlay rule 8
+            crds = [o for f in sorted((charts_dir() / "_extra-crds" / overlay.SITE_CRDS[group]).rglob("*.yaml"))
+                    for o in yaml.safe_load_all(f.read_text()) if o and o.get("kind") == "CustomResourceDefinition"]
+            cluster.apply(crds)
+            cluster.wait_established([o["metadata"]["name"] for o in crds])
         if w:
             cluster.apply(w)
     return {"dropped": dropped, "node_labels": labels.stderr if labels else ""}

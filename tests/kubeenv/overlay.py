@@ -31,6 +31,10 @@ configuration, and on nothing else. Every object not named here is applied exact
    applies nv-ipam's IPPool and CIDRPool CRDs itself (its manifests/state-nv-ipam-cni) when a
    NicClusterPolicy enables nv-ipam. Its pod is only faked here, so after the network-operator
    release the harness applies those two CRDs from ../shared/charts/_extra-crds/nv-ipam (RUNTIME_CRDS).
+8. CRDs the site brings for a workload: Gateway API's (an HTTPRoute of `expose: gateway`) come with
+   the site's Gateway controller, which no release of a bundle installs (the bundle README says so).
+   Before the workloads that use such a group, the harness applies them from
+   ../shared/charts/_extra-crds/gateway-api (SITE_CRDS).
 """
 from __future__ import annotations
 
@@ -42,6 +46,8 @@ KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
 KUEUE_FEATURE_GATES = "VisibilityOnDemand=false"
 # chart -> directory of ../shared/charts/_extra-crds its controller would apply (rule 7)
 RUNTIME_CRDS = {"network-operator": "nv-ipam"}
+# API group a workload uses -> directory of ../shared/charts/_extra-crds the site installs it from (rule 8)
+SITE_CRDS = {"gateway.networking.k8s.io": "gateway-api"}
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 
 

@@ -31,7 +31,8 @@ from ...catalog import CATALOG
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
-from . import cert_manager, efa, gpu_operator, kai, kueue, metrics, network_operator, ray, volcano
+from . import (cert_manager, efa, gpu_operator, jupyterhub, kai, keda, kserve, kueue, lws, metrics, network_operator,
+               ray, volcano)
 
 from ...contract import HELM_DIR, RELEASES_FILE
 
@@ -47,6 +48,12 @@ VALUES: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "kai-scheduler": kai.values,
     "kuberay-operator": ray.values,
     "kube-prometheus-stack": metrics.values,
+    # the serving platform (issue 21)
+    "kserve-crd": kserve.crd_values,
+    "kserve-resources": kserve.values,
+    "lws": lws.values,
+    "keda": keda.values,
+    "jupyterhub": jupyterhub.values,
 }
 
 ValuesBuilder = Callable[[Plan], dict[str, Any]]

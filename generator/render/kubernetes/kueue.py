@@ -177,7 +177,7 @@ SERVICE_START = "45m"
 
 
 def wait_for_pods_ready(plan: Plan) -> dict[str, Any]:
-    services = any(w.workload_class == "service" for w in kube_workloads(plan))
+    services = any(w.workload_class == "service" or w.serving is not None for w in kube_workloads(plan))
     return {"timeout": SERVICE_START if services else GANG_START, "blockAdmission": False}
 FAIR_SHARING = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
 

@@ -12,9 +12,9 @@ Manifests are applied in file-name order (by Pulumi or GitOps), each file one mu
                       (Kueue's finalizer holds a Topology while a flavor names it)
   20-<scheduler>.yaml the gang scheduler's queues (Kueue flavors/cohort/queues, Volcano or KAI queues)
                       and, for Volcano and KAI, the admission policy keeping tenants in their queues
-  30-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes)
   35-network.yaml     the RDMA fabric for multi-node jobs (NicClusterPolicy, IPPool, attachments)
   40-ray.yaml         a RayCluster per Ray workload
+  45-notebooks.yaml   the Role that lets JupyterHub start notebook servers in the tenant's namespace
 kubernetes/prerequisites/ holds what the provider needs before the Helm releases (`prerequisites`):
   gpu-operator.yaml   on GKE, the GPU Operator's namespace and the quota its pods need there
 Files with nothing to say are not written. Returns {} without a Kubernetes plane.
@@ -27,7 +27,8 @@ from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from ... import schedulers
 from ...contract import MANIFESTS_DIR, PREREQUISITES_DIR, WORKLOADS_DIR
-from . import gang, gpu_operator, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano, workloads
+from . import (gang, gpu_operator, jupyterhub, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano,
+               workloads)
 from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
 # Each gang scheduler's module (its record in generator/schedulers.py names it): objects(plan)
@@ -46,6 +47,7 @@ def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan) + tenancy.queue_policy(plan)
     files["35-network.yaml"] = network_operator.objects(plan)
     files["40-ray.yaml"] = ray.objects(plan)
+    files["45-notebooks.yaml"] = jupyterhub.objects(plan)
     return {name: objs for name, objs in files.items() if objs}
 
 

@@ -43,7 +43,8 @@ def classes(plan: Plan) -> list[tuple[str, int, str]]:
 
 def class_of(plan: Plan, w: WorkloadDecision) -> str:
     """The PriorityClass a workload's pods name."""
-    return name(plan, SERVICES if w.workload_class == "service" else BATCH)
+    # a serving platform (a Ray service's RayService too) is a service
+    return name(plan, SERVICES if w.workload_class == "service" or w.serving is not None else BATCH)
 
 
 def objects(plan: Plan) -> list[dict[str, Any]]:

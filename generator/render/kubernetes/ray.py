@@ -106,7 +106,8 @@ def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
 
 def ray_workloads(plan: Plan) -> list[WorkloadDecision]:
     kube = plan.kube_plane
-    return [w for w in plan.workloads_on(kube.name) if w.workload_class == "ray"] if kube else []
+    # a Ray service's cluster is its RayService's (serving.py), not a RayCluster of its own
+    return [w for w in plan.workloads_on(kube.name) if w.workload_class == "ray" and w.serving is None] if kube else []
 
 
 def objects(plan: Plan) -> list[dict[str, Any]]:
@@ -115,7 +116,9 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
 
 def ray_planned(plan: Plan) -> bool:
     kube = plan.kube_plane
-    return kube is not None and any(w.primary == "ray" and w.plane == kube.name for w in plan.workloads)
+    # KubeRay runs for Ray workloads and for RayServices (a serving stack, decide/serving.py)
+    return kube is not None and any((w.primary == "ray" or (w.serving is not None and w.serving.stack == "rayservice"))
+                                    and w.plane == kube.name for w in plan.workloads)
 
 
 # --- the kuberay-operator release's values ---------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 
 from ... import schedulers
 from ...decide.plan import Plan, WorkloadDecision
-from . import fabric_wiring, gang, pod_security, priority, ray
+from . import fabric_wiring, gang, pod_security, priority, ray, serving
 from .common import (KAI_PODGROUP_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY, TRAIN_IMAGE, PodShape,
                          dns1035, indexed_name, meta, namespace_of, node_selector, pool_has_topology,
                          preferred_level, queue_of, resources, shape, tolerations, topology_levels, topology_name)
@@ -203,6 +203,8 @@ def rayjob(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
 
 
 def starter(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
+    if w.serving is not None:  # a long-lived service: its serving platform (serving.py)
+        return serving.objects(plan, w)
     if w.workload_class == "ray":
         return rayjob(plan, w)
     if w.workload_class == "service":
