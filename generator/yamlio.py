@@ -21,8 +21,9 @@ _Dumper.add_representer(str, _str)
 _Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
 
 
-def dump_yaml(data: Any) -> bytes:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=True, default_flow_style=False,
+def dump_yaml(data: Any, sort_keys: bool = True) -> bytes:
+    """`sort_keys=False` keeps the dicts' own (fixed) order, for a format whose readers care about it."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=sort_keys, default_flow_style=False,
                      allow_unicode=True, width=4096).encode()
 
 

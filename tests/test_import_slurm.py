@@ -152,10 +152,7 @@ def test_a_credential_is_never_carried(tmp_path):
 # ------------------------------------------------------------------------------------------------ round trip
 
 # Examples whose bundle does not import back, with the reason (a follow-up, not a pass)
-ROUND_TRIP_KNOWN = {
-    "topology-yaml": "orchgen writes topology.yaml with cluster_default before `topology`, which its own "
-                     "importer (spec/importers.py, after topology.yaml(5): \"must be the first attribute\") refuses",
-}
+ROUND_TRIP_KNOWN: dict[str, str] = {}
 
 
 def _bare_metal_slurm_examples() -> list[str]:

@@ -29,7 +29,9 @@ def _file(m: SlurmModel, name: str, job: RayJob | None) -> str:
     if job is not None:
         return render_template("slurm/ray.sbatch.j2", m=m, job=job).decode()
     if name == "topology.yaml":  # YAML is dumped from data; only its comment header is a template
-        return _template("topology.yaml.header.j2", m) + dump_yaml(m.topology.yaml_data()).decode()
+        # key order as built, not sorted: topology.yaml(5) says each entry's `topology` "Must be the first
+        # attribute" (and orchgen's own importer holds a file to it)
+        return _template("topology.yaml.header.j2", m) + dump_yaml(m.topology.yaml_data(), sort_keys=False).decode()
     return _template(_TEMPLATES.get(name, f"{name}.j2"), m)
 
 
