@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -119,7 +120,7 @@ def test_every_serving_object_passes_its_schema_and_cel_rules(planned):
             if obj["kind"] == "HTTPRoute":
                 assert outcome.evaluated > 0, obj["kind"]  # their rules really ran
     assert {"InferenceService", "LeaderWorkerSet", "RayService", "ScaledObject", "HTTPRoute", "Ingress",
-            "Deployment", "Service", "PodDisruptionBudget"} <= kinds
+            "Deployment", "Service", "PodDisruptionBudget", "PodMonitor"} <= kinds
 
 
 def test_the_rules_catch_a_broken_route_and_lws(planned):
@@ -308,6 +309,21 @@ def test_the_stack_reads_right_to_its_controllers(planned, workload):
         [trigger] = so["spec"]["triggers"]
         assert trigger["type"] == "prometheus" and trigger["metadata"]["serverAddress"] == serving.prometheus_url(plan)
         assert f'namespace="{ns}"' in trigger["metadata"]["query"] or f'exported_namespace="{ns}"' in trigger["metadata"]["query"]
+        # the query's series exist: DCGM's are scraped by the GPU Operator's ServiceMonitor; vLLM's only
+        # through this workload's PodMonitor, which selects the serving pods on a port they name, and
+        # whose targets' namespace/pod labels are the ones the query selects by
+        monitors = [o for o in objs if o["kind"] == "PodMonitor"]
+        if sv.scale_on == "gpu_utilization":
+            assert "DCGM_FI_DEV_GPU_UTIL" in trigger["metadata"]["query"] and monitors == []
+        else:
+            [pm] = monitors
+            assert "vllm:" in trigger["metadata"]["query"]
+            scraped = [p for p in pods if matches(pm["spec"]["selector"]["matchLabels"], p["metadata"]["labels"])]
+            names = {cp.get("name") for p in scraped for c in p["spec"]["containers"] for cp in c.get("ports", [])}
+            assert scraped and {e["port"] for e in pm["spec"]["podMetricsEndpoints"]} <= names
+            pod_re = re.search(r'pod=~"([^"]+)"', trigger["metadata"]["query"]).group(1)
+            target = ref["name"]
+            assert re.fullmatch(pod_re, f"{target}-7d9f8b6c5-x2x4z" if ref["kind"] == "Deployment" else f"{target}-0")
         if sv.stack == "kserve":  # KServe makes no autoscaler of its own and leaves replicas to KEDA
             assert server["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "external"
             assert server["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"

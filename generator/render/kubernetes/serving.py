@@ -18,7 +18,8 @@ Every server pod: the services PriorityClass, its tenant's queue wiring (gang.py
 selector and tolerations, a startup, readiness and liveness probe on the container's port. The
 PodDisruptionBudget lets a drain take one pod at a time (a multi-node replica: its group, which
 LWS recreates whole). KEDA scales kserve, plain and lws on a Prometheus query between min and max
-replicas (`prometheus_url` names the Prometheus).
+replicas (`prometheus_url` names the Prometheus). Where the query reads vLLM's own gauges and the
+plane installs kube-prometheus-stack, a PodMonitor has Prometheus scrape the server's /metrics.
 """
 from __future__ import annotations
 
@@ -400,12 +401,27 @@ SERVERS = {"kserve": _inference_service, "plain": _deployment, "lws": _leader_wo
            "rayservice": _ray_service}
 
 
+def _pod_monitor(w: WorkloadDecision) -> dict[str, Any]:
+    """Prometheus scrapes the server's pods: vLLM's OpenAI server answers /metrics on its own port
+    (vLLM docs, "Production Metrics"), and the Prometheus Operator's PodMonitor targets carry the
+    `namespace` and `pod` labels the ScaledObject's query selects by. kube-prometheus-stack selects
+    every PodMonitor (metrics.values: podMonitorSelectorNilUsesHelmValues false). The LWS workers have
+    no `http` port, so only the leader, which serves, is scraped."""
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+            "metadata": meta(name_of(w), namespace_of(w.tenant)),
+            "spec": {"selector": {"matchLabels": _selector(w)},
+                     "podMetricsEndpoints": [{"port": "http", "path": "/metrics"}]}}
+
+
 def objects(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
-    """The workload's file: server, Service, PodDisruptionBudget, autoscaler, route."""
+    """The workload's file: server, Service, PodDisruptionBudget, autoscaler (and the scrape its
+    query needs), route."""
     sv = w.serving
     assert sv is not None
     out = [SERVERS[sv.stack](plan, w), _service(w), _pdb(w)]
     if sv.autoscaler == "keda":
         out.append(_scaled_object(plan, w))
+        if sv.scale_on != "gpu_utilization" and metrics.installed(plan):  # DCGM's is scraped already
+            out.append(_pod_monitor(w))
     return out + _exposure(w)
 
