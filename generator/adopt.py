@@ -117,6 +117,8 @@ class Sources:
     topology: Path | None = None
     cgroup: Path | None = None
     sacctmgr_dump: Path | None = None
+    # folders besides slurm.conf's own that its Include lines may read (--input-root)
+    roots: tuple[str, ...] = ()
 
 
 def _read(path: Path, what: str) -> str:
@@ -153,7 +155,7 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     first fatal problem after collecting them all in the report (the caller prints the report first)."""
     report = Report()
     main_text = _read(src.slurm_conf, "SLURM_CONF")
-    conf = slurmconf.read(src.slurm_conf, main_text)
+    conf = slurmconf.read(src.slurm_conf, main_text, roots=src.roots)
     for problem in conf.problems:
         report.fatal.append(Item(f"{problem.file}:{problem.line}", problem.message))
     base = src.slurm_conf.parent

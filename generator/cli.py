@@ -360,6 +360,9 @@ def simulate(workload: str, trace: str | None, hours: float, seed: int, fmt: str
     run(workload, trace, hours, seed, fmt, compare)
 
 
+_MAX_PROBLEMS = 20  # problem lines `import slurm` prints before its summary line
+
+
 @cli.group("import")
 def import_() -> None:
     """Adopt what a site runs already: write a workload.yaml from its configuration."""
@@ -379,8 +382,12 @@ def import_() -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True,
               help="the workload.yaml to write")
 @click.option("--force", is_flag=True, help="replace an existing file")
+@click.option("--input-root", "input_roots", multiple=True, type=click.Path(file_okay=False, path_type=str),
+              help="also follow SLURM_CONF's Include lines into this folder; by default only into the folder "
+              "of SLURM_CONF (repeatable)")
 def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path | None,
-                 sacctmgr_dump: Path | None, slurm_version: str | None, output: Path, force: bool) -> None:
+                 sacctmgr_dump: Path | None, slurm_version: str | None, output: Path, force: bool,
+                 input_roots: tuple[str, ...]) -> None:
     """Read a site's slurm.conf (Includes followed), gres.conf, topology and cgroup.conf and write a
     workload.yaml that plans back into them: what it modelled, carried verbatim (site:) and refused
     is printed, each with its file:line."""
@@ -390,12 +397,15 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
         raise OrchgenError("exists; pass --force to replace it", str(output))
     if not output.parent.is_dir():
         raise OrchgenError("no such directory to write workload.yaml into", str(output.parent))
-    src = Sources(slurm_conf, gres, topology, cgroup, sacctmgr_dump)
+    src = Sources(slurm_conf, gres, topology, cgroup, sacctmgr_dump, input_roots)
     try:
         text, report, extra = run(src, output, slurm_version)
     except OrchgenError as err:
-        for other in getattr(err, "others", ()):  # one line each; the last (main's) line is the first problem
+        others = list(getattr(err, "others", ()))  # one line each; the last (main's) line is the first problem
+        for other in others[:_MAX_PROBLEMS]:
             _say(f"orchgen: {other}")
+        if len(others) > _MAX_PROBLEMS:  # a binary or foreign file: the first ones say enough
+            _say(f"orchgen: ... and {len(others) - _MAX_PROBLEMS} more problems like these")
         raise
     for line in report.lines():
         click.echo(fit_to_print(line))

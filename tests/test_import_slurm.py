@@ -149,6 +149,41 @@ def test_a_credential_is_never_carried(tmp_path):
     assert "refused" in done.stdout and "AccountingStoragePass: a credential" in done.stdout
 
 
+def _outside_file(tmp_path: Path) -> Path:
+    """A file of Key=Value lines outside the site's folder, as a secret another file could be."""
+    secret = tmp_path / "elsewhere" / "secret.conf"
+    secret.parent.mkdir()
+    secret.write_text("SlurmctldParameters=s3cret-token\nNodeName=leak[1-2] CPUs=8\n")
+    return secret
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink"])
+def test_an_include_outside_the_folder_is_not_read(tmp_path, how):
+    secret = _outside_file(tmp_path)
+    (tmp_path / "site").mkdir()
+    name = {"absolute": str(secret), "dotdot": "../elsewhere/secret.conf", "symlink": "linked.conf"}[how]
+    if how == "symlink":
+        (tmp_path / "site" / "linked.conf").symlink_to(secret)
+    err = _one_line_refusal(_import(tmp_path, MINIMAL + f"Include {name}\n"), tmp_path, "outside the folder")
+    assert len(err.strip().splitlines()) == 1
+    assert "s3cret" not in err and "leak" not in err and str(secret) not in err.replace(name, "")
+
+
+def test_input_root_lets_an_include_read_another_folder(tmp_path):
+    secret = _outside_file(tmp_path)
+    done = _import(tmp_path, MINIMAL + f"Include {secret}\n", "--input-root", str(secret.parent))
+    assert done.returncode == 0, done.stderr
+    assert "leak[1-2]" in (tmp_path / "workload.yaml").read_text()
+
+
+def test_a_binary_file_is_refused_in_a_few_lines(tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_bytes(bytes(range(256)) * 40)
+    err = _one_line_refusal(run_orchgen("import", "slurm", conf, "-o", tmp_path / "workload.yaml"), tmp_path,
+                            "not Key=Value", "more problems like these")
+    assert len(err.strip().splitlines()) <= 22
+
+
 # ------------------------------------------------------------------------------------------------ round trip
 
 # Examples whose bundle does not import back, with the reason (a follow-up, not a pass)

@@ -29,7 +29,9 @@ an OrchgenError, `orchgen validate` into findings.
 """
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -182,16 +184,26 @@ def parse(text: str, file: str = "<text>") -> list[Record]:
     return out
 
 
-def read(path: str | Path, text: str | None = None, follow_includes: bool = True) -> Config:
+def read(path: str | Path, text: str | None = None, follow_includes: bool = True,
+         roots: Sequence[str | Path] | None = None) -> Config:
     """A file and (with follow_includes) every file it includes, read as slurmctld reads them.
 
     `text` stands for the main file's content when given (the file need not exist then). Problems
     (a missing or unreadable include, a glob, an Include loop, a line that is not Key=Value) are
-    collected with their file and line; the records around them are still read."""
+    collected with their file and line; the records around them are still read. With `roots`
+    (input someone else wrote: `orchgen import slurm`), an Include is read only when it resolves,
+    symbolic links followed, inside the main file's folder or one of `roots`; one leading elsewhere
+    (`Include /etc/shadow`) is a problem and is not read, so nothing of it reaches the output."""
     config = Config()
     main = Path(path)
-    _read_into(config, main, text, main.parent, follow_includes, [], {"cluster": None})
+    allowed = None if roots is None else [os.path.realpath(main.parent), *(os.path.realpath(r) for r in roots)]
+    _read_into(config, main, text, main.parent, follow_includes, [], {"cluster": None, "allowed": allowed})
     return config
+
+
+def _inside(path: Path, allowed: list[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == top or real.startswith(top.rstrip(os.sep) + os.sep) for top in allowed)
 
 
 def _read_into(config: Config, path: Path, text: str | None, base: Path, follow: bool,
@@ -229,6 +241,11 @@ def _read_into(config: Config, path: Path, text: str | None, base: Path, follow:
         if resolved in here:
             chain = " -> ".join(p.name for p in [*here[here.index(resolved):], resolved])
             config.problems.append(Problem(name, record.line, f"Include loop: {chain}"))
+            continue
+        if state["allowed"] is not None and not _inside(target, state["allowed"]):
+            # named as written, never where its links lead
+            config.problems.append(Problem(name, record.line, f"Include {record.get('Include')}: outside the folder "
+                                           "of the main file, not read (--input-root DIR allows another folder)"))
             continue
         if not target.exists():
             config.problems.append(Problem(name, record.line, f"Include: no such file {target}"))
