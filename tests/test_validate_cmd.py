@@ -176,8 +176,10 @@ def test_block_node_in_two_blocks(broken):
 
 def test_topology_yaml_node_not_defined(broken):
     b = broken("topology-yaml")
-    line = b.edit("slurm/topology.yaml", "nodes: h100-[001-016]", "nodes: h100-[001-017]")
-    expect(b, "slurm/topology.yaml", line, r"topology fabric: leaf switch leaf003 names nodes .*: h100-017")
+    b.edit("slurm/topology.yaml", "nodes: h100-[001-016]", "nodes: h100-[001-017]")
+    # the switch's line: `switch:` comes first in its entry (as `topology` does in a topology's)
+    expect(b, "slurm/topology.yaml", b.line_of("slurm/topology.yaml", "switch: leaf003"),
+           r"topology fabric: leaf switch leaf003 names nodes .*: h100-017")
 
 
 def test_partition_names_undefined_nodes(broken):
