@@ -326,9 +326,11 @@ def test_mig_quotas_count_instances(tmp_path):
                    for f in group["flavors"]}
         assert flavors["mig"]["nvidia.com/gpu"] == 0 and flavors["mig"]["nvidia.com/mig-1g.10gb"] == 16 * 7
         assert flavors["l40s"]["nvidia.com/mig-1g.10gb"] == 0 and flavors["l40s"]["nvidia.com/gpu"] == 8
-    api = [d for d in yaml.safe_load_all(files["kubernetes/workloads/api.yaml"]) if d["kind"] == "Deployment"][0]
-    limits = api["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert limits == {"nvidia.com/mig-1g.10gb": "7"}  # one whole GPU = its 7 instances
+    # the long-lived service is served by KServe (issue 21): its predictor asks for MIG instances only
+    [api] = [d for d in yaml.safe_load_all(files["kubernetes/workloads/api.yaml"]) if d["kind"] == "InferenceService"]
+    limits = api["spec"]["predictor"]["containers"][0]["resources"]["limits"]
+    gpu_limits = {k: v for k, v in limits.items() if k.startswith("nvidia.com/")}
+    assert gpu_limits == {"nvidia.com/mig-1g.10gb": "7"}  # one whole GPU = its 7 instances
 
 
 def test_validate_finds_a_mig_gres_that_differs(tmp_path):
