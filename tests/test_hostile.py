@@ -230,22 +230,27 @@ def _wrong_type(value: Any) -> list[Any]:
     return ["map", 7, ["x"]]
 
 
+FREE_FORM = ("versions", "node_labels")
+
+
 @st.composite
 def field_corruptions(draw: st.DrawFn) -> tuple[str, str, str | None, bool]:
     """(file name, corrupted text, field path the error must name or None, must fail)."""
     name = draw(st.sampled_from(sorted(EXAMPLES)))
     data = yaml.safe_load(EXAMPLES[name])
     kind = draw(st.sampled_from(["wrong_type", "missing", "unknown_key", "huge", "unicode", "deep"]))
-    paths = [p for p in _paths(data) if not (len(p) > 1 and p[-2] == "versions")]
+    # free-form maps (chart versions, a pool's node labels) take any key: adding one is no corruption,
+    # and a bad key or value there is named by the map's path
+    paths = [p for p in _paths(data) if not (len(p) > 1 and p[-2] in FREE_FORM)]
     if kind == "missing":
         path = draw(st.sampled_from([p for p in REQUIRED if _exists(data, p)]))
         del _get(data, path[:-1])[path[-1]]
         return name, yaml.safe_dump(data, sort_keys=False), spec.format_path(path), True
     if kind == "unknown_key":
-        maps = [()] + [p for p in paths if isinstance(_get(data, p), dict)]
+        maps = [()] + [p for p in paths if isinstance(_get(data, p), dict) and not (p and p[-1] in FREE_FORM)]
         at = draw(st.sampled_from(maps))
         key = draw(st.sampled_from(["bogus", "nodes_per_leaf2", "Name", "ñ", "gpu_count"]))
-        if key in _get(data, at) or (at and at[-1] == "versions"):
+        if key in _get(data, at):
             key = "zz_unknown"
         _get(data, at)[key] = draw(st.sampled_from([1, "x", None, [1], {"a": 1}]))
         return name, yaml.safe_dump(data, sort_keys=False), spec.format_path(at + (key,)), True

@@ -131,7 +131,10 @@ def test_unreachable_repository_is_one_line(tmp_path):
                    check=True, capture_output=True, cwd=REPO)
     proc = _validate(out, env={"XDG_CACHE_HOME": str(tmp_path / "c"), "ORCHGEN_CHART_MIRROR": "http://127.0.0.1:9/"})
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
-    assert "cannot fetch gpu-operator v26.7.0 from http://127.0.0.1:9/" in proc.stderr and "--no-fetch" in proc.stderr
+    # the first release validate needs (its install order) is the one it names
+    first = yaml.safe_load((out / "kubernetes/helm/releases.yaml").read_text())["releases"][0]
+    assert f"cannot fetch {first['chart']} {first['version']} from http://127.0.0.1:9/" in proc.stderr, proc.stderr
+    assert "--no-fetch" in proc.stderr
     skip = _validate(out, "--no-fetch", env={"XDG_CACHE_HOME": str(tmp_path / "c")})
     assert skip.returncode == 0 and "notice: no --crds" in skip.stdout
 
@@ -160,6 +163,18 @@ def _push_chart(base: str, name: str, version: str, archive: bytes, meta: dict) 
     urllib.request.urlopen(urllib.request.Request(
         f"{base}/v2/charts/{name}/manifests/{version.replace('+', '_')}", method="PUT",
         data=json.dumps(manifest).encode(), headers={"Content-Type": manifest["mediaType"]}))
+
+
+@functools.cache
+def research_lab_releases() -> frozenset[tuple[str, str]]:
+    """(chart, version) of every release research-lab's bundle installs: what the registry must serve."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "generator.cli", "plan", "examples/research-lab.yaml", "-o", f"{tmp}/out",
+                        "-q"], check=True, capture_output=True, cwd=REPO)
+        rels = yaml.safe_load(Path(f"{tmp}/out/kubernetes/helm/releases.yaml").read_text())["releases"]
+    return frozenset((r["chart"], str(r["version"])) for r in rels)
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +208,7 @@ def oci_registry(tmp_path_factory):
                 time.sleep(0.1)
         for chart_yaml in sorted(charts.glob("*/*/Chart.yaml")):
             meta = yaml.safe_load(chart_yaml.read_text())
-            if meta["name"] in ("gpu-operator", "kueue"):  # research-lab's releases
+            if (chart_yaml.parent.parent.name, chart_yaml.parent.name) in research_lab_releases():
                 _push_chart(base, meta["name"], str(meta["version"]), _package(chart_yaml.parent, meta["name"]), meta)
         yield f"oci://127.0.0.1:{port}/charts"
     finally:
@@ -214,4 +229,4 @@ def test_validate_pulls_from_an_oci_registry(oci_registry, tmp_path):
     assert fetched.returncode == with_ref.returncode == 1, fetched.stdout + fetched.stderr
     assert _findings(fetched.stdout) == _findings(with_ref.stdout), fetched.stdout
     assert any("notAKueueKey" in f for f in _findings(fetched.stdout))
-    assert len(list((tmp_path / "cache/orchgen/charts").glob("*/*/*/.orchgen-crds"))) == 2
+    assert len(list((tmp_path / "cache/orchgen/charts").glob("*/*/*/.orchgen-crds"))) == len(research_lab_releases())
