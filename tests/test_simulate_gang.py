@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings, strategies as st
+
+import numpy as np
 import pytest
 import yaml
 
 from generator.decide import make_plan
 from generator.simulate import admission, simulate
 from generator.simulate import cluster
+from generator.simulate.cluster import Nodes
 from generator.simulate.engine import Replay
 from generator.simulate.jobs import Job
 from generator.simulate.kube import GangScheduler
@@ -149,3 +153,53 @@ def test_compare_tells_the_gang_schedulers_apart(tmp_path, orchgen):
     assert by["plan"]["gang_scheduler"] == "kueue" and by["gang=kai"]["gang_scheduler"] == "kai"
     table = orchgen("simulate", src, "--hours", "48", "--compare", check=True).stdout
     assert "preemptions" in table
+
+
+def small_nodes(count: int, per_node: int) -> Nodes:
+    cap = np.full(count, per_node, dtype=np.int32)
+    return Nodes([f"n{i}" for i in range(count)], np.zeros(count, dtype=np.int32), np.zeros(count, dtype=np.int32),
+                 cap, cap.copy(), ["p"], ["leaf0"])
+
+
+class _Whole(Replay):
+    """Checks after every start that no node is oversubscribed and the job got all its pods."""
+
+    def start(self, j, where):
+        super().start(j, where)
+        assert (self.nodes.free >= 0).all()
+        assert len(set(where.tolist())) == j.nodes
+
+
+def _policies(gpus: int) -> list[admission.Admission]:
+    half = {("a", "p"): gpus // 2, ("b", "p"): gpus - gpus // 2}
+    whole = {("a", ""): gpus // 2, ("b", ""): gpus - gpus // 2}
+    return [admission.Admission("kueue", True, half, {}, True, True, True, True),
+            admission.Admission("volcano", False, whole, {"a": gpus, "b": gpus}, True, True, True, True),
+            admission.Admission("kai", False, whole, {}, True, True, True, True, 100, 100)]
+
+
+@settings(max_examples=120, deadline=None)
+@given(count=st.integers(1, 8), per_node=st.integers(1, 8),
+       shapes=st.lists(st.tuples(st.integers(1, 8), st.integers(1, 8), st.integers(0, 5), st.integers(1, 9),
+                                 st.booleans(), st.booleans()), min_size=1, max_size=10))
+def test_preemption_never_places_part_of_a_job(count, per_node, shapes):
+    """The guide's property with preemption on: under each scheduler's policy, random pools and jobs
+    of two tenants, services and batch: every start is whole, no node is oversubscribed, every GPU
+    comes back, and a job that never starts is one no policy could start (larger than the pool, or
+    a KAI service larger than its tenant's quota)."""
+    for policy in _policies(count * per_node):
+        jobs = [Job(i + 1, "w", "a" if a else "b", "kubernetes", "p", float(t), pods, min(per, per_node), float(run),
+                    float(run), pods > 1, service=svc, priority=SERVICE if svc else BATCH)
+                for i, (pods, per, t, run, a, svc) in enumerate(shapes)]
+        r = _Whole(small_nodes(count, per_node), jobs)
+        plan = type("P", (), {"tenants": []})()
+        GangScheduler(r, plan, policy)
+        r.run()
+        assert r.partial_gs.sum() == 0
+        assert int(r.nodes.free.sum()) == count * per_node
+        for j in r.jobs:
+            if j.start is None:
+                quota = policy.quota[policy.key(j.tenant, "p")]
+                assert j.nodes > count or (policy.must_fit_quota(j.priority) and j.gpus > quota), (policy.scheduler, j)
+            else:
+                assert len(j.nodes_held) == j.nodes
