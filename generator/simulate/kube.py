@@ -49,6 +49,10 @@ class GangScheduler:
         self.used: dict[tuple[str, str], int] = {}  # GPUs admitted, per policy.key (tenant, pool or ANY)
         self.tenant_used: dict[str, int] = {}
         self.cohort: dict[str, int] = {}  # GPUs admitted, per pool
+        # GPUs running per policy key and priority, and the largest job admitted per pool: bounds that
+        # rule out most preemption attempts before any running job is looked at (`_preempt`)
+        self.by_priority: dict[tuple[str, str], dict[int, int]] = {}
+        self.largest: dict[str, int] = {}
         self.queues: dict[tuple, deque[Job]] = {}
         # heads found not admissible since the last job ended: quotas used and GPUs free only
         # shrink until a job ends, so they stay so (not tried again: the same admissions, sooner)
@@ -137,12 +141,39 @@ class GangScheduler:
         self.used[key] = self.used.get(key, 0) + job.gpus
         self.tenant_used[job.tenant] = self.tenant_used.get(job.tenant, 0) + job.gpus
         self.cohort[job.pool] = self.cohort.get(job.pool, 0) + job.gpus
+        prio = self.by_priority.setdefault(key, {})
+        prio[job.priority] = prio.get(job.priority, 0) + job.gpus
+        if job.gpus > self.largest.get(job.pool, 0):
+            self.largest[job.pool] = job.gpus
 
     def _release(self, job: Job) -> None:
         key = self.policy.key(job.tenant, job.pool)
         self.used[key] -= job.gpus
         self.tenant_used[job.tenant] -= job.gpus
         self.cohort[job.pool] -= job.gpus
+        self.by_priority[key][job.priority] -= job.gpus
+
+    def _hopeless(self, job: Job, key: tuple[str, str], free: dict[str, float]) -> bool:
+        """True where no set of victims the policy allows can make `job` fit: an upper bound on
+        what it may take, from the counters alone (most attempts on a loaded plane end here)."""
+        p = self.policy
+        own = 0
+        if p.within_queue:
+            own = sum(g for pr, g in self.by_priority.get(key, {}).items()
+                      if pr < job.priority and p.preemptible(pr))
+        if self.used.get(key, 0) - own + job.gpus > self.quota.get(key, 0):
+            return True  # not within its quota even once its own lower-priority jobs are gone
+        need = job.gpus - free[job.pool] - own
+        if need <= 0:
+            return False
+        if not p.reclaim:
+            return True
+        # reclaim takes from a tenant while it is above its quota: at most its excess plus one job
+        room = 0
+        for k, u in self.used.items():
+            if k[0] != job.tenant and (not p.per_pool or k[1] == job.pool) and u > self.quota.get(k, 0):
+                room += u - self.quota.get(k, 0) + self.largest.get(job.pool, 0)
+        return room < need
 
     def _preempt(self, job: Job, key: tuple[str, str], free: dict[str, float]) -> np.ndarray | None:
         """Evict running jobs so that `job` runs, as the policy allows, and return its nodes; None
@@ -157,8 +188,8 @@ class GangScheduler:
         p = self.policy
         used = self.used.get(key, 0)
         quota = self.quota.get(key, 0)
-        if job.gpus > quota:
-            return None  # never within quota: borrowing only, which preempts nothing
+        if job.gpus > quota or self._hopeless(job, key, free):
+            return None  # never within quota (borrowing only, which preempts nothing), or no victims enough
         own, others = [], []
         for v in self.r.running.values():
             if v.pool != job.pool or not p.preemptible(v.priority):
