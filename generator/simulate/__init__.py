@@ -30,7 +30,8 @@ def _fresh(jobs: list[Job]) -> list[Job]:
     out = []
     for j in jobs:
         c = object.__new__(Job)
-        c.__dict__ = {**j.__dict__, "start": None, "end": None, "nodes_held": None}
+        c.__dict__ = {**j.__dict__, "start": None, "end": None, "nodes_held": None, "preemptions": 0,
+                      "lost_gs": 0.0, "run": 0}
         out.append(c)
     return out
 
@@ -40,8 +41,8 @@ def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | 
     """The report (a JSON-able dict) of replaying `all_jobs` on `plan`. `slurm_policy`: overrides of
     slurm.Policy (a harness's shorter bf_interval); `per_pod`: also replay coupled Kubernetes work
     under the default per-pod scheduler, next to the plan's gang scheduler."""
-    report: dict[str, Any] = {"plan": plan.name, "jobs": len(all_jobs), "workloads": [], "pools": [],
-                              "planes": [], "kubernetes_gangs": None}
+    report: dict[str, Any] = {"plan": plan.name, "gang_scheduler": plan.gang_scheduler, "jobs": len(all_jobs),
+                              "workloads": [], "pools": [], "planes": [], "kubernetes_gangs": None}
     by_plane: dict[str, list[Job]] = {}
     for j in all_jobs:
         by_plane.setdefault(j.plane, []).append(j)
@@ -64,7 +65,23 @@ def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | 
         if plane != "slurm" and coupled:
             report["kubernetes_gangs"] = _gangs(plan, plane, gpu_jobs, replay, sched, per_pod)
     report["workloads"] = _per_workload(plan, outcomes)
+    report["preemptions"] = _preemptions(plan, outcomes)
     return report
+
+
+def _preemptions(plan: Plan, outcomes: list[tuple[Job, str]]) -> list[dict]:
+    """Per Kubernetes workload (services too): how often its jobs were preempted by the gang
+    scheduler's policy (kube.py), and the GPU-hours their preempted runs had used (lost: a preempted
+    job restarts). Empty where no gang scheduler runs (nothing preempts)."""
+    if not plan.gang_scheduler:
+        return []
+    out = []
+    for d in plan.workloads:
+        mine = [j for j, _ in outcomes if j.workload == d.name and j.plane != "slurm"]
+        if mine:
+            out.append({"workload": d.name, "preemptions": sum(j.preemptions for j in mine),
+                        "gpu_hours_lost": round(sum(j.lost_gs for j in mine) / 3600, 2)})
+    return out
 
 
 def _collect(report: dict, plan: Plan, plane: str, replay: Replay, sched: Any, outcomes: list) -> None:

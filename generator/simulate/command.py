@@ -142,6 +142,14 @@ def _table(report: dict) -> None:
     for p in report["planes"]:
         t.add_row(p["plane"], "(plane)", str(p["gpus"]), f"{p['gpu_utilization']:.1%}", "")
     console.print(t)
+    pre = [p for p in report.get("preemptions", ()) if p["preemptions"]]
+    if report.get("preemptions"):
+        t = Table(title=f"preemption under {report.get('gang_scheduler')} (a preempted job restarts)")
+        for col in ("workload", "preemptions", "GPU-h lost"):
+            t.add_column(col)
+        for p in pre or report["preemptions"]:
+            t.add_row(p["workload"], str(p["preemptions"]), f"{p['gpu_hours_lost']:.1f}")
+        console.print(t)
     gangs = report.get("kubernetes_gangs")
     if gangs:
         t = Table(title=f"coupled multi-node jobs on {gangs['plane']}")
@@ -160,16 +168,19 @@ def _compare_table(rows: list[dict]) -> None:
 
     console = Console(width=max(140, Console().width))
     t = Table(title="the same demand against the alternatives", show_lines=True)
-    for col in ("variant", "wait p50 / p95 per workload", "never started", "GPU utilization", "idle GPU-h while waiting"):
+    for col in ("variant", "wait p50 / p95 per workload", "never started", "GPU utilization", "idle GPU-h while waiting",
+                "preemptions (GPU-h lost)"):
         t.add_column(col)
     for r in rows:
         if "refused" in r:
-            t.add_row(r["variant"], f"refused: {r['refused']}", "", "", "")
+            t.add_row(r["variant"], f"refused: {r['refused']}", "", "", "", "")
             continue
         waits = "\n".join(f"{w['workload']}: {_fmt_wait(w['wait_p50_s'])} / {_fmt_wait(w['wait_p95_s'])}"
                           for w in r["workloads"])
         never = str(sum(w["never_started"] for w in r["workloads"]))
         util = "\n".join(f"{p['plane']}: {p['gpu_utilization']:.1%}" for p in r["planes"])
         idle = f"{sum(p['idle_gpu_hours_while_jobs_waited'] for p in r['pools']):.1f}"
-        t.add_row(r["variant"], waits, never, util, idle)
+        pre = "\n".join(f"{p['workload']}: {p['preemptions']} ({p['gpu_hours_lost']:.1f})"
+                        for p in r.get("preemptions", ()) if p["preemptions"]) or "0"
+        t.add_row(r["variant"], waits, never, util, idle, pre)
     console.print(t)

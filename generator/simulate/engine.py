@@ -129,9 +129,33 @@ class Replay:
         self._waiting[i] -= job.gpus
         self.running[job.id] = job
         self.changed = True
+        self._ends_at(job)
+
+    def _ends_at(self, job: Job) -> None:
+        job.run += 1
         if not math.isinf(job.runtime):
             ev = self.env.timeout(job.runtime)
-            ev.callbacks.append(lambda _e, job=job: self._end(job))
+            # a run cut short by preemption (`preempt`) does not end the job's later run
+            ev.callbacks.append(lambda _e, job=job, run=job.run: self._end(job) if job.run == run else None)
+
+    def preempt(self, job: Job) -> None:
+        """Evict a running job (its scheduler's preemption, kube.py): its GPUs come free now, the
+        GPU-seconds it ran are lost (it restarts from the beginning: no checkpoint is modelled), and
+        it is pending again, with its first submission time (its wait counts from there)."""
+        self.account()
+        now = self.env.now
+        job.lost_gs += job.gpus * (now - job.start)
+        job.preemptions += 1
+        job.run += 1  # its end event, if any, is void
+        np.add.at(self.nodes.free, job.nodes_held, job.per_node)
+        i = self.pool_index(job)
+        self._pool_free[i] += job.gpus
+        self._waiting[i] += job.gpus
+        del self.running[job.id]
+        job.start = None
+        job.nodes_held = None
+        self.pending[job.id] = job
+        self.changed = True
 
     def hold(self, job: Job, node: int, gpus: int) -> None:
         """A pod of a job bound before the whole job is (per-pod scheduling): its GPUs are held."""
@@ -155,9 +179,7 @@ class Replay:
         self._waiting[i] -= job.per_node
         self.running[job.id] = job
         self.changed = True
-        if not math.isinf(job.runtime):
-            ev = self.env.timeout(job.runtime)
-            ev.callbacks.append(lambda _e, job=job: self._end(job))
+        self._ends_at(job)
 
     def _end(self, job: Job) -> None:
         self.account()

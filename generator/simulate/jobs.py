@@ -30,6 +30,12 @@ from ..decide.plan import Plan, WorkloadDecision
 from ..errors import OrchgenError
 
 SECONDS_PER_DAY = 86_400
+# A service that scales (serving: min_replicas < max_replicas) runs min_replicas from the start and
+# the rest through a daily peak, PEAK_START to PEAK_START + PEAK_HOURS of each replayed day: an
+# assumption (workload.yaml has no traffic profile), so that what scaling up does to batch work
+# (preemption, kube.py) shows in the replay
+PEAK_START = 9 * 3600
+PEAK_HOURS = 8
 ALIBABA_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu",
                    "plan_mem", "plan_gpu", "gpu_type")
 ORCHGEN_COLUMNS = ("submit_time", "gpus", "nodes", "duration")
@@ -56,6 +62,12 @@ class Job:
     end: float | None = None
     nodes_held: np.ndarray | None = field(default=None, repr=False)
     partition: str = ""
+    # its PriorityClass's value on a Kubernetes plane (render/kubernetes/priority.py: services 1000,
+    # batch 50): what the gang schedulers' preemption compares (kube.py)
+    priority: int = 0
+    preemptions: int = 0  # times it was preempted (evicted and requeued) before it ran to its end
+    lost_gs: float = 0.0  # GPU-seconds its preempted runs had used: work lost (no checkpoint modelled)
+    run: int = 0  # its runs so far: an end event of an earlier, preempted run is ignored
 
     @property
     def gpus(self) -> int:
@@ -105,9 +117,9 @@ def from_demand(plan: Plan, hours: float, seed: int) -> list[Job]:
         nodes, per = span(d)
         limit = limit_of(plan, d)
         service = d.workload_class == "service"
-        if service:
-            jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, 0.0, nodes, per, math.inf, math.inf,
-                            False, service=True))
+        prio = priority_of(d)
+        if service or d.serving is not None:  # a RayService too: long-lived, a service's PriorityClass
+            jobs += _service(d, nodes, per, prio, horizon)
             continue
         runtime = (d.runtime * 60) if d.runtime else limit / 2
         limit = _limit_for(plan, d, runtime * 1.5)
@@ -120,8 +132,41 @@ def from_demand(plan: Plan, hours: float, seed: int) -> list[Job]:
                 break
             run = min(limit, runtime * float(rng.uniform(0.5, 1.5)))
             jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, t, nodes, per, run, limit,
-                            d.gang_scheduler_required or (d.plane == "slurm" and nodes > 1)))
+                            d.gang_scheduler_required or (d.plane == "slurm" and nodes > 1), priority=prio))
     return _numbered(jobs)
+
+
+def priority_of(d: WorkloadDecision) -> int:
+    """The value of the PriorityClass the bundle gives `d`'s pods (render/kubernetes/priority.py
+    class_of: services and serving platforms outrank batch); 0 on Slurm (its own priority, slurm.py)."""
+    if d.plane == "slurm":
+        return 0
+    from ..render.kubernetes import priority
+
+    return priority.SERVICES[1] if d.workload_class == "service" or d.serving is not None else priority.BATCH[1]
+
+
+def _service(d: WorkloadDecision, nodes: int, per: int, prio: int, horizon: float) -> list[Job]:
+    """A long-lived service: its whole span from t=0, never ending; one that scales (serving:
+    min_replicas < max_replicas) min_replicas from t=0 and the other replicas through each day's
+    peak (PEAK_START, PEAK_HOURS)."""
+    s = d.serving
+    if s is None or s.max_replicas <= s.min_replicas or not s.pod.gpus:
+        return [Job(0, d.name, d.tenant, d.plane, d.pool, 0.0, nodes, per, math.inf, math.inf, False,
+                    service=True, priority=prio)]
+    pods, gpus = s.nodes_per_replica, s.pod.gpus
+
+    def replica(at: float, runtime: float) -> Job:
+        return Job(0, d.name, d.tenant, d.plane, d.pool, at, pods, gpus, runtime, runtime, pods > 1,
+                   service=True, priority=prio)
+
+    out = [replica(0.0, math.inf) for _ in range(s.min_replicas)]
+    day = 0
+    while day * SECONDS_PER_DAY + PEAK_START < horizon:
+        at = day * SECONDS_PER_DAY + PEAK_START
+        out += [replica(float(at), float(PEAK_HOURS * 3600)) for _ in range(s.max_replicas - s.min_replicas)]
+        day += 1
+    return out
 
 
 def _numbered(jobs: list[Job]) -> list[Job]:
@@ -196,7 +241,8 @@ def from_trace(plan: Plan, path: str | Path) -> list[Job]:
                                f"(pool {d.pool})", name, line, "nodes")
         lim = limit if limit is not None else _limit_for(plan, d, duration)
         jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, submit - t0, span_nodes, per, min(duration, lim), lim,
-                        span_nodes > 1 and (d.gang_scheduler_required or d.plane == "slurm")))
+                        span_nodes > 1 and (d.gang_scheduler_required or d.plane == "slurm"),
+                        priority=priority_of(d)))
     return _numbered(jobs)
 
 

@@ -1,11 +1,14 @@
 """Kubernetes scheduling: the plan's gang scheduler, or the default per-pod kube-scheduler.
 
-Gang (Kueue, Volcano or KAI, as the plan installs): a job is admitted whole or not at all. Kueue's
-ClusterQueues (one per tenant, BestEffortFIFO, one cohort without borrowingLimit: kueue.py) admit a
-job within its tenant's nominal quota of the pool first, then by borrowing the cohort's idle quota;
-an admitted job starts only where all its pods fit on nodes at once (all-or-nothing, as Volcano's
-minAvailable and Kueue's waitForPodsReady give), else it stays queued and the next job is tried
-(BestEffortFIFO). Reclaiming borrowed quota by preemption is not modelled (README).
+Gang (Kueue, Volcano or KAI, as the plan installs): a job is admitted whole or not at all, within
+its tenant's quota first, then by borrowing idle quota, each scheduler as the bundle configures it
+(admission.py: Kueue's per-pool nominal quotas, Volcano's and KAI's per-tenant totals, Volcano's
+capability, KAI's in-quota rule for non-preemptible work); an admitted job starts only where all its
+pods fit on nodes at once (all-or-nothing, as Volcano's minAvailable and Kueue's waitForPodsReady
+give), else it stays queued and the next job is tried (BestEffortFIFO). A job that fits neither
+may preempt, as the policy allows (`GangScheduler._preempt`): lower-priority jobs of its own
+queue, and jobs of tenants above their quota (reclaim); a preempted job loses its run and queues
+again.
 
 Per pod (the stock kube-scheduler, no gang): every pod is scheduled on its own, first fit, in the
 order the pods were created (jobs created at the same instant interleave their pods, as the
@@ -23,63 +26,108 @@ from collections import deque
 import numpy as np
 
 from ..decide.plan import Plan
+from . import admission
+from .admission import Admission
 from .cluster import pick
 from .engine import Replay
 from .jobs import Job
 
 
 class GangScheduler:
-    def __init__(self, replay: Replay, plan: Plan):
+    def __init__(self, replay: Replay, plan: Plan, policy: Admission | None = None):
         self.r = replay
         nodes = replay.nodes
         self.mask = {pool: nodes.mask(pool) for pool in nodes.pools}
         self.pool_gpus = nodes.pool_gpus()
-        implicit = len(plan.tenants) == 1 and plan.tenants[0].implicit
-        self.quota = {(t.name, pool): (self.pool_gpus[pool] if implicit else q.gpus)
-                      for t in plan.tenants for pool, q in t.quotas.items() if pool in self.pool_gpus}
-        self.used: dict[tuple[str, str], int] = {}  # GPUs admitted, per (tenant, pool)
+        if policy is None:
+            policy = admission.of_plan(plan) if getattr(plan, "gang_scheduler", None) else admission.plain(plan)
+        self.policy = policy
+        whole = sum(self.pool_gpus.values())
+        # a None quota (the implicit tenant of the tests' small plans): the pool, or the plane
+        self.quota = {k: (v if v is not None else (self.pool_gpus.get(k[1], 0) if k[1] else whole))
+                      for k, v in policy.quota.items()}
+        self.used: dict[tuple[str, str], int] = {}  # GPUs admitted, per policy.key (tenant, pool or ANY)
+        self.tenant_used: dict[str, int] = {}
         self.cohort: dict[str, int] = {}  # GPUs admitted, per pool
+        # GPUs running per policy key and priority, and the largest job admitted per pool: bounds that
+        # rule out most preemption attempts before any running job is looked at (`_preempt`)
+        self.by_priority: dict[tuple[str, str], dict[int, int]] = {}
+        self.largest: dict[str, int] = {}
         self.queues: dict[tuple, deque[Job]] = {}
         # heads found not admissible since the last job ended: quotas used and GPUs free only
         # shrink until a job ends, so they stay so (not tried again: the same admissions, sooner)
         self._failed: set[int] = set()
+        self.preempting = policy.within_queue or policy.reclaim
         replay.scheduler = self
 
     def possible(self, job: Job) -> bool:
         m = self.mask.get(job.pool)
         return m is not None and int(((self.r.nodes.cap >= job.per_node) & m).sum()) >= job.nodes
 
+    def _queue(self, job: Job) -> deque[Job]:
+        return self.queues.setdefault((job.tenant, job.pool, job.nodes, job.per_node, job.priority), deque())
+
+    def _requeue(self, job: Job) -> None:
+        """A preempted job back in its queue, in submission order (Kueue's BestEffortFIFO orders by
+        the workload's creation time; its position among the jobs still queued)."""
+        q = self._queue(job)
+        at = next((i for i, other in enumerate(q) if other.id > job.id), len(q))
+        q.insert(at, job)
+
+    def _quota_ok(self, job: Job, key: tuple[str, str], used: int) -> tuple[bool, bool]:
+        """(admissible by quota, within quota) for `job` on top of `used`."""
+        within = used + job.gpus <= self.quota.get(key, 0)
+        if within:
+            return True, True
+        p = self.policy
+        if not p.borrow or p.must_fit_quota(job.priority):
+            return False, False
+        cap = p.limit.get(job.tenant)
+        if cap is not None and self.tenant_used.get(job.tenant, 0) + job.gpus > cap:
+            return False, False
+        # Kueue lends a borrower only the cohort's idle quota of the pool
+        if p.per_pool and self.cohort.get(job.pool, 0) + job.gpus > self.pool_gpus[job.pool]:
+            return False, False
+        return True, False
+
     def schedule(self, now: float) -> None:
-        # Jobs of one shape (tenant, pool, pods, GPUs per pod) queue behind each other: where the
-        # first cannot be admitted, neither can the next. So each pass tries the heads of these
-        # queues in submission order (BestEffortFIFO), within quota first, then borrowing, and
-        # starts over after each admission: as many steps as admissions, not as pending jobs.
+        # Jobs of one shape (tenant, pool, pods, GPUs per pod, priority) queue behind each other:
+        # where the first cannot be admitted, neither can the next. So each pass tries the heads of
+        # these queues, higher priority first, then in submission order (BestEffortFIFO), within
+        # quota first, then borrowing, and starts over after each admission: as many steps as
+        # admissions, not as pending jobs. A head that fits neither may preempt (`_preempt`).
         for j in self.r.arrived:
-            self.queues.setdefault((j.tenant, j.pool, j.nodes, j.per_node), deque()).append(j)
+            self._queue(j).append(j)
         free = dict(zip(self.r.nodes.pools, self.r._pool_free))
         failed = self._failed
         if self.r.freed:
             failed.clear()
+        key_of = self.policy.key
         while True:
-            heads = sorted((q[0] for q in self.queues.values() if q and q[0].id not in failed), key=lambda j: j.id)
+            heads = sorted((q[0] for q in self.queues.values() if q and q[0].id not in failed),
+                           key=lambda j: (-j.priority, j.id))
             started = None
             for borrowing in (False, True):
                 for job in heads:
-                    key = (job.tenant, job.pool)
+                    key = key_of(job.tenant, job.pool)
                     used = self.used.get(key, 0)
-                    if (used + job.gpus <= self.quota.get(key, 0)) == borrowing or job.gpus > free[job.pool]:
+                    ok, within = self._quota_ok(job, key, used)
+                    if within == borrowing:
                         continue
-                    # Kueue lends a borrower only the cohort's idle quota
-                    if borrowing and self.cohort.get(job.pool, 0) + job.gpus > self.pool_gpus[job.pool]:
-                        continue
-                    ok = (self.r.nodes.free >= job.per_node) & self.mask[job.pool]
-                    got = pick(ok, self.r.nodes.leaf, job.nodes, False, len(self.r.nodes.leaves))
+                    got = None
+                    if ok and job.gpus <= free[job.pool]:
+                        fit = (self.r.nodes.free >= job.per_node) & self.mask[job.pool]
+                        got = pick(fit, self.r.nodes.leaf, job.nodes, False, len(self.r.nodes.leaves))
+                    if got is None and self.preempting:
+                        got = self._preempt(job, key, free)
+                        if got is not None:
+                            failed.clear()  # victims may have freed more than it takes
                     if got is None:
+                        # quotas used and GPUs free only shrink until a job ends (or is preempted)
                         failed.add(job.id)
                         continue
-                    self.used[key] = used + job.gpus
-                    self.cohort[job.pool] = self.cohort.get(job.pool, 0) + job.gpus
-                    self.queues[(job.tenant, job.pool, job.nodes, job.per_node)].popleft()
+                    self._admit(job, key)
+                    self._queue(job).popleft()
                     self.r.start(job, got)
                     free[job.pool] -= job.gpus
                     started = job
@@ -89,10 +137,107 @@ class GangScheduler:
             if started is None:
                 return
 
-    def ended(self, job: Job) -> None:
-        key = (job.tenant, job.pool)
-        self.used[key] = self.used.get(key, 0) - job.gpus
+    def _admit(self, job: Job, key: tuple[str, str]) -> None:
+        self.used[key] = self.used.get(key, 0) + job.gpus
+        self.tenant_used[job.tenant] = self.tenant_used.get(job.tenant, 0) + job.gpus
+        self.cohort[job.pool] = self.cohort.get(job.pool, 0) + job.gpus
+        prio = self.by_priority.setdefault(key, {})
+        prio[job.priority] = prio.get(job.priority, 0) + job.gpus
+        if job.gpus > self.largest.get(job.pool, 0):
+            self.largest[job.pool] = job.gpus
+
+    def _release(self, job: Job) -> None:
+        key = self.policy.key(job.tenant, job.pool)
+        self.used[key] -= job.gpus
+        self.tenant_used[job.tenant] -= job.gpus
         self.cohort[job.pool] -= job.gpus
+        self.by_priority[key][job.priority] -= job.gpus
+
+    def _hopeless(self, job: Job, key: tuple[str, str], free: dict[str, float]) -> bool:
+        """True where no set of victims the policy allows can make `job` fit: an upper bound on
+        what it may take, from the counters alone (most attempts on a loaded plane end here)."""
+        p = self.policy
+        own = 0
+        if p.within_queue:
+            own = sum(g for pr, g in self.by_priority.get(key, {}).items()
+                      if pr < job.priority and p.preemptible(pr))
+        if self.used.get(key, 0) - own + job.gpus > self.quota.get(key, 0):
+            return True  # not within its quota even once its own lower-priority jobs are gone
+        need = job.gpus - free[job.pool] - own
+        if need <= 0:
+            return False
+        if not p.reclaim:
+            return True
+        # reclaim takes from a tenant while it is above its quota: at most its excess plus one job
+        room = 0
+        for k, u in self.used.items():
+            if k[0] != job.tenant and (not p.per_pool or k[1] == job.pool) and u > self.quota.get(k, 0):
+                room += u - self.quota.get(k, 0) + self.largest.get(job.pool, 0)
+        return room < need
+
+    def _preempt(self, job: Job, key: tuple[str, str], free: dict[str, float]) -> np.ndarray | None:
+        """Evict running jobs so that `job` runs, as the policy allows, and return its nodes; None
+        (nothing evicted) where no allowed set of victims makes it fit. Every scheduler here
+        preempts only for a job that is within its quota once its victims are gone (Kueue:
+        withinClusterQueue and reclaimWithinCohort both need the preemptor within nominal quota;
+        KAI: reclaim restores a queue's quota; Volcano: reclaim up to deserved). Victims, in this
+        order: lower-priority jobs of the same tenant (withinClusterQueue / Volcano's and KAI's
+        preempt action), then jobs of tenants above their quota (reclaim), each lowest priority
+        first, the most recently started first (Kueue's candidate order); only from the job's pool
+        (its pods need nodes there)."""
+        p = self.policy
+        used = self.used.get(key, 0)
+        quota = self.quota.get(key, 0)
+        if job.gpus > quota or self._hopeless(job, key, free):
+            return None  # never within quota (borrowing only, which preempts nothing), or no victims enough
+        own, others = [], []
+        for v in self.r.running.values():
+            if v.pool != job.pool or not p.preemptible(v.priority):
+                continue
+            if v.tenant == job.tenant:
+                if p.within_queue and v.priority < job.priority:
+                    own.append(v)
+            elif p.reclaim and (p.reclaim_any_priority or v.priority < job.priority):
+                vkey = p.key(v.tenant, v.pool)
+                if self.used.get(vkey, 0) > self.quota.get(vkey, 0):
+                    others.append(v)
+        if not own and not others:
+            return None
+        order = sorted(own, key=lambda v: (v.priority, -v.start, -v.id)) + \
+            sorted(others, key=lambda v: (v.priority, -v.start, -v.id))
+        nodes = self.r.nodes
+        trial = nodes.free.copy()
+        gpus_free = free[job.pool]
+        over = {}  # victims' tenants' usage as victims leave (reclaim stops at their quota)
+        victims = []
+        mine = used
+        for v in order:
+            vkey = p.key(v.tenant, v.pool)
+            if v.tenant != job.tenant:
+                left = over.get(vkey, self.used.get(vkey, 0))
+                if left <= self.quota.get(vkey, 0):
+                    continue  # back at its quota: nothing more to reclaim from it
+                over[vkey] = left - v.gpus
+            else:
+                mine -= v.gpus
+            victims.append(v)
+            np.add.at(trial, v.nodes_held, v.per_node)
+            gpus_free += v.gpus
+            if mine + job.gpus > quota or job.gpus > gpus_free:
+                continue
+            got = pick((trial >= job.per_node) & self.mask[job.pool], nodes.leaf, job.nodes, False,
+                       len(nodes.leaves))
+            if got is not None:
+                for v in victims:
+                    self._release(v)
+                    self.r.preempt(v)
+                    self._requeue(v)
+                    free[job.pool] += v.gpus
+                return got
+        return None
+
+    def ended(self, job: Job) -> None:
+        self._release(job)
 
 
 class PerPodScheduler:
