@@ -27,6 +27,7 @@ from importlib import resources
 from ...decide.plan import Plan
 from ...yamlio import dump_json, dump_yaml
 from ..kubernetes import gang_check
+from .manual import not_installed
 from ..slurm.model import STORAGE_PASS_FILE, model
 from ..slurm.ops import ETC
 
@@ -116,6 +117,8 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_nhc_source": "",
         "orchgen_containment": bool(ops and ops.containment),
         "orchgen_pyxis": bool(ops and ops.containers == "pyxis"),
+        # what the plan turns on that the bring-up cannot install: why, and the steps (manual.py; the README too)
+        "orchgen_not_installed": not_installed(plan),
         # standalone runs keep the munge key here, outside the bundle (Pulumi passes its own secret)
         "orchgen_munge_key_file": f"~/.config/orchgen/{m.cluster}/munge.key",
         "orchgen_service_manager": "systemd",
