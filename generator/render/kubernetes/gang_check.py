@@ -27,11 +27,13 @@ IMAGE = "registry.k8s.io/pause:3.10"
 
 
 def _base(plan: Plan):
-    """A workload of the Kubernetes plane on a GPU pool whose tenant and pool the gang borrows; a gang
-    workload first (the plan's gang path), else any batch/training one."""
-    cands = [w for w in kube_workloads(plan) if w.serving is None and w.workload_class in ("training", "batch")
-             and (s := slice_of(plan, w.pool)) is not None and s.gpus_per_node > 0 and s.nodes]
-    cands.sort(key=lambda w: not w.gang_scheduler_required)
+    """A workload of the Kubernetes plane on a GPU pool whose tenant and pool the gang borrows (the test job
+    is a training Job whatever that workload is)."""
+    cands = [w for w in kube_workloads(plan)
+             if (s := slice_of(plan, w.pool)) is not None and s.gpus_per_node > 0 and s.nodes]
+    # a gang first, then a training/batch job, then any (a Ray or serving tenant's pool and queue)
+    cands.sort(key=lambda w: (not w.gang_scheduler_required,
+                              w.serving is not None or w.workload_class not in ("training", "batch")))
     return cands[0] if cands else None
 
 
@@ -53,13 +55,13 @@ def gang(plan: Plan) -> dict[str, Any]:
         return {"skip": "the plan has no gang scheduler on its Kubernetes plane (nothing to admit a gang whole)"}
     w = _base(plan)
     if w is None:
-        return {"skip": "no training or batch workload of the Kubernetes plane runs on a GPU pool"}
+        return {"skip": "no workload of the Kubernetes plane runs on a GPU pool"}
     s = slice_of(plan, w.pool)
     resource, per_gpu = gpu_resource(s)
     pods = min(PODS, len(s.nodes) * s.gpus_per_node)
     shape = PodShape(pods, 1, 1, 1, resource, per_gpu)
     test = replace(w, name=NAME, workload_class="training", gang_scheduler_required=True, gpus=pods,
-                   gpus_per_node=1, shape=shape, interactive=False, ray_head=None)
+                   gpus_per_node=1, shape=shape, interactive=False, ray_head=None, serving=None)
     return {"namespace": namespace_of(w.tenant), "tenant": w.tenant, "pool": w.pool, "pods": pods,
             "scheduler": plan.gang_scheduler, "selector": f"orchgen.io/workload={NAME}",
             "timeout_s": TIMEOUT_S, "objects": _pause(workloads.starter(plan, test))}

@@ -253,8 +253,10 @@ def check_gang(cfg: dict, ctx: str | None, timeout: float | None = None) -> dict
         if not running and not any(p["spec"].get("nodeName") for p in pods):
             return {"ok": False, "detail": [f"never admitted in {timeout:.0f} s: {len(pods)} pods exist, none "
                                             f"scheduled ({where})", *reasons]}
+        missing = f", {n - len(pods)} never created" if len(pods) < n else ""
         return {"ok": False, "detail": [f"split after {timeout:.0f} s: {len(running)} pods Running, "
-                                        f"{len(pods) - len(running)} Pending, of a gang of {n} ({where})", *reasons]}
+                                        f"{len(pods) - len(running)} Pending, of a gang of {n}{missing} ({where})",
+                                        *reasons]}
     except (RuntimeError, ValueError, KeyError) as e:
         return {"ok": False, "detail": f"gang test job ({where}): {e}"}
     finally:
