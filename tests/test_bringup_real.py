@@ -60,6 +60,12 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     # the production checks ran as the last step and passed (nccl needs GPUs and a fabric: test_checks.py)
     assert '"allocation"' in first.stdout and "under leaves ['leaf1'] (fewest: 1)" in first.stdout
     assert "/usr/sbin/nhc passed on 2 nodes" in first.stdout
+    # what the plan turns on (containers: auto -> pyxis on GPU pools) that the bring-up cannot install: said, with why
+    said = " ".join(first.stdout.split())  # Ansible's YAML result format wraps long lines
+    assert "NOT INSTALLED: enroot on every GPU node: not in Debian" in said
+    assert "NOT INSTALLED: pyxis on every node and login host: not packaged anywhere" in said
+    assert "git clone --depth 1 https://github.com/NVIDIA/pyxis /usr/local/src/pyxis" in said
+    assert "NOT INSTALLED: enroot, pyxis: see the README" in said
     print(f"bring-up from bare OS: {time.monotonic() - t0:.0f} s")
 
     job = hosts.ssh("ctl1", "srun -N2 --gres=gpu:2 sh -c 'echo $SLURM_JOB_ID $(hostname) $CUDA_VISIBLE_DEVICES'")

@@ -257,13 +257,13 @@ def test_generated_program_compiles_and_imports_no_orchgen() -> None:
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names)
-    assert third_party == {"pulumi", "pulumi_kubernetes", "yaml"}  # what requirements.txt pins
+    assert third_party == {"pulumi", "pulumi_command", "pulumi_kubernetes", "yaml"}  # what requirements.txt pins
 
 
 def test_requirements_pin_the_installed_versions() -> None:
     lines = [ln.strip() for ln in pulumi_render.stack_file("requirements.txt").decode().splitlines()]
     pins = dict(ln.split("==") for ln in lines if ln and not ln.startswith("#"))
-    assert set(pins) == {"pulumi", "pulumi-kubernetes", "PyYAML"}
+    assert set(pins) == {"pulumi", "pulumi-command", "pulumi-kubernetes", "PyYAML"}
     assert {name: metadata.version(name) for name in pins} == pins
 
 

@@ -6,7 +6,8 @@ from ..spec.site import ORCHGEN_BETTER, ORCHGEN_BETTER_NODES
 from ..yamlio import dump_json
 from . import slurm
 from ..spec.checks import PROVIDER_POOL_LABEL
-from .kubernetes import common as kube_common, gpu_operator, helm, kai, kueue, manifests, metrics, slinky, soperator
+from .bringup import manual
+from .kubernetes import common as kube_common, gang_check, gpu_operator, helm, kai, kueue, manifests, metrics, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -40,6 +41,8 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      slurm_operator=operator_readme, gpu_quota=gpu_quota,
                                      mig_layouts=gpu_operator.mig_layouts, kubelet_reserved=kubelet_reserved,
                                      kube_names=manifests.readme(plan) if plan.kube_plane else {},
+                                     checks_gang=gang_check.gang(plan) if plan.kube_plane else None,
+                                     not_installed=manual.not_installed if plan.slurm_plane else (lambda p: []),
                                      crd_owners=sorted(helm.CRD_GROUPS),
                                      crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts],
                                      kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {},

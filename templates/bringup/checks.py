@@ -18,6 +18,18 @@ Checks:
   fabric kind. NCCL's own log line names the transport ("via NET/IB/0/GDRDMA"); `--nccl-log FILE` checks
   a recorded run instead of starting one. Needs nccl-tests' all_reduce_perf on the nodes' PATH
   (https://github.com/NVIDIA/nccl-tests, built with MPI=0 or run under srun's PMIx).
+- gang (a plan with a Kubernetes plane): a small gang test job (checks.json `kubernetes.gang`: N pods of
+  one GPU on a GPU pool, made by the plan's own starter code, so in a tenant namespace under the plan's
+  gang scheduler, queue and priority class) is admitted whole or not at all: it passes when all N pods
+  run; it fails when it stays split between Running and Pending, or is never admitted (with the
+  scheduler's reason: Kueue's Workload conditions, the pods' PodScheduled messages, the job's events).
+  The job is deleted afterwards, pass or fail. Needs kubectl (or $KUBECTL) and a kubeconfig
+  ($KUBECONFIG; `--kube-context` or $ORCHGEN_KUBE_CONTEXT picks the context):
+
+    python3 checks/run.py --plane kubernetes [--kube-context CTX]   # on any machine that reaches the API
+
+`--plane slurm|kubernetes` runs only that plane's checks (the Slurm bring-up runs `--plane slurm` on the
+controller); without it, every check of the plan runs.
 Standard library only: it runs on a bare controller.
 """
 from __future__ import annotations
@@ -25,9 +37,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -154,7 +168,106 @@ def check_nccl(cfg: dict, log_file: str | None) -> dict:
     return judge_nccl(log, cfg["nccl_transport"], float(cfg["busbw_floor_gbps"]))
 
 
-CHECKS = ("gres", "allocation", "health", "nccl")
+def kubectl(ctx: str | None, *args: str, input: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    argv = [os.environ.get("KUBECTL") or "kubectl", *(["--context", ctx] if ctx else []), *args]
+    try:
+        return subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: not found (install kubectl or set KUBECTL)")
+
+
+def _gang_pods(ctx: str | None, g: dict) -> list[dict]:
+    out = kubectl(ctx, "get", "pods", "-n", g["namespace"], "-l", g["selector"], "-o", "json")
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl get pods: {out.stderr.strip()[-300:]}")
+    return json.loads(out.stdout)["items"]
+
+
+def _gang_delete(ctx: str | None, g: dict) -> str | None:
+    """Delete the test job (and its pods, in the foreground); None when all is gone."""
+    listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": g["objects"]})
+    kubectl(ctx, "delete", "-f", "-", "--ignore-not-found", "--cascade=foreground", "--wait=true",
+            "--timeout=120s", input=listing, timeout=150)
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        try:
+            if not _gang_pods(ctx, g):
+                return None
+        except RuntimeError as e:
+            return str(e)
+        time.sleep(2)
+    return f"pods {g['selector']} still in {g['namespace']} after 120 s"
+
+
+def _gang_reasons(ctx: str | None, g: dict, pods: list[dict]) -> list[str]:
+    """What the scheduler says about the gang: Kueue's Workload conditions, Pending pods' PodScheduled
+    messages, the top objects' warning events."""
+    names = {o["metadata"]["name"] for o in g["objects"]}
+    why: list[str] = []
+    if g.get("scheduler") == "kueue":
+        w = kubectl(ctx, "get", "workloads.kueue.x-k8s.io", "-n", g["namespace"], "-o", "json")
+        for item in json.loads(w.stdout)["items"] if w.returncode == 0 else []:
+            if {r.get("name") for r in item["metadata"].get("ownerReferences", [])} & names:
+                admitted = bool(item.get("status", {}).get("admission"))
+                conds = [f"{c['type']}={c['status']}: {c.get('message', '')}"
+                         for c in item.get("status", {}).get("conditions", [])]
+                why.append(f"Kueue Workload {item['metadata']['name']} admitted={admitted}; " + "; ".join(conds))
+    for p in pods:
+        if not p["spec"].get("nodeName"):
+            for c in p.get("status", {}).get("conditions", []):
+                if c["type"] == "PodScheduled" and c.get("message"):
+                    why.append(f"pod {p['metadata']['name']}: {c['message']}")
+                    break
+    ev = kubectl(ctx, "get", "events", "-n", g["namespace"], "-o", "json")
+    for e in json.loads(ev.stdout)["items"] if ev.returncode == 0 else []:
+        if e.get("involvedObject", {}).get("name") in names and e.get("type") == "Warning":
+            why.append(f"{e['involvedObject']['kind']} {e['involvedObject']['name']}: {e.get('message', '')}")
+    return why[-8:] or ["nothing said why (no Workload condition, pod condition or warning event)"]
+
+
+def check_gang(cfg: dict, ctx: str | None, timeout: float | None = None) -> dict:
+    g = cfg["kubernetes"]["gang"]
+    if "skip" in g:
+        return {"ok": True, "detail": f"not run: {g['skip']}"}
+    n, timeout = g["pods"], float(timeout or g["timeout_s"])
+    where = f"{g['namespace']}, {n} pods of 1 GPU on pool {g['pool']}, {g['scheduler']}"
+    leftover = _gang_delete(ctx, g)  # a test job an interrupted run left behind
+    if leftover:
+        return {"ok": False, "detail": f"cannot clear an earlier test job: {leftover}"}
+    listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": g["objects"]})
+    applied = kubectl(ctx, "apply", "-f", "-", input=listing)
+    if applied.returncode != 0:
+        return {"ok": False, "detail": f"the gang test job ({where}) was refused: {applied.stderr.strip()[-500:]}"}
+    try:
+        end = time.monotonic() + timeout
+        while True:
+            pods = _gang_pods(ctx, g)
+            running = sorted(p["spec"]["nodeName"] for p in pods
+                             if p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running")
+            if len(running) >= n:
+                return {"ok": True, "detail": f"admitted whole: {len(running)}/{n} pods Running on {running} ({where})"}
+            if time.monotonic() >= end:
+                break
+            time.sleep(2)
+        reasons = _gang_reasons(ctx, g, pods)
+        if not running and not any(p["spec"].get("nodeName") for p in pods):
+            return {"ok": False, "detail": [f"never admitted in {timeout:.0f} s: {len(pods)} pods exist, none "
+                                            f"scheduled ({where})", *reasons]}
+        missing = f", {n - len(pods)} never created" if len(pods) < n else ""
+        return {"ok": False, "detail": [f"split after {timeout:.0f} s: {len(running)} pods Running, "
+                                        f"{len(pods) - len(running)} Pending, of a gang of {n}{missing} ({where})",
+                                        *reasons]}
+    except (RuntimeError, ValueError, KeyError) as e:
+        return {"ok": False, "detail": f"gang test job ({where}): {e}"}
+    finally:
+        gone = _gang_delete(ctx, g)
+        if gone:
+            print(f"gang test job not cleaned up: {gone}", file=sys.stderr)
+
+
+SLURM_CHECKS = ("gres", "allocation", "health", "nccl")
+KUBE_CHECKS = ("gang",)
+CHECKS = SLURM_CHECKS + KUBE_CHECKS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,9 +276,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", action="append", default=[], choices=CHECKS, help="a check not to run (repeatable)")
     ap.add_argument("--only", action="append", default=[], choices=CHECKS)
     ap.add_argument("--nccl-log", help="judge this recorded all_reduce_perf output instead of running one")
+    ap.add_argument("--plane", choices=("slurm", "kubernetes"), help="only this plane's checks")
+    ap.add_argument("--kube-context", default=os.environ.get("ORCHGEN_KUBE_CONTEXT") or None,
+                    help="the kubeconfig context of the gang check (default: the current one)")
+    ap.add_argument("--gang-timeout", type=float, help="seconds to wait for the gang (default: checks.json's)")
     args = ap.parse_args(argv)
     cfg = json.loads(Path(args.config).read_text())
-    run = [c for c in CHECKS if c not in args.skip and (not args.only or c in args.only)]
+    # the plan's checks: Slurm's where checks.json has Slurm nodes, the gang where it has a Kubernetes plane
+    planes = {"slurm": SLURM_CHECKS if "nodes" in cfg else (), "kubernetes": KUBE_CHECKS if "kubernetes" in cfg else ()}
+    mine = [c for p, cs in planes.items() if args.plane in (None, p) for c in cs]
+    run = [c for c in CHECKS if c in mine and c not in args.skip and (not args.only or c in args.only)]
     results = {}
     for name in run:
         if name == "gres":
@@ -174,10 +294,13 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = check_allocation(cfg) if len(cfg["nodes"]) >= 2 else {"ok": True, "detail": "one node"}
         elif name == "health":
             results[name] = check_health(cfg)
+        elif name == "gang":
+            results[name] = check_gang(cfg, args.kube_context, args.gang_timeout)
         else:
             results[name] = check_nccl(cfg, args.nccl_log)
     for name in args.skip:
-        results[name] = {"ok": None, "detail": "skipped (--skip)"}
+        if name in mine:
+            results[name] = {"ok": None, "detail": "skipped (--skip)"}
     print(json.dumps(results, indent=1, sort_keys=True))
     return 0 if all(r["ok"] is not False for r in results.values()) else 1
 

@@ -14,6 +14,10 @@ host addresses, SSH user and key live, outside the bundle. The files:
   over SSH in dependency order; hosts' addresses, SSH user and key are its stack config (the key a secret);
 - checks/run.py (copied): the production checks, run as the bring-up's last step and on their own;
 - checks/checks.json: what they expect of this plan (nodes, GPUs, leaves, fabric, bandwidth floor).
+
+A plan with a Kubernetes plane gets checks/ too (with or without Slurm): checks.json's `kubernetes.gang`
+is the gang test job the check submits (kubernetes/gang_check.py); the Kubernetes Pulumi program
+(pulumi/) runs `checks/run.py --plane kubernetes` as its last step.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from importlib import resources
 
 from ...decide.plan import Plan
 from ...yamlio import dump_json, dump_yaml
+from ..kubernetes import gang_check
+from .manual import not_installed
 from ..slurm.model import STORAGE_PASS_FILE, model
 from ..slurm.ops import ETC
 
@@ -111,6 +117,8 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_nhc_source": "",
         "orchgen_containment": bool(ops and ops.containment),
         "orchgen_pyxis": bool(ops and ops.containers == "pyxis"),
+        # what the plan turns on that the bring-up cannot install: why, and the steps (manual.py; the README too)
+        "orchgen_not_installed": not_installed(plan),
         # standalone runs keep the munge key here, outside the bundle (Pulumi passes its own secret)
         "orchgen_munge_key_file": f"~/.config/orchgen/{m.cluster}/munge.key",
         "orchgen_service_manager": "systemd",
@@ -146,10 +154,17 @@ def checks(plan: Plan) -> dict[str, object]:
     }
 
 
+def kube_checks(plan: Plan) -> dict[str, object]:
+    return {"gang": gang_check.gang(plan)}
+
+
 def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
     plane = plan.slurm_plane
+    kube = {"kubernetes": kube_checks(plan)} if plan.kube_plane is not None else {}
     if plane is None or plane.host != "bare-metal":
-        return {}
+        if not kube:
+            return {}
+        return {"checks/run.py": static("checks.py"), "checks/checks.json": dump_json(kube)}
     slurm_files = {p.removeprefix("slurm/"): data for p, data in files.items() if p.startswith("slurm/")}
     out = {f"bringup/{name}": static(name) for name in STATIC}
     out["bringup/inventory.yaml"] = dump_yaml(inventory(plan))
@@ -163,5 +178,5 @@ def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
     out["bringup/pulumi/requirements.txt"] = resources.files("generator.stacks").joinpath(
         "bringup-requirements.txt").read_bytes()
     out["checks/run.py"] = static("checks.py")
-    out["checks/checks.json"] = dump_json(checks(plan))
+    out["checks/checks.json"] = dump_json({**checks(plan), **kube})
     return out

@@ -23,20 +23,29 @@ that install CRDs (an uninstall would delete the CRDs the Kueue and Volcano char
 templates, and with them every queue and workload). Objects whose frozen fields change come with a
 new name from orchgen, so they are a create plus a delete, never an update the API server refuses.
 
+The last step is the production check of the Kubernetes plane (../checks/run.py --plane kubernetes,
+a pulumi-command `local.Command` after every release and object): a gang test job admitted whole or
+not at all. Its JSON result is the stack output `checks`; a failed check fails `pulumi up`, as the
+Slurm bring-up's checks do (bringup/pulumi/). It re-runs when checks/ changes.
+
 The stack's config file (Pulumi.<stack>.yaml) is the operator's: this program reads only
 `kubernetes:context` from it, and orchgen never rewrites it once it exists.
 
-It needs only pulumi, pulumi-kubernetes and PyYAML (pulumi/requirements.txt): no orchgen, and no
-network until the Kubernetes provider talks to the cluster named by `kubernetes:context`.
+It needs only pulumi, pulumi-kubernetes, pulumi-command and PyYAML (pulumi/requirements.txt), and
+kubectl for the check: no orchgen, and no network until the Kubernetes provider talks to the cluster
+named by `kubernetes:context`.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pulumi
+import pulumi_command as command
 import pulumi_kubernetes as k8s
 import yaml
 
@@ -270,6 +279,19 @@ def kube_provider() -> k8s.Provider:
     return k8s.Provider("kubernetes", context=context)
 
 
+def gang_check(checks_dir: Path, after: list[pulumi.Resource]) -> command.local.Command | None:
+    """checks/run.py --plane kubernetes with the provider's context, after everything is installed."""
+    run = checks_dir / "run.py"
+    if not run.is_file():
+        return None
+    digest = hashlib.sha256(run.read_bytes() + b"\0" + (checks_dir / "checks.json").read_bytes()).hexdigest()
+    argv = f"python3 {shlex.quote(str(run))} --plane kubernetes"
+    return command.local.Command(
+        "checks", create=argv, update=argv, triggers=[digest],
+        environment={"ORCHGEN_KUBE_CONTEXT": pulumi.Config("kubernetes").require("context")},
+        opts=pulumi.ResourceOptions(depends_on=after))
+
+
 def main(kube_dir: Path = KUBE_DIR) -> None:
     releases = load_releases(kube_dir)
     before = load_manifests(kube_dir, "prerequisites")
@@ -279,8 +301,11 @@ def main(kube_dir: Path = KUBE_DIR) -> None:
     # built-in kinds only: no release installs anything they need
     prerequisites = Manifests([], {}, namespaces, provider).apply(before)
     installed = install_releases(releases, kube_dir, provider, namespaces, prerequisites)
-    Manifests(releases, installed, namespaces, provider).apply(files)
+    objects = Manifests(releases, installed, namespaces, provider).apply(files)
     pulumi.export("releases", {r["name"]: r["version"] for r in releases})
+    check = gang_check(kube_dir.parent / "checks", [*prerequisites, *installed.values(), *objects])
+    if check is not None:
+        pulumi.export("checks", check.stdout)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,113 @@
+"""What the bundle turns on that the bring-up cannot install, why, and the operator's exact steps: one
+record each, printed by the bring-up (vars.yaml `orchgen_not_installed`, site.yml) and by the bundle
+README (bringup.md.j2), so the two never disagree and nothing is skipped silently.
+
+- enroot: not packaged by Debian or Ubuntu (`apt-cache search enroot` finds nothing on Debian 12/13);
+  NVIDIA ships it as .deb files on GitHub releases only (NVIDIA/enroot doc/installation.md), and the
+  bring-up installs from the OS's package archive only.
+- pyxis: not packaged either; NVIDIA/pyxis builds from source (README "Installation": `make install`)
+  against the installed Slurm's spank.h, which Debian ships in libslurm-dev (/usr/include/slurm/spank.h,
+  the same 22.05/24.11 release as slurmd); its source is on GitHub only.
+- the Kubernetes pool's nodes of a hybrid plan: the bring-up sets up Slurm hosts only. k3s and RKE2 install
+  from their own scripts and binaries on get.k3s.io / get.rke2.io (no Debian package), and an upstream
+  cluster is the operator's own (kubeadm or another installer): the steps of the k3s and RKE2
+  quick-start guides, or the join to the operator's cluster, then the context for pulumi/.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...decide.plan import Plan
+from ..kubernetes.common import slices
+from ..slurm.model import model
+
+# enroot's release the steps pin: the one NVIDIA's installation doc and Soperator's image scripts install
+# (https://github.com/NVIDIA/enroot/releases; nebius/soperator images/common/scripts/install_enroot.sh)
+ENROOT_VERSION = "3.5.0"
+# pyxis needs enroot >= 3.1.0 (NVIDIA/pyxis README, "Installation")
+PYXIS_REPO = "https://github.com/NVIDIA/pyxis"
+
+
+K3S_DOC = "https://docs.k3s.io/quick-start"
+RKE2_DOC = "https://docs.rke2.io/install/quickstart"
+
+
+def kube_nodes(plan: Plan) -> dict[str, Any] | None:
+    """The record of the Kubernetes pool's nodes, where the plan has a Kubernetes plane."""
+    nodes = [n for s in slices(plan) for n in s.nodes]
+    if plan.kube_plane is None or not nodes:
+        return None
+    first, rest = nodes[0], (f"{nodes[1]} ... {nodes[-1]}" if len(nodes) > 2 else ", ".join(nodes[1:]) or "none")
+    dist = plan.platform.distribution
+    label = "bash kubernetes/node-labels.sh   # on your machine, once every node is Ready"
+    if dist == "k3s":
+        return {"name": "the Kubernetes pool's nodes (k3s)", "on": f"{len(nodes)} nodes: {first} (server), {rest}",
+                "why": "the bring-up sets up Slurm hosts only; k3s installs from its own script and binary "
+                       "(get.k3s.io, not in Debian's archive)", "doc": K3S_DOC,
+                "steps": [f"# on {first}: the server",
+                          "curl -sfL https://get.k3s.io | sh -",
+                          "cat /var/lib/rancher/k3s/server/node-token   # the token the agents join with",
+                          f"# on every other node ({rest}): an agent",
+                          f"curl -sfL https://get.k3s.io | K3S_URL=https://{first}:6443 K3S_TOKEN=<token> sh -",
+                          f"# the kubeconfig: /etc/rancher/k3s/k3s.yaml of {first}, its 127.0.0.1 replaced by {first}'s address",
+                          "pulumi config set kubernetes:context default   # in pulumi/: k3s names its context `default`",
+                          label]}
+    if dist == "rke2":
+        return {"name": "the Kubernetes pool's nodes (RKE2)", "on": f"{len(nodes)} nodes: {first} (server), {rest}",
+                "why": "the bring-up sets up Slurm hosts only; RKE2 installs from its own script and tarball "
+                       "(get.rke2.io, not in Debian's archive)", "doc": RKE2_DOC,
+                "steps": [f"# on {first}: the server",
+                          "curl -sfL https://get.rke2.io | sh - && systemctl enable --now rke2-server.service",
+                          "cat /var/lib/rancher/rke2/server/node-token   # the token the agents join with",
+                          f"# on every other node ({rest}): an agent",
+                          "mkdir -p /etc/rancher/rke2",
+                          f"printf 'server: https://{first}:9345\\ntoken: <token>\\n' > /etc/rancher/rke2/config.yaml",
+                          "curl -sfL https://get.rke2.io | INSTALL_RKE2_TYPE=agent sh - && systemctl enable --now rke2-agent.service",
+                          f"# the kubeconfig: /etc/rancher/rke2/rke2.yaml of {first}, its 127.0.0.1 replaced by {first}'s address",
+                          "pulumi config set kubernetes:context default   # in pulumi/: RKE2 names its context `default`",
+                          label]}
+    return {"name": "the Kubernetes pool's nodes", "on": f"{len(nodes)} nodes: {first}, {rest}",
+            "why": "the bring-up sets up Slurm hosts only; they join the Kubernetes cluster you run (the fleet's "
+                   "kubernetes_distribution is upstream: k3s or rke2 there gives the exact steps here)",
+            "doc": "https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-join/",
+            "steps": ["kubeadm token create --print-join-command   # on a control-plane node of your cluster",
+                      "# on every node of the pool: the printed `kubeadm join ...` (or your installer's join)",
+                      "pulumi config set kubernetes:context <your-cluster's-context>   # in pulumi/",
+                      label]}
+
+
+def not_installed(plan: Plan) -> list[dict[str, Any]]:
+    m = model(plan)
+    ops = m.ops
+    kube = [k] if (k := kube_nodes(plan)) else []
+    if not ops or ops.containers != "pyxis":
+        return kube
+    v = ENROOT_VERSION
+    return kube + [
+        {"name": "enroot",
+         "why": "not in Debian's or Ubuntu's archive (the bring-up installs from the OS's packages only); "
+                "NVIDIA publishes it as .deb files on GitHub releases",
+         "doc": "https://github.com/NVIDIA/enroot/blob/master/doc/installation.md",
+         "on": "every GPU node",
+         "steps": [
+             "arch=$(dpkg --print-architecture)",
+             f"curl -fSsL -O https://github.com/NVIDIA/enroot/releases/download/v{v}/enroot_{v}-1_${{arch}}.deb",
+             f"curl -fSsL -O https://github.com/NVIDIA/enroot/releases/download/v{v}/enroot+caps_{v}-1_${{arch}}.deb",
+             "apt-get install -y ./enroot_*.deb ./enroot+caps_*.deb",
+             "# GPUs inside containers: libnvidia-container-tools from NVIDIA's container toolkit repository "
+             "(https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html)",
+         ]},
+        {"name": "pyxis",
+         "why": "not packaged anywhere; it must be compiled on the node against this very Slurm release's "
+                "spank.h (Debian's libslurm-dev), from its source on GitHub; until then slurmd runs (plugstack.conf "
+                "loads pyxis as `optional`) and only --container-* jobs fail",
+         "doc": f"{PYXIS_REPO}#installation",
+         "on": "every node and login host",
+         "steps": [
+             "apt-get install -y libslurm-dev gcc make git",
+             f"git clone --depth 1 {PYXIS_REPO} /usr/local/src/pyxis",
+             "make -C /usr/local/src/pyxis install  # /usr/local/lib/slurm/spank_pyxis.so, read by "
+             "/etc/slurm/plugstack.conf.d/pyxis.conf",
+             "systemctl restart slurmd",
+         ]},
+    ]

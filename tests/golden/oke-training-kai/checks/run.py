@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""The production checks of an orchgen Slurm bundle (the decision guide's "How to run it in production").
+
+Run on a controller (or any host with the Slurm client commands and the cluster's slurm.conf), with
+checks.json beside this file; prints one JSON object {check: {"ok": bool, "detail": ...}} and exits 1 when
+any check fails. The bring-up runs it as its last step (bringup/up.sh, `pulumi up`); on its own:
+
+    bringup/up.sh HOSTS.yaml --tags checks        # on the controller, through Ansible
+    python3 checks/run.py [--skip nccl] [--nccl-log FILE]   # on a controller, by hand
+
+Checks:
+- gres: every node is idle (or running jobs) with its GPUs visible as GRES, type and count as planned;
+- allocation: a 2-node job gets its whole allocation under one job ID, on the fewest leaf switches the
+  topology allows (a job that fits one leaf lands under one leaf);
+- health: NHC passes on every node (run on each, and no node drained with an NHC reason);
+- nccl: nccl-tests all_reduce_perf over two nodes with NCCL_DEBUG=INFO uses the fabric's RDMA transport
+  (NET/IB on InfiniBand and RoCE), never the socket fallback, and reaches the bus-bandwidth floor of the
+  fabric kind. NCCL's own log line names the transport ("via NET/IB/0/GDRDMA"); `--nccl-log FILE` checks
+  a recorded run instead of starting one. Needs nccl-tests' all_reduce_perf on the nodes' PATH
+  (https://github.com/NVIDIA/nccl-tests, built with MPI=0 or run under srun's PMIx).
+- gang (a plan with a Kubernetes plane): a small gang test job (checks.json `kubernetes.gang`: N pods of
+  one GPU on a GPU pool, made by the plan's own starter code, so in a tenant namespace under the plan's
+  gang scheduler, queue and priority class) is admitted whole or not at all: it passes when all N pods
+  run; it fails when it stays split between Running and Pending, or is never admitted (with the
+  scheduler's reason: Kueue's Workload conditions, the pods' PodScheduled messages, the job's events).
+  The job is deleted afterwards, pass or fail. Needs kubectl (or $KUBECTL) and a kubeconfig
+  ($KUBECONFIG; `--kube-context` or $ORCHGEN_KUBE_CONTEXT picks the context):
+
+    python3 checks/run.py --plane kubernetes [--kube-context CTX]   # on any machine that reaches the API
+
+`--plane slurm|kubernetes` runs only that plane's checks (the Slurm bring-up runs `--plane slurm` on the
+controller); without it, every check of the plan runs.
+Standard library only: it runs on a bare controller.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def sh(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def check_gres(cfg: dict) -> dict:
+    out = sh(["sinfo", "-h", "-N", "-o", "%N|%t|%G"])
+    if out.returncode != 0:
+        return {"ok": False, "detail": out.stderr.strip()}
+    seen = {}
+    for line in out.stdout.splitlines():
+        name, state, gres = line.split("|")
+        seen[name] = (state, gres)
+    problems = []
+    for node, want in cfg["nodes"].items():
+        if node not in seen:
+            problems.append(f"{node}: not in sinfo")
+            continue
+        state, gres = seen[node]
+        if state.rstrip("*~#") not in ("idle", "mix", "alloc", "comp"):
+            problems.append(f"{node}: state {state}")
+        if want["gpus"]:
+            m = re.search(r"gpu:(?:([\w.-]+):)?(\d+)", gres)
+            if not m or int(m.group(2)) != want["gpus"] or (want["gpu_type"] and m.group(1) != want["gpu_type"]):
+                problems.append(f"{node}: GRES {gres}, planned gpu:{want['gpu_type']}:{want['gpus']}")
+    return {"ok": not problems, "detail": problems or f"{len(cfg['nodes'])} nodes ready with their GPUs"}
+
+
+def fewest_leaves(leaves: list[dict], k: int) -> int:
+    """The fewest leaf switches that can hold k nodes."""
+    sizes = sorted((len(leaf["nodes"]) for leaf in leaves), reverse=True)
+    total = 0
+    for i, s in enumerate(sizes, 1):
+        total += s
+        if total >= k:
+            return i
+    return math.inf
+
+
+def check_allocation(cfg: dict, k: int = 2) -> dict:
+    gpus = min((n["gpus"] for n in cfg["nodes"].values()), default=0)
+    argv = ["srun", "-N", str(k), "--ntasks-per-node=1", "-t", "5", "-J", "orchgen-check-allocation"]
+    if gpus:
+        argv.append(f"--gres=gpu:{gpus}")
+    out = sh(argv + ["sh", "-c", 'echo "$SLURM_JOB_ID $SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES:-}"'])
+    if out.returncode != 0:
+        return {"ok": False, "detail": f"srun exit {out.returncode}: {out.stderr.strip()[-500:]}"}
+    rows = [line.split() for line in out.stdout.splitlines() if line.strip()]
+    jobs = {r[0] for r in rows}
+    nodes = sorted({r[1] for r in rows})
+    leaf_of = {n: leaf["name"] for leaf in cfg["leaves"] for n in leaf["nodes"]}
+    used = sorted({leaf_of.get(n, "?") for n in nodes})
+    best = fewest_leaves(cfg["leaves"], k) if cfg["leaves"] else 1
+    problems = []
+    if len(jobs) != 1:
+        problems.append(f"tasks ran under {len(jobs)} job IDs {sorted(jobs)}")
+    if len(nodes) != k:
+        problems.append(f"{len(nodes)} nodes of {k}: {nodes}")
+    if gpus and any(len(r) < 3 or len(r[2].split(",")) != gpus for r in rows):
+        problems.append(f"a task saw fewer than {gpus} GPUs: {rows}")
+    if cfg["leaves"] and len(used) > best:
+        problems.append(f"nodes {nodes} under {len(used)} leaves {used}; {best} would hold them")
+    return {"ok": not problems,
+            "detail": problems or f"job {next(iter(jobs))}: {k} nodes {nodes} under leaves {used} (fewest: {best})"}
+
+
+def check_health(cfg: dict) -> dict:
+    program = cfg.get("health_program")
+    if not program:
+        return {"ok": True, "detail": "the plan runs no health check (options.slurm.health_check: false)"}
+    problems = []
+    for node in cfg["nodes"]:
+        out = sh(["srun", "-N", "1", "-w", node, "-t", "5", "-J", "orchgen-check-health", program])
+        if out.returncode != 0:
+            problems.append(f"{node}: {program} exit {out.returncode}: {(out.stdout + out.stderr).strip()[-300:]}")
+    drained = sh(["sinfo", "-h", "-R", "-o", "%N|%E"])
+    for line in drained.stdout.splitlines():
+        if "NHC" in line:
+            problems.append(f"drained by NHC: {line}")
+    return {"ok": not problems, "detail": problems or f"{program} passed on {len(cfg['nodes'])} nodes"}
+
+
+def judge_nccl(log: str, transport: str, floor: float) -> dict:
+    """The verdict on one all_reduce_perf run's output (stdout and NCCL_DEBUG=INFO lines together)."""
+    problems = []
+    via = set(re.findall(r"\bvia (NET/[A-Za-z]+)", log))
+    if "NET/Socket" in via and transport != "NET/Socket" or re.search(r"NCCL INFO Using network Socket", log) \
+            and transport != "NET/Socket":
+        problems.append("NCCL fell back to sockets (via NET/Socket / Using network Socket)")
+    if transport not in via:
+        problems.append(f"no inter-node channel via {transport} (saw {sorted(via) or 'none'}; is NCCL_DEBUG=INFO set?)")
+    rows = [line.split() for line in log.splitlines()
+            if re.match(r"^\s*\d+\s+\d+\s+\w+\s+\w+\s+-?\d+\s", line)]
+    if not rows:
+        problems.append("no all_reduce_perf result rows")
+        busbw = 0.0
+    else:
+        # columns: size count type redop root | out-of-place time algbw busbw #wrong | in-place time algbw busbw #wrong
+        busbw = max(float(x) for r in rows for x in (r[7], r[11] if len(r) > 11 else r[7]))
+        wrong = [r for r in rows if r[8] not in ("0", "N/A") or (len(r) > 12 and r[12] not in ("0", "N/A"))]
+        if wrong:
+            problems.append(f"{len(wrong)} sizes with wrong results")
+        if busbw < floor:
+            problems.append(f"peak busbw {busbw} GB/s below the {floor} GB/s floor")
+    return {"ok": not problems, "detail": problems or f"via {transport}, peak busbw {busbw} GB/s >= {floor}",
+            "busbw_gbps": busbw}
+
+
+def check_nccl(cfg: dict, log_file: str | None) -> dict:
+    if log_file:
+        log = Path(log_file).read_text()
+    else:
+        gpus = min((n["gpus"] for n in cfg["nodes"].values()), default=0) or 1
+        out = sh(["srun", "-N", "2", f"--ntasks-per-node={gpus}", f"--gres=gpu:{gpus}", "-t", "15",
+                  "-J", "orchgen-check-nccl", "--export=ALL,NCCL_DEBUG=INFO",
+                  "all_reduce_perf", "-b", "8", "-e", "4G", "-f", "2", "-g", "1"], timeout=1200)
+        log = out.stdout + out.stderr
+        if out.returncode != 0:
+            return {"ok": False, "detail": f"all_reduce_perf over 2 nodes exit {out.returncode}: {log.strip()[-500:]}"}
+    return judge_nccl(log, cfg["nccl_transport"], float(cfg["busbw_floor_gbps"]))
+
+
+def kubectl(ctx: str | None, *args: str, input: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    argv = [os.environ.get("KUBECTL") or "kubectl", *(["--context", ctx] if ctx else []), *args]
+    try:
+        return subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: not found (install kubectl or set KUBECTL)")
+
+
+def _gang_pods(ctx: str | None, g: dict) -> list[dict]:
+    out = kubectl(ctx, "get", "pods", "-n", g["namespace"], "-l", g["selector"], "-o", "json")
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl get pods: {out.stderr.strip()[-300:]}")
+    return json.loads(out.stdout)["items"]
+
+
+def _gang_delete(ctx: str | None, g: dict) -> str | None:
+    """Delete the test job (and its pods, in the foreground); None when all is gone."""
+    listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": g["objects"]})
+    kubectl(ctx, "delete", "-f", "-", "--ignore-not-found", "--cascade=foreground", "--wait=true",
+            "--timeout=120s", input=listing, timeout=150)
+    end = time.monotonic() + 120
+    while time.monotonic() < end:
+        try:
+            if not _gang_pods(ctx, g):
+                return None
+        except RuntimeError as e:
+            return str(e)
+        time.sleep(2)
+    return f"pods {g['selector']} still in {g['namespace']} after 120 s"
+
+
+def _gang_reasons(ctx: str | None, g: dict, pods: list[dict]) -> list[str]:
+    """What the scheduler says about the gang: Kueue's Workload conditions, Pending pods' PodScheduled
+    messages, the top objects' warning events."""
+    names = {o["metadata"]["name"] for o in g["objects"]}
+    why: list[str] = []
+    if g.get("scheduler") == "kueue":
+        w = kubectl(ctx, "get", "workloads.kueue.x-k8s.io", "-n", g["namespace"], "-o", "json")
+        for item in json.loads(w.stdout)["items"] if w.returncode == 0 else []:
+            if {r.get("name") for r in item["metadata"].get("ownerReferences", [])} & names:
+                admitted = bool(item.get("status", {}).get("admission"))
+                conds = [f"{c['type']}={c['status']}: {c.get('message', '')}"
+                         for c in item.get("status", {}).get("conditions", [])]
+                why.append(f"Kueue Workload {item['metadata']['name']} admitted={admitted}; " + "; ".join(conds))
+    for p in pods:
+        if not p["spec"].get("nodeName"):
+            for c in p.get("status", {}).get("conditions", []):
+                if c["type"] == "PodScheduled" and c.get("message"):
+                    why.append(f"pod {p['metadata']['name']}: {c['message']}")
+                    break
+    ev = kubectl(ctx, "get", "events", "-n", g["namespace"], "-o", "json")
+    for e in json.loads(ev.stdout)["items"] if ev.returncode == 0 else []:
+        if e.get("involvedObject", {}).get("name") in names and e.get("type") == "Warning":
+            why.append(f"{e['involvedObject']['kind']} {e['involvedObject']['name']}: {e.get('message', '')}")
+    return why[-8:] or ["nothing said why (no Workload condition, pod condition or warning event)"]
+
+
+def check_gang(cfg: dict, ctx: str | None, timeout: float | None = None) -> dict:
+    g = cfg["kubernetes"]["gang"]
+    if "skip" in g:
+        return {"ok": True, "detail": f"not run: {g['skip']}"}
+    n, timeout = g["pods"], float(timeout or g["timeout_s"])
+    where = f"{g['namespace']}, {n} pods of 1 GPU on pool {g['pool']}, {g['scheduler']}"
+    leftover = _gang_delete(ctx, g)  # a test job an interrupted run left behind
+    if leftover:
+        return {"ok": False, "detail": f"cannot clear an earlier test job: {leftover}"}
+    listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": g["objects"]})
+    applied = kubectl(ctx, "apply", "-f", "-", input=listing)
+    if applied.returncode != 0:
+        return {"ok": False, "detail": f"the gang test job ({where}) was refused: {applied.stderr.strip()[-500:]}"}
+    try:
+        end = time.monotonic() + timeout
+        while True:
+            pods = _gang_pods(ctx, g)
+            running = sorted(p["spec"]["nodeName"] for p in pods
+                             if p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running")
+            if len(running) >= n:
+                return {"ok": True, "detail": f"admitted whole: {len(running)}/{n} pods Running on {running} ({where})"}
+            if time.monotonic() >= end:
+                break
+            time.sleep(2)
+        reasons = _gang_reasons(ctx, g, pods)
+        if not running and not any(p["spec"].get("nodeName") for p in pods):
+            return {"ok": False, "detail": [f"never admitted in {timeout:.0f} s: {len(pods)} pods exist, none "
+                                            f"scheduled ({where})", *reasons]}
+        missing = f", {n - len(pods)} never created" if len(pods) < n else ""
+        return {"ok": False, "detail": [f"split after {timeout:.0f} s: {len(running)} pods Running, "
+                                        f"{len(pods) - len(running)} Pending, of a gang of {n}{missing} ({where})",
+                                        *reasons]}
+    except (RuntimeError, ValueError, KeyError) as e:
+        return {"ok": False, "detail": f"gang test job ({where}): {e}"}
+    finally:
+        gone = _gang_delete(ctx, g)
+        if gone:
+            print(f"gang test job not cleaned up: {gone}", file=sys.stderr)
+
+
+SLURM_CHECKS = ("gres", "allocation", "health", "nccl")
+KUBE_CHECKS = ("gang",)
+CHECKS = SLURM_CHECKS + KUBE_CHECKS
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default=str(HERE / "checks.json"))
+    ap.add_argument("--skip", action="append", default=[], choices=CHECKS, help="a check not to run (repeatable)")
+    ap.add_argument("--only", action="append", default=[], choices=CHECKS)
+    ap.add_argument("--nccl-log", help="judge this recorded all_reduce_perf output instead of running one")
+    ap.add_argument("--plane", choices=("slurm", "kubernetes"), help="only this plane's checks")
+    ap.add_argument("--kube-context", default=os.environ.get("ORCHGEN_KUBE_CONTEXT") or None,
+                    help="the kubeconfig context of the gang check (default: the current one)")
+    ap.add_argument("--gang-timeout", type=float, help="seconds to wait for the gang (default: checks.json's)")
+    args = ap.parse_args(argv)
+    cfg = json.loads(Path(args.config).read_text())
+    # the plan's checks: Slurm's where checks.json has Slurm nodes, the gang where it has a Kubernetes plane
+    planes = {"slurm": SLURM_CHECKS if "nodes" in cfg else (), "kubernetes": KUBE_CHECKS if "kubernetes" in cfg else ()}
+    mine = [c for p, cs in planes.items() if args.plane in (None, p) for c in cs]
+    run = [c for c in CHECKS if c in mine and c not in args.skip and (not args.only or c in args.only)]
+    results = {}
+    for name in run:
+        if name == "gres":
+            results[name] = check_gres(cfg)
+        elif name == "allocation":
+            results[name] = check_allocation(cfg) if len(cfg["nodes"]) >= 2 else {"ok": True, "detail": "one node"}
+        elif name == "health":
+            results[name] = check_health(cfg)
+        elif name == "gang":
+            results[name] = check_gang(cfg, args.kube_context, args.gang_timeout)
+        else:
+            results[name] = check_nccl(cfg, args.nccl_log)
+    for name in args.skip:
+        if name in mine:
+            results[name] = {"ok": None, "detail": "skipped (--skip)"}
+    print(json.dumps(results, indent=1, sort_keys=True))
+    return 0 if all(r["ok"] is not False for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
