@@ -36,6 +36,15 @@ def renderers() -> list[Renderer]:
             manifests.render, slurm.render, soperator.render]
 
 
+def cluster_renderers() -> list[Renderer]:
+    """A plane beyond one cluster (plan.clusters): plan.json, README and Slurm as always; the
+    Kubernetes side as clusters/<name>/{kubernetes,pulumi} per cluster (multicluster.py) instead of
+    the top-level kubernetes/ and pulumi/."""
+    from . import multicluster, report, slurm
+
+    return [report.render, multicluster.render, slurm.render]
+
+
 def slurm_on_kubernetes_values() -> dict[str, Callable[[Plan], dict]]:
     """Helm values builders of the Slurm-on-Kubernetes releases, by release name: the Helm
     renderer writes their values files and lists them in releases.yaml (helm.py's seam). A
@@ -62,7 +71,7 @@ def _merge(files: dict[str, bytes], more: dict[str, bytes]) -> None:
 
 def render(plan: Plan) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
-    for fn in renderers():
+    for fn in (cluster_renderers() if plan.clusters else renderers()):
         _merge(files, fn(plan))
     for post in bundle_renderers():
         _merge(files, post(plan, dict(files)))
