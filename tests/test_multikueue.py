@@ -348,3 +348,16 @@ def test_the_managers_objects_are_accepted_by_kueue(tmp_path, kube):
     assert sorted(q["metadata"]["name"] for q in queues) == ["frontier", "product", "research"]
     for q in queues:
         assert condition(q, "Active")["status"] == "True", q["status"]
+
+
+def test_a_plane_with_nothing_to_dispatch_stays_one_cluster_and_says_why():
+    from generator.spec.models import Fleet
+
+    doc = fleet_doc()
+    doc["workloads"] = [{"name": "chat", "long_lived_services": True, "bare_metal": False, "gpus": 64,
+                         "tenant": "product"}]
+    doc["options"] = {}
+    plan = make_plan(Fleet.model_validate(doc), "x.yaml")
+    assert not plan.clusters
+    (w,) = [w for w in plan.warnings if w.field == "fleet.pools"]
+    assert "split it into 4 clusters" in w.message and "orchgen plans it as one cluster" in w.message

@@ -15,8 +15,9 @@ packed into clusters of at most the envelope's nodes (`_units`, as the old warni
 Refused, one line naming the field: a leaf bigger than a cluster (fleet.fabric), a multi-node job
 that no worker holds enough nodes of its pool for (workloads[i].nodes), more workers than one
 MultiKueueConfig lists (20, its CRD's maxItems), a gang scheduler other than Kueue, a GitOps mode
-(one Pulumi stack per cluster is written), Slurm on Kubernetes, and workloads MultiKueue does not
-dispatch here (services, Ray, notebooks: they are not Jobs the starters submit).
+(one Pulumi stack per cluster is written) and Slurm on Kubernetes. A plane with nothing MultiKueue
+would dispatch (no queues, or services, Ray or notebooks, which are not the starters' batch Jobs)
+stays one cluster with the envelope's warning, saying why (`_one_cluster`).
 
 Quotas: the manager's ClusterQueues carry each tenant's whole quota (the concept page: "the quota
 in the manager cluster should equal the total quota available in all worker clusters"); a worker's
@@ -31,7 +32,7 @@ from ..errors import OrchgenError
 from ..spec import hostlist
 from ..spec.models import Fleet
 from . import platform
-from .plan import KubeCluster, Plan, Quota
+from .plan import KubeCluster, Plan, Quota, Warning_
 from .quotas import largest_remainder
 
 MANAGER = "manager"
@@ -59,6 +60,12 @@ def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
     """The plan with its `clusters` where the Kubernetes plane is beyond one cluster (else as it is)."""
     if fleet.options.kubernetes_clusters == "one" or not beyond(plan):
         return plan
+    why_not = _one_cluster(plan)
+    if why_not:  # nothing MultiKueue could dispatch: one cluster, with the old warning and why
+        warnings: list[Warning_] = []
+        platform._scale(plan.kube_plane, plan.fabric, [], warnings)
+        warnings = [replace(w, message=f"{w.message}; orchgen plans it as one cluster: {why_not}") for w in warnings]
+        return replace(plan, warnings=(*plan.warnings, *warnings))
     _refuse_combinations(plan, fleet, file)
     kube = plan.kube_plane
     cap = limit(plan)
@@ -85,7 +92,7 @@ def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
 def _refuse_combinations(plan: Plan, fleet: Fleet, file: str | None) -> None:
     kube = plan.kube_plane
     what = f"the {kube.name} plane ({len(kube.nodes):,} nodes) is beyond one cluster and planned behind MultiKueue"
-    if plan.gang_scheduler != "kueue":
+    if plan.gang_scheduler not in ("kueue", None):
         raise OrchgenError(f"{what}, which is Kueue's; gang_scheduler {plan.gang_scheduler} cannot dispatch across "
                            "clusters (use kueue, or options.kubernetes_clusters: one)", file, None,
                            "options.gang_scheduler")
@@ -95,12 +102,22 @@ def _refuse_combinations(plan: Plan, fleet: Fleet, file: str | None) -> None:
     if plan.slurm_plane is not None and plan.slurm_plane.operator:
         raise OrchgenError(f"{what}; Slurm on Kubernetes ({plan.slurm_plane.operator}) runs in one cluster",
                            file, None, "options.slurm_on_kubernetes")
+
+
+def _one_cluster(plan: Plan) -> str | None:
+    """Why the plane stays one cluster though beyond the envelope: MultiKueue has nothing to dispatch
+    (no Kueue queues), or workloads that orchgen does not submit through it (services, Ray,
+    notebooks: not the starters' batch Jobs). None: it is planned as several clusters."""
+    kube = plan.kube_plane
+    if plan.gang_scheduler is None:
+        return ("no gang workload gives it queues, and MultiKueue dispatches Kueue's queued jobs; split the fleet "
+                "or give it options.gang_scheduler kueue")
     for i, d in enumerate(plan.workloads):
         if d.plane == kube.name and (d.workload_class in ("service", "ray") or d.serving or d.interactive
                                      or d.ray_host):
-            raise OrchgenError(f"{what}, which dispatches the starters' batch Jobs; {d.name} is a "
-                               f"{d.workload_class or 'service'} workload, which orchgen does not place in a worker "
-                               "cluster yet: plan it in a fleet of its own", file, None, f"workloads[{i}]")
+            return (f"workloads[{i}] ({d.name}) is a {d.workload_class or 'service'} workload, which orchgen does not "
+                    "submit through MultiKueue; plan it in a fleet of its own")
+    return None
 
 
 def _units(plan: Plan, cap: int, file: str | None) -> list[tuple[str, tuple[str, ...], int]]:
