@@ -30,7 +30,9 @@ from generator.spec import load
 from generator.validate.crds import CRDRegistry
 from tests._consumers import REPO, reference_dir
 
-EXAMPLE = REPO / "examples" / "kubernetes-128k.yaml"
+# in a folder of its own: the sweeps over examples/*.yaml read a single cluster's layout (kubernetes/,
+# pulumi/ at the top), which a multi-cluster bundle does not have (clusters/<name>/...)
+EXAMPLE = REPO / "examples" / "multicluster" / "kubernetes-128k.yaml"
 RESOURCES = ("gpus", "cpus", "memory_gib")
 
 
