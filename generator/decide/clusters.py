@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .. import schedulers
 from ..errors import OrchgenError
 from ..spec import hostlist
 from ..spec.models import Fleet
@@ -92,7 +93,8 @@ def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
 def _refuse_combinations(plan: Plan, fleet: Fleet, file: str | None) -> None:
     kube = plan.kube_plane
     what = f"the {kube.name} plane ({len(kube.nodes):,} nodes) is beyond one cluster and planned behind MultiKueue"
-    if plan.gang_scheduler not in ("kueue", None):
+    sched = schedulers.get(plan.gang_scheduler)
+    if sched is not None and not sched.multicluster:
         raise OrchgenError(f"{what}, which is Kueue's; gang_scheduler {plan.gang_scheduler} cannot dispatch across "
                            "clusters (use kueue, or options.kubernetes_clusters: one)", file, None,
                            "options.gang_scheduler")

@@ -2,7 +2,7 @@
 
 The folders mirror the bundle: `slurm/` writes slurm/, `kubernetes/` writes kubernetes/ (Helm
 releases and one module per chart or scheduler, tenancy, workloads, node labels; Slinky and
-Soperator, which read the Slurm model), `gitops/` writes gitops/, `pulumi.py` pulumi/ and
+Soperator, which read the Slurm model), `clusters/` writes clusters/ (a plane beyond one cluster), `gitops/` writes gitops/, `pulumi.py` pulumi/ and
 `report.py` plan.json and README.md. `templating.py` holds the Jinja2 environment.
 
 A renderer does no I/O and keeps no state. It returns {} when the plan has nothing for it (a
@@ -38,11 +38,11 @@ def renderers() -> list[Renderer]:
 
 def cluster_renderers() -> list[Renderer]:
     """A plane beyond one cluster (plan.clusters): plan.json, README and Slurm as always; the
-    Kubernetes side as clusters/<name>/{kubernetes,pulumi} per cluster (multicluster.py) instead of
+    Kubernetes side as clusters/<name>/{kubernetes,pulumi} per cluster (clusters/) instead of
     the top-level kubernetes/ and pulumi/."""
-    from . import multicluster, report, slurm
+    from . import clusters, report, slurm
 
-    return [report.render, multicluster.render, slurm.render]
+    return [report.render, clusters.render, slurm.render]
 
 
 def slurm_on_kubernetes_values() -> dict[str, Callable[[Plan], dict]]:

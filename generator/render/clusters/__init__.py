@@ -1,4 +1,4 @@
-"""A plane beyond one cluster (plan.clusters, generator/decide/clusters.py): clusters/<name>/ per cluster.
+"""clusters/: a plane beyond one cluster (plan.clusters, generator/decide/clusters.py), clusters/<name>/ per cluster.
 
 Each cluster's folder is laid out as a single-cluster bundle's kubernetes/ and pulumi/ are
 (contract.cluster_dir), so its Pulumi program reads ../kubernetes as everywhere else:
@@ -27,9 +27,10 @@ from typing import Any
 
 import yaml
 
-from ..contract import MANIFESTS_DIR, WORKLOADS_DIR, cluster_dir
-from ..decide.plan import KubeCluster, Plan
-from ..yamlio import dump_yaml, dump_yaml_all
+from ... import schedulers
+from ...contract import MANIFESTS_DIR, WORKLOADS_DIR, cluster_dir
+from ...decide.plan import KubeCluster, Plan
+from ...yamlio import dump_yaml, dump_yaml_all
 
 API = "kueue.x-k8s.io/v1beta2"
 # The controller name MultiKueue's admission check controller answers to (Kueue 0.19.2
@@ -66,9 +67,9 @@ def worker_plan(plan: Plan, c: KubeCluster) -> Plan:
 
 
 def _pulumi(plan: Plan, cluster: str) -> dict[str, bytes]:
-    from . import pulumi
+    from ..pulumi import render as pulumi_render
 
-    return pulumi.render(replace(plan, name=f"{plan.name}-{cluster}"))
+    return pulumi_render(replace(plan, name=f"{plan.name}-{cluster}"))
 
 
 def _under(cluster: str, files: dict[str, bytes]) -> dict[str, bytes]:
@@ -76,8 +77,8 @@ def _under(cluster: str, files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def worker_files(plan: Plan, c: KubeCluster) -> dict[str, bytes]:
-    from . import slurm_on_kubernetes_values
-    from .kubernetes import helm, manifests
+    from ..kubernetes import helm, manifests
+    from ..kubernetes.slurm_values import slurm_on_kubernetes_values
 
     sub = worker_plan(plan, c)
     files = {**helm.render(sub, extra=slurm_on_kubernetes_values()), **manifests.render(sub)}
@@ -90,7 +91,7 @@ def multikueue_objects(names: list[str]) -> list[dict[str, Any]]:
     dispatcher tries them in this order, the default AllAtOnce all at once) and one MultiKueueCluster
     per worker, which reads its kubeconfig from a Secret the site creates (kueue's namespace, key
     `kubeconfig`: the CRD's description of locationType Secret)."""
-    from .kubernetes.common import meta
+    from ..kubernetes.common import meta
 
     out: list[dict[str, Any]] = [
         {"apiVersion": API, "kind": "AdmissionCheck", "metadata": meta(CHECK),
@@ -107,7 +108,7 @@ def multikueue_objects(names: list[str]) -> list[dict[str, Any]]:
 
 def manager_manifests(plan: Plan, names: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The manager's kubernetes/manifests/ files; `names`: the workers, in fabric order."""
-    from .kubernetes import kueue, priority, tenancy
+    from ..kubernetes import kueue, priority, tenancy
 
     queues = []
     for obj in kueue.objects(plan):
@@ -123,7 +124,7 @@ def manager_manifests(plan: Plan, names: list[str]) -> dict[str, list[dict[str, 
 
 
 def manager_values(plan: Plan) -> dict[str, Any]:
-    from .kubernetes import kueue
+    from ..kubernetes import kueue
 
     values = kueue.values(plan)
     config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
@@ -139,10 +140,11 @@ def manager_values(plan: Plan) -> dict[str, Any]:
 
 
 def manager_files(plan: Plan) -> dict[str, bytes]:
-    from .kubernetes import helm, manifests
+    from ..kubernetes import helm, manifests
 
-    sub = replace(plan, charts={"kueue": plan.charts["kueue"]}, clusters=())
-    files = helm.render(sub, extra={"kueue": manager_values})
+    chart = schedulers.get(plan.gang_scheduler).chart  # the scheduler that dispatches (decide/clusters.py)
+    sub = replace(plan, charts={chart: plan.charts[chart]}, clusters=())
+    files = helm.render(sub, extra={chart: manager_values})
     files.update({f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manager_manifests(sub, [c.name for c in workers(plan)]).items()})
     files.update({f"{WORKLOADS_DIR}/{name}": dump_yaml_all(objs)
                   for name, objs in manifests.starter_files(plan).items()})
