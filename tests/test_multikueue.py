@@ -363,3 +363,29 @@ def test_a_plane_with_nothing_to_dispatch_stays_one_cluster_and_says_why():
     assert not plan.clusters
     (w,) = [w for w in plan.warnings if w.field == "fleet.pools"]
     assert "split it into 4 clusters" in w.message and "orchgen plans it as one cluster" in w.message
+
+
+@pytest.mark.parametrize("cluster", ["manager", "worker-01"])
+def test_each_clusters_pulumi_program_installs_its_own_folder(cluster, tmp_path):
+    """The bundle's Pulumi program, run in clusters/<name>/pulumi under Pulumi's mocks with every
+    object validated (built-ins by schema, custom resources by their CRDs), declares exactly that
+    cluster's releases and manifests (tests/test_pulumi_stack.py's check)."""
+    from tests import test_pulumi_stack as ps
+
+    from tests._consumers import require
+
+    require(ps.pulumi_mocks, "Pulumi SDK not importable (pip install -e '.[test]')")
+    out = tmp_path / "b"
+    bundle.write(files128k(), out)
+    root = out / "clusters" / cluster
+    from generator.validate.crds import CRDRegistry
+    from tests._consumers import crd_paths
+
+    run = ps.pulumi_mocks.run_program(root / "pulumi" / "__main__.py", ps._mocks(CRDRegistry.from_paths(crd_paths())),
+                                      ps.CONTEXT)
+    ps.check_run(root, run)
+    names = {r.name for r in run.of_type(ps.RELEASE)}
+    assert names == ({"kueue"} if cluster == "manager" else
+                     {"gpu-operator", "network-operator", "kube-prometheus-stack", "kueue"})
+    if cluster == "manager":
+        assert run.named("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueCluster", "worker-04")
