@@ -389,3 +389,37 @@ def test_each_clusters_pulumi_program_installs_its_own_folder(cluster, tmp_path)
                      {"gpu-operator", "network-operator", "kube-prometheus-stack", "kueue"})
     if cluster == "manager":
         assert run.named("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueCluster", "worker-04")
+
+
+def test_a_workers_and_the_managers_releases_render_with_the_real_charts(tmp_path):
+    """`helm template` of every release of the manager and of one worker, from ../shared/charts at the
+    pinned version with the bundle's values: the charts accept them, and their custom resources pass
+    the reference CRDs."""
+    from tests._consumers import charts_dir, helm_objects, tool
+
+    helm = tool("helm")
+    env = {**os.environ, **{k: str(tmp_path / k.lower()) for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME",
+                                                                   "HELM_DATA_HOME")}}
+    reg = registry()
+    for cluster in ("manager", "worker-01"):
+        root = contract.cluster_dir(cluster)
+        releases = yaml.safe_load(files128k()[f"{root}/{contract.RELEASES_FILE}"])["releases"]
+        for rel in releases:
+            chart = charts_dir() / rel["chart"] / rel["version"]
+            assert chart.is_dir(), chart
+            values = tmp_path / f"{cluster}-{rel['values']}"
+            values.write_bytes(files128k()[f"{root}/{contract.values_path(rel['values'])}"])
+            r = subprocess.run([helm, "template", rel["name"], str(chart), "-n", rel["namespace"], "-f", str(values),
+                                "--kube-version", "1.33"], capture_output=True, text=True, env=env, timeout=300)
+            assert r.returncode == 0, (cluster, rel["name"], r.stderr[-2000:])
+            objs = [o for o in helm_objects(r.stdout) if isinstance(o, dict) and o.get("kind")]
+            assert objs, (cluster, rel["name"])
+            for o in objs:
+                if reg.get(o.get("apiVersion", ""), o["kind"]) is not None:
+                    assert not reg.validate(o), (cluster, rel["name"], o["kind"], reg.validate(o))
+            if rel["name"] == "kueue" and cluster == "manager":
+                cm = next(o for o in objs if o["kind"] == "ConfigMap" and "controller_manager_config.yaml"
+                          in o.get("data", {}))
+                cfg = yaml.safe_load(cm["data"]["controller_manager_config.yaml"])
+                assert cfg["multiKueue"]["origin"] == "multikueue"
+                assert cfg["integrations"]["frameworks"] == ["batch/job"]
