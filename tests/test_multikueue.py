@@ -160,7 +160,6 @@ def test_every_clusters_custom_resources_pass_their_crds_schema_and_cel_rules():
 
 
 def test_the_manager_dispatches_through_multikueue_and_the_workers_mirror_its_queues():
-    manager = dict(cluster_objects("manager"))
     objs = [o for _, o in cluster_objects("manager")]
     check = next(o for o in objs if o["kind"] == "AdmissionCheck")
     assert check["spec"]["controllerName"] == "kueue.x-k8s.io/multikueue"
@@ -174,7 +173,6 @@ def test_the_manager_dispatches_through_multikueue_and_the_workers_mirror_its_qu
                 "locationType": "Secret", "location": f"{o['metadata']['name']}-kubeconfig"}
         if o["kind"] == "ClusterQueue":
             assert o["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
-    assert manager
     # the manager's Kueue configuration turns MultiKueue's settings on; the workers' do not
     values = yaml.safe_load(files128k()["clusters/manager/kubernetes/helm/kueue.values.yaml"])
     cfg = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])

@@ -51,8 +51,8 @@ def beyond(plan: Plan) -> bool:
 
 
 def limit(plan: Plan) -> int:
-    """Nodes one worker may hold: 5,000, fewer where a node's pods (one per GPU, plus its daemons)
-    would pass 150,000 pods first (MIG pools: a pod per instance)."""
+    """Nodes one worker may hold: 5,000, fewer where a node's pods (one per GPU, plus its daemons, as
+    platform._scale counts them) would pass 150,000 pods first."""
     per_node = max((s.gpus // max(1, len(s.nodes)) if s.nodes else 0) for s in plan.kube_plane.slices)
     return min(platform.MAX_NODES, platform.MAX_PODS // (per_node + platform.DAEMON_PODS_PER_NODE))
 
