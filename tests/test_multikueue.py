@@ -421,3 +421,11 @@ def test_a_workers_and_the_managers_releases_render_with_the_real_charts(tmp_pat
                 cfg = yaml.safe_load(cm["data"]["controller_manager_config.yaml"])
                 assert cfg["multiKueue"]["origin"] == "multikueue"
                 assert cfg["integrations"]["frameworks"] == ["batch/job"]
+
+
+def test_validate_says_it_does_not_check_the_clusters_folders(tmp_path):
+    out = tmp_path / "b"
+    bundle.write(files128k(), out)
+    r = run_orchgen("validate", out, "--no-fetch")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "5 clusters under clusters/ not checked" in r.stdout + r.stderr
