@@ -44,7 +44,8 @@ MARKER_TEXT = b"This directory is written by `orchgen plan`; edits here are repl
 Files = dict[str, bytes]
 
 # Bundle paths (fnmatch patterns, `/`-separated) whose files the operator owns once they exist.
-OPERATOR_OWNED = ("pulumi/Pulumi.*.yaml",)
+OPERATOR_OWNED = ("pulumi/Pulumi.*.yaml",
+                  "clusters/*/pulumi/Pulumi.*.yaml")  # a plane beyond one cluster: each cluster's stack
 
 
 def operator_owned(path: str) -> bool:

@@ -25,6 +25,15 @@ WORKLOADS_DIR = f"{KUBE_DIR}/workloads"
 RELEASES_FILE = f"{HELM_DIR}/releases.yaml"
 PULUMI_DIR = "pulumi"
 GITOPS_DIR = "gitops"
+# A Kubernetes plane beyond one cluster (plan.json `clusters`): each cluster's own kubernetes/ and
+# pulumi/ under clusters/<name>/ (the MultiKueue manager's and every worker's), laid out as a
+# single-cluster bundle's are; the bundle has no top-level kubernetes/ or pulumi/ then.
+CLUSTERS_DIR = "clusters"
+
+
+def cluster_dir(name: str) -> str:
+    """The folder of one cluster of a multi-cluster plane: its kubernetes/ and pulumi/ sit in it."""
+    return f"{CLUSTERS_DIR}/{name}"
 
 # One entry of releases.yaml: key -> type. Install order is the file's order; `crds` are the API
 # groups whose CRDs the release installs (custom resources of those groups wait for it);
@@ -80,5 +89,8 @@ PLAN_SCHEMA: dict[str, Any] = {
         "workloads": {"type": "array", "items": _obj(
             {"name": _STR, "primary": _STR, "plane": _STR, "class": _STR, "tenant": _STR, "pool": _STR,
              "gpus": _INT, "reasons": _STRS}, closed=False)},
-    }, {"warnings": _STRS}),
+    }, {"warnings": _STRS,
+        "clusters": {"type": "array", "items": _obj(
+            {"name": _STR, "role": {"enum": ["manager", "worker"]}, "units": _STRS, "leaves": _STRS,
+             "node_count": _INT, "pools": {"type": "object"}, "quotas": {"type": "object"}, "why": _STR})}}),
 }

@@ -45,7 +45,11 @@ def next_steps(plan, output: Path, warnings: int) -> list[str]:
     if kube is not None:
         what = f"{kube.name}" + (f" + Slurm ({kube.operator})" if any(
             p.operator for p in plan.planes.values()) else "")
-        if plan.gitops in ("argocd", "flux"):
+        if plan.clusters:  # beyond one cluster: a stack per cluster, the workers before the manager
+            how = (f"per worker cluster W, bash {out}/clusters/W/kubernetes/node-labels.sh, then cd "
+                   f"{out}/clusters/W/pulumi && pulumi up; then the manager's kubeconfig Secrets and cd "
+                   f"{out}/clusters/manager/pulumi && pulumi up (README: \"Beyond one cluster\")")
+        elif plan.gitops in ("argocd", "flux"):
             how = f"commit {out}/ to your GitOps repository and apply {out}/gitops/bootstrap/ " \
                   f"(README: \"GitOps\"), or: cd {out}/pulumi && pulumi up"
         else:

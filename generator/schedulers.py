@@ -74,6 +74,9 @@ class GangScheduler:
     # autoscaling when workload slicing is enabled", seen from the real webhook in
     # tests/test_kube_real.py), so under it a RayService's cluster is sized for max_replicas
     ray_autoscaling: bool = True
+    # Whether it dispatches queued jobs across clusters, for a plane beyond one cluster
+    # (decide/clusters.py): Kueue's MultiKueue (kueue.sigs.k8s.io/docs/concepts/multikueue)
+    multicluster: bool = False
 
     def raycluster(self, queue: str) -> dict[str, str]:
         return {k: v.replace(QUEUE, queue) for k, v in self.raycluster_labels}
@@ -109,7 +112,7 @@ SCHEDULERS: dict[str, GangScheduler] = {
             # status}; "inadmissible": a failed admission attempt, not retried until the cluster changes.
             # Scraped through its chart's own ServiceMonitor (enablePrometheus, render/kubernetes/kueue.py)
             stuck_pending='max by (cluster_queue) (kueue_pending_workloads{status="inadmissible"})',
-            stuck_pending_queue="cluster_queue", ray_autoscaling=False),
+            stuck_pending_queue="cluster_queue", ray_autoscaling=False, multicluster=True),
         GangScheduler(
             "volcano", "Volcano", chart="volcano", module="volcano", auto=False,
             pod_wiring="namespace", pod_queue_label=None, pod_scheduler_name=None,

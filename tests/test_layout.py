@@ -148,7 +148,7 @@ def test_every_module_imports_on_its_own():
 def test_render_mirrors_the_bundle():
     """A reader finds the code of a bundle directory by its path."""
     render = PACKAGE / "render"
-    for folder in ("slurm", "kubernetes", "gitops", "bringup"):
+    for folder in ("slurm", "kubernetes", "gitops", "bringup", "clusters"):
         assert (render / folder / "__init__.py").is_file(), folder
     for module in ("pulumi.py", "report.py"):
         assert (render / module).is_file(), module

@@ -293,6 +293,31 @@ class Platform:
 
 
 @dataclass(frozen=True)
+class KubeCluster:
+    """One Kubernetes cluster of a plane beyond upstream's per-cluster envelope (decide/clusters.py):
+    a MultiKueue worker holding whole fabric units (spines, or leaves under a spine too big for one
+    cluster), or the manager (no GPU nodes) that queues every tenant's jobs and dispatches them."""
+    name: str  # DNS-1123: the MultiKueueCluster's name, and clusters/<name>/ in the bundle
+    role: str  # manager | worker
+    units: tuple[str, ...] = ()  # the spines or leaves it holds, in fabric order
+    leaves: tuple[str, ...] = ()
+    nodes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pool -> its nodes here
+    quotas: dict[str, dict[str, Quota]] = field(default_factory=dict)  # tenant -> pool -> nominal quota here
+    why: str = ""
+
+    @property
+    def node_count(self) -> int:
+        return sum(len(n) for n in self.nodes.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "role": self.role, "units": list(self.units), "leaves": list(self.leaves),
+                "node_count": self.node_count,
+                "pools": {p: {"nodes": hostlist.compress(n), "node_count": len(n)} for p, n in self.nodes.items()},
+                "quotas": {t: {p: vars(q) for p, q in by.items()} for t, by in self.quotas.items()},
+                "why": self.why}
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str
     source: str  # file name of the input, for error messages only: no bundle file names it (issue 23)
@@ -329,6 +354,9 @@ class Plan:
     # (render/kubernetes/metrics.prometheus_url gives the address either way)
     metrics: str = "install"
     site_prometheus_url: str | None = None
+    # a Kubernetes plane beyond one cluster (decide/clusters.py): the MultiKueue manager first, then
+    # the workers; () for a plane that fits one cluster (every bundle's layout is then unchanged)
+    clusters: tuple[KubeCluster, ...] = ()
 
     @property
     def slurm_default_time(self) -> int:
@@ -373,6 +401,7 @@ class Plan:
             "platform": self.platform.to_json(),
             "planes": {name: _plane_json(p) for name, p in self.planes.items()},
             "split": self._split_json(),
+            **({"clusters": [c.to_json() for c in self.clusters]} if self.clusters else {}),
             "fabric": _fabric_json(self.fabric),
             "tenants": [
                 {

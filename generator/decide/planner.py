@@ -13,7 +13,7 @@ from ..schedulers import AUTO
 from ..spec import fabric as fabric_mod
 from ..spec import slurmtime
 from ..spec.hardware import node_hardware
-from . import placement, platform as platform_mod, quotas, serving, slurm_names
+from . import clusters, placement, platform as platform_mod, quotas, serving, slurm_names
 from .rules import RULES, recommend
 from .partition import split
 from .plan import UNTYPED_GPU, Plan, Plane, Platform, PoolSlice, Tenant, Warning_, WorkloadDecision
@@ -112,7 +112,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
                              kube_slices,
                              tuple(d.name for d in placed if d.plane == kube or d.hybrid),
                              tuple(charts), ())
-    return Plan(
+    plan = Plan(
         name=fleet.metadata.name,
         source=Path(file).name,
         workloads=tuple(placed),
@@ -141,6 +141,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         metrics=fleet.options.metrics,
         site_prometheus_url=fleet.options.prometheus_url,
     )
+    return clusters.decide(plan, fleet, file)
 
 
 def _fabric(fleet: Fleet, warnings: list[Warning_]) -> fabric_mod.FabricModel:

@@ -126,7 +126,8 @@ def decide(fleet: Fleet, kube: Plane | None, placed: list[WorkloadDecision], fab
                        "container toolkit and OKE's NvidiaGpuPlugin add-on advertises nvidia.com/gpu (NVIDIA "
                        "AI Cluster Runtime, \"OKE GPU Setup\"); orchgen has no Helm profile for them")
     network = _network(fleet, kube, placed, fabric_wl, dist, reasons, warnings, file)
-    _scale(kube, fab, reasons, warnings)
+    if fleet.options.kubernetes_clusters == "one":  # auto: decide/clusters.py plans it as several clusters
+        _scale(kube, fab, reasons, warnings)
     return Platform(spec.provider, dist, selectors, script, topology if topo_pools else (),
                     preferred if topo_pools else None, topo_pools, gpu_stack, network,
                     fabric_wl if network else (), pool_taints(fleet),

@@ -2,7 +2,7 @@
 
 The folders mirror the bundle: `slurm/` writes slurm/, `kubernetes/` writes kubernetes/ (Helm
 releases and one module per chart or scheduler, tenancy, workloads, node labels; Slinky and
-Soperator, which read the Slurm model), `gitops/` writes gitops/, `pulumi.py` pulumi/ and
+Soperator, which read the Slurm model), `clusters/` writes clusters/ (a plane beyond one cluster), `gitops/` writes gitops/, `pulumi.py` pulumi/ and
 `report.py` plan.json and README.md. `templating.py` holds the Jinja2 environment.
 
 A renderer does no I/O and keeps no state. It returns {} when the plan has nothing for it (a
@@ -36,6 +36,15 @@ def renderers() -> list[Renderer]:
             manifests.render, slurm.render, soperator.render]
 
 
+def cluster_renderers() -> list[Renderer]:
+    """A plane beyond one cluster (plan.clusters): plan.json, README and Slurm as always; the
+    Kubernetes side as clusters/<name>/{kubernetes,pulumi} per cluster (clusters/) instead of
+    the top-level kubernetes/ and pulumi/."""
+    from . import clusters, report, slurm
+
+    return [report.render, clusters.render, slurm.render]
+
+
 def slurm_on_kubernetes_values() -> dict[str, Callable[[Plan], dict]]:
     """Helm values builders of the Slurm-on-Kubernetes releases, by release name: the Helm
     renderer writes their values files and lists them in releases.yaml (helm.py's seam). A
@@ -62,7 +71,7 @@ def _merge(files: dict[str, bytes], more: dict[str, bytes]) -> None:
 
 def render(plan: Plan) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
-    for fn in renderers():
+    for fn in (cluster_renderers() if plan.clusters else renderers()):
         _merge(files, fn(plan))
     for post in bundle_renderers():
         _merge(files, post(plan, dict(files)))

@@ -781,6 +781,11 @@ class Options(_Model):
         "has one leaf or a whole leaf would waste more than a plane's demand",
     )
     gitops: Literal["none", "kustomize", "argocd", "flux"] = "none"
+    kubernetes_clusters: Literal["auto", "one"] = Field(
+        default="auto",
+        description="a Kubernetes plane beyond upstream's per-cluster envelope (5,000 nodes, 150,000 pods): auto "
+        "plans it as worker clusters cut along the fabric behind a Kueue MultiKueue manager cluster; one keeps "
+        "it one cluster (with a warning)")
     serving: Literal["auto", "ray", "kserve", "plain"] = Field(
         default="auto", description="the serving stack of long-lived workloads (workloads[].serving.stack "
         "overrides it; a Python-native service is a RayService unless its own stack says else): auto picks a "

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..contract import CLUSTERS_DIR
 from ..errors import OrchgenError
 from . import consumer_checks, cross_checks, helm_checks, kube_checks, kube_refs, replan, secrets_check, slinky_checks, slurm_checks
 from .bundle_view import Bundle, Finding, error
@@ -115,6 +116,10 @@ def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
     except CRDLoadError as exc:  # a CRD's schema is parsed when first needed: still the user's --crds
         raise OrchgenError(f"cannot load CRDs: {exc}", field="--crds") from None
     _ = bundle.plan  # a broken plan.json is a finding even if no check needed it
+    clusters = bundle.plan.get("clusters") if isinstance(bundle.plan, dict) else None
+    if clusters:  # a plane beyond one cluster: its files are under clusters/<name>/ (contract.cluster_dir)
+        report.notices.append(f"{len(clusters)} clusters under {CLUSTERS_DIR}/ not checked: validate reads one "
+                              "cluster's layout (kubernetes/ at the top), not yet each cluster's folder")
     report.findings = sorted(set(found + bundle.problems), key=lambda f: (f.path, f.line, f.message))
     return report
 

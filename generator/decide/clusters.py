@@ -1,0 +1,212 @@
+"""A Kubernetes plane beyond one cluster: worker clusters cut along the fabric, behind a MultiKueue manager.
+
+Upstream supports at most 5,000 nodes and 150,000 pods per cluster ("Considerations for large
+clusters", kubernetes.io/docs/setup/best-practices/cluster-large; platform.MAX_NODES, MAX_PODS). A
+plane past that is planned as several worker clusters plus one manager cluster running Kueue's
+MultiKueue (kueue.sigs.k8s.io/docs/concepts/multikueue): users submit to the manager's LocalQueues,
+the manager admits a job against its ClusterQueue's quota, then its MultiKueue admission check
+creates the job's Workload in the worker clusters, each of which admits it again against its own
+ClusterQueue, like a standalone Kueue; the first worker to admit it runs it and the copies in the
+others are removed (KEP-693 "MultiKueue", keps/693-multikueue in kubernetes-sigs/kueue). A job runs
+whole in one worker: no gang spans two clusters.
+
+The cut: whole spines in fabric order (a spine group too big for one cluster is cut at its leaves),
+packed into clusters of at most the envelope's nodes (`_units`, as the old warning's suggested split).
+Refused, one line naming the field: a leaf bigger than a cluster (fleet.fabric), a multi-node job
+that no worker holds enough nodes of its pool for (workloads[i].nodes), more workers than one
+MultiKueueConfig lists (20, its CRD's maxItems), a gang scheduler other than Kueue, a GitOps mode
+(one Pulumi stack per cluster is written) and Slurm on Kubernetes. A plane with nothing MultiKueue
+would dispatch (no queues, or services, Ray or notebooks, which are not the starters' batch Jobs)
+stays one cluster with the envelope's warning, saying why (`_one_cluster`).
+
+Quotas: the manager's ClusterQueues carry each tenant's whole quota (the concept page: "the quota
+in the manager cluster should equal the total quota available in all worker clusters"); a worker's
+carry the tenant's share of that worker's capacity, split so that per pool and resource the
+workers' quotas of a tenant add up to its quota and each worker's tenants add up to its capacity.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import schedulers
+from ..errors import OrchgenError
+from ..spec import hostlist
+from ..spec.models import Fleet
+from . import platform
+from .plan import KubeCluster, Plan, Quota, Warning_
+from .quotas import largest_remainder
+
+MANAGER = "manager"
+MAX_WORKERS = 20  # MultiKueueConfig spec.clusters maxItems (kueue.x-k8s.io_multikueueconfigs.yaml, 0.19.2)
+
+
+def beyond(plan: Plan) -> bool:
+    """Whether the plan's Kubernetes plane is past one cluster's envelope (nodes or pods)."""
+    kube = plan.kube_plane
+    if kube is None:
+        return False
+    nodes = len(kube.nodes)
+    pods = sum(s.gpus for s in kube.slices) + platform.DAEMON_PODS_PER_NODE * nodes
+    return nodes > platform.MAX_NODES or pods > platform.MAX_PODS
+
+
+def limit(plan: Plan) -> int:
+    """Nodes one worker may hold: 5,000, fewer where a node's pods (one per GPU, plus its daemons, as
+    platform._scale counts them) would pass 150,000 pods first."""
+    per_node = max((s.gpus // max(1, len(s.nodes)) if s.nodes else 0) for s in plan.kube_plane.slices)
+    return min(platform.MAX_NODES, platform.MAX_PODS // (per_node + platform.DAEMON_PODS_PER_NODE))
+
+
+def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
+    """The plan with its `clusters` where the Kubernetes plane is beyond one cluster (else as it is)."""
+    if fleet.options.kubernetes_clusters == "one" or not beyond(plan):
+        return plan
+    why_not = _one_cluster(plan)
+    if why_not:  # nothing MultiKueue could dispatch: one cluster, with the old warning and why
+        warnings: list[Warning_] = []
+        platform._scale(plan.kube_plane, plan.fabric, [], warnings)
+        warnings = [replace(w, message=f"{w.message}; orchgen plans it as one cluster: {why_not}") for w in warnings]
+        return replace(plan, warnings=(*plan.warnings, *warnings))
+    _refuse_combinations(plan, fleet, file)
+    kube = plan.kube_plane
+    cap = limit(plan)
+    groups = _pack(_units(plan, cap, file), cap)
+    if len(groups) > MAX_WORKERS:
+        raise OrchgenError(
+            f"the {kube.name} plane needs {len(groups)} clusters of at most {cap:,} nodes, and one MultiKueueConfig "
+            f"lists at most {MAX_WORKERS} (its CRD's maxItems): plan fewer nodes per fleet", file, None, "fleet.pools")
+    workers = [_worker(plan, i, g) for i, g in enumerate(groups)]
+    _gangs_fit(plan, workers, file)
+    workers = _split_quotas(plan, workers)
+    manager = KubeCluster(
+        MANAGER, "manager", quotas={t.name: dict(t.quotas) for t in plan.tenants},
+        why="MultiKueue manager: no GPU nodes; tenants submit here, its ClusterQueues hold each tenant's whole "
+            "quota and its AdmissionCheck dispatches every admitted job whole to one worker")
+    reason = (f"the {kube.name} plane has {len(kube.nodes):,} nodes, beyond upstream's per-cluster envelope "
+              f"(5,000 nodes, 150,000 pods: kubernetes.io/docs/setup/best-practices/cluster-large): planned as "
+              f"{len(workers)} worker clusters of at most {cap:,} nodes cut at whole spines/leaves "
+              f"({'; '.join(f'{w.name}: {hostlist.compress(list(w.units))}, {w.node_count:,} nodes' for w in workers)}) "
+              "behind a Kueue MultiKueue manager cluster; a job runs whole in one worker")
+    return replace(plan, clusters=(manager, *workers), reasons=(*plan.reasons, reason))
+
+
+def _refuse_combinations(plan: Plan, fleet: Fleet, file: str | None) -> None:
+    kube = plan.kube_plane
+    what = f"the {kube.name} plane ({len(kube.nodes):,} nodes) is beyond one cluster and planned behind MultiKueue"
+    sched = schedulers.get(plan.gang_scheduler)
+    if sched is not None and not sched.multicluster:
+        raise OrchgenError(f"{what}, which is Kueue's; gang_scheduler {plan.gang_scheduler} cannot dispatch across "
+                           "clusters (use kueue, or options.kubernetes_clusters: one)", file, None,
+                           "options.gang_scheduler")
+    if plan.gitops != "none":
+        raise OrchgenError(f"{what}: each cluster gets its own Pulumi stack (clusters/<name>/pulumi); GitOps "
+                           f"{plan.gitops} per cluster is not written yet (use none)", file, None, "options.gitops")
+    if plan.slurm_plane is not None and plan.slurm_plane.operator:
+        raise OrchgenError(f"{what}; Slurm on Kubernetes ({plan.slurm_plane.operator}) runs in one cluster",
+                           file, None, "options.slurm_on_kubernetes")
+
+
+def _one_cluster(plan: Plan) -> str | None:
+    """Why the plane stays one cluster though beyond the envelope: MultiKueue has nothing to dispatch
+    (no Kueue queues), or workloads that orchgen does not submit through it (services, Ray,
+    notebooks: not the starters' batch Jobs). None: it is planned as several clusters."""
+    kube = plan.kube_plane
+    if plan.gang_scheduler is None:
+        return ("no gang workload gives it queues, and MultiKueue dispatches Kueue's queued jobs; split the fleet "
+                "or give it options.gang_scheduler kueue")
+    for i, d in enumerate(plan.workloads):
+        if d.plane == kube.name and (d.workload_class in ("service", "ray") or d.serving or d.interactive
+                                     or d.ray_host):
+            return (f"workloads[{i}] ({d.name}) is a {d.workload_class or 'service'} workload, which orchgen does not "
+                    "submit through MultiKueue; plan it in a fleet of its own")
+    return None
+
+
+def _units(plan: Plan, cap: int, file: str | None) -> list[tuple[str, tuple[str, ...], int]]:
+    """(name, its leaves, nodes of the plane) per fabric unit: a whole spine where its leaves fit
+    one cluster, else each of its leaves; fabric order."""
+    fab = plan.fabric
+    mine = set(plan.kube_plane.nodes)
+    count = {leaf.name: sum(1 for n in leaf.nodes if n in mine) for leaf in fab.leaves}
+    leaves = [leaf for leaf in fab.leaves if count[leaf.name]]
+    units: list[tuple[str, tuple[str, ...], int]] = []
+    placed: set[str] = set()
+    for spine in fab.spines or ():
+        below = [leaf for leaf in leaves if leaf.spine == spine.name and leaf.name not in placed]
+        size = sum(count[leaf.name] for leaf in below)
+        if below and size <= cap:
+            units.append((spine.name, tuple(leaf.name for leaf in below), size))
+        else:
+            units += [(leaf.name, (leaf.name,), count[leaf.name]) for leaf in below]
+        placed |= {leaf.name for leaf in below}
+    units += [(leaf.name, (leaf.name,), count[leaf.name]) for leaf in leaves if leaf.name not in placed]
+    for name, _, size in units:
+        if size > cap:
+            raise OrchgenError(f"leaf {name} has {size:,} nodes of the {plan.kube_plane.name} plane, more than one "
+                               f"cluster holds ({cap:,}); cut the fabric into smaller leaves", file, None, "fleet.fabric")
+    return units
+
+
+def _pack(units: list[tuple[str, tuple[str, ...], int]], cap: int) -> list[list[tuple[str, tuple[str, ...], int]]]:
+    groups: list[list[tuple[str, tuple[str, ...], int]]] = [[]]
+    for unit in units:
+        if groups[-1] and sum(u[2] for u in groups[-1]) + unit[2] > cap:
+            groups.append([])
+        groups[-1].append(unit)
+    return groups
+
+
+def _worker(plan: Plan, i: int, group: list[tuple[str, tuple[str, ...], int]]) -> KubeCluster:
+    leaves = tuple(leaf for _, ls, _ in group for leaf in ls)
+    leaf_nodes = {leaf.name: set(leaf.nodes) for leaf in plan.fabric.leaves}
+    here = set().union(*(leaf_nodes[leaf] for leaf in leaves))
+    nodes = {s.pool: tuple(n for n in s.nodes if n in here) for s in plan.kube_plane.slices}
+    units = tuple(name for name, _, _ in group)
+    return KubeCluster(f"worker-{i + 1:02d}", "worker", units, leaves, {p: n for p, n in nodes.items() if n},
+                       why=f"whole fabric units {', '.join(units)}: no leaf or spine is cut, so a job placed "
+                           "in this cluster stays under its switches")
+
+
+def _gangs_fit(plan: Plan, workers: list[KubeCluster], file: str | None) -> None:
+    """Every multi-node job of the plane fits the nodes one worker has of its pool: MultiKueue runs a
+    job whole in one worker, so a bigger one would never be admitted anywhere."""
+    kube = plan.kube_plane.name
+    for i, d in enumerate(plan.workloads):
+        if d.plane != kube:
+            continue
+        # one job's span, as the planner sizes pools (planner.py: nodes, or its GPUs in whole nodes)
+        span = max(d.facts.nodes, -(-d.gpus // d.gpus_per_node)) if d.gpus_per_node else d.facts.nodes
+        most = max(len(w.nodes.get(d.pool, ())) for w in workers)
+        if span > most:
+            raise OrchgenError(
+                f"{d.name} spans {span:,} nodes of pool {d.pool}, but the largest worker cluster holds {most:,} of "
+                "them; MultiKueue runs a job whole in one cluster, so no gang may span two: make the job smaller",
+                file, None, f"workloads[{i}].nodes")
+
+
+def _split_quotas(plan: Plan, workers: list[KubeCluster]) -> list[KubeCluster]:
+    """Each tenant's quota on a pool split across the workers holding that pool: per resource, the
+    workers' quotas of a tenant add up to its quota, and a worker's tenants to its capacity (cluster
+    by cluster, each tenant's rest divided in proportion to what it has left: exact integers)."""
+    tenants = [t.name for t in plan.tenants]
+    out: list[dict[str, dict[str, Quota]]] = [{t: {} for t in tenants} for _ in workers]
+    for s in plan.kube_plane.slices:
+        total = len(s.nodes)
+        holders = [k for k, w in enumerate(workers) if w.nodes.get(s.pool)]
+        left = {t.name: [t.quotas[s.pool].gpus, t.quotas[s.pool].cpus, t.quotas[s.pool].memory_gib]
+                for t in plan.tenants}
+        for k in holders:
+            n = len(workers[k].nodes[s.pool])
+            cols = []
+            for r, per_node_total in enumerate((s.gpus, s.cpus * total, s.memory_gib * total)):
+                remaining = sum(left[t][r] for t in tenants)
+                # this worker's capacity of the resource: its share of the pool's, by its nodes
+                capacity = per_node_total * n // total if k != holders[-1] else remaining
+                weights = [left[t][r] for t in tenants]
+                cols.append(largest_remainder(capacity, weights) if sum(weights) else [0] * len(tenants))
+            for j, t in enumerate(tenants):
+                got = [cols[r][j] for r in range(3)]
+                out[k][t][s.pool] = Quota(*got)
+                left[t] = [a - b for a, b in zip(left[t], got)]
+    return [replace(w, quotas=q) for w, q in zip(workers, out)]
+

@@ -1,0 +1,161 @@
+"""clusters/: a plane beyond one cluster (plan.clusters, generator/decide/clusters.py), clusters/<name>/ per cluster.
+
+Each cluster's folder is laid out as a single-cluster bundle's kubernetes/ and pulumi/ are
+(contract.cluster_dir), so its Pulumi program reads ../kubernetes as everywhere else:
+
+- clusters/manager/: the Kueue MultiKueue manager. Only the kueue release, with MultiKueue's
+  settings (`multiKueue:` in the Configuration); the tenants' namespaces, PriorityClasses, access;
+  the same Topology, flavors, cohort and ClusterQueues as a single cluster, each ClusterQueue with
+  the tenant's WHOLE quota and the MultiKueue AdmissionCheck; the AdmissionCheck, its
+  MultiKueueConfig listing every worker and a MultiKueueCluster per worker naming the kubeconfig
+  Secret the site creates (never in the bundle); and the starters (kubernetes/workloads/): tenants
+  submit to the manager.
+- clusters/worker-NN/: a cluster as orchgen plans one (GPU Operator, Network Operator, Kueue ...)
+  over its own nodes, with the same namespaces, PriorityClasses, ClusterQueue and LocalQueue names
+  as the manager (MultiKueue creates a dispatched job in the same namespace and LocalQueue on the
+  worker: kueue.sigs.k8s.io/docs/tasks/manage/setup_multikueue, "In the Worker Cluster"), the
+  tenants' quotas of that worker (decide/clusters.py: they add up to the tenant's), and no
+  starters (MultiKueue creates the jobs there).
+
+Object names stay the fleet's in every cluster (a dispatched job names the same PriorityClass and
+LocalQueue everywhere); only each Pulumi project is named after its cluster.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import yaml
+
+from ... import schedulers
+from ...contract import MANIFESTS_DIR, WORKLOADS_DIR, cluster_dir
+from ...decide.plan import KubeCluster, Plan
+from ...yamlio import dump_yaml, dump_yaml_all
+
+API = "kueue.x-k8s.io/v1beta2"
+# The controller name MultiKueue's admission check controller answers to (Kueue 0.19.2
+# apis/kueue/v1beta2: MultiKueueControllerName; the setup task's AdmissionCheck uses it).
+CONTROLLER = "kueue.x-k8s.io/multikueue"
+CHECK = "multikueue"  # the AdmissionCheck and its MultiKueueConfig
+KUBECONFIG_SECRET = "{cluster}-kubeconfig"  # in the kueue release's namespace, key `kubeconfig` (the CRD's text)
+# The manager's Configuration `multiKueue:` block (config.kueue.x-k8s.io/v1beta2, configuration_types.go
+# MultiKueue): Kueue's defaults written out so a site sees and tunes them:
+# - gcInterval 1m: how often remote objects whose manager-side Workload is gone are collected;
+# - origin: the label value marking objects this manager created in the workers (one manager per fleet);
+# - workerLostTimeout 15m: how long a job stays Ready on a worker the manager lost contact with
+#   before it is requeued elsewhere (apis/config/v1beta1/defaults.go DefaultMultiKueueWorkerLostTimeout).
+MANAGER_FRAMEWORKS = ("batch/job",)
+MULTIKUEUE_CONFIG = {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m"}
+
+
+def workers(plan: Plan) -> list[KubeCluster]:
+    return [c for c in plan.clusters if c.role == "worker"]
+
+
+def worker_plan(plan: Plan, c: KubeCluster) -> Plan:
+    """The plan as one cluster holding only this worker's nodes, with the tenants' quotas there."""
+    kube = plan.kube_plane
+    slices = tuple(replace(s, nodes=c.nodes[s.pool], leaves=tuple(x for x in s.leaves if x in c.leaves))
+                   for s in kube.slices if s.pool in c.nodes)
+    planes = {**plan.planes, kube.name: replace(kube, slices=slices)}
+    tenants = tuple(replace(t, quotas={p: q for p, q in c.quotas[t.name].items() if p in c.nodes})
+                    for t in plan.tenants)
+    pools = set(c.nodes)
+    topo = tuple(p for p in plan.platform.topology_pools if p in pools)
+    return replace(plan, planes=planes, tenants=tenants, clusters=(),
+                   platform=replace(plan.platform, topology_pools=topo))
+
+
+def _pulumi(plan: Plan, cluster: str) -> dict[str, bytes]:
+    from ..pulumi import render as pulumi_render
+
+    return pulumi_render(replace(plan, name=f"{plan.name}-{cluster}"))
+
+
+def _under(cluster: str, files: dict[str, bytes]) -> dict[str, bytes]:
+    return {f"{cluster_dir(cluster)}/{path}": data for path, data in files.items()}
+
+
+def worker_files(plan: Plan, c: KubeCluster) -> dict[str, bytes]:
+    from ..kubernetes import helm, manifests
+    from ..kubernetes.slurm_values import slurm_on_kubernetes_values
+
+    sub = worker_plan(plan, c)
+    files = {**helm.render(sub, extra=slurm_on_kubernetes_values()), **manifests.render(sub)}
+    files = {p: d for p, d in files.items() if not p.startswith(f"{WORKLOADS_DIR}/")}
+    return _under(c.name, {**files, **_pulumi(sub, c.name)})
+
+
+def multikueue_objects(names: list[str]) -> list[dict[str, Any]]:
+    """The AdmissionCheck, its MultiKueueConfig (every worker, in fabric order: the Incremental
+    dispatcher tries them in this order, the default AllAtOnce all at once) and one MultiKueueCluster
+    per worker, which reads its kubeconfig from a Secret the site creates (kueue's namespace, key
+    `kubeconfig`: the CRD's description of locationType Secret)."""
+    from ..kubernetes.common import meta
+
+    out: list[dict[str, Any]] = [
+        {"apiVersion": API, "kind": "AdmissionCheck", "metadata": meta(CHECK),
+         "spec": {"controllerName": CONTROLLER,
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": CHECK}}},
+        {"apiVersion": API, "kind": "MultiKueueConfig", "metadata": meta(CHECK), "spec": {"clusters": names}},
+    ]
+    out += [{"apiVersion": API, "kind": "MultiKueueCluster", "metadata": meta(name),
+             "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
+                                                       "location": KUBECONFIG_SECRET.format(cluster=name)}}}}
+            for name in names]
+    return out
+
+
+def manager_manifests(plan: Plan, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The manager's kubernetes/manifests/ files; `names`: the workers, in fabric order."""
+    from ..kubernetes import kueue, priority, tenancy
+
+    queues = []
+    for obj in kueue.objects(plan):
+        if obj["kind"] == "ClusterQueue":  # the tenant's whole quota, admitted here, then dispatched
+            obj = {**obj, "spec": {**obj["spec"], "admissionChecksStrategy": {
+                "admissionChecks": [{"name": CHECK}]}}}
+        queues.append(obj)
+    files = {"00-namespaces.yaml": tenancy.namespaces(plan), "01-priorities.yaml": priority.objects(plan),
+             "15-access.yaml": tenancy.access(plan), "18-topology.yaml": kueue.topology(plan),
+             "19-multikueue.yaml": multikueue_objects(names),
+             "20-kueue.yaml": queues + tenancy.queue_policy(plan)}
+    return {name: objs for name, objs in files.items() if objs}
+
+
+def manager_values(plan: Plan) -> dict[str, Any]:
+    from ..kubernetes import kueue
+
+    values = kueue.values(plan)
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    config["multiKueue"] = dict(MULTIKUEUE_CONFIG)
+    # The manager's MultiKueue watches the kind of every enabled integration in each worker, and a
+    # worker lacking one CRD is not connected at all (Kueue 0.19.2 reports the MultiKueueCluster
+    # inactive, ClientConnectionFailed: `no matches for kind "LeaderWorkerSet"`, seen in
+    # tests/test_multikueue.py): the manager enables only what tenants submit here, batch Jobs
+    # (the starters; decide/clusters.py refuses the workloads of other kinds).
+    config["integrations"]["frameworks"] = list(MANAGER_FRAMEWORKS)
+    values["managerConfig"]["controllerManagerConfigYaml"] = dump_yaml(config).decode()
+    return values
+
+
+def manager_files(plan: Plan) -> dict[str, bytes]:
+    from ..kubernetes import helm, manifests
+
+    chart = schedulers.get(plan.gang_scheduler).chart  # the scheduler that dispatches (decide/clusters.py)
+    sub = replace(plan, charts={chart: plan.charts[chart]}, clusters=())
+    files = helm.render(sub, extra={chart: manager_values})
+    files.update({f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manager_manifests(sub, [c.name for c in workers(plan)]).items()})
+    files.update({f"{WORKLOADS_DIR}/{name}": dump_yaml_all(objs)
+                  for name, objs in manifests.starter_files(plan).items()})
+    return _under("manager", {**files, **_pulumi(sub, "manager")})
+
+
+def render(plan: Plan) -> dict[str, bytes]:
+    """Every cluster's folder: the manager's, then each worker's."""
+    if not plan.clusters:
+        return {}
+    out = manager_files(plan)
+    for c in workers(plan):
+        out.update(worker_files(plan, c))
+    return out
