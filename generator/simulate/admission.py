@@ -72,58 +72,71 @@ def _gpus(resources: dict, skip=("cpu", "memory")) -> int:
 
 def of_plan(plan: Plan) -> Admission:
     """The policy of the plan's gang scheduler, from the objects its bundle writes."""
+    from .. import schedulers
     from ..render.kubernetes import common
 
     pools = {s.pool: s.gpus for s in common.slices(plan)}
     implicit = len(plan.tenants) == 1 and plan.tenants[0].implicit
-    name = plan.gang_scheduler or ""
-    if name == "kueue":
-        from ..render.kubernetes import kueue
+    sched = schedulers.get(plan.gang_scheduler)
+    # one reader per gang scheduler, named after its render module (the registry's `module`), so no
+    # scheduler name is compared here (tests/test_registries.py)
+    reader = globals().get(f"_{sched.module}") if sched else None
+    return reader(plan, sched.name, pools, implicit) if reader else plain(plan)
 
-        quota, within, reclaim, any_prio, borrow = {}, False, False, True, True
-        for t in plan.tenants:
-            spec = kueue.cluster_queue(plan, t)["spec"]
-            pre = spec.get("preemption", {})
-            within = within or pre.get("withinClusterQueue", "Never") != "Never"
-            reclaim = reclaim or pre.get("reclaimWithinCohort", "Never") != "Never"
-            any_prio = pre.get("reclaimWithinCohort") == "Any"
-            borrow = borrow and bool(spec.get("cohortName")) and not any(
-                "borrowingLimit" in r for g in spec["resourceGroups"] for f in g["flavors"] for r in f["resources"])
-            for pool in pools:
-                q = t.quotas.get(pool)  # what _quota_entry writes as the flavor's GPU nominalQuota
-                quota[(t.name, pool)] = pools[pool] if implicit else (q.gpus if q else 0)
-        return Admission("kueue", True, quota, {}, borrow, within, reclaim, any_prio)
-    if name == "volcano":
-        from ..render.kubernetes import volcano
 
-        weights = volcano.weights(plan)
-        quota, limit, reclaimable = {}, {}, True
-        for t in plan.tenants:
-            spec = volcano.queue(plan, t, weights[t.name])["spec"]
-            quota[(t.name, ANY)] = sum(pools.values()) if implicit else common.tenant_totals(t)[0]
-            if "capability" in spec:
-                limit[t.name] = sum(pools.values()) if implicit else common.plane_totals(plan)[0]
-            reclaimable = reclaimable and bool(spec.get("reclaimable"))
-        actions = [a.strip() for a in volcano.volcano_scheduler_conf(plan)["actions"].split(",")]
-        borrow = any(limit.get(t, sum(pools.values())) > q for (t, _), q in quota.items())
-        return Admission("volcano", False, quota, limit, borrow, "preempt" in actions,
-                         "reclaim" in actions and reclaimable, True)
-    if name == "kai":
-        from ..render.kubernetes import kai
+def _kueue(plan: Plan, name: str, pools: dict[str, int], implicit: bool) -> Admission:
+    """Kueue: per-pool ClusterQueue quotas, borrowing in the cohort, its preemption block."""
+    from ..render.kubernetes import kueue
 
-        quota, limit, borrow = {}, {}, True
-        queues = {q["metadata"]["name"]: q["spec"] for q in kai.objects(plan)}
-        for t in plan.tenants:
-            gpu = queues[common.queue_of(t.name)]["resources"]["gpu"]
-            quota[(t.name, ANY)] = sum(pools.values()) if implicit else int(gpu["quota"])
-            if gpu["limit"] != kai.UNLIMITED:
-                limit[t.name] = int(gpu["limit"])
-            borrow = borrow and gpu["overQuotaWeight"] > 0
-        # KAI's default actions include reclaim and preempt (its scheduler config; the bundle keeps them)
-        # reclaim takes any preemptible job back, whatever the priorities (preemptible_below)
-        return Admission("kai", False, quota, limit, borrow, True, True, True, KAI_PREEMPTIBLE_BELOW,
-                         KAI_PREEMPTIBLE_BELOW)
-    return plain(plan)
+    quota, within, reclaim, any_prio, borrow = {}, False, False, True, True
+    for t in plan.tenants:
+        spec = kueue.cluster_queue(plan, t)["spec"]
+        pre = spec.get("preemption", {})
+        within = within or pre.get("withinClusterQueue", "Never") != "Never"
+        reclaim = reclaim or pre.get("reclaimWithinCohort", "Never") != "Never"
+        any_prio = pre.get("reclaimWithinCohort") == "Any"
+        borrow = borrow and bool(spec.get("cohortName")) and not any(
+            "borrowingLimit" in r for g in spec["resourceGroups"] for f in g["flavors"] for r in f["resources"])
+        for pool in pools:
+            q = t.quotas.get(pool)  # what _quota_entry writes as the flavor's GPU nominalQuota
+            quota[(t.name, pool)] = pools[pool] if implicit else (q.gpus if q else 0)
+    return Admission(name, True, quota, {}, borrow, within, reclaim, any_prio)
+
+
+def _volcano(plan: Plan, name: str, pools: dict[str, int], implicit: bool) -> Admission:
+    """Volcano: plane-wide deserved/capability per queue, the capacity plugin's reclaim, preempt."""
+    from ..render.kubernetes import common, volcano
+
+    weights = volcano.weights(plan)
+    quota, limit, reclaimable = {}, {}, True
+    for t in plan.tenants:
+        spec = volcano.queue(plan, t, weights[t.name])["spec"]
+        quota[(t.name, ANY)] = sum(pools.values()) if implicit else common.tenant_totals(t)[0]
+        if "capability" in spec:
+            limit[t.name] = sum(pools.values()) if implicit else common.plane_totals(plan)[0]
+        reclaimable = reclaimable and bool(spec.get("reclaimable"))
+    actions = [a.strip() for a in volcano.volcano_scheduler_conf(plan)["actions"].split(",")]
+    borrow = any(limit.get(t, sum(pools.values())) > q for (t, _), q in quota.items())
+    return Admission(name, False, quota, limit, borrow, "preempt" in actions,
+                     "reclaim" in actions and reclaimable, True)
+
+
+def _kai(plan: Plan, name: str, pools: dict[str, int], implicit: bool) -> Admission:
+    """KAI: plane-wide queue quota and limit, over-quota weight, reclaim and preempt of preemptible jobs."""
+    from ..render.kubernetes import common, kai
+
+    quota, limit, borrow = {}, {}, True
+    queues = {q["metadata"]["name"]: q["spec"] for q in kai.objects(plan)}
+    for t in plan.tenants:
+        gpu = queues[common.queue_of(t.name)]["resources"]["gpu"]
+        quota[(t.name, ANY)] = sum(pools.values()) if implicit else int(gpu["quota"])
+        if gpu["limit"] != kai.UNLIMITED:
+            limit[t.name] = int(gpu["limit"])
+        borrow = borrow and gpu["overQuotaWeight"] > 0
+    # KAI's default actions include reclaim and preempt (its scheduler config; the bundle keeps them)
+    # reclaim takes any preemptible job back, whatever the priorities (preemptible_below)
+    return Admission(name, False, quota, limit, borrow, True, True, True, KAI_PREEMPTIBLE_BELOW,
+                     KAI_PREEMPTIBLE_BELOW)
 
 
 def plain(plan) -> Admission:
