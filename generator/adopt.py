@@ -119,6 +119,7 @@ class Sources:
     sacctmgr_dump: Path | None = None
     # folders besides slurm.conf's own that its Include lines may read (--input-root)
     roots: tuple[str, ...] = ()
+    sacctmgr_qos: Path | None = None  # `sacctmgr -P show qos` output: the QOS definitions a dump lacks
 
 
 def _read(path: Path, what: str) -> str:
@@ -274,6 +275,13 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     tenants = _tenants(src.sacctmgr_dump, report) if src.sacctmgr_dump else []
     if tenants:
         doc["tenants"] = tenants
+    if src.sacctmgr_qos:
+        qos = _qos_set(src.sacctmgr_qos, report)
+        if qos and tenants:
+            slurm_opts["qos"] = qos
+        elif qos:
+            report.refused.append(Item(str(src.sacctmgr_qos), "the QOS set needs accounts (--sacctmgr-dump): "
+                                       "orchgen's QOS go with its accounting, which tenants turn on"))
     doc["workloads"] = [{"name": "site-jobs", "plane": "slurm", "bare_metal": True}]
     if not tenants:  # orchgen's priority and QOS go with its accounting, which tenants turn on: carried instead
         slurm_opts.pop("priority", None)
@@ -511,6 +519,54 @@ def _tenants(path: Path, report: Report) -> list[dict]:
             report.refused.append(Item(f"{path}:{number}", f"account {name} under {parent}: orchgen's tenants are "
                                        "one level below root"))
     return list(tenants.values())
+
+
+# `sacctmgr -P show qos` columns -> options.slurm.qos fields; a column not listed here (GrpTRESMins, MaxTRESPA,
+# ...) is refused with its line when it holds more than sacctmgr's empty default
+_QOS_COLUMNS = {"Priority": "priority", "Preempt": "preempt", "PreemptMode": "preempt_mode", "Flags": "flags",
+                "UsageFactor": "usage_factor", "GrpTRES": "grp_tres", "MaxWall": "max_wall",
+                "MaxTRESPU": "max_tres_per_user", "MaxJobsPU": "max_jobs_per_user",
+                "MaxSubmitPU": "max_submit_jobs_per_user"}
+# what `sacctmgr show qos` prints for a value nobody set
+_QOS_UNSET = {"", "cluster", "00:00:00"}
+
+
+def _qos_set(path: Path, report: Report) -> list[dict]:
+    """The site's QOS from `sacctmgr -P show qos` (a `sacctmgr dump` names QOS but does not define them)."""
+    text = _read(path, "--sacctmgr-qos")
+    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if not lines or "|" not in lines[0][1] or lines[0][1].split("|")[0] != "Name":
+        report.fatal.append(Item(f"{path}:{lines[0][0] if lines else 1}",
+                                 "not `sacctmgr -P show qos` output (its first line is Name|Priority|...)"))
+        return []
+    header = lines[0][1].split("|")
+    out = []
+    for number, line in lines[1:]:
+        row = dict(zip(header, line.split("|")))
+        name = row.get("Name", "")
+        if len(line.split("|")) != len(header) or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}", name):
+            report.refused.append(Item(f"{path}:{number}", "not a QOS row of this file's columns"))
+            continue
+        qos: dict[str, Any] = {"name": name}
+        for column, value in row.items():
+            field_, value = _QOS_COLUMNS.get(column), value.strip()
+            if column == "Name" or value in _QOS_UNSET or (column, value) in (("Priority", "0"), ("UsageFactor", "1.000000")):
+                continue
+            if field_ is None:
+                report.refused.append(Item(f"{path}:{number}", f"QOS {name} {column}={value}: not modelled by orchgen"))
+            elif field_ in ("preempt", "flags"):
+                qos[field_] = value.split(",")
+            elif field_ == "preempt_mode":
+                qos[field_] = value.lower()
+            elif field_ == "usage_factor":
+                qos[field_] = float(value) if re.fullmatch(r"[0-9]{1,7}(\.[0-9]{1,6})?", value) else value
+            elif field_ in ("priority", "max_jobs_per_user", "max_submit_jobs_per_user"):
+                qos[field_] = _int(value) if _int(value) is not None else value
+            else:
+                qos[field_] = value
+        out.append(qos)
+        report.modelled.append(Item(f"{path}:{number}", f"QOS {name} -> options.slurm.qos"))
+    return out
 
 
 def _partitions(records: list[slurmconf.Record], defaults: dict[str, str], pools: list[dict], nodes: list[_Node],
