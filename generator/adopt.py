@@ -272,16 +272,16 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     extra: dict[str, bytes] = {}
     fleet["fabric"] = _fabric(src, conf, globals_, out, report, extra, sum(p["nodes"] for p in pools))
     doc["fleet"] = fleet
-    tenants = _tenants(src.sacctmgr_dump, report) if src.sacctmgr_dump else []
+    tenants, accounts = _tenants(src.sacctmgr_dump, report) if src.sacctmgr_dump else ([], {})
     if tenants:
         doc["tenants"] = tenants
-    if src.sacctmgr_qos:
-        qos = _qos_set(src.sacctmgr_qos, report)
-        if qos and tenants:
-            slurm_opts["qos"] = qos
-        elif qos:
-            report.refused.append(Item(str(src.sacctmgr_qos), "the QOS set needs accounts (--sacctmgr-dump): "
-                                       "orchgen's QOS go with its accounting, which tenants turn on"))
+    qos = _qos_set(src.sacctmgr_qos, report) if src.sacctmgr_qos else None
+    if qos and tenants:
+        slurm_opts["qos"] = qos
+    elif qos:
+        report.refused.append(Item(str(src.sacctmgr_qos), "the QOS set needs accounts (--sacctmgr-dump): "
+                                   "orchgen's QOS go with its accounting, which tenants turn on"))
+    _account_qos(accounts, qos, report)
     doc["workloads"] = [{"name": "site-jobs", "plane": "slurm", "bare_metal": True}]
     if not tenants:  # orchgen's priority and QOS go with its accounting, which tenants turn on: carried instead
         slurm_opts.pop("priority", None)
@@ -492,9 +492,17 @@ def _fabric(src: Sources, conf: slurmconf.Config, g: dict[str, slurmconf.Record]
     return {"from": {kind: rel}}
 
 
-def _tenants(path: Path, report: Report) -> list[dict]:
+# what a `sacctmgr dump` line says about an account or user that orchgen models elsewhere or not at all
+_ACCOUNT_SAID = {"Description", "Organization", "Fairshare", "QOS", "DefaultQOS"}
+_USER_SAID = {"DefaultAccount", "Fairshare", "AdminLevel"}
+
+
+def _tenants(path: Path, report: Report) -> tuple[list[dict], dict[str, tuple[str, dict[str, str]]]]:
+    """Tenants from the dump's accounts under root, and each account's line and fields (its QOS lists are
+    checked against the site's QOS set once that is read: _account_qos)."""
     text = _read(path, "--sacctmgr-dump")
     tenants: dict[str, dict] = {}
+    accounts: dict[str, tuple[str, dict[str, str]]] = {}
     parent = None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -505,20 +513,48 @@ def _tenants(path: Path, report: Report) -> list[dict]:
             report.refused.append(Item(f"{path}:{number}", "not a sacctmgr dump line (Cluster/Parent/Account/User)"))
             continue
         what, name, rest = m.groups()
-        fields = dict(re.findall(r":([A-Za-z]+)=('?[^:']*'?)", rest))
+        fields = {k: v.strip("'") for k, v in re.findall(r":([A-Za-z]+)=('[^']*'|[^:]*)", rest)}
+        where = f"{path}:{number}"
         if what == "Parent":
             parent = name
         elif what == "Account" and parent == "root":
-            share = _int(fields.get("Fairshare", "1").strip("'")) or 1
+            share = _int(fields.get("Fairshare", "1")) or 1
             tname = _dns(name, "account")
             tenants[name] = {"name": tname, "share": share}
-            report.modelled.append(Item(f"{path}:{number}", f"account {name} -> tenants {tname} (share {share})"))
+            accounts[name] = (where, fields)
+            report.modelled.append(Item(where, f"account {name} -> tenants {tname} (share {share})"))
+            gpus = re.fullmatch(r"gres/gpu=([0-9]{1,7})", fields.get("GrpTRES", ""))
+            if gpus:
+                tenants[name]["max_gpus"] = int(gpus.group(1))
+                report.modelled.append(Item(where, f"account {name} GrpTRES -> tenants {tname} max_gpus"))
+            for key, value in fields.items():
+                if key not in _ACCOUNT_SAID and not (key == "GrpTRES" and gpus):
+                    report.refused.append(Item(where, f"account {name} {key}={value}: not modelled by orchgen"))
         elif what == "User" and parent in tenants and re.fullmatch(r"[a-z_][a-z0-9_.-]*", name):
             tenants[parent].setdefault("users", []).append(name)
+            for key, value in fields.items():
+                if key not in _USER_SAID or key == "Fairshare" and value != "1":
+                    report.refused.append(Item(where, f"user {name} of {parent} {key}={value}: not modelled by "
+                                               "orchgen (a user's association gets Slurm's defaults)"))
         elif what == "Account":
-            report.refused.append(Item(f"{path}:{number}", f"account {name} under {parent}: orchgen's tenants are "
+            report.refused.append(Item(where, f"account {name} under {parent}: orchgen's tenants are "
                                        "one level below root"))
-    return list(tenants.values())
+    return list(tenants.values()), accounts
+
+
+def _account_qos(accounts: dict[str, tuple[str, dict[str, str]]], qos: list[dict] | None, report: Report) -> None:
+    """accounts.sh gives every account the site's whole QOS set (or orchgen's normal and scavenger) and
+    `normal` (else the set's first) as default: an account whose dump line says otherwise is refused."""
+    names = sorted(q["name"] for q in qos) if qos else ["normal", "scavenger"]
+    default = "normal" if "normal" in names or not qos else qos[0]["name"]
+    for account, (where, fields) in accounts.items():
+        given = sorted(x for x in fields.get("QOS", "").split(",") if x)
+        if given and given != names:
+            report.refused.append(Item(where, f"account {account} QOS={','.join(given)}: orchgen gives every account "
+                                       f"the whole QOS set ({','.join(names)}); per-account QOS lists are not modelled"))
+        if fields.get("DefaultQOS") and fields["DefaultQOS"] != default:
+            report.refused.append(Item(where, f"account {account} DefaultQOS={fields['DefaultQOS']}: orchgen's is "
+                                       f"{default} for every account"))
 
 
 # `sacctmgr -P show qos` columns -> options.slurm.qos fields; a column not listed here (GrpTRESMins, MaxTRESPA,

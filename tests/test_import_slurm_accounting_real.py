@@ -23,7 +23,6 @@ import pytest
 from tests.slurmharness import SlurmCluster, require_slurm
 from tests.slurmharness import parse
 
-pytestmark = pytest.mark.slurm
 
 SITE = Path(__file__).parent / "data" / "sites" / "acct-lab"
 QOS_FIELDS = "Name,Priority,Preempt,PreemptMode,Flags,UsageFactor,GrpTRES,GrpJobs,MaxTRES,MaxWall,MaxTRESPU," \
@@ -71,6 +70,7 @@ def _snapshot(c: SlurmCluster) -> dict:
     return {"qos": qos, "assoc": assoc}
 
 
+@pytest.mark.slurm
 def test_regenerated_accounting_equals_the_sites_own(tmp_path, slurm_db):
     require_slurm("bookworm", accounting=True)
     with SlurmCluster(SITE, database=slurm_db, workdir=tmp_path / "site") as c:
@@ -87,6 +87,44 @@ def test_regenerated_accounting_equals_the_sites_own(tmp_path, slurm_db):
     assert {("nlp", "alice"), ("nlp", "bob"), ("vision", "carol")} <= set(site["assoc"])
     assert site["qos"]["long"]["MaxWall"] == "7-00:00:00" and site["qos"]["long"]["GrpTRES"] == "gres/gpu=4"
     assert site["qos"]["normal"]["MaxTRESPU"] == "gres/gpu=8" and site["qos"]["scavenger"]["UsageFactor"] == "0.000000"
-    assert site["assoc"][("nlp", "")]["Def QOS"] == "normal"
+    assert site["assoc"][("nlp", "")]["Def QOS"] == "normal" and site["assoc"][("nlp", "")]["GrpTRES"] == "gres/gpu=8"
     assert ours["qos"] == site["qos"]
     assert ours["assoc"] == site["assoc"]
+
+
+def _import(tmp_path: Path, dump: str, qos: str) -> subprocess.CompletedProcess:
+    (tmp_path / "sacctmgr.dump").write_text(dump)
+    (tmp_path / "qos.txt").write_text(qos)
+    return subprocess.run([sys.executable, "-m", "generator.cli", "import", "slurm", str(SITE / "slurm.conf"),
+                           "--sacctmgr-dump", str(tmp_path / "sacctmgr.dump"), "--sacctmgr-qos", str(tmp_path / "qos.txt"),
+                           "-o", str(tmp_path / "workload.yaml")], capture_output=True, text=True)
+
+
+def test_what_the_model_cannot_keep_is_refused_with_its_line(tmp_path):
+    """An account limit other than a GPU cap, a user's own share, a per-account QOS list or default QOS that
+    accounts.sh would not give, a QOS column orchgen does not model: each a `refused` line, never silent."""
+    dump = (SITE / "sacctmgr.dump").read_text()
+    dump = dump.replace("GrpTRES=gres/gpu=8:", "GrpTRES=gres/gpu=8:MaxJobs=5:")
+    dump = dump.replace("User - 'alice':DefaultAccount='nlp':Fairshare=1", "User - 'alice':DefaultAccount='nlp':Fairshare=4")
+    dump = dump.replace("DefaultQOS='normal':Fairshare=10:QOS='long,normal,scavenger'",
+                        "DefaultQOS='long':Fairshare=10:QOS='long,normal'")
+    rows = [line.split("|") for line in (SITE / "qos.txt").read_text().splitlines()]
+    rows[2][rows[0].index("GrpSubmit")] = "9"  # QOS long, line 3
+    done = _import(tmp_path, dump, "".join("|".join(row) + "\n" for row in rows))
+    assert done.returncode == 0, done.stderr
+    refused = [ln for ln in done.stdout.splitlines() if ln.startswith("refused")]
+    number = {ln.split("'")[1]: i for i, ln in enumerate(dump.splitlines(), 1) if ln.startswith(("Account", "User"))}
+    where = tmp_path / "sacctmgr.dump"
+    assert f"refused   {where}:{number['nlp']}: account nlp MaxJobs=5: not modelled by orchgen" in refused
+    assert any(f"{where}:{number['alice']}: user alice of nlp Fairshare=4" in r for r in refused)
+    assert any("account vision QOS=long,normal: orchgen gives every account the whole QOS set" in r for r in refused)
+    assert any("account vision DefaultQOS=long: orchgen's is normal" in r for r in refused)
+    assert any(f"{tmp_path / 'qos.txt'}:3: QOS long GrpSubmit=9: not modelled by orchgen" in r for r in refused), refused
+    assert len(refused) == 5, refused
+
+
+def test_a_file_that_is_not_sacctmgr_show_qos_is_refused(tmp_path):
+    done = _import(tmp_path, (SITE / "sacctmgr.dump").read_text(), "Cluster - 'x'\n")
+    assert done.returncode == 2 and not (tmp_path / "workload.yaml").exists()
+    assert f"{tmp_path / 'qos.txt'}:1" in done.stderr and "sacctmgr -P show qos" in done.stderr
+    assert "Traceback" not in done.stderr
