@@ -119,6 +119,7 @@ class Sources:
     sacctmgr_dump: Path | None = None
     # folders besides slurm.conf's own that its Include lines may read (--input-root)
     roots: tuple[str, ...] = ()
+    sacctmgr_qos: Path | None = None  # `sacctmgr -P show qos` output: the QOS definitions a dump lacks
 
 
 def _read(path: Path, what: str) -> str:
@@ -271,9 +272,16 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     extra: dict[str, bytes] = {}
     fleet["fabric"] = _fabric(src, conf, globals_, out, report, extra, sum(p["nodes"] for p in pools))
     doc["fleet"] = fleet
-    tenants = _tenants(src.sacctmgr_dump, report) if src.sacctmgr_dump else []
+    tenants, accounts = _tenants(src.sacctmgr_dump, report) if src.sacctmgr_dump else ([], {})
     if tenants:
         doc["tenants"] = tenants
+    qos = _qos_set(src.sacctmgr_qos, report) if src.sacctmgr_qos else None
+    if qos and tenants:
+        slurm_opts["qos"] = qos
+    elif qos:
+        report.refused.append(Item(str(src.sacctmgr_qos), "the QOS set needs accounts (--sacctmgr-dump): "
+                                   "orchgen's QOS go with its accounting, which tenants turn on"))
+    _account_qos(accounts, qos, report)
     doc["workloads"] = [{"name": "site-jobs", "plane": "slurm", "bare_metal": True}]
     if not tenants:  # orchgen's priority and QOS go with its accounting, which tenants turn on: carried instead
         slurm_opts.pop("priority", None)
@@ -484,9 +492,17 @@ def _fabric(src: Sources, conf: slurmconf.Config, g: dict[str, slurmconf.Record]
     return {"from": {kind: rel}}
 
 
-def _tenants(path: Path, report: Report) -> list[dict]:
+# what a `sacctmgr dump` line says about an account or user that orchgen models elsewhere or not at all
+_ACCOUNT_SAID = {"Description", "Organization", "Fairshare", "QOS", "DefaultQOS"}
+_USER_SAID = {"DefaultAccount", "Fairshare", "AdminLevel"}
+
+
+def _tenants(path: Path, report: Report) -> tuple[list[dict], dict[str, tuple[str, dict[str, str]]]]:
+    """Tenants from the dump's accounts under root, and each account's line and fields (its QOS lists are
+    checked against the site's QOS set once that is read: _account_qos)."""
     text = _read(path, "--sacctmgr-dump")
     tenants: dict[str, dict] = {}
+    accounts: dict[str, tuple[str, dict[str, str]]] = {}
     parent = None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -497,20 +513,96 @@ def _tenants(path: Path, report: Report) -> list[dict]:
             report.refused.append(Item(f"{path}:{number}", "not a sacctmgr dump line (Cluster/Parent/Account/User)"))
             continue
         what, name, rest = m.groups()
-        fields = dict(re.findall(r":([A-Za-z]+)=('?[^:']*'?)", rest))
+        fields = {k: v.strip("'") for k, v in re.findall(r":([A-Za-z]+)=('[^']*'|[^:]*)", rest)}
+        where = f"{path}:{number}"
         if what == "Parent":
             parent = name
         elif what == "Account" and parent == "root":
-            share = _int(fields.get("Fairshare", "1").strip("'")) or 1
+            share = _int(fields.get("Fairshare", "1")) or 1
             tname = _dns(name, "account")
             tenants[name] = {"name": tname, "share": share}
-            report.modelled.append(Item(f"{path}:{number}", f"account {name} -> tenants {tname} (share {share})"))
+            accounts[name] = (where, fields)
+            report.modelled.append(Item(where, f"account {name} -> tenants {tname} (share {share})"))
+            gpus = re.fullmatch(r"gres/gpu=([0-9]{1,7})", fields.get("GrpTRES", ""))
+            if gpus:
+                tenants[name]["max_gpus"] = int(gpus.group(1))
+                report.modelled.append(Item(where, f"account {name} GrpTRES -> tenants {tname} max_gpus"))
+            for key, value in fields.items():
+                if key not in _ACCOUNT_SAID and not (key == "GrpTRES" and gpus):
+                    report.refused.append(Item(where, f"account {name} {key}={value}: not modelled by orchgen"))
         elif what == "User" and parent in tenants and re.fullmatch(r"[a-z_][a-z0-9_.-]*", name):
             tenants[parent].setdefault("users", []).append(name)
+            for key, value in fields.items():
+                if key not in _USER_SAID or key == "Fairshare" and value != "1":
+                    report.refused.append(Item(where, f"user {name} of {parent} {key}={value}: not modelled by "
+                                               "orchgen (a user's association gets Slurm's defaults)"))
         elif what == "Account":
-            report.refused.append(Item(f"{path}:{number}", f"account {name} under {parent}: orchgen's tenants are "
+            report.refused.append(Item(where, f"account {name} under {parent}: orchgen's tenants are "
                                        "one level below root"))
-    return list(tenants.values())
+    return list(tenants.values()), accounts
+
+
+def _account_qos(accounts: dict[str, tuple[str, dict[str, str]]], qos: list[dict] | None, report: Report) -> None:
+    """accounts.sh gives every account the site's whole QOS set (or orchgen's normal and scavenger) and
+    `normal` (else the set's first) as default: an account whose dump line says otherwise is refused."""
+    names = sorted(q["name"] for q in qos) if qos else ["normal", "scavenger"]
+    default = "normal" if "normal" in names or not qos else qos[0]["name"]
+    for account, (where, fields) in accounts.items():
+        given = sorted(x for x in fields.get("QOS", "").split(",") if x)
+        if given and given != names:
+            report.refused.append(Item(where, f"account {account} QOS={','.join(given)}: orchgen gives every account "
+                                       f"the whole QOS set ({','.join(names)}); per-account QOS lists are not modelled"))
+        if fields.get("DefaultQOS") and fields["DefaultQOS"] != default:
+            report.refused.append(Item(where, f"account {account} DefaultQOS={fields['DefaultQOS']}: orchgen's is "
+                                       f"{default} for every account"))
+
+
+# `sacctmgr -P show qos` columns -> options.slurm.qos fields; a column not listed here (GrpTRESMins, MaxTRESPA,
+# ...) is refused with its line when it holds more than sacctmgr's empty default
+_QOS_COLUMNS = {"Priority": "priority", "Preempt": "preempt", "PreemptMode": "preempt_mode", "Flags": "flags",
+                "UsageFactor": "usage_factor", "GrpTRES": "grp_tres", "MaxWall": "max_wall",
+                "MaxTRESPU": "max_tres_per_user", "MaxJobsPU": "max_jobs_per_user",
+                "MaxSubmitPU": "max_submit_jobs_per_user"}
+# what `sacctmgr show qos` prints for a value nobody set
+_QOS_UNSET = {"", "cluster", "00:00:00"}
+
+
+def _qos_set(path: Path, report: Report) -> list[dict]:
+    """The site's QOS from `sacctmgr -P show qos` (a `sacctmgr dump` names QOS but does not define them)."""
+    text = _read(path, "--sacctmgr-qos")
+    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if not lines or "|" not in lines[0][1] or lines[0][1].split("|")[0] != "Name":
+        report.fatal.append(Item(f"{path}:{lines[0][0] if lines else 1}",
+                                 "not `sacctmgr -P show qos` output (its first line is Name|Priority|...)"))
+        return []
+    header = lines[0][1].split("|")
+    out = []
+    for number, line in lines[1:]:
+        row = dict(zip(header, line.split("|")))
+        name = row.get("Name", "")
+        if len(line.split("|")) != len(header) or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}", name):
+            report.refused.append(Item(f"{path}:{number}", "not a QOS row of this file's columns"))
+            continue
+        qos: dict[str, Any] = {"name": name}
+        for column, value in row.items():
+            field_, value = _QOS_COLUMNS.get(column), value.strip()
+            if column == "Name" or value in _QOS_UNSET or (column, value) in (("Priority", "0"), ("UsageFactor", "1.000000")):
+                continue
+            if field_ is None:
+                report.refused.append(Item(f"{path}:{number}", f"QOS {name} {column}={value}: not modelled by orchgen"))
+            elif field_ in ("preempt", "flags"):
+                qos[field_] = value.split(",")
+            elif field_ == "preempt_mode":
+                qos[field_] = value.lower()
+            elif field_ == "usage_factor":
+                qos[field_] = float(value) if re.fullmatch(r"[0-9]{1,7}(\.[0-9]{1,6})?", value) else value
+            elif field_ in ("priority", "max_jobs_per_user", "max_submit_jobs_per_user"):
+                qos[field_] = _int(value) if _int(value) is not None else value
+            else:
+                qos[field_] = value
+        out.append(qos)
+        report.modelled.append(Item(f"{path}:{number}", f"QOS {name} -> options.slurm.qos"))
+    return out
 
 
 def _partitions(records: list[slurmconf.Record], defaults: dict[str, str], pools: list[dict], nodes: list[_Node],

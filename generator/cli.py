@@ -378,6 +378,8 @@ def import_() -> None:
               help="cgroup.conf (default: the one beside SLURM_CONF, if any)")
 @click.option("--sacctmgr-dump", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="`sacctmgr dump CLUSTER file=FILE` output: its accounts become tenants")
+@click.option("--sacctmgr-qos", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="`sacctmgr -P show qos` output: the site's QOS and their limits (a dump has none)")
 @click.option("--slurm-version", default=None, help="the Slurm release the site runs (options.slurm_version)")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True,
               help="the workload.yaml to write")
@@ -387,7 +389,7 @@ def import_() -> None:
               "of SLURM_CONF (repeatable)")
 def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path | None,
                  sacctmgr_dump: Path | None, slurm_version: str | None, output: Path, force: bool,
-                 input_roots: tuple[str, ...]) -> None:
+                 input_roots: tuple[str, ...], sacctmgr_qos: Path | None = None) -> None:
     """Read a site's slurm.conf (Includes followed), gres.conf, topology and cgroup.conf and write a
     workload.yaml that plans back into them: what it modelled, carried verbatim (site:) and refused
     is printed, each with its file:line."""
@@ -397,7 +399,7 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
         raise OrchgenError("exists; pass --force to replace it", str(output))
     if not output.parent.is_dir():
         raise OrchgenError("no such directory to write workload.yaml into", str(output.parent))
-    src = Sources(slurm_conf, gres, topology, cgroup, sacctmgr_dump, input_roots)
+    src = Sources(slurm_conf, gres, topology, cgroup, sacctmgr_dump, input_roots, sacctmgr_qos)
     try:
         text, report, extra = run(src, output, slurm_version)
     except OrchgenError as err:

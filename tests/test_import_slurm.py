@@ -4,6 +4,8 @@ import(plan(W)) for every example with a bare-metal Slurm plane. tests/test_impo
 boots the real slurmctld on the imported sites."""
 from __future__ import annotations
 
+import json
+
 import os
 import re
 from pathlib import Path
@@ -241,3 +243,15 @@ def test_round_trip_import_of_a_plan_plans_the_same_slurm_configuration(tmp_path
         assert a.exists() == b.exists(), name
         if a.exists():
             assert _records(a) == _records(b), name
+    # the accounting the tenants become (accounts.sh) and the plan's decisions for the Slurm plane too
+    a, b = first / "slurm" / "accounts.sh", tmp_path / "second" / "slurm" / "accounts.sh"
+    assert a.exists() == b.exists() and (not a.exists() or a.read_text() == b.read_text()), "accounts.sh"
+    plans = [json.loads((d / "plan.json").read_text()) for d in (first, tmp_path / "second")]
+    # (pool names are not in Slurm's files, so the import names pools its own way; which leaf a pool's nodes
+    # hang under is the fabric's, compared as topology.conf/topology.yaml above; ray-on-slurm comes from a Ray
+    # workload, which a site's Slurm files do not show)
+    decided = [({k: v for k, v in p["planes"]["slurm"].items() if k not in ("workloads", "reasons", "pools", "addons")},
+                [a for a in p["planes"]["slurm"]["addons"] if a != "ray-on-slurm"],
+                sorted((q["nodes"], q["node_count"], json.dumps(q["gpu"])) for q in p["planes"]["slurm"]["pools"]))
+               for p in plans]
+    assert decided[0] == decided[1], "plan.json: the Slurm plane's decisions"
