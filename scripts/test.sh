@@ -61,6 +61,9 @@ if ! command -v openssl >/dev/null && [ "$(id -u)" = 0 ]; then
 fi
 if command -v go >/dev/null; then
   tests/kubeenv/build.sh >/dev/null
+  # LeaderWorkerSet's controller manager (tests/test_lws_real.py), a separate small build (cold: about
+  # 3 CPU-minutes, tests/kubeenv/README.md) that leaves the one above and its cache key alone
+  tests/kubeenv/lws/build.sh >/dev/null
 else
   echo "note: no go on PATH, so the test control plane is not built: tests/test_kube_real.py will skip" >&2
 fi

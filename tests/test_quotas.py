@@ -152,7 +152,8 @@ def check_services_guaranteed(plan) -> None:
 
     for s in plan.kube_plane.slices:
         asks = [sum(d.shape.pods * d.shape.gpus for d in plan.workloads
-                    if d.tenant == t.name and d.pool == s.pool and d.workload_class == "service")
+                    if d.tenant == t.name and d.pool == s.pool
+                    and (d.workload_class == "service" or d.serving is not None))
                 for t in plan.tenants]
         got = [t.quotas[s.pool].gpus for t in plan.tenants]
         if sum(asks) <= s.gpus:
@@ -189,3 +190,21 @@ def test_example_multi_tenant_platform(gang):
 
     plan = example_plan("inference-platform", gang_scheduler=gang)
     CHECKS[gang](plan, k8s.render(plan))
+
+
+def test_ray_service_is_guaranteed_like_any_service():
+    """A Python-native long-lived workload on the Kubernetes plane is a RayService (Ray Serve): its GPUs
+    are a service's, guaranteed by its tenant's quota, not left to a small share (issue 21)."""
+    from tests.test_k8s_manifests import EXAMPLES, plan_from
+
+    data = yaml.safe_load((EXAMPLES / "serving-platform.yaml").read_text())
+    for t in data["tenants"]:
+        t["share"] = {"chat": 20, "search": 20, "research": 1}[t["name"]]
+    plan = plan_from(data, "serving-platform.yaml")
+    ray = next(d for d in plan.workloads if d.name == "agent-pipeline")
+    assert ray.workload_class == "ray" and ray.serving is not None and ray.serving.stack == "rayservice"
+    # research's services on l40s: the RayService's 4 GPUs and the notebooks' 4; by share alone 32/41 -> 0
+    research = next(t for t in plan.tenants if t.name == "research")
+    assert research.quotas["l40s"].gpus == ray.shape.pods * ray.shape.gpus + 4 == 8
+    assert any("research 8 (by share alone" in r for r in plan.reasons), plan.reasons
+    check_services_guaranteed(plan)

@@ -376,6 +376,126 @@ def test_a_multi_node_replica_is_one_gang_under_each_scheduler(tmp_path):
                 assert pod["metadata"]["labels"]["kai.scheduler/queue"] == "chat"
 
 
+def test_a_multi_node_replica_is_wired_to_volcano_and_kai_as_their_groupers_read_it():
+    """Volcano: the LWS controller's volcano provider (gangSchedulingManagement) makes a PodGroup per
+    group, minMember = size under startupPolicy LeaderCreated, its queue from the LWS's
+    `scheduling.volcano.sh/queue-name` annotation; the pods name the volcano scheduler (LWS
+    docs/examples/sample/gang-scheduling). KAI (v0.13+): its pod grouper's LWS plugin makes a PodGroup
+    `<lws>-group-<index>` per group, minAvailable = leaderWorkerTemplate.size under LeaderCreated, in
+    the queue of the `kai.scheduler/queue` label on the LWS (the top owner). Each object passes the
+    LWS CRD's schema."""
+    for gang, scheduler in (("volcano", "volcano"), ("kai", "kai-scheduler")):
+        files = render(plan_of(_doc(**{"options": {"gang_scheduler": gang}})))
+        lws = one(objects_of(files, "llama-405b"), "LeaderWorkerSet")
+        assert registry().validate(lws) == [], (gang, registry().validate(lws))
+        spec = lws["spec"]
+        assert spec["startupPolicy"] == "LeaderCreated"  # the whole group is the gang (both groupers)
+        assert spec["leaderWorkerTemplate"]["size"] == 2
+        templates = (spec["leaderWorkerTemplate"]["leaderTemplate"], spec["leaderWorkerTemplate"]["workerTemplate"])
+        assert {t["spec"].get("schedulerName") for t in templates} == {scheduler}
+        md = lws["metadata"]
+        if gang == "volcano":
+            assert md["annotations"] == {"scheduling.volcano.sh/queue-name": "chat"}
+            assert yaml.safe_load(files["kubernetes/helm/lws.values.yaml"]) == {
+                "gangSchedulingManagement": {"schedulerProvider": "volcano"}}
+        else:
+            assert md["labels"]["kai.scheduler/queue"] == "chat" and "annotations" not in md
+            assert all(t["metadata"]["labels"]["kai.scheduler/queue"] == "chat" for t in templates)
+    # Kueue needs neither: the namespace's LocalQueue takes the group (its LWS integration)
+    lws = one(objects_of(render(plan_of(_doc(**{"options": {"gang_scheduler": "kueue"}}))), "llama-405b"),
+              "LeaderWorkerSet")
+    assert "annotations" not in lws["metadata"]
+    assert all("schedulerName" not in t["spec"] for t in (lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"],
+                                                           lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]))
+
+
+# ---- the fabric of a multi-node replica (RDMA, as the training starters) -------------------------
+
+def _containers(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return template["spec"]["containers"]
+
+
+def test_multi_node_replicas_get_the_fabric_on_efa(planned):
+    """serving-platform runs on p5.48xlarge (32 EFA interfaces per node): the LeaderWorkerSet's leader
+    and worker each ask for their node's EFA devices (a pod takes all 8 GPUs), add IPC_LOCK and carry
+    libfabric's provider, as the training starter beside it; a one-node replica gets no fabric."""
+    plan, files = planned
+    assert plan.platform.network is not None and plan.platform.network.kind == "efa"
+    assert "llama-405b" in plan.platform.fabric_workloads
+    assert not {"chat-api", "rerank", "agent-pipeline"} & set(plan.platform.fabric_workloads)
+    t = one(objects_of(files, "llama-405b"), "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
+    for pod in (t["leaderTemplate"], t["workerTemplate"]):
+        [c] = _containers(pod)
+        assert c["resources"]["requests"]["vpc.amazonaws.com/efa"] == "32" == c["resources"]["limits"]["vpc.amazonaws.com/efa"]
+        assert "IPC_LOCK" in c["securityContext"]["capabilities"]["add"]
+        assert {"name": "FI_PROVIDER", "value": "efa"} in c["env"]
+    for name in ("chat-api", "rerank"):
+        text = files[f"kubernetes/workloads/{name}.yaml"].decode()
+        assert "vpc.amazonaws.com/efa" not in text and "IPC_LOCK" not in text
+    # the tenant's namespace is one of the fabric's (its pods may add IPC_LOCK: pod_security.py)
+    from generator.render.kubernetes import pod_security
+
+    assert pod_security.level(plan, "chat") == pod_security.PRIVILEGED
+
+
+def test_multi_node_replicas_get_the_rdma_fabric_on_bare_metal():
+    """A bare-metal InfiniBand fleet: a LeaderWorkerSet's pods and a multi-node RayService's workers
+    ask for the RDMA shared device, add IPC_LOCK, join the IPoIB network by Multus' annotation and
+    carry NCCL's interface variables, exactly as the training starter's pods do; the Ray head does not."""
+    doc = yaml.safe_load((REPO / "examples" / "baremetal-k8s-training.yaml").read_text())
+    doc["workloads"] += [
+        {"name": "big-model", "long_lived_services": True, "tenant": "llm", "gpus": 16, "bare_metal": False,
+         "serving": {"nodes_per_replica": 2}},
+        {"name": "ray-model", "long_lived_services": True, "python_native_pipeline": True, "tenant": "speech",
+         "gpus": 16, "bare_metal": False, "serving": {"nodes_per_replica": 2}},
+    ]
+    plan = plan_of(doc)
+    files = render(plan)
+    net = plan.platform.network
+    assert net is not None and net.kind == "rdma-shared"
+    assert {"big-model", "ray-model", "pretrain-70b"} <= set(plan.platform.fabric_workloads)
+    [starter] = [d for d in yaml.safe_load_all(files["kubernetes/workloads/pretrain-70b.yaml"]) if d and d["kind"] == "Job"] \
+        or [None]
+    lws = one(objects_of(files, "big-model"), "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
+    rs = one(objects_of(files, "ray-model"), "RayService")["spec"]["rayClusterConfig"]
+    fabric_pods = [lws["leaderTemplate"], lws["workerTemplate"], rs["workerGroupSpecs"][0]["template"]]
+    for pod in fabric_pods:
+        [c] = _containers(pod)
+        assert c["resources"]["requests"][net.resource] == "1" == c["resources"]["limits"][net.resource]
+        assert "IPC_LOCK" in c["securityContext"]["capabilities"]["add"]
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert all(env.get(k) == v for k, v in net.env), (env, net.env)
+        assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == net.attachment
+        if starter is not None:  # the same wiring as the training starter's pods
+            [sc] = _containers(starter["spec"]["template"])
+            assert {e["name"] for e in sc["env"]} >= {k for k, _ in net.env}
+    [head] = _containers(rs["headGroupSpec"]["template"])
+    assert net.resource not in head["resources"].get("requests", {})
+    assert "capabilities" not in head.get("securityContext", {}) or \
+        "IPC_LOCK" not in head["securityContext"]["capabilities"].get("add", [])
+    reg = registry()
+    for obj in (one(objects_of(files, "big-model"), "LeaderWorkerSet"), one(objects_of(files, "ray-model"), "RayService")):
+        assert reg.validate(obj) == [], reg.validate(obj)
+        assert reg.get(obj["apiVersion"], obj["kind"]).cel.check_create(obj).violations == []
+
+
+def test_prometheus_url_without_a_prometheus_is_an_input_error(planned):
+    """No assert: a plan with no Prometheus address (only a Plan built around the input checks can be
+    one) gets the one-line input error naming the field, never a ScaledObject with no server."""
+    import dataclasses
+
+    from generator.errors import OrchgenError
+    from generator.render.kubernetes import metrics
+
+    plan, _ = planned
+    bare = dataclasses.replace(plan, charts={k: v for k, v in plan.charts.items() if k != metrics.RELEASE},
+                               site_prometheus_url=None)
+    with pytest.raises(OrchgenError) as e:
+        serving.prometheus_url(bare)
+    assert e.value.field == "options.prometheus_url" and "\n" not in str(e.value)
+    assert str(e.value).startswith(plan.source)
+
+
 # ---- quotas, bad input, re-plans ---------------------------------------------------------------
 
 def test_max_replicas_beyond_the_tenants_quota_is_a_warning_and_refused_under_strict(orchgen, tmp_path):

@@ -407,11 +407,16 @@ def test_resource_quota_is_the_borrowing_ceiling_and_the_readme_says_so(pid):
         if common.queues_enabled(plan):
             # whole GPUs (nvidia.com/gpu); a MIG pool counts in its own resource, nvidia.com/mig-*
             ceiling = borrowing_ceiling_gpus(plan, tenant)
+            # plus the pods of the tenant's LeaderWorkerSet groups that may wait, gated or Pending, at
+            # max_replicas: a ResourceQuota counts them, and an admitted group must still get its pods
+            waiting = sum(w.serving.max_replicas * w.serving.nodes_per_replica * w.serving.pod.gpus
+                          for w in plan.workloads if w.tenant == tenant and w.serving is not None
+                          and w.serving.stack == "lws")
             if plan.gang_scheduler == "kai":  # KAI's queues count whole GPUs, a MIG pool's included
                 assert ceiling == sum(s.gpus for s in plan.kube_plane.slices)
-                assert hard == common.plane_devices(plan)[common.GPU]
+                assert hard == common.plane_devices(plan)[common.GPU] + waiting
             else:
-                assert hard == ceiling == common.plane_devices(plan)[common.GPU]
+                assert hard - waiting == ceiling == common.plane_devices(plan)[common.GPU]
         else:
             t = next(t for t in plan.tenants if t.name == tenant)
             assert hard == sum(q.gpus for q in t.quotas.values())

@@ -93,7 +93,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     if slurm and not operator:
         warnings.extend(_slurm_ops_warnings(fleet))
     gang = _gang(fleet, placed, kube, tenants, reasons)
-    tenants, quota_reasons, quota_warnings = quotas.quotas(tenants, slices.get(kube, ()) if kube else (), placed)
+    tenants, quota_reasons, quota_warnings = quotas.quotas(tenants, slices.get(kube, ()) if kube else (), placed, kube)
     reasons.extend(quota_reasons)
     warnings.extend(quota_warnings)
     placed = serving.decide(fleet, placed, kube, tenants, file, warnings)

@@ -73,9 +73,14 @@ def pods(d: WorkloadDecision) -> int:
 
 
 def needs_fabric(d: WorkloadDecision, kube: str) -> bool:
-    """Tightly coupled across pods on the Kubernetes plane: the jobs NCCL must not run over TCP."""
-    return (d.plane == kube and d.facts.tightly_coupled and d.workload_class != "service"
-            and pods(d) > 1)
+    """Tightly coupled across pods on the Kubernetes plane: the jobs NCCL must not run over TCP, and
+    the serving replicas that span nodes (a LeaderWorkerSet's group, a RayService's multi-node
+    replica: vLLM's pipeline-parallel stages pass activations over NCCL between the nodes)."""
+    if d.plane != kube:
+        return False
+    if d.serving is not None:
+        return d.serving.nodes_per_replica > 1
+    return d.facts.tightly_coupled and d.workload_class != "service" and pods(d) > 1
 
 
 def known_by_name(fleet: Fleet) -> bool:

@@ -58,17 +58,29 @@ def _water_level(total: int, shares: list[int], floors: list[int]) -> set[int]:
     return fixed
 
 
-def quotas(tenants: list[Tenant], slices: tuple[PoolSlice, ...], placed: list[WorkloadDecision]
-           ) -> tuple[list[Tenant], list[str], list[Warning_]]:
+def is_service(d: WorkloadDecision, kube: str | None) -> bool:
+    """A long-lived service whose replicas the quotas guarantee: a `service` workload, or a Python-native
+    one on the Kubernetes plane (class `ray`), which serving.decide makes a RayService (Ray Serve)."""
+    if d.shape is None:
+        return False
+    if d.workload_class == "service":
+        return True
+    return (d.workload_class == "ray" and kube is not None and d.plane == kube
+            and d.facts.long_lived_services)
+
+
+def quotas(tenants: list[Tenant], slices: tuple[PoolSlice, ...], placed: list[WorkloadDecision],
+           kube: str | None = None) -> tuple[list[Tenant], list[str], list[Warning_]]:
     """The tenants with their quotas per pool, the reasons (which rule won, where demand did), and
-    the warnings (services promised more than their tenant's quota)."""
+    the warnings (services promised more than their tenant's quota). `kube` names the Kubernetes
+    plane, whose long-lived Ray workloads are services (RayServices) too."""
     shares = [t.share for t in tenants]
     per: list[dict[str, Quota]] = [{} for _ in tenants]
     reasons: list[str] = []
     warnings: list[Warning_] = []
     by: dict[tuple[str, str], list[tuple[int, WorkloadDecision]]] = {}
     for i, d in enumerate(placed):
-        if d.workload_class == "service" and d.shape is not None:
+        if is_service(d, kube):
             by.setdefault((d.tenant, d.pool), []).append((i, d))
     index = {t.name: i for i, t in enumerate(tenants)}
     for s in slices:

@@ -39,6 +39,7 @@ def render(plan: Plan) -> dict[str, bytes]:
         "README.md": render_template("README.md.j2", plan=plan, mermaid=mermaid(plan),
                                      titles=PLANE_TITLES, slurm_summary=slurm.summary,
                                      slurm_operator=operator_readme, gpu_quota=gpu_quota,
+                                     plane_gpu_quota=plane_gpu_quota, lws_gpu_quota=lws_gpu_quota,
                                      mig_layouts=gpu_operator.mig_layouts, kubelet_reserved=kubelet_reserved,
                                      kube_names=manifests.readme(plan) if plan.kube_plane else {},
                                      checks_gang=gang_check.gang(plan) if plan.kube_plane else None,
@@ -74,6 +75,28 @@ def gpu_quota(plan: Plan, tenant: object) -> str:
     if list(caps) == [kube_common.GPU]:
         return str(caps[kube_common.GPU])
     return ", ".join(f"{n} {r.removeprefix('nvidia.com/')}" for r, n in caps.items())
+
+
+def _caps_text(caps: dict[str, int]) -> str:
+    if list(caps) == [kube_common.GPU]:
+        return str(caps[kube_common.GPU])
+    return ", ".join(f"{n} {r.removeprefix('nvidia.com/')}" for r, n in caps.items())
+
+
+def plane_gpu_quota(plan: Plan) -> str:
+    """The whole plane's GPU devices as the README shows a ResourceQuota's caps."""
+    return _caps_text(kube_common.plane_devices(plan))
+
+
+def lws_gpu_quota(plan: Plan) -> list[tuple[str, str]]:
+    """(tenant, the GPUs its LeaderWorkerSets' pods hold at max_replicas) for the tenants with some."""
+    out = []
+    for t in plan.tenants:
+        caps = kube_common.lws_pod_devices(plan, t)
+        if caps:
+            out.append((t.name, ", ".join(f"{n} {r.removeprefix('nvidia.com/')}" if r != kube_common.GPU
+                                          else str(n) for r, n in caps.items())))
+    return out
 
 
 def kubelet_reserved(plan: Plan) -> list[dict[str, object]]:

@@ -65,7 +65,17 @@ def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubern
             cap["nvidia.com/gpu"] = str(pool.gpu.count * per_gpu)
             if net.get("kind") == "rdma-shared":
                 cap[RDMA_SHARED[0]] = RDMA_SHARED[1]
+            elif net.get("kind") == "efa" and (net.get("per_node") or {}).get(pool.name):
+                # the EFA device plugin advertises the instance type's interfaces (plan.json's per_node)
+                cap[net["resource"]] = str(net["per_node"][pool.name])
         labels = {} if bare else pool_node_labels(fleet, pool)
+        if not bare:
+            # a cloud provider's own network-topology labels (EKS: topology.k8s.aws/network-node-layer-N
+            # on p5 and the like), which Kueue's Topology of the plan names: one network node per level
+            # here, as a placement group of one spine would report it
+            for level in (plan.get("platform") or {}).get("topology") or []:
+                if level != "kubernetes.io/hostname":
+                    labels.setdefault(level, f"{pool.name}-{level.rsplit('-', 1)[-1]}")
         for name in pool_hostnames(pool):
             if name in wanted:
                 nodes.append({"name": name, "labels": dict(labels), "capacity": dict(cap)})
@@ -89,11 +99,17 @@ def helm_template(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
     return helm_objects(r.stdout)
 
 
-def kueue_configuration(objs: list[dict[str, Any]]) -> dict[str, Any]:
+def manager_configuration(objs: list[dict[str, Any]], chart: str) -> dict[str, Any]:
+    """The controller manager's Configuration from the release's ConfigMap (Kueue's and LWS's charts
+    both mount it as controller_manager_config.yaml)."""
     for o in objs:
         if o.get("kind") == "ConfigMap" and "controller_manager_config.yaml" in o.get("data", {}):
             return yaml.safe_load(o["data"]["controller_manager_config.yaml"])
-    raise AssertionError("the kueue release renders no manager ConfigMap")
+    raise AssertionError(f"the {chart} release renders no manager ConfigMap")
+
+
+def kueue_configuration(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    return manager_configuration(objs, "kueue")
 
 
 def namespaced(o: dict[str, Any], ns: str, cluster_kinds: set[str]) -> dict[str, Any]:
@@ -107,7 +123,9 @@ def apply_release(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
                   kueue: bool = True) -> list[str]:
     """One release as `helm install` would put it in; returns what the overlay left out."""
     objs = helm_template(cluster, rel, bundle, kube_version)
-    keep, kueue_hooks, dropped = overlay.split(objs)
+    # overlay rule 1: the webhooks of the controllers that run here (LWS's only when asked for)
+    loopback = ("kueue", "lws") if cluster.with_lws else ("kueue",)
+    keep, hooks, dropped = overlay.split(objs, loopback)
     cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": rel["namespace"]}}])
     crds = [o for o in keep if o["kind"] == "CustomResourceDefinition"]
     if crds:
@@ -125,7 +143,10 @@ def apply_release(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
         cluster.wait_established([o["metadata"]["name"] for o in crds])
     if rel["chart"] == "kueue" and kueue:
         cluster.start_kueue(kueue_configuration(objs))
-        cluster.apply(overlay.kueue_webhooks(kueue_hooks, cluster.webhook_port, cluster.ca_bundle()))
+        cluster.apply(overlay.kueue_webhooks(hooks, cluster.webhook_port, cluster.ca_bundle()))
+    if rel["chart"] == "lws" and cluster.with_lws:
+        cluster.start_lws(manager_configuration(objs, "lws"))
+        cluster.apply(overlay.loopback_webhooks(hooks, cluster.lws_webhook_port, cluster.ca_bundle()))
     return dropped
 
 

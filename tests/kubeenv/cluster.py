@@ -10,7 +10,9 @@ static admin token in `system:masters`, nothing listening beyond 127.0.0.1):
 - KWOK, which plays every node's kubelet: nodes this module creates become Ready, and pods bound to
   them become Running, with no container run;
 - Kueue's controller manager (on demand, `start_kueue`) with the configuration the bundle's
-  chart release renders, its webhooks served on loopback.
+  chart release renders, its webhooks served on loopback;
+- LeaderWorkerSet's controller manager (`Cluster(lws=True)`, `start_lws`, built by
+  tests/kubeenv/lws/build.sh) likewise, with the lws release's configuration.
 Everything the harness must change in a bundle to run here is in tests/kubeenv/overlay.py.
 """
 from __future__ import annotations
@@ -57,6 +59,19 @@ def bin_dir() -> Path:
     return Path(base) / f"{k8s_version()}-{key}" / "bin"
 
 
+def lws_binary() -> Path:
+    """Where tests/kubeenv/lws/build.sh puts LeaderWorkerSet's controller manager (same key: the
+    module's go.mod and go.sum and the script)."""
+    import hashlib
+
+    mod = HERE / "lws" / "module"
+    version = next(line.split()[-1] for line in (mod / "go.mod").read_text().splitlines()
+                   if "sigs.k8s.io/lws " in line + " " and line.split()[-1].startswith("v"))
+    files = [mod / "go.mod", mod / "go.sum", HERE / "lws" / "build.sh"]
+    key = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+    return bin_dir().parents[1] / f"lws-{version}-{key}" / "bin" / "lws-manager"
+
+
 def missing_binaries(names: Iterable[str] = BINARIES) -> list[str]:
     d = bin_dir()
     missing = [n for n in names if not os.access(d / n, os.X_OK)]
@@ -94,18 +109,20 @@ class Cluster:
     """One control plane in `workdir`. Use as a context manager, or call start()/stop()."""
 
     def __init__(self, workdir: Path, admission_config: dict[str, Any] | None = None,
-                 scheduler: bool = True, kwok: bool = True, controllers: bool = True):
+                 scheduler: bool = True, kwok: bool = True, controllers: bool = True, lws: bool = False):
         self.dir = workdir
         self.bin = bin_dir()
         self.admission_config = admission_config
         self.with_scheduler = scheduler
         self.with_kwok = kwok
         self.with_controllers = controllers
+        self.with_lws = lws  # run LeaderWorkerSet's controller when the bundle's lws release is applied
         self.procs: dict[str, subprocess.Popen] = {}
         self.kubeconfig = workdir / "kubeconfig"
         self.certs = workdir / "pki"
         self.kubectl_bin = shutil.which("kubectl") or str(Path(os.sys.executable).parent / "kubectl")
         self.webhook_port = 0
+        self.lws_webhook_port = 0
 
     # -- processes ---------------------------------------------------------------------------
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
@@ -345,6 +362,29 @@ class Cluster:
                     env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": "kueue-system"})
         self._wait("kueue webhook server", lambda: socket.create_connection(
             ("127.0.0.1", self.webhook_port), timeout=1).close() is None, 120, "kueue")
+
+    def start_lws(self, config: dict[str, Any]) -> None:
+        """Run LeaderWorkerSet's controller manager (tests/kubeenv/lws/build.sh) with `config` (the
+        Configuration the lws release's ConfigMap holds), its webhooks served on 127.0.0.1 with this
+        cluster's serving certificate (overlay.lws_config)."""
+        from tests.kubeenv import overlay
+
+        self.lws_webhook_port = free_port()
+        certdir = self.dir / "lws-certs"
+        certdir.mkdir(exist_ok=True)
+        shutil.copy(self.certs / "tls.crt", certdir / "tls.crt")
+        shutil.copy(self.certs / "tls.key", certdir / "tls.key")
+        cfg = overlay.lws_config(config, port=self.lws_webhook_port, certdir=certdir,
+                                 probe=free_port(), metrics=free_port())
+        path = self.dir / "lws-config.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        log = open(self.dir / "lws.log", "ab")
+        self.procs["lws"] = subprocess.Popen(
+            [str(lws_binary()), f"--config={path}", "--zap-log-level=2"], stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, cwd=self.dir, start_new_session=True,
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": "lws-system"})
+        self._wait("lws webhook server", lambda: socket.create_connection(
+            ("127.0.0.1", self.lws_webhook_port), timeout=1).close() is None, 120, "lws")
 
     def ca_bundle(self) -> str:
         return base64.b64encode((self.certs / "ca.crt").read_bytes()).decode()

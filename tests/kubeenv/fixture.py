@@ -9,6 +9,7 @@ builds them), and fail instead under ORCHGEN_STRICT=1 (tests/_consumers.require)
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Iterator
@@ -17,7 +18,7 @@ import pytest
 
 from tests._consumers import require
 
-from .cluster import Cluster, bin_dir, missing_binaries
+from .cluster import Cluster, bin_dir, lws_binary, missing_binaries
 
 
 def require_kubeenv() -> None:
@@ -27,12 +28,20 @@ def require_kubeenv() -> None:
     require(shutil.which("openssl"), "openssl not installed (the control plane's certificates)")
 
 
+def require_lws() -> None:
+    path = lws_binary()
+    require(os.access(path, os.X_OK), f"LeaderWorkerSet's controller not built ({path} missing): run "
+                                      "tests/kubeenv/lws/build.sh")
+
+
 @pytest.fixture
 def kube_factory(tmp_path: Path) -> Iterator:
     require_kubeenv()
     started: list[Cluster] = []
 
     def make(**kwargs) -> Cluster:
+        if kwargs.get("lws"):
+            require_lws()
         c = Cluster(tmp_path / f"kube{len(started)}", **kwargs)
         started.append(c)
         return c.__enter__()

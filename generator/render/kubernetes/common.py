@@ -179,8 +179,35 @@ def tenant_devices(plan: Plan, tenant: Tenant) -> dict[str, int]:
 def resource_quota_gpus(plan: Plan, tenant: Tenant) -> dict[str, int]:
     """The namespace ResourceQuota's GPU caps, per resource. With borrowing on it is the whole plane:
     a hard cap at the nominal share would make the API server reject exactly the pods the scheduler
-    lets borrow. Without a quota manager it is the tenant's nominal share, the only enforcement there is."""
-    return plane_devices(plan) if borrowing(plan) else tenant_devices(plan, tenant)
+    lets borrow. Without a quota manager it is the tenant's nominal share, the only enforcement there is.
+
+    With borrowing, plus the GPUs of the tenant's multi-node serving replicas (lws_pod_devices): a
+    ResourceQuota counts every pod not yet terminated, scheduling-gated and Pending ones too, so the
+    pods of a LeaderWorkerSet group waiting for quota would use up the cap, and the API server would
+    refuse a worker of the group that was admitted, which then runs split (seen with the real Kueue
+    and LWS in tests/test_lws_real.py)."""
+    if not borrowing(plan):
+        return tenant_devices(plan, tenant)
+    caps = plane_devices(plan)
+    for r, n in lws_pod_devices(plan, tenant).items():
+        caps[r] = caps.get(r, 0) + n
+    return caps
+
+
+def lws_pod_devices(plan: Plan, tenant: Tenant) -> dict[str, int]:
+    """GPU devices of all the pods of a tenant's LeaderWorkerSets at max_replicas, per resource. LWS
+    creates a group's pods before a gang scheduler places them (Kueue gates them; Volcano and KAI
+    leave them Pending), and Kueue's Workload for a group exists before its workers do. A one-pod
+    replica (Deployment, InferenceService) is whole or absent, and a RayService's cluster is
+    suspended by Kueue instead, so they add none."""
+    out: dict[str, int] = {}
+    for w in workloads(plan):
+        sv = w.serving
+        if w.tenant != tenant.name or sv is None or sv.stack != "lws" or not sv.pod.gpus:
+            continue
+        r = sv.pod.gpu_resource
+        out[r] = out.get(r, 0) + sv.max_replicas * sv.nodes_per_replica * sv.pod.gpu_devices
+    return out
 
 
 def workloads(plan: Plan) -> list[WorkloadDecision]:

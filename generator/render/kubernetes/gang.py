@@ -26,6 +26,7 @@ from .common import queue_of, queues_enabled
 @dataclass(frozen=True)
 class Wiring:
     labels: dict[str, str] = field(default_factory=dict)  # on the top object
+    annotations: dict[str, str] = field(default_factory=dict)  # on the top object
     pod_labels: dict[str, str] = field(default_factory=dict)
     pod_annotations: dict[str, str] = field(default_factory=dict)
     scheduler_name: str | None = None  # pod spec schedulerName
@@ -42,6 +43,29 @@ def for_pods(plan: Plan, tenant: str) -> Wiring:
     assert s.pod_queue_label, s.name
     return Wiring(labels={s.pod_queue_label: q}, pod_labels={s.pod_queue_label: q},
                   scheduler_name=s.pod_scheduler_name)
+
+
+def for_lws(plan: Plan, tenant: str) -> Wiring:
+    """A LeaderWorkerSet: each of its groups (one replica: a leader and size-1 workers) is one gang.
+    - Kueue: its LWS integration admits a group as one workload (the namespace wires it, as pods);
+    - Volcano: the LWS controller (gangSchedulingManagement.schedulerProvider volcano, lws.values)
+      makes a PodGroup per group with minMember = size under startupPolicy LeaderCreated, its queue
+      from the LWS's `scheduling.volcano.sh/queue-name` annotation, and the pods must name the
+      `volcano` scheduler (LWS docs/examples/sample/gang-scheduling: lws-sample-volcano.yaml;
+      pkg/schedulerprovider/volcano_provider.go);
+    - KAI (v0.13 and later): its pod grouper's LWS plugin makes a PodGroup `<lws>-group-<index>` per
+      group with minAvailable = leaderWorkerTemplate.size under LeaderCreated, in the queue of the
+      `kai.scheduler/queue` label it reads on the LWS (the top owner) (NVIDIA/KAI-Scheduler
+      pkg/podgrouper/podgrouper/plugins/leaderworkerset/lws_grouper.go); pods name `kai-scheduler`."""
+    w = for_pods(plan, tenant)
+    if not queues_enabled(plan):
+        return w
+    s = scheduler(plan)
+    if s.lws_gang_provider == schedulers.VOLCANO_SCHEDULER:
+        return Wiring(labels=w.labels, annotations={schedulers.VOLCANO_QUEUE_ANNOTATION: queue_of(tenant)},
+                      pod_labels=w.pod_labels, pod_annotations=w.pod_annotations,
+                      scheduler_name=schedulers.VOLCANO_SCHEDULER)
+    return w
 
 
 def scheduler(plan: Plan) -> schedulers.GangScheduler:

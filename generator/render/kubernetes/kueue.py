@@ -200,6 +200,14 @@ def kueue_config(plan: Plan) -> dict[str, Any]:
     config["manageJobsWithoutQueueName"] = True
     config["managedJobsNamespaceSelector"] = tenant_namespaces()
     config["waitForPodsReady"] = wait_for_pods_ready(plan)
+    net = plan.platform.network
+    if net is not None:
+        # The fabric's device resource (rdma/rdma_shared_device_a, vpc.amazonaws.com/efa) that multi-node
+        # pods request is no tenant's quota: each node's device plugin bounds it and the GPUs it goes
+        # with are in quota. Kueue's default quotaCheckStrategy BlockUndeclared otherwise refuses every
+        # such pod ("resource vpc.amazonaws.com/efa unavailable in ClusterQueue", seen with the real
+        # Kueue in tests/test_lws_real.py); configuration_types.go Resources.ExcludeResourcePrefixes
+        config["resources"] = {"excludeResourcePrefixes": [net.resource]}
     if len(plan.tenants) > 1:  # ClusterQueues' fairSharing.weight only counts with this on
         config["fairSharing"] = {k: list(v) for k, v in FAIR_SHARING.items()}
     return config

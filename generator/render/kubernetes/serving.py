@@ -28,8 +28,9 @@ from typing import Any
 from ... import schedulers
 from ...decide.plan import Plan, ServingDecision, WorkloadDecision
 from ...decide.serving import VLLM_IMAGE
+from ...errors import OrchgenError
 from ...yamlio import dump_yaml
-from . import gang, metrics, pod_security, priority, ray
+from . import fabric_wiring, gang, metrics, pod_security, priority, ray
 from .common import RAY_VERSION, PodShape, dns1035, meta, namespace_of, node_selector, resources, tolerations
 
 WORKLOAD_LABEL = "orchgen.io/workload"
@@ -51,7 +52,13 @@ def prometheus_url(plan: Plan) -> str:
     """The Prometheus that KEDA's triggers query: the plane's metrics stack (render/kubernetes/metrics.py:
     kube-prometheus-stack's Service, or the site's own with options.metrics: site)."""
     url = metrics.prometheus_url(plan)
-    assert url is not None, "a serving workload is on a Kubernetes plane, whose metrics stack has an address"
+    if url is None:
+        # not reachable from a checked workload.yaml (a serving workload is on the Kubernetes plane, and
+        # options.metrics site without options.prometheus_url is refused), but a Plan built otherwise
+        # gets the input error, never a ScaledObject with no server
+        raise OrchgenError("KEDA's ScaledObjects query the plane's Prometheus and this plan has none: set "
+                           "options.metrics install, or site with options.prometheus_url", plan.source, None,
+                           "options.prometheus_url")
     return url
 
 
@@ -128,7 +135,8 @@ def _server(sv: ServingDecision, name: str, *, kserve: bool = False, command: li
     return c
 
 
-def _pod_spec(plan: Plan, w: WorkloadDecision, containers: list[dict[str, Any]]) -> dict[str, Any]:
+def _pod_spec(plan: Plan, w: WorkloadDecision, containers: list[dict[str, Any]], fabric: bool = False
+              ) -> dict[str, Any]:
     sv = w.serving
     assert sv is not None
     volumes, _ = _weights(sv)
@@ -137,12 +145,15 @@ def _pod_spec(plan: Plan, w: WorkloadDecision, containers: list[dict[str, Any]])
                             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes]}
     if tols := tolerations(plan, w.pool):
         spec["tolerations"] = tols
-    pod_security.harden(spec)
+    if not fabric:  # a fabric pod needs root for IPC_LOCK (pod_security.py)
+        pod_security.harden(spec)
     return spec
 
 
-def _template(plan: Plan, w: WorkloadDecision, spec: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
-    return gang.apply({"metadata": {"labels": dict(labels)}, "spec": spec}, gang.for_pods(plan, w.tenant))
+def _template(plan: Plan, w: WorkloadDecision, spec: dict[str, Any], labels: dict[str, str],
+              wiring: gang.Wiring | None = None) -> dict[str, Any]:
+    return gang.apply({"metadata": {"labels": dict(labels)}, "spec": spec},
+                      wiring if wiring is not None else gang.for_pods(plan, w.tenant))
 
 
 def _selector(w: WorkloadDecision) -> dict[str, str]:
@@ -211,10 +222,18 @@ def _leader_worker_set(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     # a worker serves no HTTP: it lives and dies with its group (RecreateGroupOnPodRestart)
     for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe"):
         del worker[key]
-    leader_t = _template(plan, w, _pod_spec(plan, w, [leader]), {**_selector(w), ROLE_LABEL: "leader"})
-    worker_t = _template(plan, w, _pod_spec(plan, w, [worker]), {**_selector(w), ROLE_LABEL: "worker"})
+    # each group one gang under the plan's scheduler (gang.for_lws: Kueue's LWS integration, Volcano's
+    # PodGroup per group through LWS, KAI's pod grouper); every pod of a group on the RDMA fabric where
+    # the plan sets one up (fabric_wiring: the device resource, IPC_LOCK, NCCL's variables)
+    wiring = gang.for_lws(plan, w.tenant)
+    fabric = fabric_wiring.network_of(plan, w) is not None
+    leader_t, worker_t = (
+        fabric_wiring.wire(plan, w, sv.pod, _template(plan, w, _pod_spec(plan, w, [c], fabric),
+                                                      {**_selector(w), ROLE_LABEL: role}, wiring))
+        for c, role in ((leader, "leader"), (worker, "worker")))
     return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-            "metadata": meta(name_of(w), namespace_of(w.tenant), labels=gang.for_pods(plan, w.tenant).labels),
+            "metadata": meta(name_of(w), namespace_of(w.tenant), labels=wiring.labels,
+                             annotations=wiring.annotations or None),
             "spec": {"replicas": sv.min_replicas,
                      # workers start once the leader pod exists (they need its address)
                      "startupPolicy": "LeaderCreated",
@@ -249,7 +268,8 @@ def _serve_config(sv: ServingDecision) -> str:
     return dump_yaml({"applications": [app]}).decode()
 
 
-def _ray_pod(plan: Plan, w: WorkloadDecision, name: str, shape: PodShape, labels: dict[str, str]) -> dict[str, Any]:
+def _ray_pod(plan: Plan, w: WorkloadDecision, name: str, shape: PodShape, labels: dict[str, str],
+             fabric: bool = False) -> dict[str, Any]:
     sv = w.serving
     assert sv is not None
     c: dict[str, Any] = {"name": name, "image": sv.image,
@@ -261,7 +281,7 @@ def _ray_pod(plan: Plan, w: WorkloadDecision, name: str, shape: PodShape, labels
                          "env": [{"name": "HOME", "value": "/tmp"}]}
     _, mounts = _weights(sv)
     c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}, *mounts]
-    spec = _pod_spec(plan, w, [c])
+    spec = _pod_spec(plan, w, [c], fabric)
     return {"metadata": {"labels": {**_selector(w), **labels}}, "spec": spec}
 
 
@@ -283,7 +303,11 @@ def _ray_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     group = {"groupName": "gpu-workers" if sv.pod.gpus else "workers",
              "replicas": low * workers, "minReplicas": low * workers,
              "maxReplicas": sv.max_replicas * workers, "rayStartParams": {},
-             "template": _ray_pod(plan, w, "ray-worker", sv.pod, {ROLE_LABEL: "worker"})}
+             # a replica over several nodes: its workers carry the collectives, on the fabric (the head
+             # holds no GPU and gets none)
+             "template": fabric_wiring.wire(plan, w, sv.pod,
+                                            _ray_pod(plan, w, "ray-worker", sv.pod, {ROLE_LABEL: "worker"},
+                                                     fabric_wiring.network_of(plan, w) is not None))}
     head_pod = _ray_pod(plan, w, "ray-head", head, {ROLE_LABEL: "head"})
     # the head holds no GPU: Serve's replicas go to the workers. The queue labels are the RayCluster's
     # (gang.for_raycluster): KubeRay copies a RayService's labels onto the RayCluster it makes
