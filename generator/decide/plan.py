@@ -329,6 +329,8 @@ class Plan:
     # (render/kubernetes/metrics.prometheus_url gives the address either way)
     metrics: str = "install"
     site_prometheus_url: str | None = None
+    # options.gpu_health (install: render/kubernetes/gpu_health.py's DaemonSets; site: the site's own)
+    gpu_health: str = "install"
 
     @property
     def slurm_default_time(self) -> int:

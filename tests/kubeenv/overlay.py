@@ -29,8 +29,10 @@ configuration, and on nothing else. Every object not named here is applied exact
    from the fixed path /visibility. Admission, queueing and TAS do not use it.
 7. CRDs a controller installs at run time, which its chart does not carry: the Network Operator
    applies nv-ipam's IPPool and CIDRPool CRDs itself (its manifests/state-nv-ipam-cni) when a
-   NicClusterPolicy enables nv-ipam. Its pod is only faked here, so after the network-operator
-   release the harness applies those two CRDs from ../shared/charts/_extra-crds/nv-ipam (RUNTIME_CRDS).
+   NicClusterPolicy enables nv-ipam. Its pod is only faked here, so once the manifests (the
+   NicClusterPolicy) are in, the harness applies those two CRDs from
+   ../shared/charts/_extra-crds/nv-ipam (RUNTIME_CRDS), as the operator would; the bundle's own
+   README `kubectl wait` lines then run as written before kubernetes/operator-resources/ (the IPPool).
 8. CRDs the site brings for a workload: Gateway API's (an HTTPRoute of `expose: gateway`) come with
    the site's Gateway controller, which no release of a bundle installs (the bundle README says so).
    Before the workloads that use such a group, the harness applies them from
