@@ -21,6 +21,13 @@ MANIFESTS_DIR = f"{KUBE_DIR}/manifests"
 # first: the README's kubectl step, Pulumi (every release depends on them), Argo CD (the wave before
 # the releases), Flux (the Kustomization the releases' Kustomization depends on).
 PREREQUISITES_DIR = f"{KUBE_DIR}/prerequisites"
+# Custom resources whose CRD an operator creates at run time, not its chart (nv-ipam's IPPool: the
+# Network Operator applies the CRD once it reconciles the NicClusterPolicy of manifests/). Every
+# delivery path applies them after the manifests, once that CRD exists: the README waits for it
+# (`kubectl wait --for=create`), Flux's manifests Kustomization health-checks it before the one that
+# applies these, Argo CD syncs them a wave later and retries until it exists, Pulumi waits for the
+# NicClusterPolicy to be ready (its `pulumi.com/waitFor`) before them. RUNTIME_CRDS_FILE names them.
+OPERATOR_RESOURCES_DIR = f"{KUBE_DIR}/operator-resources"
 WORKLOADS_DIR = f"{KUBE_DIR}/workloads"
 RELEASES_FILE = f"{HELM_DIR}/releases.yaml"
 PULUMI_DIR = "pulumi"

@@ -4,7 +4,10 @@
 exists, and its namespace. `Path` models: the README's kubectl/helm steps (parsed from the bundle's
 README), Argo CD's sync waves and Flux's dependsOn (read from the bundle's gitops/ files), and
 Pulumi's dependency graph (from the program run under Pulumi's mocks, tests/test_pulumi_replan.py).
-A node is ("release", name) or ("object", identity); `precedes(a, b)`: `a` is done (applied, a
+A node is ("release", name), ("object", identity) or ("crd", plural.group): a CRD an operator creates
+at run time, as a step that waits until it exists (the README's `kubectl wait --for=create`, a Flux
+health check, Argo CD's retry of a later wave, Pulumi's `pulumi.com/waitFor` on the object its
+operator reconciles); `precedes(a, b)`: `a` is done (applied, a
 release ready) before `b` starts; `not_after(a, b)`: `a` is never created after `b` (same batch
 allowed).
 """
@@ -104,7 +107,8 @@ def _closure(direct: dict[Node, set[Node]]) -> dict[Node, set[Node]]:
     return out
 
 
-README_STEP = re.compile(r"^\s*(kubectl apply --server-side -f kubernetes/(prerequisites|manifests)/|helm install (\S+) )")
+README_STEP = re.compile(r"^\s*(kubectl apply --server-side -f kubernetes/(prerequisites|manifests|operator-resources)/|"
+                         r"helm install (\S+) |kubectl wait --for=create --timeout=\S+ crd/(\S+))")
 
 
 def kubectl_path(bundle: Path) -> Path_:
@@ -118,6 +122,9 @@ def kubectl_path(bundle: Path) -> Path_:
         if not m:
             continue
         step += 1
+        if m.group(4):
+            path.rank[("crd", m.group(4))] = (step,)
+            continue
         if m.group(3):
             assert "--wait" in line or line.rstrip().endswith("\\"), line
             path.rank[("release", m.group(3))] = (step,)
@@ -140,12 +147,19 @@ def argocd_path(bundle: Path) -> Path_:
         helm = app["spec"]["source"].get("helm")
         if helm:
             path.rank[("release", helm["releaseName"])] = (apps[f.stem],)
-    for folder, app in (("prerequisites", "prerequisites"), ("manifests", "manifests")):
-        if app in apps:
-            src = yaml.safe_load((bundle / "gitops" / "apps" / f"{app}.yaml").read_text())["spec"]["source"]
-            assert src["path"].startswith(f"{name}/kubernetes"), src
+    for folder in ("prerequisites", "manifests", "operator-resources"):
+        if folder in apps:
+            spec = yaml.safe_load((bundle / "gitops" / "apps" / f"{folder}.yaml").read_text())["spec"]
+            assert spec["source"]["path"].startswith(f"{name}/kubernetes"), spec["source"]
             for obj in load_dir(bundle / "kubernetes" / folder):
-                path.rank[("object", identity(obj))] = (apps[app],)
+                path.rank[("object", identity(obj))] = (apps[folder],)
+            # Argo CD cannot wait for a CRD git does not hold: an Application that skips the dry run
+            # of a missing kind and retries waits for it in effect, after the earlier waves
+            sync = spec["syncPolicy"]
+            if folder == "operator-resources" and "SkipDryRunOnMissingResource=true" in sync["syncOptions"] \
+                    and sync.get("retry"):
+                for obj in load_dir(bundle / "kubernetes" / folder):
+                    path.rank[("crd", crd_name(obj))] = (apps[folder] - 0.5,)
     return path
 
 
@@ -166,7 +180,12 @@ def flux_path(bundle: Path) -> Path_:
         direct[node] = {("kustomization", d["name"]) for d in k["spec"].get("dependsOn", [])}
         # Ready waits for the health checks: those HelmReleases precede the Kustomization's readiness
         ready: Node = ("ready", name)
-        direct[ready] = {node} | {("release", c["name"]) for c in k["spec"].get("healthChecks", [])}
+        checks = k["spec"].get("healthChecks", [])
+        direct[ready] = {node} | {("release", c["name"]) for c in checks if c["kind"] == "HelmRelease"}
+        for c in checks:  # a CRD health check: Ready once the CRD exists, after this one applied
+            if c["kind"] == "CustomResourceDefinition":
+                direct[ready].add(("crd", c["name"]))
+                direct.setdefault(("crd", c["name"]), set()).add(node)
         if p.endswith("/gitops/releases"):
             members[name] = [("release", r) for r in hrs]
         else:
@@ -179,18 +198,35 @@ def flux_path(bundle: Path) -> Path_:
     for name, nodes in members.items():
         for n in nodes:
             direct.setdefault(n, set()).add(("kustomization", name))
-            if n[0] == "object":  # applied before the Kustomization is Ready
+            if n[0] == "object":  # applied before the Kustomization is Ready, and before its checks pass
                 direct[("ready", name)].add(n)
+                for c in ks[name]["spec"].get("healthChecks", []):
+                    if c["kind"] == "CustomResourceDefinition":
+                        direct[("crd", c["name"])].add(n)
     for r, hr in hrs.items():
         direct[("release", r)] |= {("release", d["name"]) for d in hr["spec"].get("dependsOn", [])}
     path = Path_("flux", after=_closure(direct))
     return path
 
 
-def pulumi_path(deps: dict[str, set[str]], nodes: dict[str, Node]) -> Path_:
-    """Pulumi's graph: URN -> direct dependency URNs, and the node each URN stands for."""
+def crd_name(obj: dict[str, Any]) -> str:
+    """plural.group of a custom resource's CRD: the kind in lower case plus "s" (the kubebuilder
+    default nv-ipam's CRDs keep; tests/test_ordering.py holds it to the real CRD files)."""
+    return f"{obj['kind'].lower()}s.{obj['apiVersion'].rpartition('/')[0]}"
+
+
+def pulumi_path(deps: dict[str, set[str]], nodes: dict[str, Node],
+                waits: dict[str, list[str]] | None = None) -> Path_:
+    """Pulumi's graph: URN -> direct dependency URNs, and the node each URN stands for. `waits`:
+    URN -> the CRDs its operator has created once Pulumi's `pulumi.com/waitFor` on it is met; what
+    depends on that URN then comes after those CRDs."""
     direct: dict[Node, set[Node]] = {}
+    crds_of = {nodes[u]: [("crd", c) for c in cs] for u, cs in (waits or {}).items()}
+    for node, crds in crds_of.items():
+        for c in crds:
+            direct.setdefault(c, set()).add(node)
     for urn, node in nodes.items():
         direct[node] = {nodes[d] for d in deps.get(urn, ()) if d in nodes}
+        direct[node] |= {c for d in list(direct[node]) for c in crds_of.get(d, ())}
     # dependencies through resources that are neither (the provider) do not order anything
     return Path_("pulumi", after=_closure(direct))

@@ -200,15 +200,18 @@ def test_built_stream_holds_exactly_the_expected_objects(bundles, name, mode):
         # kubernetes/ (the previous test proves that build is exactly the manifests).
         assert all(o["kind"] == "Application" for o in built)
         before = [f"{plan_name}-prerequisites"] if (root / "kubernetes/prerequisites").is_dir() else []
+        later = ([f"{plan_name}-operator-resources"] if (root / "kubernetes/operator-resources").is_dir() else [])
         assert [a["metadata"]["name"] for a in built] == before + [f"{plan_name}-{r['name']}" for r in rels] + [
-            f"{plan_name}-manifests"]
+            f"{plan_name}-manifests"] + later
         src = manifests_app(built, plan_name)["spec"]["source"]
         assert src["path"] == f"{plan_name}/kubernetes" and manifests
     else:
         before = ([("Kustomization", f"{plan_name}-prerequisites")]
                   if (root / "kubernetes/prerequisites").is_dir() else [])
+        later = ([("Kustomization", f"{plan_name}-operator-resources")]
+                 if (root / "kubernetes/operator-resources").is_dir() else [])
         assert [(o["kind"], o["metadata"]["name"]) for o in built] == before + [
-            ("Kustomization", f"{plan_name}-releases"), ("Kustomization", f"{plan_name}-manifests")]
+            ("Kustomization", f"{plan_name}-releases"), ("Kustomization", f"{plan_name}-manifests")] + later
         inner = kustomize(root / "gitops/releases")
         assert [o["metadata"]["name"] for o in inner if o["kind"] == "HelmRelease"] == [r["name"] for r in rels]
         oci = [r for r in rels if r["repo"].startswith("oci://")]
@@ -407,6 +410,8 @@ def test_argocd_writes_one_application_per_release_and_one_for_the_manifests(bun
     root = bundles(name, "argocd")
     rels = releases_of(root)
     before = ["prerequisites.yaml"] if (root / "kubernetes/prerequisites").is_dir() else []
+    # and one for kubernetes/operator-resources/ (custom resources whose CRD an operator creates)
+    before += ["operator-resources.yaml"] if (root / "kubernetes/operator-resources").is_dir() else []
     assert sorted(p.name for p in (root / "gitops/apps").iterdir()) == sorted(
         [f"{r['name']}.yaml" for r in rels] + ["manifests.yaml"] + before)
     assert not (root / "gitops/manifests").exists()  # the waves live on the Applications now
@@ -433,7 +438,8 @@ def test_argocd_root_application_syncs_the_gitops_directory(bundles, name):
                      and placeholder in p.read_text())
     readme = [] if name == "sample" else ["README.md"]  # the sample is rendered without a README
     before = ["gitops/apps/prerequisites.yaml"] if (root / "kubernetes/prerequisites").is_dir() else []
-    assert holders == readme + ["gitops/apps/manifests.yaml"] + before + ["gitops/bootstrap/root-app.yaml"]
+    later = ["gitops/apps/operator-resources.yaml"] if (root / "kubernetes/operator-resources").is_dir() else []
+    assert holders == readme + ["gitops/apps/manifests.yaml"] + later + before + ["gitops/bootstrap/root-app.yaml"]
     if readme:  # ... where the README tells the operator to set the option, not to edit files
         text = (root / "README.md").read_text()
         assert "does not set `options.gitops_repo`" in text and "plan again" in text
@@ -498,7 +504,8 @@ def test_gitops_repo_reaches_every_application_that_reads_the_bundle(repo_fleet,
     assert run_orchgen("plan", repo_fleet, "-o", out, "--check").returncode == 0
     objs = gitops_objects(out, "argocd")
     readers = bundle_apps(objs, plan.name)
-    assert sorted(a["metadata"]["name"] for a in readers) == [plan.name, f"{plan.name}-manifests"]
+    assert sorted(a["metadata"]["name"] for a in readers) == [plan.name, f"{plan.name}-manifests"] + (
+        [f"{plan.name}-operator-resources"] if (out / "kubernetes/operator-resources").is_dir() else [])
     assert all(a["spec"]["source"]["repoURL"] == GITOPS_REPO for a in readers)
     # Every other Application reads a chart, from its release's repository (never the GitOps one).
     charts = {f"{r['repo'].rstrip('/')}/{r['chart']}" if r["repo"].startswith("oci://") else r["repo"]

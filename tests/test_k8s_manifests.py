@@ -496,7 +496,7 @@ def test_k3s_single_tenant_without_gang_gets_no_queues():
     assert plan.kube_plane.name == "k3s" and plan.gang_scheduler is None
     assert sorted(p for p in files if "manifests" in p) == [
         "kubernetes/manifests/00-namespaces.yaml", "kubernetes/manifests/01-priorities.yaml",
-        "kubernetes/manifests/10-quotas.yaml"]
+        "kubernetes/manifests/10-quotas.yaml", "kubernetes/manifests/38-gpu-health.yaml"]
     quota = yaml.safe_load(files["kubernetes/manifests/10-quotas.yaml"])
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "2"}  # nominal: no quota manager
     job = yaml.safe_load(files["kubernetes/workloads/ci-smoke.yaml"])

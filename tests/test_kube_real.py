@@ -74,7 +74,7 @@ def test_example_applies(example: Path, tmp_path: Path, kube) -> None:
         pytest.skip(f"{example.name}: no Kubernetes plane in its plan")
     result = kb.apply_bundle(kube, example, out)
     # every object of the manifests and the starters is stored as written
-    for o in kb.prerequisites(out) + kb.manifests(kube, out) + kb.workloads(out):
+    for o in kb.prerequisites(out) + kb.manifests(kube, out) + kb.operator_resources(out) + kb.workloads(out):
         md = o["metadata"]
         args = [o["kind"] + "." + o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else o["kind"],
                 md["name"]]

@@ -198,14 +198,22 @@ def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
 
 # CRDs no chart renders: an operator applies them at run time (../shared/charts/README.md).
 # nv-ipam's IPPool/CIDRPool: the Network Operator applies them when a NicClusterPolicy enables
-# nv-ipam, and that NicClusterPolicy sits in the same manifests file as the IPPool; see
-# test_operator_applied_crds_precede_their_resources.
-OPERATOR_CRDS = {"nv-ipam.nvidia.com": "network-operator"}
+# nv-ipam. group -> (the release of the operator, the kind of the object it reconciles, the folder
+# of ../shared/charts/_extra-crds holding the CRDs it applies).
+OPERATOR_CRDS = {"nv-ipam.nvidia.com": ("network-operator", ("mellanox.com", "NicClusterPolicy"), "nv-ipam")}
 
 
-def violations(path: ko.Path_, bundle: Path, charts: Charts, operator_crds: bool = False) -> list[str]:
+def operator_crd_names(group: str) -> dict[str, str]:
+    """kind -> the real CRD's name (plural.group) of an operator-applied group."""
+    folder = charts_dir() / "_extra-crds" / OPERATOR_CRDS[group][2]
+    require(folder.is_dir(), f"{folder} missing")
+    return {d["spec"]["names"]["kind"]: d["metadata"]["name"] for f in sorted(folder.glob("*.yaml"))
+            for d in yaml.safe_load_all(f.read_text()) if d}
+
+
+def violations(path: ko.Path_, bundle: Path, charts: Charts) -> list[str]:
     pre = ko.load_dir(bundle / "kubernetes/prerequisites")
-    objs = pre + ko.load_dir(bundle / "kubernetes/manifests")
+    objs = pre + ko.load_dir(bundle / "kubernetes/manifests") + ko.load_dir(bundle / "kubernetes/operator-resources")
     rels = [r["name"] for r in charts.releases]
     out: list[str] = []
 
@@ -221,7 +229,25 @@ def violations(path: ko.Path_, bundle: Path, charts: Charts, operator_crds: bool
     for o in objs:
         node = ("object", ko.identity(o))
         group = o["apiVersion"].rpartition("/")[0]
-        if "." in group and not group.endswith(".k8s.io") and (operator_crds or group not in OPERATOR_CRDS):
+        if group in OPERATOR_CRDS:
+            # after its operator's release, after the object that operator reconciles, and after a
+            # step that waits until the operator has created the CRD, itself after that object
+            release, (pgroup, pkind), _ = OPERATOR_CRDS[group]
+            crd = ("crd", operator_crd_names(group)[o["kind"]])
+            need(crd[1] == ko.crd_name(o), f"{o['kind']}: CRD {crd[1]}, not {ko.crd_name(o)}")
+            need(path.precedes(("release", release), node), f"{o['kind']} {o['metadata']['name']} not after {release}")
+            producers = [("object", ko.identity(p)) for p in objs
+                         if p["apiVersion"].startswith(pgroup + "/") and p["kind"] == pkind]
+            need(bool(producers), f"{o['kind']} {o['metadata']['name']}: no {pkind} makes its operator create {crd[1]}")
+            for p in producers:
+                need(path.precedes(p, node), f"{o['kind']} {o['metadata']['name']} not after {pkind} {p[1][3]}")
+            need(crd in path.rank or (path.after is not None and crd in path.after),
+                 f"{o['kind']} {o['metadata']['name']}: nothing waits for {crd[1]}")
+            if crd in path.rank or (path.after is not None and crd in path.after):
+                need(path.precedes(crd, node), f"{o['kind']} {o['metadata']['name']} not after the wait for {crd[1]}")
+                for p in producers:
+                    need(path.precedes(p, crd), f"the wait for {crd[1]} not after {pkind} {p[1][3]}")
+        elif "." in group and not group.endswith(".k8s.io"):
             owner = charts.crd_owner.get(group)
             need(owner is not None, f"{o['kind']} {o['metadata']['name']}: no release renders a CRD of {group}")
             if owner:
@@ -267,7 +293,11 @@ def test_pulumi_orders_by_the_rules(example, bundle):
     run = pulumi_mocks.run_program(b / "pulumi" / "__main__.py", mocks, CONTEXT)
     nodes = {r.urn: ("object", ko.identity(r.inputs)) for r in run.objects}
     nodes.update({r.urn: ("release", r.inputs["name"]) for r in run.of_type("kubernetes:helm.sh/v3:Release")})
-    path = ko.pulumi_path({r.urn: set(r.dependencies) for r in run.resources}, nodes)
+    waits = {r.urn: [n for g in OPERATOR_CRDS for n in operator_crd_names(g).values()
+                     if OPERATOR_CRDS[g][1] == (r.inputs["apiVersion"].rpartition("/")[0], r.inputs["kind"])]
+             for r in run.objects
+             if (r.inputs.get("metadata") or {}).get("annotations", {}).get("pulumi.com/waitFor")}
+    path = ko.pulumi_path({r.urn: set(r.dependencies) for r in run.resources}, nodes, waits)
     assert violations(path, b, Charts(b)) == []
     # Pulumi waits for each delete: a flavor must depend on its Topology, so it goes first
     for r in run.objects:
@@ -289,15 +319,21 @@ def test_the_rules_have_teeth(bundle):
                for v in violations(path, b, charts))
 
 
-@pytest.mark.xfail(strict=True, reason="known convergence defect (issue 20, not fixed here): the IPPool of "
-                   "35-network.yaml needs nv-ipam's CRD, which the Network Operator applies only once it "
-                   "reconciles the NicClusterPolicy of the same file: kubectl's apply and Flux's dry run "
-                   "refuse it on an empty cluster (tests/kubeenv/overlay.py applies the CRD ahead)")
 def test_operator_applied_crds_precede_their_resources(bundle):
-    b = bundle("cloud-training", "flux")
-    charts = Charts(b)
-    found = [v for p in (ko.kubectl_path(b), ko.flux_path(b)) for v in violations(p, b, charts, operator_crds=True)]
-    assert found == []
+    """nv-ipam's IPPool (kubernetes/operator-resources/) comes after the NicClusterPolicy and after a
+    step that waits for the CRD the Network Operator then creates, in every path; the rule has teeth:
+    the pool back among the manifests (as before issue 20) breaks it on kubectl's path."""
+    flux, argocd = bundle("cloud-training", "flux"), bundle("cloud-training", "argocd")
+    charts = Charts(flux)
+    pool = [o for o in ko.load_dir(flux / "kubernetes/operator-resources") if o["kind"] == "IPPool"]
+    assert pool and not [o for o in ko.load_dir(flux / "kubernetes/manifests") if o["kind"] == "IPPool"]
+    paths = [(ko.kubectl_path(flux), flux), (ko.flux_path(flux), flux), (ko.argocd_path(argocd), argocd)]
+    assert [v for p, b in paths for v in violations(p, b, charts)] == []
+    kubectl = ko.kubectl_path(flux)
+    node = ("object", ko.identity(pool[0]))
+    policy = next(n for n in kubectl.rank if n[0] == "object" and n[1][1] == "NicClusterPolicy")
+    kubectl.rank[node] = kubectl.rank[policy]  # in 35-network.yaml beside the policy
+    assert any("not after the wait for ippools.nv-ipam.nvidia.com" in v for v in violations(kubectl, flux, charts))
 
 
 def test_the_crd_and_webhook_rules_have_teeth(bundle):

@@ -150,7 +150,8 @@ def check_releases(bundle: Path, run) -> None:
 
 def check_objects(bundle: Path, run) -> None:
     """Every manifest object declared exactly once, with exactly the fields the file holds."""
-    expected = [obj for folder in ("prerequisites", "manifests") for docs in _manifest_files(bundle, folder)
+    expected = [obj for folder in ("prerequisites", "manifests", "operator-resources")
+                for docs in _manifest_files(bundle, folder)
                 for obj in docs]
     declared = run.objects
     assert sorted(_key(o.inputs) for o in declared) == sorted(_key(o) for o in expected)
@@ -165,7 +166,8 @@ def check_dependencies(bundle: Path, run) -> None:
     owners = {g: [release_urn[r["name"]] for r in releases if g in r["crds"]]
               for r in releases for g in r["crds"]}
     by_key = {_key(o.inputs): o for o in run.objects}
-    files = _manifest_files(bundle)
+    # the operator resources come after every manifest, the last file's objects included
+    files = _manifest_files(bundle) + _manifest_files(bundle, "operator-resources")
     namespaces = {o["metadata"]["name"]: by_key[_key(o)].urn
                   for docs in _manifest_files(bundle, "prerequisites") + files for o in docs
                   if (o["apiVersion"], o["kind"]) == ("v1", "Namespace")}

@@ -357,6 +357,8 @@ class Plan:
     # a Kubernetes plane beyond one cluster (decide/clusters.py): the MultiKueue manager first, then
     # the workers; () for a plane that fits one cluster (every bundle's layout is then unchanged)
     clusters: tuple[KubeCluster, ...] = ()
+    # options.gpu_health (install: render/kubernetes/gpu_health.py's DaemonSets; site: the site's own)
+    gpu_health: str = "install"
 
     @property
     def slurm_default_time(self) -> int:

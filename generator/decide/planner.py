@@ -140,6 +140,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         site=fleet.site,
         metrics=fleet.options.metrics,
         site_prometheus_url=fleet.options.prometheus_url,
+        gpu_health=fleet.options.gpu_health,
     )
     return clusters.decide(plan, fleet, file)
 

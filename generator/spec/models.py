@@ -811,6 +811,12 @@ class Options(_Model):
         description="the Kubernetes plane's metrics stack: install (kube-prometheus-stack with the GPU "
         "dashboards and alerts) or site (the site runs its own Prometheus; give options.prometheus_url)",
     )
+    gpu_health: Literal["install", "site"] = Field(
+        default="install",
+        description="GPU health on the Kubernetes plane: install (a DaemonSet per GPU pool runs the GPU check "
+        "Slurm's NHC runs, gpu-health.sh, and cordons and taints a failing node nvidia.com/gpu-health=failed:"
+        "NoSchedule) or site (the site runs its own, e.g. NVIDIA NVSentinel; the bundle installs none)",
+    )
     prometheus_url: PrometheusUrl | None = Field(
         default=None,
         description="with options.metrics site: the site's Prometheus (http(s)://host:port), where the "

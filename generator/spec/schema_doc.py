@@ -137,6 +137,7 @@ DOCS: dict[tuple[str, str], dict[str, Any]] = {
     ("Options", "versions"): {"examples": [{"gpu-operator": "v26.7.0"}]},
     ("Options", "gitops_repo"): {"examples": ["https://github.com/example/fleet-gitops.git"]},
     ("Options", "metrics"): {"examples": ["install"]},
+    ("Options", "gpu_health"): {"examples": ["install"]},
     ("Options", "prometheus_url"): {"examples": ["http://prometheus-operated.monitoring.svc:9090"]},
 }
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .bundle_view import Bundle, Doc, Finding, error, split_message, warning, as_list
-from ..contract import MANIFESTS_DIR, PREREQUISITES_DIR
+from ..contract import MANIFESTS_DIR, OPERATOR_RESOURCES_DIR, PREREQUISITES_DIR
 from .helm_checks import HELM, RELEASES, load_releases
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def check_scope(docs: list[Doc], registry: CRDRegistry | None) -> Iterator[Findi
 def check_duplicates(docs: list[Doc]) -> Iterator[Finding]:
     seen: dict[tuple[str, str, str | None, str], Doc] = {}
     for doc in _valid(docs):
-        if not doc.path.startswith((f"{MANIFESTS_DIR}/", f"{PREREQUISITES_DIR}/")):
+        if not doc.path.startswith((f"{MANIFESTS_DIR}/", f"{PREREQUISITES_DIR}/", f"{OPERATOR_RESOURCES_DIR}/")):
             continue  # starter workloads and GitOps objects are applied separately
         key = (group_of(doc.api_version), doc.kind, doc.namespace, doc.name)
         if key in seen:

@@ -21,7 +21,8 @@ from .kube_checks import group_of, objects
 if TYPE_CHECKING:
     from .crds import CRDRegistry
 
-SUMMARY_DIRS = ("kubernetes/prerequisites/", "kubernetes/manifests/", "kubernetes/workloads/")
+SUMMARY_DIRS = ("kubernetes/prerequisites/", "kubernetes/manifests/", "kubernetes/operator-resources/",
+                "kubernetes/workloads/")
 Identity = tuple[str, str, str | None, str]
 
 

@@ -135,12 +135,6 @@ def apply_release(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
     rest = [namespaced(o, rel["namespace"], kinds) for o in keep if o["kind"] != "CustomResourceDefinition"]
     if rest:
         cluster.apply(rest)
-    extra = overlay.RUNTIME_CRDS.get(rel["chart"])
-    if extra:
-        crds = [o for f in sorted((charts_dir() / "_extra-crds" / extra).glob("*.yaml"))
-                for o in yaml.safe_load_all(f.read_text()) if o]
-        cluster.apply(crds)
-        cluster.wait_established([o["metadata"]["name"] for o in crds])
     if rel["chart"] == "kueue" and kueue:
         cluster.start_kueue(kueue_configuration(objs))
         cluster.apply(overlay.kueue_webhooks(hooks, cluster.webhook_port, cluster.ca_bundle()))
@@ -185,6 +179,35 @@ def prerequisites(bundle: Path) -> list[dict[str, Any]]:
     return objs
 
 
+def operator_resources(bundle: Path) -> list[dict[str, Any]]:
+    """kubernetes/operator-resources/ by file name: custom resources whose CRD an operator creates."""
+    objs: list[dict[str, Any]] = []
+    for f in sorted((bundle / "kubernetes" / "operator-resources").glob("*.yaml")):
+        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+    return objs
+
+
+def apply_operator_resources(cluster: Cluster, bundle: Path) -> list[dict[str, Any]]:
+    """After the manifests: the operators' part (overlay rule 7: the CRDs their faked pods would
+    create), then the README's own `kubectl wait` lines for those CRDs, run as written, then
+    kubernetes/operator-resources/. Returns what it applied."""
+    later = operator_resources(bundle)
+    if not later:
+        return []
+    for rel in releases(bundle):
+        extra = overlay.RUNTIME_CRDS.get(rel["chart"])
+        if extra:
+            cluster.apply([o for f in sorted((charts_dir() / "_extra-crds" / extra).glob("*.yaml"))
+                           for o in yaml.safe_load_all(f.read_text()) if o])
+    waits = [ln.split("#")[0].split() for ln in (bundle / "README.md").read_text().splitlines()
+             if ln.strip().startswith("kubectl wait ") and " crd/" in ln]
+    assert waits, "the README waits for no CRD before kubernetes/operator-resources/"
+    for argv in waits:
+        cluster.kubectl(*argv[1:], timeout=90)
+    cluster.apply(later)
+    return later
+
+
 def workloads(bundle: Path) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = []
     for f in sorted((bundle / "kubernetes" / "workloads").glob("*.yaml")):
@@ -209,6 +232,7 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
     for rel in releases(bundle):
         dropped += apply_release(cluster, rel, bundle, kube_version)
     cluster.apply(manifests(cluster, bundle))
+    apply_operator_resources(cluster, bundle)
     if with_workloads:
         w = workloads(bundle)
         groups = {o["apiVersion"].rsplit("/", 1)[0] for o in w if "/" in o["apiVersion"]}

@@ -31,8 +31,14 @@ configuration, and on nothing else. Every object not named here is applied exact
    from the fixed path /visibility. Admission, queueing and TAS do not use it.
 7. CRDs a controller installs at run time, which its chart does not carry: the Network Operator
    applies nv-ipam's IPPool and CIDRPool CRDs itself (its manifests/state-nv-ipam-cni) when a
-   NicClusterPolicy enables nv-ipam. Its pod is only faked here, so after the network-operator
-   release the harness applies those two CRDs from ../shared/charts/_extra-crds/nv-ipam (RUNTIME_CRDS).
+   NicClusterPolicy enables nv-ipam. Its pod is only faked here, so once the manifests (the
+   NicClusterPolicy) are in, the harness applies those two CRDs from
+   ../shared/charts/_extra-crds/nv-ipam (RUNTIME_CRDS), as the operator would; the bundle's own
+   README `kubectl wait` lines then run as written before kubernetes/operator-resources/ (the IPPool).
+8. CRDs the site brings for a workload: Gateway API's (an HTTPRoute of `expose: gateway`) come with
+   the site's Gateway controller, which no release of a bundle installs (the bundle README says so).
+   Before the workloads that use such a group, the harness applies them from
+   ../shared/charts/_extra-crds/gateway-api (SITE_CRDS).
 9. LeaderWorkerSet's Configuration (the lws release's ConfigMap `lws-manager-config`, i.e. the
    bundle's values), for the controller manager tests/kubeenv/lws/build.sh builds (v0.9.0: the
    newest the Go module proxy serves the source of; the chart is v0.10.0): the webhook server on
@@ -41,10 +47,6 @@ configuration, and on nothing else. Every object not named here is applied exact
    Service, whose ClusterIP nothing serves), no leader election (one process), probes and metrics on
    free loopback ports (its defaults :8081 and :8443 listen on every interface and collide between
    parallel clusters). gangSchedulingManagement stays as the bundle sets it.
-8. CRDs the site brings for a workload: Gateway API's (an HTTPRoute of `expose: gateway`) come with
-   the site's Gateway controller, which no release of a bundle installs (the bundle README says so).
-   Before the workloads that use such a group, the harness applies them from
-   ../shared/charts/_extra-crds/gateway-api (SITE_CRDS).
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from ...catalog import CATALOG
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
-from ...contract import PREREQUISITES_DIR
+from ...contract import OPERATOR_RESOURCES_DIR, PREREQUISITES_DIR
 from .common import MANIFESTS_KUSTOMIZATION, RELEASES_FILE, Release, kustomization, repo_dir, waves
 
 API = "argoproj.io/v1alpha1"
@@ -38,6 +38,7 @@ IN_CLUSTER = "https://kubernetes.default.svc"
 WAVE = "argocd.argoproj.io/sync-wave"
 MANIFESTS = "manifests"  # the manifests Application's suffix and file name under apps/
 PREREQUISITES = "prerequisites"  # likewise, the prerequisites Application's
+OPERATOR_RESOURCES = "operator-resources"  # and the operator resources' (operator_resources_application)
 RETRY = {"limit": 10, "backoff": {"duration": "30s", "factor": 2, "maxDuration": "10m"}}
 
 
@@ -194,26 +195,56 @@ def unsupported(component: str, version: str | None = None) -> str | None:
     return chart.unsupported_by("argocd", version) if chart else None
 
 
-def render(plan: Plan, releases: list[Release], prerequisites: bool = False) -> dict[str, bytes]:
+def operator_resources_application(plan: Plan, wave: int) -> dict[str, Any]:
+    """`<name>-operator-resources`: kubernetes/operator-resources/ (a plain directory), the wave after
+    the manifests: custom resources whose CRD an operator creates once it reconciles a manifest (the
+    Network Operator, nv-ipam's IPPool). Argo CD cannot wait for a CRD nothing in git declares, so
+    its dry run is skipped while the kind is missing and the retry applies them once it exists
+    (Argo CD docs, sync options "Skip Dry Run for new custom resources types")."""
+    return {
+        "apiVersion": API,
+        "kind": "Application",
+        "metadata": _metadata(plan, app_name(plan, OPERATOR_RESOURCES), wave),
+        "spec": {
+            "project": "default",
+            "source": {"repoURL": gitops_repo(plan), "targetRevision": "HEAD",
+                       "path": f"{repo_dir(plan)}/{OPERATOR_RESOURCES_DIR}"},
+            "destination": {"server": IN_CLUSTER},
+            "syncPolicy": {
+                "automated": {"prune": True, "selfHeal": True},
+                "syncOptions": ["SkipDryRunOnMissingResource=true", "ServerSideApply=true"],
+                "retry": RETRY,
+            },
+        },
+    }
+
+
+def render(plan: Plan, releases: list[Release], prerequisites: bool = False,
+           runtime_crds: list[str] | None = None) -> dict[str, bytes]:
     for rel in releases:
         why = unsupported(rel.name, rel.version)
         if why:
             raise OrchgenError(f"gitops argocd cannot install {rel.name} {rel.version}: {why}",
                                field="options.gitops")
-    for own in (MANIFESTS, PREREQUISITES):
+    for own in (MANIFESTS, PREREQUISITES, OPERATOR_RESOURCES):
         if any(rel.name == own for rel in releases):  # its Application would be overwritten
             raise OrchgenError(f"a release named {own!r} collides with the {own} Application", RELEASES_FILE)
     first = 1 if prerequisites else 0
     wave = waves(releases, first)
     out = {f"gitops/apps/{rel.name}.yaml": dump_yaml(application(plan, rel, wave[rel.name]))
            for rel in releases}
-    out[f"gitops/apps/{MANIFESTS}.yaml"] = dump_yaml(
-        manifests_application(plan, max(wave.values(), default=first - 1) + 1))
+    manifests_wave = max(wave.values(), default=first - 1) + 1
+    out[f"gitops/apps/{MANIFESTS}.yaml"] = dump_yaml(manifests_application(plan, manifests_wave))
+    after = []
+    if runtime_crds:
+        out[f"gitops/apps/{OPERATOR_RESOURCES}.yaml"] = dump_yaml(
+            operator_resources_application(plan, manifests_wave + 1))
+        after = [f"apps/{OPERATOR_RESOURCES}.yaml"]
     before = []
     if prerequisites:
         out[f"gitops/apps/{PREREQUISITES}.yaml"] = dump_yaml(prerequisites_application(plan))
         before = [f"apps/{PREREQUISITES}.yaml"]
     out["gitops/kustomization.yaml"] = dump_yaml(kustomization(
-        before + [f"apps/{rel.name}.yaml" for rel in releases] + [f"apps/{MANIFESTS}.yaml"]))
+        before + [f"apps/{rel.name}.yaml" for rel in releases] + [f"apps/{MANIFESTS}.yaml"] + after))
     out["gitops/bootstrap/root-app.yaml"] = dump_yaml(root_application(plan))
     return out

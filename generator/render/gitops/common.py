@@ -11,7 +11,7 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 
-from ...contract import HELM_DIR, MANIFESTS_DIR, PREREQUISITES_DIR, RELEASE_KEYS, RELEASES_FILE  # the bundle contract
+from ...contract import HELM_DIR, MANIFESTS_DIR, OPERATOR_RESOURCES_DIR, PREREQUISITES_DIR, RELEASE_KEYS, RELEASES_FILE  # the bundle contract
 MANIFESTS_KUSTOMIZATION = "kubernetes/kustomization.yaml"
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 MODES = ("kustomize", "argocd", "flux")
@@ -99,6 +99,20 @@ def manifest_files(files: dict[str, bytes]) -> list[str]:
 def has_prerequisites(files: dict[str, bytes]) -> bool:
     """Whether the bundle has objects the provider needs before any release (PREREQUISITES_DIR)."""
     return any(p.startswith(PREREQUISITES_DIR + "/") and p.endswith(".yaml") for p in files)
+
+
+def runtime_crds(files: dict[str, bytes]) -> list[str]:
+    """The CRDs (plural.group) of the custom resources in OPERATOR_RESOURCES_DIR, which an operator
+    creates at run time and the GitOps path waits for. The plural is the kind's lower case plus "s",
+    the kubebuilder default the operators' CRDs keep (IPPool -> ippools; tests/test_ordering.py
+    holds it to the real CRD)."""
+    out: set[str] = set()
+    for path, blob in files.items():
+        if path.startswith(OPERATOR_RESOURCES_DIR + "/") and path.endswith(".yaml"):
+            for obj in yaml.safe_load_all(blob):
+                if obj:
+                    out.add(f"{obj['kind'].lower()}s.{obj['apiVersion'].rpartition('/')[0]}")
+    return sorted(out)
 
 
 def waves(releases: list[Release], first: int = 0) -> dict[str, int]:

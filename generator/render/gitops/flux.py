@@ -12,6 +12,9 @@ Layout (all under `gitops/`):
 - where the bundle has `kubernetes/prerequisites/` (what the provider needs before any release, GKE's
   GPU Operator quota), a Kustomization `<name>-prerequisites` that applies it, and
   `<name>-releases` dependsOn it;
+- where the bundle has `kubernetes/operator-resources/` (custom resources whose CRD an operator
+  creates at run time: nv-ipam's IPPool), `<name>-manifests` health-checks those CRDs and a
+  Kustomization `<name>-operator-resources` applies the folder, dependsOn `<name>-manifests`;
 - `kustomization.yaml`: `kustomizations.yaml`; `bootstrap/flux-kustomization.yaml`: the Flux
   Kustomization that syncs `gitops/`, committed once where `flux bootstrap` syncs.
 
@@ -34,7 +37,7 @@ import hashlib
 import re
 from typing import Any
 
-from ...contract import PREREQUISITES_DIR
+from ...contract import OPERATOR_RESOURCES_DIR, PREREQUISITES_DIR
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml, dump_yaml_all
 from .common import Release, kustomization, repo_dir
@@ -117,7 +120,8 @@ def _flux_kustomization(name: str, path: str, **spec: Any) -> dict[str, Any]:
                      "sourceRef": GIT_SOURCE, **spec}}
 
 
-def kustomizations(plan: Plan, releases: list[Release], prerequisites: bool = False) -> list[dict[str, Any]]:
+def kustomizations(plan: Plan, releases: list[Release], prerequisites: bool = False,
+                   runtime_crds: list[str] | None = None) -> list[dict[str, Any]]:
     root = f"./{repo_dir(plan)}"
     checks = [{"apiVersion": HELM_API, "kind": "HelmRelease", "name": r.name, "namespace": NAMESPACE}
               for r in releases if r.crds]
@@ -130,21 +134,33 @@ def kustomizations(plan: Plan, releases: list[Release], prerequisites: bool = Fa
         # once every object is applied and ready, which is what the releases depend on.
         before = [_flux_kustomization(f"{plan.name}-prerequisites", f"{root}/{PREREQUISITES_DIR}", wait=True)]
         release_spec["dependsOn"] = [{"name": f"{plan.name}-prerequisites"}]
+    manifests_spec: dict[str, Any] = {"dependsOn": [{"name": f"{plan.name}-releases"}]}
+    after = []
+    if runtime_crds:
+        # Ready only once the operator has created the CRDs (kstatus: a CRD is Current when
+        # Established; a missing one keeps the check waiting until `timeout`, then the next retry):
+        # the operator resources' Kustomization depends on that, so its dry run finds the kind.
+        manifests_spec["healthChecks"] = [
+            {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "name": crd}
+            for crd in runtime_crds]
+        manifests_spec["timeout"] = "10m"  # the operator deploys nv-ipam's pods first (image pulls)
+        after = [_flux_kustomization(f"{plan.name}-operator-resources", f"{root}/{OPERATOR_RESOURCES_DIR}",
+                                     dependsOn=[{"name": f"{plan.name}-manifests"}])]
     return before + [
         _flux_kustomization(f"{plan.name}-releases", f"{root}/gitops/releases", **release_spec),
-        _flux_kustomization(f"{plan.name}-manifests", f"{root}/kubernetes",
-                            dependsOn=[{"name": f"{plan.name}-releases"}]),
-    ]
+        _flux_kustomization(f"{plan.name}-manifests", f"{root}/kubernetes", **manifests_spec),
+    ] + after
 
 
-def render(plan: Plan, releases: list[Release], prerequisites: bool = False) -> dict[str, bytes]:
+def render(plan: Plan, releases: list[Release], prerequisites: bool = False,
+           runtime_crds: list[str] | None = None) -> dict[str, bytes]:
     out = {f"gitops/releases/{rel.name}.yaml": dump_yaml(helm_release(rel)) for rel in releases}
     listed = [f"{rel.name}.yaml" for rel in releases]
     if releases:  # kustomize refuses a resource file without objects
         out["gitops/releases/sources.yaml"] = dump_yaml_all(sources(releases))
         listed.insert(0, "sources.yaml")
     out["gitops/releases/kustomization.yaml"] = dump_yaml(kustomization(listed))
-    out["gitops/kustomizations.yaml"] = dump_yaml_all(kustomizations(plan, releases, prerequisites))
+    out["gitops/kustomizations.yaml"] = dump_yaml_all(kustomizations(plan, releases, prerequisites, runtime_crds))
     out["gitops/kustomization.yaml"] = dump_yaml(kustomization(["kustomizations.yaml"]))
     out["gitops/bootstrap/flux-kustomization.yaml"] = dump_yaml(
         _flux_kustomization(plan.name, f"./{repo_dir(plan)}/gitops"))

@@ -15,6 +15,8 @@ from ...yamlio import dump_yaml
 from .common import Release, kustomization
 
 
-def render(plan: Plan, releases: list[Release], prerequisites: bool = False) -> dict[str, bytes]:
-    # kubernetes/prerequisites/ is Pulumi's to apply here, before the releases it installs
+def render(plan: Plan, releases: list[Release], prerequisites: bool = False,
+           runtime_crds: list[str] | None = None) -> dict[str, bytes]:
+    # kubernetes/prerequisites/ is Pulumi's to apply here, before the releases it installs, and
+    # kubernetes/operator-resources/ after the manifests (Pulumi waits for their operator)
     return {"gitops/kustomization.yaml": dump_yaml(kustomization(["../kubernetes"]))}

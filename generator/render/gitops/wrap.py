@@ -11,7 +11,9 @@ file names that the plan renderers wrote, and adds only its own files:
 - `gitops/...`: per mode, see `kustomize`, `argocd` and `flux` beside this module. Where the bundle
   has `kubernetes/prerequisites/` (what the provider needs before any release), Argo CD and Flux
   apply it before the releases; it is not in `kubernetes/kustomization.yaml`, so no two
-  Applications or Kustomizations own one object (kustomize mode: Pulumi applies it).
+  Applications or Kustomizations own one object (kustomize mode: Pulumi applies it). Likewise
+  `kubernetes/operator-resources/` (custom resources whose CRD an operator creates at run time):
+  Argo CD and Flux apply it after the manifests, once that CRD exists.
 
 No kustomization here ever uses kustomize's `namespace:` field: it would stamp a namespace on
 cluster-scoped custom resources (ClusterQueue, ResourceFlavor, Volcano Queue), whose scope
@@ -29,7 +31,8 @@ from ...decide.plan import Plan
 from ...errors import OrchgenError
 from ...yamlio import dump_yaml
 from . import argocd, flux, kustomize
-from .common import MANIFESTS_KUSTOMIZATION, MODES, has_prerequisites, kustomization, load_releases, manifest_files
+from .common import (MANIFESTS_KUSTOMIZATION, MODES, has_prerequisites, kustomization, load_releases, manifest_files,
+                     runtime_crds)
 
 
 def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
@@ -41,5 +44,5 @@ def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
     releases = load_releases(files)
     out = {MANIFESTS_KUSTOMIZATION: dump_yaml(kustomization(manifest_files(files)))}
     mode = {"kustomize": kustomize, "argocd": argocd, "flux": flux}[plan.gitops]
-    out.update(mode.render(plan, releases, prerequisites=has_prerequisites(files)))
+    out.update(mode.render(plan, releases, prerequisites=has_prerequisites(files), runtime_crds=runtime_crds(files)))
     return out

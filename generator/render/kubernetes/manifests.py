@@ -12,11 +12,15 @@ Manifests are applied in file-name order (by Pulumi or GitOps), each file one mu
                       (Kueue's finalizer holds a Topology while a flavor names it)
   20-<scheduler>.yaml the gang scheduler's queues (Kueue flavors/cohort/queues, Volcano or KAI queues)
                       and, for Volcano and KAI, the admission policy keeping tenants in their queues
-  35-network.yaml     the RDMA fabric for multi-node jobs (NicClusterPolicy, IPPool, attachments)
+  35-network.yaml     the RDMA fabric for multi-node jobs (NicClusterPolicy, attachments)
+  38-gpu-health.yaml  the GPU check per GPU pool that cordons and taints a failing node (gpu_health.py)
   40-ray.yaml         a RayCluster per Ray workload
   45-notebooks.yaml   the Role that lets JupyterHub start notebook servers in the tenant's namespace
 kubernetes/prerequisites/ holds what the provider needs before the Helm releases (`prerequisites`):
   gpu-operator.yaml   on GKE, the GPU Operator's namespace and the quota its pods need there
+kubernetes/operator-resources/ holds custom resources whose CRD an operator creates at run time
+(`operator_resources`), applied once that CRD exists (contract.OPERATOR_RESOURCES_DIR):
+  35-network.yaml     the nv-ipam IPPool (its CRD: the Network Operator's, once the policy is in)
 Files with nothing to say are not written. Returns {} without a Kubernetes plane.
 """
 from __future__ import annotations
@@ -26,8 +30,8 @@ from typing import Any
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml_all
 from ... import schedulers
-from ...contract import MANIFESTS_DIR, PREREQUISITES_DIR, WORKLOADS_DIR
-from . import (gang, gpu_operator, jupyterhub, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano,
+from ...contract import MANIFESTS_DIR, OPERATOR_RESOURCES_DIR, PREREQUISITES_DIR, WORKLOADS_DIR
+from . import (gang, gpu_health, gpu_operator, jupyterhub, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano,
                workloads)
 from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
 
@@ -46,6 +50,7 @@ def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         files["18-topology.yaml"] = module.topology(plan)
         files[f"20-{plan.gang_scheduler}.yaml"] = module.objects(plan) + tenancy.queue_policy(plan)
     files["35-network.yaml"] = network_operator.objects(plan)
+    files["38-gpu-health.yaml"] = gpu_health.objects(plan)
     files["40-ray.yaml"] = ray.objects(plan)
     files["45-notebooks.yaml"] = jupyterhub.objects(plan)
     return {name: objs for name, objs in files.items() if objs}
@@ -56,6 +61,17 @@ def prerequisites(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     any release installs."""
     files = {"gpu-operator.yaml": gpu_operator.objects(plan)}
     return {name: objs for name, objs in files.items() if objs}
+
+
+def operator_resources(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    """File name (under kubernetes/operator-resources/) -> its objects."""
+    files = {"35-network.yaml": network_operator.operator_resources(plan)}
+    return {name: objs for name, objs in files.items() if objs}
+
+
+def runtime_crds(plan: Plan) -> list[str]:
+    """The CRDs (plural.group) an operator creates that kubernetes/operator-resources/ waits for."""
+    return network_operator.runtime_crds(plan) if plan.kube_plane is not None else []
 
 
 def starter_files(plan: Plan) -> dict[str, list[dict[str, Any]]]:
@@ -71,7 +87,7 @@ def readme(plan: Plan) -> dict[str, Any]:
     policy = tenancy.policy_name(plan) if tenancy.queue_policy(plan) else None
     # the files of kubernetes/manifests/ this plan writes: the README names only those
     return {"topology": topology, "flavors": flavors, "policy": policy, "files": sorted(manifests(plan)),
-            "prerequisites": sorted(prerequisites(plan))}
+            "prerequisites": sorted(prerequisites(plan)), "runtime_crds": runtime_crds(plan), "gpu_health": gpu_health.readme(plan)}
 
 
 def render(plan: Plan) -> dict[str, bytes]:
@@ -79,6 +95,8 @@ def render(plan: Plan) -> dict[str, bytes]:
         return {}
     out = {f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manifests(plan).items()}
     out.update({f"{PREREQUISITES_DIR}/{name}": dump_yaml_all(objs) for name, objs in prerequisites(plan).items()})
+    out.update({f"{OPERATOR_RESOURCES_DIR}/{name}": dump_yaml_all(objs)
+                for name, objs in operator_resources(plan).items()})
     out.update({f"{WORKLOADS_DIR}/{name}": dump_yaml_all(objs) for name, objs in starter_files(plan).items()})
     out["kubernetes/node-labels.sh"] = labels.render_script(plan).encode()
     return out

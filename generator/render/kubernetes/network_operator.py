@@ -14,10 +14,15 @@ InfiniBand or RoCE fabric (`platform.network.kind == "rdma-shared"`).
   Component images and tags are the release's own (example/crs/mellanox.com_v1alpha1_
   nicclusterpolicy_cr.yaml at the tag: nvcr.io/nvidia/mellanox, `network-operator-v<version>`).
 - an nv-ipam IPPool (nv-ipam.nvidia.com/v1alpha1) in the operator's namespace: the fabric subnet,
-  a block of addresses per node (example/crs/nvidia.com_v1alpha1_nv_ipam_ippool_cr.yaml). Its CRD
-  is created by the operator once the NicClusterPolicy deploys nv-ipam (manifests/state-nv-ipam-cni/
-  005-nv-ipam.nvidia.com_ippools.yaml), not by the chart: the README says to re-run `pulumi up`
-  when the first run finds no IPPool kind yet.
+  a block of addresses per node (example/crs/nvidia.com_v1alpha1_nv_ipam_ippool_cr.yaml), in
+  kubernetes/operator-resources/35-network.yaml. Its CRD is created by the operator once the
+  NicClusterPolicy deploys nv-ipam (manifests/state-nv-ipam-cni/005-nv-ipam.nvidia.com_ippools.yaml
+  at the tag), not by the chart (v26.4.1's crds/ and templates/ hold none), so the pool cannot sit
+  beside the policy: kubectl and Flux's dry run refuse a kind the API server does not serve yet. It
+  is applied after the manifests once the CRD exists, as the operator's docs order it (policy with
+  nvIpam first, then the IPPool); contract.OPERATOR_RESOURCES_DIR says how each path waits. For
+  Pulumi the policy carries `pulumi.com/waitFor: jsonpath={.status.state}=ready` (pulumi-kubernetes
+  4.18+): the operator reports `ready` once every state it deploys, nv-ipam's CRD included, is.
 - a NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) per tenant namespace with a fabric workload:
   IPoIB on InfiniBand, macvlan on RoCE, configured as the operator's own IPoIBNetwork / MacvlanNetwork
   controllers write them (manifests/state-ipoib-network, state-macvlan-network at the tag).
@@ -36,6 +41,11 @@ IPAM_API = "nv-ipam.nvidia.com/v1alpha1"
 NAD_API = "k8s.cni.cncf.io/v1"
 REPOSITORY = "nvcr.io/nvidia/mellanox"
 POLICY_NAME = "nic-cluster-policy"  # the name the operator's examples and docs use
+PULUMI_WAIT_FOR = "pulumi.com/waitFor"
+READY = "jsonpath={.status.state}=ready"
+# The CRDs the operator applies when the policy enables nv-ipam (manifests/state-nv-ipam-cni at the
+# tag), which the pools in kubernetes/operator-resources/ wait for
+IPAM_CRDS = ("ippools.nv-ipam.nvidia.com",)
 RDMA_HCA_MAX = 63  # pods sharing one node's HCAs (the NicClusterPolicy examples' value)
 MELLANOX_VENDOR = "15b3"  # PCI vendor ID of NVIDIA (Mellanox) NICs
 # k3s's CNI directories ("Multus and IPAM plugins", k3s-io/docs docs/networking/multus-ipams.md):
@@ -83,7 +93,11 @@ def nic_cluster_policy(plan: Plan, net: Network) -> dict[str, Any]:
     # nodes: spec.tolerations (NicClusterPolicy v1alpha1) carries their pools' taints
     if tols := gpu_operator.gpu_pool_tolerations(plan, []):
         spec["tolerations"] = tols
-    return {"apiVersion": API, "kind": "NicClusterPolicy", "metadata": meta(POLICY_NAME), "spec": spec}
+    # Pulumi waits for the operator's `ready` before anything after it (the IPPool): only Pulumi
+    # reads this annotation (https://www.pulumi.com/registry/packages/kubernetes/api-docs/yaml/v2/configgroup/,
+    # "pulumi.com/waitFor"); NicClusterPolicyStatus.state is ready/notReady/ignore/error.
+    return {"apiVersion": API, "kind": "NicClusterPolicy",
+            "metadata": meta(POLICY_NAME, annotations={PULUMI_WAIT_FOR: READY}), "spec": spec}
 
 
 def per_node_block(plan: Plan) -> int:
@@ -116,11 +130,22 @@ def attachments(plan: Plan, net: Network) -> list[dict[str, Any]]:
 
 
 def objects(plan: Plan) -> list[dict[str, Any]]:
-    """35-network.yaml: the policy (it creates the IPPool CRD), the pool, the attachments."""
+    """manifests/35-network.yaml: the policy (its operator then creates the IPPool CRD), the attachments."""
     net = network(plan)
     if net is None:
         return []
-    return [nic_cluster_policy(plan, net), ip_pool(plan, net), *attachments(plan, net)]
+    return [nic_cluster_policy(plan, net), *attachments(plan, net)]
+
+
+def operator_resources(plan: Plan) -> list[dict[str, Any]]:
+    """operator-resources/35-network.yaml: the IPPool, whose CRD the operator creates."""
+    net = network(plan)
+    return [ip_pool(plan, net)] if net is not None else []
+
+
+def runtime_crds(plan: Plan) -> list[str]:
+    """The CRDs kubernetes/operator-resources/ waits for."""
+    return list(IPAM_CRDS) if network(plan) is not None else []
 
 
 def values(plan: Plan) -> dict[str, Any]:

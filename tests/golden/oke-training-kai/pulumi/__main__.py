@@ -8,7 +8,10 @@ It reads the bundle's own files at run time and nothing else:
   release depends on them;
 - ../kubernetes/helm/releases.yaml and the <release>.values.yaml files it names: one Helm release
   each, installed one after another in file order (and after the releases in its `dependsOn`);
-- ../kubernetes/manifests/*.yaml, by file name, documents in order: one Pulumi resource per object.
+- ../kubernetes/manifests/*.yaml, by file name, documents in order: one Pulumi resource per object,
+  then ../kubernetes/operator-resources/*.yaml the same way (custom resources whose CRD an operator
+  creates at run time, after the manifest its operator reconciles; that manifest's
+  `pulumi.com/waitFor` annotation makes Pulumi wait for the operator first).
   Objects wait for the objects of the previous file (the bundle's apply order), for their
   namespace (a manifest Namespace, else the release that creates it), and custom resources for
   the release that installs their CRD (its `crds` list). Namespaces are declared first of all.
@@ -301,7 +304,11 @@ def main(kube_dir: Path = KUBE_DIR) -> None:
     # built-in kinds only: no release installs anything they need
     prerequisites = Manifests([], {}, namespaces, provider).apply(before)
     installed = install_releases(releases, kube_dir, provider, namespaces, prerequisites)
-    objects = Manifests(releases, installed, namespaces, provider).apply(files)
+    # kubernetes/operator-resources/ after every manifest, so after the object whose operator creates
+    # their CRD; that object (the NicClusterPolicy) carries pulumi.com/waitFor, so Pulumi waits for
+    # its operator's `ready` first
+    later = load_manifests(kube_dir, "operator-resources")
+    objects = Manifests(releases, installed, namespaces, provider).apply(files + later)
     pulumi.export("releases", {r["name"]: r["version"] for r in releases})
     check = gang_check(kube_dir.parent / "checks", [*prerequisites, *installed.values(), *objects])
     if check is not None:

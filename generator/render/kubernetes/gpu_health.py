@@ -1,0 +1,136 @@
+"""GPU health on the Kubernetes plane (manifests/38-gpu-health.yaml; options.gpu_health).
+
+What upstream offers, and why this: NVIDIA NVSentinel (health monitors, fault quarantine that
+cordons and taints, node drainer) is the complete answer, but it ships as a Helm chart that neither
+../shared/charts nor this project's tests can render, so a site that runs it sets
+`options.gpu_health: site` and gets none of this. The GPU Operator's own health feature (the device
+plugin's XID watch) only marks a GPU unhealthy in the node's allocatable; it never cordons or taints.
+node-problem-detector's custom plugins report a node condition and also leave the node schedulable
+(remediation is left to another controller: NPD README, "Remedy Systems"). So orchgen writes the
+smallest thing that does the remediation itself, on the check Slurm's NHC already runs:
+
+- a DaemonSet `gpu-health-<pool>` per GPU pool, on that pool's nodes (its taints tolerated, the
+  health taint not: a quarantined node gets no new checker either, the node waits for a person);
+- each pod runs gpu-quarantine.py (templates/kubernetes/gpu-quarantine.py.j2) every
+  options.slurm.health_check_interval seconds (NHC's interval on Slurm), which runs gpu-health.sh
+  COUNT TYPE (templates/slurm/gpu-health.sh.j2, the very script nhc.conf runs: one source of truth
+  for the check) and, on its first FAIL line, cordons its own node and taints it
+  nvidia.com/gpu-health=failed:NoSchedule, the line kept in the annotation orchgen.io/gpu-health;
+- a ServiceAccount whose ClusterRole allows `get` and `patch` on nodes and nothing else.
+No pod orchgen writes tolerates the health taint (tests/test_gpu_health.py holds every pod template
+of the bundle to that), so a broken GPU node takes no new work until someone clears it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...decide.plan import Plan
+from ..templating import render_template
+from .common import meta, node_selector, slices, tolerations
+from .tenancy import NO_PRUNE
+
+NAMESPACE = "orchgen-gpu-health"
+NAME = "gpu-health"
+# The quarantine taint: NVIDIA's nvidia.com/ domain as NVSentinel's and the GPU Operator's taints
+# use it, NoSchedule so running pods finish or fail on their own (a NoExecute taint would evict
+# every pod, including the DaemonSets that keep the node observable).
+TAINT = {"key": "nvidia.com/gpu-health", "value": "failed", "effect": "NoSchedule"}
+ANNOTATION = "orchgen.io/gpu-health"  # the FAIL line that quarantined the node
+# Debian (glibc), so the nvidia-smi the NVIDIA Container Toolkit injects runs in it (an Alpine image
+# cannot run it); gpu-quarantine.py needs Python's standard library and sh only. Docker Official Image
+# tag, https://hub.docker.com/_/python
+IMAGE = "docker.io/library/python:3.13.9-slim-trixie"
+
+
+def gpu_pools(plan: Plan) -> list[Any]:
+    """The plane's pools with GPUs, when orchgen installs the health check."""
+    if plan.kube_plane is None or plan.gpu_health != "install":
+        return []
+    return [s for s in slices(plan) if s.gpu_type and s.gpus_per_node]
+
+
+def gpu_type(s: Any) -> str:
+    """The TYPE gpu-health.sh compares with nvidia-smi's names: the pool's GPU type, or `gpu` (count
+    only) for an untyped GPU, as nhc.conf passes it."""
+    return s.gpu_type if s.gres_typed else "gpu"
+
+
+def scripts(plan: Plan) -> dict[str, str]:
+    class _M:  # gpu-health.sh's template reads m.cluster only
+        cluster = plan.name
+    return {"gpu-health.sh": render_template("slurm/gpu-health.sh.j2", m=_M).decode(),
+            "gpu-quarantine.py": render_template("kubernetes/gpu-quarantine.py.j2", cluster=plan.name,
+                                                 namespace=NAMESPACE, taint=TAINT,
+                                                 annotation=ANNOTATION).decode()}
+
+
+def daemonset(plan: Plan, s: Any) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": NAME, "orchgen.io/pool": s.pool}
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                  "readOnlyRootFilesystem": True}
+    env = [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "GPU_COUNT", "value": str(s.gpus_per_node)},
+        {"name": "GPU_TYPE", "value": gpu_type(s)},
+        # NHC's HealthCheckInterval on Slurm (options.slurm.health_check_interval, default 300 s)
+        {"name": "CHECK_INTERVAL", "value": str(plan.slurm_options.health_check_interval)},
+        # the NVIDIA Container Toolkit (the GPU Operator makes it containerd's default runtime) mounts
+        # nvidia-smi and every GPU's device for `utility` without a GPU request, as for dcgm-exporter:
+        # https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},  # read-only root filesystem
+    ]
+    spec: dict[str, Any] = {
+        "serviceAccountName": NAME,
+        "nodeSelector": node_selector(plan, s.pool),
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "check", "image": IMAGE,
+            "command": ["python3", "/opt/gpu-health/gpu-quarantine.py"], "env": env,
+            # one nvidia-smi every few minutes: a sliver of CPU; memory for Python and nvidia-smi
+            "resources": {"requests": {"cpu": "10m", "memory": "48Mi"}, "limits": {"memory": "128Mi"}},
+            "securityContext": restricted,
+            "volumeMounts": [{"name": "scripts", "mountPath": "/opt/gpu-health", "readOnly": True}]}],
+        "volumes": [{"name": "scripts", "configMap": {"name": NAME, "defaultMode": 0o555}}],
+    }
+    tols = tolerations(plan, s.pool)
+    if tols:
+        spec["tolerations"] = tols
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": meta(f"{NAME}-{s.pool}", NAMESPACE, labels),
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": {**labels}}, "spec": spec}}}
+
+
+def objects(plan: Plan) -> list[dict[str, Any]]:
+    pools = gpu_pools(plan)
+    if not pools:
+        return []
+    # restricted Pod Security: the checker needs no privilege (nvidia-smi comes from the runtime)
+    # never pruned, as every namespace orchgen writes (tenancy.NO_PRUNE)
+    ns = meta(NAMESPACE, labels={"pod-security.kubernetes.io/enforce": "restricted"}, annotations=dict(NO_PRUNE))
+    role = f"orchgen-{NAME}"
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": ns},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, NAMESPACE)},
+        # get: read its node's taints; patch: cordon, taint and annotate it. Nothing else (no list,
+        # no other resource): https://kubernetes.io/docs/reference/access-authn-authz/rbac/
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(role),
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(role),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(NAME, NAMESPACE), "data": scripts(plan)},
+        *[daemonset(plan, s) for s in pools],
+    ]
+
+
+def readme(plan: Plan) -> dict[str, Any] | None:
+    pools = gpu_pools(plan)
+    if not pools:
+        return None
+    return {"namespace": NAMESPACE, "taint": TAINT, "annotation": ANNOTATION,
+            "interval": plan.slurm_options.health_check_interval,
+            "pools": [(s.pool, s.gpus_per_node, gpu_type(s)) for s in pools]}
