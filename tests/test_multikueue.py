@@ -26,6 +26,7 @@ from generator import bundle, contract
 from generator.decide import make_plan
 from generator.decide.plan import Plan
 from generator.render import render
+from generator.render.kubernetes import gpu_health
 from generator.spec import load
 from generator.validate.crds import CRDRegistry
 from tests._consumers import REPO, reference_dir
@@ -184,7 +185,9 @@ def test_the_manager_dispatches_through_multikueue_and_the_workers_mirror_its_qu
     for w in plan128k().clusters[1:]:
         wobjs = [o for _, o in cluster_objects(w.name)]
         for kind in ("Namespace", "LocalQueue", "ClusterQueue", "PriorityClass"):
-            assert names(wobjs, kind) == names(objs, kind), (w.name, kind)
+            # a worker has GPU nodes, so also the GPU health checker's own namespace; the manager has none
+            own = [(None, gpu_health.NAMESPACE)] if kind == "Namespace" else []
+            assert names(wobjs, kind) == sorted(names(objs, kind) + own), (w.name, kind)
         assert not any(o["kind"] in ("AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster") for o in wobjs)
         wcfg = yaml.safe_load(yaml.safe_load(files128k()[f"clusters/{w.name}/kubernetes/helm/kueue.values.yaml"])
                               ["managerConfig"]["controllerManagerConfigYaml"])
