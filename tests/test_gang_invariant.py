@@ -300,7 +300,10 @@ def test_fabric_invariant(pid):
     for w in plan.workloads:
         if w.plane != plan.kube_plane.name:
             continue
-        coupled = (w.facts.tightly_coupled and expected_pods(w) > 1 and w.workload_class != "service")
+        # a serving replica over several nodes (LeaderWorkerSet group, multi-node RayService) passes
+        # activations over NCCL between them: coupled like a training gang (issue 21)
+        coupled = (w.serving.nodes_per_replica > 1 if w.serving is not None else
+                   w.facts.tightly_coupled and expected_pods(w) > 1 and w.workload_class != "service")
         wired, others = collective_templates(files, w)
         assert wired, w.name
         for tmpl in others:

@@ -73,9 +73,10 @@ def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubern
             # a cloud provider's own network-topology labels (EKS: topology.k8s.aws/network-node-layer-N
             # on p5 and the like), which Kueue's Topology of the plan names: one network node per level
             # here, as a placement group of one spine would report it
-            for level in (plan.get("platform") or {}).get("topology") or []:
-                if level != "kubernetes.io/hostname":
-                    labels.setdefault(level, f"{pool.name}-{level.rsplit('-', 1)[-1]}")
+            # (orchgen.io/ levels are the plan's own: node-labels.sh sets them, as on a real site)
+            for i, level in enumerate((plan.get("platform") or {}).get("topology") or []):
+                if level != "kubernetes.io/hostname" and not level.startswith("orchgen.io/"):
+                    labels.setdefault(level, f"{pool.name}-{i}")
         for name in pool_hostnames(pool):
             if name in wanted:
                 nodes.append({"name": name, "labels": dict(labels), "capacity": dict(cap)})
