@@ -96,10 +96,21 @@ class HelmOutputLoader(yaml.SafeLoader):
 
 HelmOutputLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
 
+# libyaml's parser under the same constructors, where PyYAML was built with it (its wheels are): a chart
+# such as kube-prometheus-stack renders megabytes, which the pure-Python scanner reads ten times slower
+if getattr(yaml, "__with_libyaml__", False):
+    class HelmOutputCLoader(yaml.CSafeLoader):
+        """HelmOutputLoader on libyaml."""
+
+    HelmOutputCLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
+    _HELM_LOADER: type = HelmOutputCLoader
+else:
+    _HELM_LOADER = HelmOutputLoader
+
 
 def helm_objects(text: str) -> list:
     """`helm template` output as Helm installs it: `=` read as a string (HelmOutputLoader), and a
     `kind: List` (kube-prometheus-stack's additionalServiceMonitors) as its items, as Helm's resource
     builder flattens lists."""
-    docs = [o for o in yaml.load_all(text, Loader=HelmOutputLoader) if o]
+    docs = [o for o in yaml.load_all(text, Loader=_HELM_LOADER) if o]
     return [i for o in docs for i in ((o.get("items") or []) if o.get("kind") == "List" else [o])]
