@@ -497,6 +497,27 @@ _ACCOUNT_SAID = {"Description", "Organization", "Fairshare", "QOS", "DefaultQOS"
 _USER_SAID = {"DefaultAccount", "Fairshare", "AdminLevel"}
 
 
+def _dump_fields(rest: str) -> dict[str, str]:
+    """The `:Key=value` fields after a dump line's name. sacctmgr writes a TRES limit unquoted, and a typed
+    GRES inside it has a colon of its own (`GrpTRES=cpu=64,gres/gpu:a100=4`, sacctmgr(1) "TRES"): a piece
+    that follows a TRES name with no `=` yet is that TRES's type, not a new field. Quoted values keep
+    their colons."""
+    pieces: list[str] = []
+    for m in re.finditer(r":((?:'[^']*'|[^:'])*)", rest):
+        piece = m.group(1)
+        last = pieces[-1].rsplit(",", 1)[-1] if pieces else ""
+        if pieces and re.fullmatch(r"(?:[A-Za-z]+=)?[a-z]+/[A-Za-z0-9_.-]+", last):
+            pieces[-1] += ":" + piece
+        else:
+            pieces.append(piece)
+    fields = {}
+    for piece in pieces:
+        key, eq, value = piece.partition("=")
+        if eq and re.fullmatch(r"[A-Za-z]+", key):
+            fields[key] = value.strip("'")
+    return fields
+
+
 def _tenants(path: Path, report: Report) -> tuple[list[dict], dict[str, tuple[str, dict[str, str]]]]:
     """Tenants from the dump's accounts under root, and each account's line and fields (its QOS lists are
     checked against the site's QOS set once that is read: _account_qos)."""
@@ -513,7 +534,7 @@ def _tenants(path: Path, report: Report) -> tuple[list[dict], dict[str, tuple[st
             report.refused.append(Item(f"{path}:{number}", "not a sacctmgr dump line (Cluster/Parent/Account/User)"))
             continue
         what, name, rest = m.groups()
-        fields = {k: v.strip("'") for k, v in re.findall(r":([A-Za-z]+)=('[^']*'|[^:]*)", rest)}
+        fields = _dump_fields(rest)
         where = f"{path}:{number}"
         if what == "Parent":
             parent = name

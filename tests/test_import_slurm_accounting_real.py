@@ -128,3 +128,16 @@ def test_a_file_that_is_not_sacctmgr_show_qos_is_refused(tmp_path):
     assert done.returncode == 2 and not (tmp_path / "workload.yaml").exists()
     assert f"{tmp_path / 'qos.txt'}:1" in done.stderr and "sacctmgr -P show qos" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_typed_gpu_cap_is_read_whole_and_refused(tmp_path):
+    """sacctmgr dumps a TRES limit unquoted, colon of a typed GRES included (`gres/gpu:a100=4`): it is read as
+    one GrpTRES value, refused whole (orchgen's cap counts every GPU type), and the fields after it are still
+    read (the account's QOS list stays modelled)."""
+    dump = (SITE / "sacctmgr.dump").read_text().replace("GrpTRES=gres/gpu=8:", "GrpTRES=cpu=64,gres/gpu:a100=4:")
+    done = _import(tmp_path, dump, (SITE / "qos.txt").read_text())
+    assert done.returncode == 0, done.stderr
+    refused = [ln for ln in done.stdout.splitlines() if ln.startswith("refused")]
+    assert len(refused) == 1 and "account nlp GrpTRES=cpu=64,gres/gpu:a100=4: not modelled by orchgen" in refused[0], \
+        refused
+    assert "max_gpus" not in (tmp_path / "workload.yaml").read_text().split("name: nlp", 1)[1].split("- name:", 1)[0]
