@@ -518,7 +518,7 @@ def _dump_fields(rest: str) -> dict[str, str]:
     return fields
 
 
-def _tenants(path: Path, report: Report) -> tuple[list[dict], dict[str, tuple[str, dict[str, str]]]]:
+def _tenants(path: Path, report: Report) -> tuple[list[dict], dict[str, tuple[str, dict[str, str], dict]]]:
     """Tenants from the dump's accounts under root, and each account's line and fields (its QOS lists are
     checked against the site's QOS set once that is read: _account_qos)."""
     text = _read(path, "--sacctmgr-dump")
@@ -542,7 +542,7 @@ def _tenants(path: Path, report: Report) -> tuple[list[dict], dict[str, tuple[st
             share = _int(fields.get("Fairshare", "1")) or 1
             tname = _dns(name, "account")
             tenants[name] = {"name": tname, "share": share}
-            accounts[name] = (where, fields)
+            accounts[name] = (where, fields, tenants[name])
             report.modelled.append(Item(where, f"account {name} -> tenants {tname} (share {share})"))
             gpus = re.fullmatch(r"gres/gpu=([0-9]{1,7})", fields.get("GrpTRES", ""))
             if gpus:
@@ -563,19 +563,36 @@ def _tenants(path: Path, report: Report) -> tuple[list[dict], dict[str, tuple[st
     return list(tenants.values()), accounts
 
 
-def _account_qos(accounts: dict[str, tuple[str, dict[str, str]]], qos: list[dict] | None, report: Report) -> None:
-    """accounts.sh gives every account the site's whole QOS set (or orchgen's normal and scavenger) and
-    `normal` (else the set's first) as default: an account whose dump line says otherwise is refused."""
+def _account_qos(accounts: dict[str, tuple[str, dict[str, str], dict]], qos: list[dict] | None,
+                 report: Report) -> None:
+    """An account's QOS list and DefaultQOS from its dump line. accounts.sh gives every account the site's
+    whole QOS set (or orchgen's normal and scavenger) and `normal` (else the first) as default; an account
+    whose line says otherwise keeps its own as the tenant's slurm_qos / slurm_default_qos. A QOS outside
+    the set, or a default the account may not use, is refused."""
     names = sorted(q["name"] for q in qos) if qos else ["normal", "scavenger"]
-    default = "normal" if "normal" in names or not qos else qos[0]["name"]
-    for account, (where, fields) in accounts.items():
+    for account, (where, fields, tenant) in accounts.items():
         given = sorted(x for x in fields.get("QOS", "").split(",") if x)
+        unknown = [x for x in given if x not in names]
+        if unknown:
+            report.refused.append(Item(where, f"account {account} QOS={','.join(given)}: {','.join(unknown)} not in "
+                                       f"the QOS set ({','.join(names)}; --sacctmgr-qos gives the site's)"))
+            continue
+        own = given or names
+        default = fields.get("DefaultQOS")
+        if default and default not in own:
+            report.refused.append(Item(where, f"account {account} DefaultQOS={default}: not one of its QOS "
+                                       f"({','.join(own)})"))
+            continue
+        said = []
         if given and given != names:
-            report.refused.append(Item(where, f"account {account} QOS={','.join(given)}: orchgen gives every account "
-                                       f"the whole QOS set ({','.join(names)}); per-account QOS lists are not modelled"))
-        if fields.get("DefaultQOS") and fields["DefaultQOS"] != default:
-            report.refused.append(Item(where, f"account {account} DefaultQOS={fields['DefaultQOS']}: orchgen's is "
-                                       f"{default} for every account"))
+            tenant["slurm_qos"] = given
+            said.append("slurm_qos")
+        if default and default != ("normal" if "normal" in own else own[0]):
+            tenant["slurm_default_qos"] = default
+            said.append("slurm_default_qos")
+        if said:
+            report.modelled.append(Item(where, f"account {account} QOS/DefaultQOS -> tenants {tenant['name']} "
+                                        f"{' and '.join(said)}"))
 
 
 # `sacctmgr -P show qos` columns -> options.slurm.qos fields; a column not listed here (GrpTRESMins, MaxTRESPA,

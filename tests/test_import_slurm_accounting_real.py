@@ -33,7 +33,13 @@ SET_WORD = {"MaxTRESPU": "MaxTRESPerUser", "MaxJobsPU": "MaxJobsPerUser", "MaxSu
 UNSET = {"", "cluster", "00:00:00"}
 
 
-def _site_loads_its_own(c: SlurmCluster) -> None:
+# the site as published, and the same site where one account has its own QOS list and DefaultQOS
+DUMPS = {"as-dumped": lambda text: text,
+         "own-qos-list": lambda text: text.replace("DefaultQOS='normal':Fairshare=10:QOS='long,normal,scavenger'",
+                                                   "DefaultQOS='long':Fairshare=10:QOS='long,normal'")}
+
+
+def _site_loads_its_own(c: SlurmCluster, dump: Path) -> None:
     """The site's way: its QOS (qos.txt, `sacctmgr -P show qos`), then `sacctmgr load` of its dump."""
     rows = parse.table((SITE / "qos.txt").read_text())
     for row in rows:
@@ -42,14 +48,14 @@ def _site_loads_its_own(c: SlurmCluster) -> None:
     for row in rows:
         words = [f"{SET_WORD.get(k, k)}={v}" for k, v in row.items() if k != "Name" and v not in UNSET]
         c.sacctmgr("modify", "qos", "where", f"name={row['Name']}", "set", *words)
-    c.sacctmgr("load", f"file={SITE / 'sacctmgr.dump'}", "clean")
+    c.sacctmgr("load", f"file={dump}", "clean")
 
 
-def _regenerated(work: Path) -> Path:
+def _regenerated(work: Path, dump: Path) -> Path:
     work.mkdir()
     orchgen = [sys.executable, "-m", "generator.cli"]
     done = subprocess.run([*orchgen, "import", "slurm", str(SITE / "slurm.conf"), "--sacctmgr-dump",
-                           str(SITE / "sacctmgr.dump"), "--sacctmgr-qos", str(SITE / "qos.txt"),
+                           str(dump), "--sacctmgr-qos", str(SITE / "qos.txt"),
                            "--slurm-version", "22.05", "-o", str(work / "workload.yaml")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert ", 0 refused," in done.stdout, done.stdout  # every QOS column and dump line of the site is modelled
@@ -71,12 +77,15 @@ def _snapshot(c: SlurmCluster) -> dict:
 
 
 @pytest.mark.slurm
-def test_regenerated_accounting_equals_the_sites_own(tmp_path, slurm_db):
+@pytest.mark.parametrize("variant", sorted(DUMPS))
+def test_regenerated_accounting_equals_the_sites_own(tmp_path, slurm_db, variant):
     require_slurm("bookworm", accounting=True)
+    dump = tmp_path / "sacctmgr.dump"
+    dump.write_text(DUMPS[variant]((SITE / "sacctmgr.dump").read_text()))
     with SlurmCluster(SITE, database=slurm_db, workdir=tmp_path / "site") as c:
-        _site_loads_its_own(c)
+        _site_loads_its_own(c, dump)
         site = _snapshot(c)
-    bundle = _regenerated(tmp_path / "import")
+    bundle = _regenerated(tmp_path / "import", dump)
     with SlurmCluster(bundle, database=slurm_db, workdir=tmp_path / "regen") as c:
         state = f"ORCHGEN_ACCOUNTS_STATE={c.work}/accounts.state"
         c.run("env", state, "sh", f"{c.work}/etc/accounts.sh")
@@ -88,6 +97,8 @@ def test_regenerated_accounting_equals_the_sites_own(tmp_path, slurm_db):
     assert site["qos"]["long"]["MaxWall"] == "7-00:00:00" and site["qos"]["long"]["GrpTRES"] == "gres/gpu=4"
     assert site["qos"]["normal"]["MaxTRESPU"] == "gres/gpu=8" and site["qos"]["scavenger"]["UsageFactor"] == "0.000000"
     assert site["assoc"][("nlp", "")]["Def QOS"] == "normal" and site["assoc"][("nlp", "")]["GrpTRES"] == "gres/gpu=8"
+    if variant == "own-qos-list":
+        assert site["assoc"][("vision", "")]["QOS"] == "long,normal" and site["assoc"][("vision", "")]["Def QOS"] == "long"
     assert ours["qos"] == site["qos"]
     assert ours["assoc"] == site["assoc"]
 
@@ -101,13 +112,14 @@ def _import(tmp_path: Path, dump: str, qos: str) -> subprocess.CompletedProcess:
 
 
 def test_what_the_model_cannot_keep_is_refused_with_its_line(tmp_path):
-    """An account limit other than a GPU cap, a user's own share, a per-account QOS list or default QOS that
-    accounts.sh would not give, a QOS column orchgen does not model: each a `refused` line, never silent."""
+    """An account limit other than a GPU cap, a user's own share, an account QOS outside the site's set or a
+    default QOS it may not use, a QOS column orchgen does not model: each a `refused` line, never silent."""
     dump = (SITE / "sacctmgr.dump").read_text()
     dump = dump.replace("GrpTRES=gres/gpu=8:", "GrpTRES=gres/gpu=8:MaxJobs=5:")
     dump = dump.replace("User - 'alice':DefaultAccount='nlp':Fairshare=1", "User - 'alice':DefaultAccount='nlp':Fairshare=4")
     dump = dump.replace("DefaultQOS='normal':Fairshare=10:QOS='long,normal,scavenger'",
-                        "DefaultQOS='long':Fairshare=10:QOS='long,normal'")
+                        "DefaultQOS='scavenger':Fairshare=10:QOS='long,normal'")
+    dump = dump.replace("MaxJobs=5:QOS='long,normal,scavenger'", "MaxJobs=5:QOS='normal,urgent'")
     rows = [line.split("|") for line in (SITE / "qos.txt").read_text().splitlines()]
     rows[2][rows[0].index("GrpSubmit")] = "9"  # QOS long, line 3
     done = _import(tmp_path, dump, "".join("|".join(row) + "\n" for row in rows))
@@ -117,8 +129,8 @@ def test_what_the_model_cannot_keep_is_refused_with_its_line(tmp_path):
     where = tmp_path / "sacctmgr.dump"
     assert f"refused   {where}:{number['nlp']}: account nlp MaxJobs=5: not modelled by orchgen" in refused
     assert any(f"{where}:{number['alice']}: user alice of nlp Fairshare=4" in r for r in refused)
-    assert any("account vision QOS=long,normal: orchgen gives every account the whole QOS set" in r for r in refused)
-    assert any("account vision DefaultQOS=long: orchgen's is normal" in r for r in refused)
+    assert any("account nlp QOS=normal,urgent: urgent not in the QOS set (long,normal,scavenger" in r for r in refused)
+    assert any("account vision DefaultQOS=scavenger: not one of its QOS (long,normal)" in r for r in refused)
     assert any(f"{tmp_path / 'qos.txt'}:3: QOS long GrpSubmit=9: not modelled by orchgen" in r for r in refused), refused
     assert len(refused) == 5, refused
 
@@ -141,3 +153,23 @@ def test_a_typed_gpu_cap_is_read_whole_and_refused(tmp_path):
     assert len(refused) == 1 and "account nlp GrpTRES=cpu=64,gres/gpu:a100=4: not modelled by orchgen" in refused[0], \
         refused
     assert "max_gpus" not in (tmp_path / "workload.yaml").read_text().split("name: nlp", 1)[1].split("- name:", 1)[0]
+
+
+@pytest.mark.parametrize("tenant, field", [
+    ("  slurm_qos: [normal, urgent]\n", "tenants[0].slurm_qos[1]"),
+    ("  slurm_qos: [long, normal]\n  slurm_default_qos: scavenger\n", "tenants[0].slurm_default_qos"),
+])
+def test_a_tenant_qos_outside_the_set_is_one_input_error(tmp_path, tenant, field):
+    """An account QOS that slurmdbd does not have, or a default the account may not use (sacctmgr refuses
+    both): one stderr line naming the field, exit 2, nothing written."""
+    imported = tmp_path / "w"
+    imported.mkdir()
+    done = _import(imported, (SITE / "sacctmgr.dump").read_text(), (SITE / "qos.txt").read_text())
+    assert done.returncode == 0, done.stderr
+    text = (imported / "workload.yaml").read_text().replace("  name: nlp\n", "  name: nlp\n" + tenant, 1)
+    (tmp_path / "workload.yaml").write_text(text)
+    done = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(tmp_path / "workload.yaml"), "-o",
+                           str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2 and not (tmp_path / "out").exists(), done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in done.stderr, done.stderr

@@ -67,6 +67,7 @@ def tenants_of(fleet: Fleet) -> tuple[list[Tenant], str]:
         return [Tenant(fleet.metadata.name, 1, True)], fleet.metadata.name
     default = next((t.name for t in fleet.tenants if t.default), fleet.tenants[0].name)
     return [Tenant(t.name, t.share, False, users=tuple(t.users), unix_group=t.unix_group, max_gpus=t.max_gpus,
+                   slurm_qos=tuple(t.slurm_qos or ()), slurm_default_qos=t.slurm_default_qos,
                    kubernetes_group=t.kubernetes_group)
             for t in fleet.tenants], default
 

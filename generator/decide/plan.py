@@ -217,6 +217,8 @@ class Tenant:
     users: tuple[str, ...] = ()  # Slurm: users of the tenant's account
     unix_group: str | None = None  # Slurm: a Unix group whose members join the tenant's account
     max_gpus: int | None = None  # Slurm: GrpTRES=gres/gpu cap of the tenant's account
+    slurm_qos: tuple[str, ...] = ()  # Slurm: the account's own QOS list (empty: the whole set)
+    slurm_default_qos: str | None = None  # Slurm: the account's own DefaultQOS
     kubernetes_group: str | None = None  # Kubernetes: the group given a Role on the tenant's namespace
 
 
@@ -414,6 +416,8 @@ class Plan:
                     **({"users": list(t.users)} if t.users else {}),
                     **({"unix_group": t.unix_group} if t.unix_group else {}),
                     **({"max_gpus": t.max_gpus} if t.max_gpus else {}),
+                    **({"slurm_qos": list(t.slurm_qos)} if t.slurm_qos else {}),
+                    **({"slurm_default_qos": t.slurm_default_qos} if t.slurm_default_qos else {}),
                 }
                 for t in self.tenants
             ],

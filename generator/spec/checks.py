@@ -292,6 +292,15 @@ def _slurm_policy(fleet: Fleet) -> Iterator[Problem]:
                 yield _unknown("QOS", name, qos), (*here, "preempt", j)
             elif name == q.name:
                 yield "a QOS cannot preempt itself", (*here, "preempt", j)
+    known = qos if o.qos is not None else ["normal", "scavenger"]  # orchgen's pair (render/slurm/model.py)
+    for i, tenant in enumerate(fleet.tenants):
+        for j, name in enumerate(tenant.slurm_qos or ()):
+            if name not in known:
+                yield _unknown("QOS", name, known), ("tenants", i, "slurm_qos", j)
+        own = tenant.slurm_qos or known
+        if tenant.slurm_default_qos is not None and tenant.slurm_default_qos not in own:
+            yield (f"DefaultQOS {tenant.slurm_default_qos!r} is not one the account may use "
+                   f"({', '.join(own)}); sacctmgr refuses it"), ("tenants", i, "slurm_default_qos")
     for i, part in enumerate(o.partitions or ()):
         for j, name in enumerate(part.allow_qos or ()):
             if o.qos is not None and name not in qos:

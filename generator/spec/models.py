@@ -476,6 +476,15 @@ class Tenant(_Model):
         default=None, ge=1, le=16 * MAX_FLEET_NODES * 64,
         description="Slurm: GPUs the tenant's running jobs may hold at once (GrpTRES=gres/gpu=N); absent: no cap",
     )
+    slurm_qos: list[QosName] | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="Slurm: the QOS this tenant's account may use (sacctmgr QOS=), from the site's set "
+        "(options.slurm.qos) or orchgen's normal and scavenger; absent: all of them",
+    )
+    slurm_default_qos: QosName | None = Field(
+        default=None, description="Slurm: the account's DefaultQOS, one of slurm_qos; absent: normal if the "
+        "account may use it, else its first QOS",
+    )
     default: bool = Field(
         default=False,
         description="the tenant of every workload that names none (at most one tenant is marked)",

@@ -369,6 +369,8 @@ class Account:
     users: tuple[str, ...]
     unix_group: str | None
     max_gpus: int | None
+    qos: tuple[str, ...] = ()  # its own QOS list, sorted (empty: the whole set, added)
+    default_qos: str | None = None  # with qos: its DefaultQOS
 
 
 @dataclass(frozen=True)
@@ -523,8 +525,7 @@ def model(plan: Plan) -> SlurmModel:
         raise OrchgenError("the plan has no Slurm plane")
     groups = tuple(_group(s) for s in plane.slices)
     topo = topology(plan)
-    accounts = tuple(Account(t.name, t.share, t.users, t.unix_group, t.max_gpus)
-                     for t in plan.tenants if not t.implicit)
+    accounts = tuple(_account(t, plan) for t in plan.tenants if not t.implicit)
     _refuse_groups(plan, groups)  # before the partitions, whose per-CPU and per-GPU defaults divide by them
     partitions = _partitions(plan, groups, topo, bool(accounts))
     _refuse(plan, groups, partitions)
@@ -690,6 +691,17 @@ def _refuse(plan: Plan, groups: tuple[NodeGroup, ...], partitions: tuple[Partiti
                 f"{clash}; rename the pool", plan.source, None,
                 f"fleet.pools[{pool_index.get(pool, 0)}].name")
         seen[p.name] = f"the partition for {p.why}"
+
+
+def _account(t, plan: Plan) -> Account:
+    """A tenant's account; with tenants[].slurm_qos or slurm_default_qos, its own QOS list and DefaultQOS
+    (spec/checks.py has made sure they name QOS of the set)."""
+    if not (t.slurm_qos or t.slurm_default_qos):
+        return Account(t.name, t.share, t.users, t.unix_group, t.max_gpus)
+    site = plan.slurm_options.qos
+    names = tuple(t.slurm_qos) or (tuple(q.name for q in site) if site else (NORMAL_QOS, SCAVENGER_QOS))
+    default = t.slurm_default_qos or (NORMAL_QOS if NORMAL_QOS in names else names[0])
+    return Account(t.name, t.share, t.users, t.unix_group, t.max_gpus, tuple(sorted(set(names))), default)
 
 
 def _refuse_groups(plan: Plan, groups: tuple[NodeGroup, ...]) -> None:

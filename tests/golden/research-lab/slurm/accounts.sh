@@ -81,12 +81,15 @@ has_account() {
     sacctmgr -n -P list associations where cluster="$cluster" account="$1" format=user | grep -qx ''
 }
 
-# tenant ACCOUNT SHARE MAX_GPUS ("-": no cap). The cap (GrpTRES) counts every running job of the
-# tenant, its scavenger jobs too; Slurm preempts for nodes, not to get a tenant under its limit.
+# tenant ACCOUNT SHARE MAX_GPUS ("-": no cap) [QOS DEFAULT_QOS]. The cap (GrpTRES) counts every running job
+# of the tenant, its scavenger jobs too; Slurm preempts for nodes, not to get a tenant under its limit.
+# QOS (tenants[].slurm_qos) is the account's whole QOS list and DEFAULT_QOS its DefaultQOS, set as given.
 tenant() {
     account=$1
     share=$2
     max_gpus=$3
+    own_qos=${4:-}
+    own_default=${5:-}
     if ! has_account "$account"; then
         sacctmgr -i add account "$account" cluster="$cluster" fairshare="$share" \
             description="tenant $account" organization="$cluster"
@@ -95,11 +98,21 @@ tenant() {
     elif [ "$(account_field "$account" fairshare)" != "$share" ]; then
         sacctmgr -i modify account where name="$account" cluster="$cluster" set fairshare="$share"
     fi
+    if [ -n "$own_qos" ]; then
+        # the tenant's own list replaces what the account may use (sacctmgr(1) QOS=, DefaultQOS=, which
+        # must be one of them); sorted, as slurmdbd lists them in its own order
+        if [ "$(account_field "$account" qos | tr ',' '\n' | sort | paste -sd, -)" != "$own_qos" ] \
+            || [ "$(account_field "$account" defaultqos)" != "$own_default" ]; then
+            sacctmgr -i modify account where name="$account" cluster="$cluster" \
+                set qos="$own_qos" defaultqos="$own_default" >/dev/null
+        fi
+    else
     # both QOS, added to whatever else the account may use
     sacctmgr -i modify account where name="$account" cluster="$cluster" \
         set qos+=normal,scavenger >/dev/null
     if [ -z "$(account_field "$account" defaultqos)" ]; then
         sacctmgr -i modify account where name="$account" cluster="$cluster" set defaultqos=normal >/dev/null
+    fi
     fi
     if [ "$max_gpus" != "-" ]; then
         gpu_limit account "$account" GrpTRES=gres/gpu="$max_gpus"
