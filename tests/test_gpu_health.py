@@ -8,8 +8,9 @@
   applies and its DaemonSet places a checker on each pool node; gpu-quarantine.py then runs for real
   against that API server as the DaemonSet's ServiceAccount (a TokenRequest token, as the kubelet
   mounts one), with a fake nvidia-smi (tests/fake_gpu.py): the node whose GPU fell off the bus and the
-  node with an uncorrectable ECC error are cordoned and tainted, the healthy one is untouched, and the ServiceAccount can do nothing but get and patch nodes (SubjectAccessReview
-  through `kubectl auth can-i --as`).
+  node with an uncorrectable ECC error are cordoned and tainted, the healthy one is untouched, and
+  the ServiceAccount can do nothing but get and patch nodes (SubjectAccessReview through
+  `kubectl auth can-i --as`).
 """
 from __future__ import annotations
 
