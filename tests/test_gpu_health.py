@@ -7,9 +7,10 @@
 - Real consumer (tests/kubeenv: kube-apiserver with RBAC, controllers, KWOK nodes): 38-gpu-health.yaml
   applies and its DaemonSet places a checker on each pool node; gpu-quarantine.py then runs for real
   against that API server as the DaemonSet's ServiceAccount (a TokenRequest token, as the kubelet
-  mounts one), with a fake nvidia-smi: the failing node is cordoned and tainted, the healthy one is
-  untouched, and the ServiceAccount can do nothing but get and patch nodes (SubjectAccessReview
-  through `kubectl auth can-i --as`).
+  mounts one), with a fake nvidia-smi (tests/fake_gpu.py): the node whose GPU fell off the bus and the
+  node with an uncorrectable ECC error are cordoned and tainted, the healthy one is untouched, and
+  the ServiceAccount can do nothing but get and patch nodes (SubjectAccessReview through
+  `kubectl auth can-i --as`).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import yaml
 from generator.render import render
 from generator.render.kubernetes import gpu_health
 from generator.render.kubernetes.common import tolerates
+from tests import fake_gpu
 from tests._consumers import REPO, require
 from tests.kubeenv.fixture import kube, kube_factory  # noqa: F401
 from tests.support import plan_of
@@ -101,15 +103,12 @@ def test_the_scripts(tmp_path):
     assert r.returncode == 0, r.stdout
 
 
-FAKE_SMI = """#!/bin/sh
-# nvidia-smi as it answers on a healthy node, or after an XID 79 (GPU fallen off the bus)
-if [ -n "${SMI_FAIL:-}" ]; then
-    echo "Unable to determine the device handle for GPU0000:1B:00.0: Unknown Error" >&2
-    exit 15
-fi
-i=0
-while [ $i -lt 8 ]; do echo "NVIDIA H100 80GB HBM3"; i=$((i + 1)); done
-"""
+# nvidia-smi as it answers on a healthy node, after an XID 79 (GPU fallen off the bus: SMI_FAIL), or
+# with an uncorrectable ECC error on GPU 2 of node gpu-ecc (tests/fake_gpu.py); dmesg refused, as in
+# the checker's pod (no CAP_SYSLOG under Pod Security restricted)
+FAKE_SMI = fake_gpu.nvidia_smi({"gpu-ecc": {"gpu": 2, "ecc.errors.uncorrected.volatile.total": "1"}},
+                               node_var="NODE_NAME")
+FAKE_DMESG = "#!/bin/sh\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n"
 
 
 def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_path, kube):
@@ -121,12 +120,12 @@ def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_pat
     spec = ds["spec"]["template"]["spec"]
     pool_taints = [{k: v for k, v in t.items() if k != "operator"} for t in spec.get("tolerations", [])]
     kube.add_nodes([{"name": n, "labels": spec["nodeSelector"], "taints": pool_taints,
-                     "capacity": {"nvidia.com/gpu": "8"}} for n in ("gpu-good", "gpu-bad")])
+                     "capacity": {"nvidia.com/gpu": "8"}} for n in ("gpu-good", "gpu-bad", "gpu-ecc")])
     # the DaemonSet controller places a checker on both (Pod Security `restricted` admits it)
     kube.wait_for("a checker pod per node", lambda: sorted(
         p["spec"].get("nodeName", "") for p in kube.get("pods", "-n", gpu_health.NAMESPACE)["items"]
-        if p["metadata"]["name"].startswith("gpu-health-h100")) == ["gpu-bad", "gpu-good"], timeout=60)
-    before = {n: kube.get("node", n) for n in ("gpu-good", "gpu-bad")}
+        if p["metadata"]["name"].startswith("gpu-health-h100")) == ["gpu-bad", "gpu-ecc", "gpu-good"], timeout=60)
+    before = {n: kube.get("node", n) for n in ("gpu-good", "gpu-bad", "gpu-ecc")}
 
     # the ServiceAccount's own token (TokenRequest), as the kubelet mounts it into the pod
     sa = tmp_path / "sa"
@@ -142,8 +141,9 @@ def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_pat
     for name, text in cm["data"].items():
         (scripts / name).write_text(text)
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "nvidia-smi").write_text(FAKE_SMI)
-    (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    for name, text in (("nvidia-smi", FAKE_SMI), ("dmesg", FAKE_DMESG)):
+        (tmp_path / "bin" / name).write_text(text)
+        (tmp_path / "bin" / name).chmod(0o755)
     env_of = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
 
     def check(node: str, fail: bool) -> subprocess.CompletedProcess:
@@ -155,7 +155,8 @@ def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_pat
 
     good, bad = check("gpu-good", False), check("gpu-bad", True)
     assert (good.returncode, bad.returncode) == (0, 1), (good.stderr, bad.stderr)
-    assert good.stdout.strip() == "gpu-good: ok: 8x h100 GPUs: 8x NVIDIA H100 80GB HBM3"
+    assert good.stdout.strip() == ("gpu-good: ok: 8x h100 GPUs: 8x NVIDIA H100 80GB HBM3; Xids not checked: "
+                                   "dmesg: read kernel buffer failed: Operation not permitted")
     assert bad.stdout.strip().endswith("cordoned and tainted")
     node = kube.get("node", "gpu-bad")
     assert node["spec"]["unschedulable"] is True
@@ -165,6 +166,15 @@ def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_pat
     untouched = kube.get("node", "gpu-good")
     assert untouched["spec"] == before["gpu-good"]["spec"]
     assert gpu_health.ANNOTATION not in untouched["metadata"].get("annotations", {})
+    # an uncorrectable ECC error (nvidia-smi's counter, readable without privilege) quarantines too
+    ecc = check("gpu-ecc", False)
+    assert ecc.returncode == 1 and ecc.stdout.strip().endswith("cordoned and tainted"), ecc.stderr
+    node_ecc = kube.get("node", "gpu-ecc")
+    assert node_ecc["spec"]["unschedulable"] is True
+    assert node_ecc["spec"]["taints"] == before["gpu-ecc"]["spec"].get("taints", []) + [gpu_health.TAINT]
+    assert node_ecc["metadata"]["annotations"][gpu_health.ANNOTATION] == (
+        "FAIL: GPU 2 (00000000:1A:00.0): 1 uncorrectable ECC errors")
+    assert kube.get("node", "gpu-good")["spec"] == before["gpu-good"]["spec"]
     # a second round changes nothing
     again = check("gpu-bad", True)
     assert again.returncode == 1 and again.stdout.strip().endswith("already quarantined")

@@ -21,6 +21,7 @@ from generator.decide import make_plan
 from generator.render.slurm import slurm_config
 from generator.render.slurm.ops import NCCL, nhc_targets
 from generator.spec import hostlist
+from tests import fake_gpu
 from tests._consumers import require
 
 REPO = Path(__file__).resolve().parent.parent
@@ -267,26 +268,28 @@ def test_nhc_targets_stay_short_for_big_pools():
 # ------------------------------------------------------------------ the scripts, run for real
 
 
-FAKE_SMI = """#!/bin/sh
-[ -n "$SMI_FAIL" ] && { echo "Unable to determine the device handle for GPU0000:1B:00.0: Unknown Error" >&2; exit 15; }
-i=0
-while [ $i -lt "$SMI_COUNT" ]; do echo "$SMI_NAME"; i=$((i + 1)); done
-"""
-
-
 @pytest.fixture
 def fake_smi(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
-    (bin_dir / "nvidia-smi").chmod(0o755)
+    set_gpus(bin_dir)
     return bin_dir
 
 
-def gpu_health(tmp_path, fake_smi, count, name, *args, fail=False):
+def set_gpus(bin_dir: Path, gpus: dict | None = None, klog: list[str] | None = None, *, dmesg: str = "") -> None:
+    """The fake nvidia-smi and dmesg of one GPU node "n" (tests/fake_gpu.py): healthy GPUs and a kernel
+    log without Xids, unless told otherwise."""
+    (bin_dir / "nvidia-smi").write_text(fake_gpu.nvidia_smi({"n": gpus} if gpus else None, node_var="NODE"))
+    (bin_dir / "dmesg").write_text(dmesg or fake_gpu.dmesg({"n": klog} if klog else None, node_var="NODE"))
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+
+
+def gpu_health(tmp_path, fake_smi, count, name, *args, fail=False, env=None):
     script = tmp_path / "gpu-health.sh"
     script.write_text(files_of(tmp_path, doc())["gpu-health.sh"])
-    env = {"PATH": f"{fake_smi}:/usr/bin:/bin", "SMI_COUNT": str(count), "SMI_NAME": name}
+    env = {"PATH": f"{fake_smi}:/usr/bin:/bin", "SMI_COUNT": str(count), "SMI_NAME": name, "NODE": "n",
+           **(env or {})}
     if fail:
         env["SMI_FAIL"] = "1"
     return subprocess.run(["sh", str(script), *args], capture_output=True, text=True, env=env)
@@ -314,6 +317,69 @@ def test_gpu_health_reports_nvidia_smi_failing(tmp_path, fake_smi):
     assert result.returncode == 1
     assert result.stdout.strip() == ("FAIL: nvidia-smi failed: Unable to determine the device handle for "
                                      "GPU0000:1B:00.0: Unknown Error")
+
+
+BUS = "00000000:1B:00.0"  # GPU 3's bus id in the fake
+ECC = "ecc.errors.uncorrected.volatile.total"
+
+
+@pytest.mark.parametrize("gpus, klog, rc, out", [
+    # healthy: correctable errors, remapped rows (correctable) and application Xids do not fail it
+    ({"gpu": 3, "ecc.errors.corrected.volatile.total": "12", "remapped_rows.correctable": "3"},
+     [fake_gpu.xid(13), fake_gpu.xid(31), fake_gpu.xid(43), fake_gpu.xid(45), fake_gpu.xid(63), fake_gpu.xid(92),
+      fake_gpu.xid(94), "[ 9.1] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.86.15"],
+     0, "ok: 4x gb200 GPUs: 4x NVIDIA GB200"),
+    # a GPU without ECC (or with ECC off) answers N/A: not a failure
+    ({"gpu": 3, ECC: "[N/A]"}, None, 0, "ok: 4x gb200 GPUs: 4x NVIDIA GB200"),
+    ({"gpu": 3, ECC: "2"}, None, 1, f"FAIL: GPU 3 ({BUS}): 2 uncorrectable ECC errors"),
+    ({"gpu": 3, "remapped_rows.pending": "1"}, None, 1, f"FAIL: GPU 3 ({BUS}): row remapping pending, reset the GPU"),
+    ({"gpu": 3, "remapped_rows.pending": "Yes"}, None, 1,
+     f"FAIL: GPU 3 ({BUS}): row remapping pending, reset the GPU"),
+    ({"gpu": 3, "remapped_rows.failure": "1"}, None, 1,
+     f"FAIL: GPU 3 ({BUS}): row remapping failed, the GPU needs service"),
+    # before Ampere: no row remapping, page retirement instead
+    ({"gpu": 3, "remapped_rows.pending": "[N/A]", "remapped_rows.failure": "[N/A]", "retired_pages.pending": "Yes"},
+     None, 1, f"FAIL: GPU 3 ({BUS}): retired pages pending, reboot the node"),
+    ({"gpu": 3, "remapped_rows.pending": "[N/A]", "remapped_rows.failure": "[N/A]", "retired_pages.pending": "No"},
+     None, 0, "ok: 4x gb200 GPUs: 4x NVIDIA GB200"),
+    (None, [fake_gpu.xid(13), fake_gpu.xid(79, "PCI:0000:1d:00", "GPU has fallen off the bus.")], 1,
+     "FAIL: Xid 79 (PCI:0000:1d:00) in the kernel log since boot"),
+    # every problem in the one line, the Xids of two GPUs named
+    ({"gpu": 3, ECC: "1"}, [fake_gpu.xid(48, "PCI:0000:1d:00"), fake_gpu.xid(119, "PCI:0000:18:00"),
+                            fake_gpu.xid(119, "PCI:0000:1d:00")], 1,
+     f"FAIL: GPU 3 ({BUS}): 1 uncorrectable ECC errors; Xid 48 (PCI:0000:1d:00) in the kernel log since boot; "
+     "Xid 119 (PCI:0000:18:00,PCI:0000:1d:00) in the kernel log since boot"),
+    # drivers before PCI: in the tag
+    (None, ["NVRM: Xid (0000:01:00): 95, pid=77, Uncontained: FBHUB"], 1,
+     "FAIL: Xid 95 (0000:01:00) in the kernel log since boot"),
+])
+def test_gpu_health_memory_errors_and_xids(tmp_path, fake_smi, gpus, klog, rc, out):
+    set_gpus(fake_smi, gpus, klog)
+    result = gpu_health(tmp_path, fake_smi, 4, "NVIDIA GB200", "4", "gb200")
+    assert (result.returncode, result.stdout.strip()) == (rc, out), result.stderr
+
+
+def test_gpu_health_fatal_xids_are_the_sites_to_tune(tmp_path, fake_smi):
+    set_gpus(fake_smi, None, [fake_gpu.xid(13), fake_gpu.xid(79)])
+    assert gpu_health(tmp_path, fake_smi, 4, "NVIDIA GB200", "4", "gb200").returncode == 1
+    tuned = gpu_health(tmp_path, fake_smi, 4, "NVIDIA GB200", "4", "gb200", env={"GPU_HEALTH_FATAL_XIDS": "13 48"})
+    assert (tuned.returncode, tuned.stdout.strip()) == (1, "FAIL: Xid 13 (PCI:0000:1b:00) in the kernel log since boot")
+    none = gpu_health(tmp_path, fake_smi, 4, "NVIDIA GB200", "4", "gb200", env={"GPU_HEALTH_FATAL_XIDS": "48"})
+    assert none.returncode == 0
+
+
+def test_gpu_health_without_the_kernel_log_still_checks_the_rest(tmp_path, fake_smi):
+    """dmesg refused (a container without CAP_SYSLOG, dmesg_restrict): said in the ok line, not a failure;
+    the counters still fail the node."""
+    refused = "#!/bin/sh\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n"
+    set_gpus(fake_smi, None, dmesg=refused)
+    result = gpu_health(tmp_path, fake_smi, 4, "NVIDIA GB200", "4", "gb200")
+    assert (result.returncode, result.stdout.strip()) == (
+        0, "ok: 4x gb200 GPUs: 4x NVIDIA GB200; Xids not checked: dmesg: read kernel buffer failed: "
+           "Operation not permitted")
+    set_gpus(fake_smi, {"gpu": 3, ECC: "3"}, dmesg=refused)
+    assert gpu_health(tmp_path, fake_smi, 4, "NVIDIA GB200", "4", "gb200").stdout.strip() == (
+        f"FAIL: GPU 3 ({BUS}): 3 uncorrectable ECC errors")
 
 
 @pytest.mark.parametrize("kind", ["infiniband", "roce", "ethernet"])

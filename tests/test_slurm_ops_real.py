@@ -11,7 +11,9 @@ bundles the CLI wrote (the loopback overlay's changes are listed in tests/slurmh
 * 26.05 (forky chroot): the Debian build has no mpi/pmix, so the default fails every srun (what the
   README says); with pmi2 a 2-node job runs under PMI2, and a batch step gets its IMEX channel;
 * health check: NHC's stand-in runs the bundle's nhc.conf line and gpu-health.sh against a fake
-  nvidia-smi reporting one GPU fewer on one node; that node, and only it, is drained with the reason;
+  nvidia-smi and dmesg (tests/fake_gpu.py): the nodes with one GPU fewer, an uncorrectable ECC error, a
+  pending row remap or an Xid 79, and only they, are drained with the reason; correctable errors, a GPU
+  without ECC and application Xids (13, 31, 43, 92) leave a node up;
 * two controllers with one StateSaveLocation: the primary is killed, the backup takes over, the
   running job carries on and a new job is scheduled (22.05 and 24.11).
 """
@@ -22,6 +24,7 @@ import time
 
 import pytest
 
+from tests import fake_gpu
 from tests.slurmharness import SlurmCluster, require_slurm
 from tests.test_slurm_real import EXAMPLES, Planned, bundle, check_clean_log, optional_plugins_absent, \
     with_slurm_options
@@ -160,42 +163,62 @@ def test_mpi_and_imex_on_2605(tmp_path):
 
 # ------------------------------------------------------------------ health check drains a bad node
 
-# nvidia-smi for the health check: 8 H100s on every node but gpu003, which has lost one
-FAKE_NVIDIA_SMI = """#!/bin/sh
-count=8
-[ "$SLURMD_NODENAME" = gpu003 ] && count=7
-i=0
-while [ $i -lt $count ]; do echo "NVIDIA H100 80GB HBM3"; i=$((i + 1)); done
-"""
+# nvidia-smi and the kernel log for the health check (tests/fake_gpu.py): 8 healthy H100s on every node
+# but these. The drained ones, with the reason NHC gives (its check name, then gpu-health.sh's line):
+SICK_GPUS = {
+    "gpu003": {"count": 7},                                                     # a GPU lost
+    "gpu004": {"gpu": 5, "ecc.errors.uncorrected.volatile.total": "2"},         # uncorrectable ECC
+    "gpu005": {"gpu": 1, "remapped_rows.pending": "1"},                         # row remap needs a reset
+    "gpu007": {"gpu": 2, "ecc.errors.corrected.volatile.total": "40",           # correctable only: up
+               "remapped_rows.correctable": "2"},
+    "gpu008": {"ecc.errors.uncorrected.volatile.total": "[N/A]"},               # no ECC: up
+}
+KERNEL_LOG = {
+    "gpu006": [fake_gpu.xid(13), fake_gpu.xid(79, "PCI:0000:1b:00", "GPU has fallen off the bus.")],
+    "gpu007": [fake_gpu.xid(13), fake_gpu.xid(31), fake_gpu.xid(43), fake_gpu.xid(92)],  # benign: up
+}
+DRAINED = {
+    "gpu003": "FAIL: expected 8x h100 GPUs, nvidia-smi lists 7: 7x NVIDIA H100 80GB HBM3",
+    "gpu004": "FAIL: GPU 5 (00000000:1D:00.0): 2 uncorrectable ECC errors",
+    "gpu005": "FAIL: GPU 1 (00000000:19:00.0): row remapping pending, reset the GPU",
+    "gpu006": "FAIL: Xid 79 (PCI:0000:1b:00) in the kernel log since boot",
+}
 
 
-def test_health_check_drains_the_node_missing_a_gpu_2205(tmp_path):
+def test_health_check_drains_the_nodes_with_broken_gpus_2205(tmp_path):
     require_slurm("bookworm")
     out = bundle(tmp_path, EXAMPLES / "fsdp-pretraining.yaml")
     p = Planned(out)
     assert "/etc/slurm/gpu-health.sh 8 h100" in (out / "slurm" / "nhc.conf").read_text()
-    with SlurmCluster(out / "slurm", health_check=True, wait_idle_s=0,
-                      bin_files={"nvidia-smi": FAKE_NVIDIA_SMI}) as c:
-        reason = "NHC: check_gpus:  FAIL: expected 8x h100 GPUs, nvidia-smi lists 7: 7x NVIDIA H100 80GB HBM3."
+    fakes = {"nvidia-smi": fake_gpu.nvidia_smi(SICK_GPUS), "dmesg": fake_gpu.dmesg(KERNEL_LOG)}
+    with SlurmCluster(out / "slurm", health_check=True, wait_idle_s=0, bin_files=fakes) as c:
+        reasons = {n: f"NHC: check_gpus:  {line}." for n, line in DRAINED.items()}
 
         def settled():
             nodes = c.nodes()
             done = len(nodes) == 16 and all(s["state"] in ("IDLE", "IDLE+DRAIN", "DRAIN") for s in nodes.values())
-            return nodes if done and "DRAIN" in nodes["gpu003"]["state"] else None
+            return nodes if done and all("DRAIN" in nodes[n]["state"] for n in DRAINED) else None
 
-        nodes = wait_for("gpu003 to drain and the rest to be idle", settled)
-        assert {n: s["state"] for n, s in nodes.items() if s["state"] != "IDLE"} == {"gpu003": "IDLE+DRAIN"}
-        assert nodes["gpu003"]["reason"].startswith(reason)
-        assert reason in c.run("sinfo", "-R", "-h", "-o", "%E").stdout
+        nodes = wait_for("the broken nodes to drain and the rest to be idle", settled)
+        assert {n: s["state"] for n, s in nodes.items() if s["state"] != "IDLE"} == {n: "IDLE+DRAIN" for n in DRAINED}
+        for node, reason in reasons.items():
+            assert nodes[node]["reason"].startswith(reason), (node, nodes[node]["reason"])
+        listed = c.run("sinfo", "-R", "-h", "-o", "%E").stdout
+        assert all(reason in listed for reason in reasons.values()), listed
         conf = c.config()
         assert conf["HealthCheckProgram"].endswith("nhc-standin.sh") and conf["HealthCheckInterval"] == "300 sec"
-        # the bundle's script ran on every node: healthy ones pass, gpu003 fails
+        # the bundle's script ran on every node: healthy ones pass (gpu007 with correctable errors and
+        # application Xids, gpu008 without ECC among them), the broken ones fail
         log = (c.workdir / "log" / "nhc.log").read_text()
-        assert log.count("healthy") >= 15 and f"gpu003: {reason}" in log
-        # a 16-node job cannot run now; 15 can
-        assert "gpu003" not in c.job("-N", "15", "hostname").stdout
+        assert log.count("healthy") >= 12 and "gpu007: healthy" in log and "gpu008: healthy" in log
+        assert all(f"{n}: {reason}" in log for n, reason in reasons.items())
+        # 12 nodes are left for jobs, the drained ones not among them
+        ran = set(c.job("-N", "12", "sh", "-c", 'echo "$SLURMD_NODENAME"').stdout.split())
+        assert len(ran) == 12 and not ran & set(DRAINED) and {"gpu007", "gpu008"} <= ran
         # slurmd logs the failing check (NHC's exit status 1; its message is the drain reason)
-        check_clean_log(c, p, also=[re.compile(r"^slurmd gpu003: error: health_check failed: rc:1 output:")])
+        # (SlurmCluster.problems folds the same line of several nodes into "slurmd on N nodes: ...")
+        check_clean_log(c, p, also=[re.compile(rf"^slurmd ({'|'.join(DRAINED)}|on [2-{len(DRAINED)}] nodes): "
+                                               r"error: health_check failed: rc:1 output:")])
 
 
 # ------------------------------------------------------------------ a controller pair

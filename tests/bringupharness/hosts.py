@@ -25,13 +25,19 @@ from pathlib import Path
 from . import roots
 
 # A fake nvidia-smi for nodes without GPUs: answers the queries the bundle's checks and gpu-health.sh
-# make (`--query-gpu=name`, `-L`) for ORCHGEN_FAKE_GPUS GPUs of ORCHGEN_FAKE_GPU_NAME.
+# make (`--query-gpu=name`, `-L`; the memory-error queries, answered as by healthy GPUs: no
+# uncorrectable ECC error, no page retirement, no row remapping pending or failed) for
+# ORCHGEN_FAKE_GPUS GPUs of ORCHGEN_FAKE_GPU_NAME.
 FAKE_NVIDIA_SMI = """#!/bin/sh
 n=$(cat /etc/orchgen-fake-gpus 2>/dev/null || echo 0)
 name=$(cat /etc/orchgen-fake-gpu-name 2>/dev/null || echo "NVIDIA A100-SXM4-80GB")
 i=0
 case "$*" in
   *--query-gpu=name*) while [ $i -lt $n ]; do echo "$name"; i=$((i+1)); done ;;
+  *--query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,retired_pages.pending*)
+    while [ $i -lt $n ]; do echo "$i, 00000000:$(printf %02X $((i+24))):00.0, 0, [N/A]"; i=$((i+1)); done ;;
+  *--query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure*)
+    while [ $i -lt $n ]; do echo "00000000:$(printf %02X $((i+24))):00.0, 0, 0"; i=$((i+1)); done ;;
   *-L*) while [ $i -lt $n ]; do echo "GPU $i: $name (UUID: GPU-fake-$i)"; i=$((i+1)); done ;;
   *) echo "fake nvidia-smi: $n x $name" ;;
 esac

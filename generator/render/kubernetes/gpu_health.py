@@ -14,7 +14,10 @@ smallest thing that does the remediation itself, on the check Slurm's NHC alread
 - each pod runs gpu-quarantine.py (templates/kubernetes/gpu-quarantine.py.j2) every
   options.slurm.health_check_interval seconds (NHC's interval on Slurm), which runs gpu-health.sh
   COUNT TYPE (templates/slurm/gpu-health.sh.j2, the very script nhc.conf runs: one source of truth
-  for the check) and, on its first FAIL line, cordons its own node and taints it
+  for the check: GPU count and type, uncorrectable ECC errors, row remapping pending or failed, pages
+  pending retirement; the kernel log's Xids only where it can be read, which needs CAP_SYSLOG that
+  Pod Security `restricted` does not give, so here the device plugin and the alerts cover Xids) and,
+  on its first FAIL line, cordons its own node and taints it
   nvidia.com/gpu-health=failed:NoSchedule, the line kept in the annotation orchgen.io/gpu-health;
 - a ServiceAccount whose ClusterRole allows `get` and `patch` on nodes and nothing else.
 No pod orchgen writes tolerates the health taint (tests/test_gpu_health.py holds every pod template

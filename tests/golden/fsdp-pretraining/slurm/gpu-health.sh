@@ -1,9 +1,16 @@
 #!/bin/sh
-# gpu-health.sh COUNT TYPE, for cluster fsdp-pretraining: does this node have COUNT GPUs whose product name
-# contains TYPE (the pool's GRES type), as `nvidia-smi --query-gpu=name` lists them? Prints "ok: ..." and
-# exits 0, or prints one "FAIL: ..." line and exits 1. Written by `orchgen plan workload.yaml` for fleet fsdp-pretraining.
+# gpu-health.sh COUNT TYPE, for cluster fsdp-pretraining: are this node's GPUs fit for work? Written by
+# `orchgen plan workload.yaml` for fleet fsdp-pretraining. It fails the node when
+#  1. nvidia-smi does not list COUNT GPUs whose product name contains TYPE (the pool's GRES type);
+#  2. a GPU has uncorrectable ECC errors since the driver loaded (ecc.errors.uncorrected.volatile.total);
+#  3. a GPU has a row remapping pending (it needs a GPU reset) or a failed one (remapped_rows.pending,
+#     remapped_rows.failure), or, on GPUs before Ampere, pages pending retirement (retired_pages.pending);
+#  4. the kernel log since boot holds an NVRM Xid that NVIDIA's catalog says needs a GPU reset or a
+#     reboot (FATAL_XIDS below); the Xids of application faults (13, 31, 43 ...) do not fail it.
+# Prints "ok: ..." and exits 0, or prints one "FAIL: ..." line naming every problem and exits 1.
 # NHC runs it from nhc.conf (installed as /etc/slurm/gpu-health.sh, mode 0755) and drains the node with the
-# FAIL line as the reason. It also runs by hand: /etc/slurm/gpu-health.sh 8 h100
+# FAIL line as the reason; on Kubernetes gpu-quarantine.py runs it and cordons + taints the node.
+# It also runs by hand: /etc/slurm/gpu-health.sh 8 h100
 set -u
 
 if [ $# -ne 2 ]; then
@@ -38,4 +45,71 @@ if [ "$have" -ne "$want" ] || [ "$others" -ne 0 ]; then
     echo "FAIL: expected ${want}x $type GPUs, nvidia-smi lists $have: ${listed:-none}"
     exit 1
 fi
-echo "ok: ${have}x $type GPUs: $listed"
+
+# ---- memory errors. Field names: `nvidia-smi --help-query-gpu` and `--help-query-remapped-rows`;
+# what they mean: NVIDIA GPU Memory Error Management,
+# https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html
+# (row remapping, Ampere and later) and Dynamic Page Retirement,
+# https://docs.nvidia.com/deploy/dynamic-page-retirement/ (the GPUs before it). A field a GPU does not
+# have reads "[N/A]" or "[Not Supported]" (no ECC, MIG with active instances ...): not a failure.
+if ! ecc=$(timeout 15 nvidia-smi --query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,retired_pages.pending \
+        --format=csv,noheader 2>&1); then
+    echo "FAIL: nvidia-smi failed: $(printf '%s\n' "$ecc" | head -n 1)"
+    exit 1
+fi
+# Row remapping has its own query; a driver or GPU without it fails or answers N/A: then the page
+# retirement flag above is the one that counts.
+remap=$(timeout 15 nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure \
+        --format=csv,noheader 2>/dev/null) || remap=
+problems=$({ printf '%s\n' "$ecc" | sed 's/^/E, /'; printf '%s\n' "$remap" | sed 's/^/R, /'; } | awk -F', *' '
+    function set(v) { return v == "1" || v == "Yes" || v == "yes" }
+    $1 == "E" && NF >= 5 {
+        gpu[$3] = $2
+        # uncorrectable ECC errors since the driver loaded: the GPU returned bad data to a job
+        if ($4 ~ /^[0-9]+$/ && $4 > 0) print "GPU " $2 " (" $3 "): " $4 " uncorrectable ECC errors"
+        # pre-Ampere: a page waits for retirement, which needs a reboot (Dynamic Page Retirement)
+        if (set($5)) print "GPU " $2 " (" $3 "): retired pages pending, reboot the node"
+    }
+    $1 == "R" && NF >= 4 {
+        id = ($2 in gpu) ? "GPU " gpu[$2] " (" $2 ")" : "GPU " $2
+        # pending: a row is marked for remapping and it happens only at the next GPU reset
+        if (set($3)) print id ": row remapping pending, reset the GPU"
+        # failure: no spare row was left, the GPU goes back to the vendor (RMA thresholds)
+        if (set($4)) print id ": row remapping failed, the GPU needs service"
+    }')
+
+# ---- Xid errors in the kernel log since boot (NVIDIA, "Xid Errors", Analyzing Xid Errors with the Xid
+# Catalog: https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html). The driver logs
+# "NVRM: Xid (PCI:0000:1b:00): 79, pid=..., GPU has fallen off the bus.".
+# Site-tunable: the Xids whose Immediate Action in that catalog is RESET_GPU or RESTART_BM (reboot),
+# plus 48 (double bit ECC) and 74 (NVLink) whose workflows need a GPU reset or a reboot. Left out on
+# purpose: 13/31/43/45 (application faults: restart the app), 63 (a row marked for remapping: the
+# remapped_rows.pending flag above fails the node until the reset), 92 (high single-bit rate: IGNORE),
+# 94 (contained error: restart the app). Override without editing this file with the environment
+# variable GPU_HEALTH_FATAL_XIDS (on Slurm a `* || export GPU_HEALTH_FATAL_XIDS="..."` line in nhc.conf).
+FATAL_XIDS=${GPU_HEALTH_FATAL_XIDS:-"46 48 62 64 74 79 95 109 110 119 120 136 140 143 155 156 158"}
+# dmesg reads the kernel's ring buffer, which holds this boot's messages on every node, without
+# journald or a persistent journal (journalctl -k needs both, and as a user without the journal group
+# it answers nothing rather than failing). NHC runs as root; where the buffer may not be read (a
+# container without CAP_SYSLOG, kernel.dmesg_restrict=1) the Xids are reported as not checked and the
+# other checks still decide. A clean bill needs the reboot (or the GPU reset plus `dmesg --clear`) that
+# these Xids call for anyway; a very busy kernel log can wrap the buffer and lose an old line.
+xidnote=
+if klog=$(timeout 15 dmesg 2>&1); then
+    xids=$(printf '%s\n' "$klog" | sed -n 's/.*NVRM: Xid (\([^)]*\)): \([0-9][0-9]*\).*/\2 \1/p' | sort -u)
+    for x in $FATAL_XIDS; do
+        hit=$(printf '%s\n' "$xids" | awk -v x="$x" '$1 == x { printf "%s%s", sep, $2; sep = "," }')
+        if [ -n "$hit" ]; then
+            problems="${problems:+$problems
+}Xid $x ($hit) in the kernel log since boot"
+        fi
+    done
+else
+    xidnote="; Xids not checked: $(printf '%s\n' "$klog" | head -n 1)"
+fi
+
+if [ -n "$problems" ]; then
+    echo "FAIL: $(printf '%s\n' "$problems" | paste -s -d ';' - | sed 's/;/; /g')"
+    exit 1
+fi
+echo "ok: ${have}x $type GPUs: $listed$xidnote"
