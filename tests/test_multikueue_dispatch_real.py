@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from generator.spec import hostlist
@@ -87,6 +88,74 @@ def workload_of(cluster, ns: str, job: str) -> dict[str, Any] | None:
 
 def job_pods(cluster, ns: str, job: str) -> list[dict[str, Any]]:
     return cluster.get("pods", "-n", ns, "-l", f"{JOB_LABEL}={job}")["items"]
+
+
+def small_fleet(**options: Any) -> Any:
+    from generator.spec.models import Fleet
+
+    doc = yaml.safe_load(FLEET)
+    doc["options"].update(options)
+    return Fleet.model_validate(doc)
+
+
+# ---- the site's cap: the cut at its size, without a cluster ------------------------------------
+
+
+def test_a_site_cap_cuts_the_plane_like_the_envelope_and_quotas_add_up():
+    from generator.decide import make_plan
+
+    plan = make_plan(small_fleet(), "fleet.yaml")
+    manager, *workers = plan.clusters
+    assert manager.role == "manager" and [w.name for w in workers] == ["worker-01", "worker-02"]
+    assert [w.units for w in workers] == [("spine01",), ("spine02",)]  # whole spines, fabric order
+    assert all(w.node_count == 4 for w in workers)
+    for t in plan.tenants:
+        for r in ("gpus", "cpus", "memory_gib"):
+            assert sum(getattr(w.quotas[t.name]["h100"], r) for w in workers) == getattr(t.quotas["h100"], r)
+    assert any("options.kubernetes_cluster_max_nodes, the site's cap of 4 nodes" in r for r in plan.reasons)
+    # upstream's 5,000 (the default) keeps these 8 nodes one cluster, as before
+    assert not make_plan(small_fleet(kubernetes_cluster_max_nodes=5_000), "fleet.yaml").clusters
+    assert not make_plan(small_fleet(kubernetes_clusters="one"), "fleet.yaml").clusters
+
+
+def test_a_site_cap_with_nothing_to_dispatch_stays_one_cluster_and_warns():
+    from generator.decide import make_plan
+
+    from generator.spec.models import Fleet
+
+    doc = yaml.safe_load(FLEET)
+    doc["workloads"] = [{"name": "chat", "long_lived_services": True, "bare_metal": False, "gpus": 8,
+                         "tenant": "alpha"}]
+    doc["options"] = {"kubernetes_cluster_max_nodes": 4}
+    plan = make_plan(Fleet.model_validate(doc), "fleet.yaml")
+    assert not plan.clusters
+    (w,) = [w for w in plan.warnings if w.field == "options.kubernetes_cluster_max_nodes"]
+    assert "more than options.kubernetes_cluster_max_nodes (4)" in w.message and "one cluster" in w.message
+
+
+@pytest.mark.parametrize("value,why", [(0, "greater than or equal to 1"), (5_001, "less than or equal to 5000"),
+                                       ("x", "valid integer")])
+def test_a_bad_cap_is_refused_with_one_line(value, why, tmp_path):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(FLEET.replace("kubernetes_cluster_max_nodes: 4", f"kubernetes_cluster_max_nodes: {value}"))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(path), "-o", str(out)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert f"{path}:" in line and "options.kubernetes_cluster_max_nodes:" in line and why in line, line
+    assert not out.exists()
+
+
+def test_a_leaf_bigger_than_the_cap_is_refused(tmp_path):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(FLEET.replace("kubernetes_cluster_max_nodes: 4", "kubernetes_cluster_max_nodes: 3"))
+    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(path), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "fleet.fabric:" in r.stderr and "(3)" in r.stderr, r.stderr
+
+
+# ---- live: a manager and a worker ----------------------------------------------------------------
 
 
 def apply_tree(cluster, root: Path) -> None:

@@ -12,6 +12,9 @@ whole in one worker: no gang spans two clusters.
 
 The cut: whole spines in fabric order (a spine group too big for one cluster is cut at its leaves),
 packed into clusters of at most the envelope's nodes (`_units`, as the old warning's suggested split).
+A site may cap clusters below upstream's envelope (options.kubernetes_cluster_max_nodes: smaller failure
+and upgrade domains); the plane is then cut the same way at that size.
+
 Refused, one line naming the field: a leaf bigger than a cluster (fleet.fabric), a multi-node job
 that no worker holds enough nodes of its pool for (workloads[i].nodes), more workers than one
 MultiKueueConfig lists (20, its CRD's maxItems), a gang scheduler other than Kueue, a GitOps mode
@@ -80,7 +83,8 @@ def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
     if len(groups) > MAX_WORKERS:
         raise OrchgenError(
             f"the {kube.name} plane needs {len(groups)} clusters of at most {cap:,} nodes, and one MultiKueueConfig "
-            f"lists at most {MAX_WORKERS} (its CRD's maxItems): plan fewer nodes per fleet", file, None, "fleet.pools")
+            f"lists at most {MAX_WORKERS} (its CRD's maxItems): plan fewer nodes per fleet (or raise "
+            "options.kubernetes_cluster_max_nodes)", file, None, "fleet.pools")
     workers = [_worker(plan, i, g) for i, g in enumerate(groups)]
     _gangs_fit(plan, workers, file)
     workers = _split_quotas(plan, workers)
@@ -91,7 +95,8 @@ def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
     envelope = ("upstream's per-cluster envelope (5,000 nodes, 150,000 pods: "
                 "kubernetes.io/docs/setup/best-practices/cluster-large)")
     if not beyond(plan):  # only the site's own cap cuts it
-        envelope = f"options.kubernetes_cluster_max_nodes ({max_nodes:,} nodes per cluster, the site's; {envelope})"
+        envelope = (f"options.kubernetes_cluster_max_nodes, the site's cap of {max_nodes:,} nodes per cluster (upstream's "
+                    "envelope is 5,000 nodes, 150,000 pods: kubernetes.io/docs/setup/best-practices/cluster-large)")
     reason = (f"the {kube.name} plane has {len(kube.nodes):,} nodes, beyond {envelope}: planned as "
               f"{len(workers)} worker clusters of at most {cap:,} nodes cut at whole spines/leaves "
               f"({'; '.join(f'{w.name}: {hostlist.compress(list(w.units))}, {w.node_count:,} nodes' for w in workers)}) "
