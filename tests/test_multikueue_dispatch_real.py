@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,7 @@ def test_the_manager_dispatches_a_gang_to_a_live_worker(tmp_path: Path, kube_fac
         ok = "worker-01" in mkc and is_true(mkc["worker-01"], "Active") and checks and is_true(checks[0], "Active")
         return mkc if ok else None
 
-    mkc = a.wait_for("worker-01 connected", active, timeout=60)
+    mkc = a.wait_for("worker-01 connected", active, timeout=90)
     assert not is_true(mkc["worker-02"], "Active")  # planned, not booted: no Secret
 
     # a gang: the bundle's own starter, submitted to the manager (its namespace's LocalQueue `default`)
@@ -224,7 +225,7 @@ def test_the_manager_dispatches_a_gang_to_a_live_worker(tmp_path: Path, kube_fac
         pods = [p for p in job_pods(b, ns, name) if p["status"].get("phase") == "Running"]
         return (w, pods) if len(pods) == width else None
 
-    wl, b_pods = a.wait_for("the gang dispatched and Running on worker-01", dispatched, timeout=90)
+    wl, b_pods = a.wait_for("the gang dispatched and Running on worker-01", dispatched, timeout=120)
     # the manager reserved quota in its own ClusterQueue and records where the job went
     assert is_true(wl, "QuotaReserved")
     assert wl["status"]["admission"]["clusterQueue"] == "alpha"
@@ -237,7 +238,10 @@ def test_the_manager_dispatches_a_gang_to_a_live_worker(tmp_path: Path, kube_fac
     assert rwl and is_true(rwl, "Admitted") and rwl["status"]["admission"]["clusterQueue"] == "alpha"
     assert {p["spec"]["nodeName"] for p in b_pods} <= w1_nodes
     assert not remote["spec"].get("suspend")
-    # A: the Job is MultiKueue's (managedBy), runs no pod, and shows the worker's status
+    # A: the Job is MultiKueue's (spec.managedBy, which Kueue's Job webhook sets for a queue with a
+    # MultiKueue check: jobframework ApplyDefaultForManagedBy), so A's Job controller makes no pod; MultiKueue copies the worker's Job status
+    # to it (KEP-693, "Workload Controller": "to keep the impression that the job is running in the
+    # management cluster")
     local = a.get("job", name, "-n", ns)
     assert local["spec"].get("managedBy") == "kueue.x-k8s.io/multikueue", local["spec"]
     a.wait_for("the manager's Job mirrors the worker's status",
@@ -248,8 +252,12 @@ def test_the_manager_dispatches_a_gang_to_a_live_worker(tmp_path: Path, kube_fac
     assert not [p["metadata"]["name"] for p in a.get("pods", "-A")["items"] if p["spec"].get("nodeName")]
 
     # a gang bigger than worker-01's whole capacity (4 nodes x 8 GPUs) but within the manager's
-    # quota (both workers' capacity, borrowed in its cohort): MultiKueue runs a job whole in one
-    # worker (KEP-693), and Kueue admits a Workload all or nothing, so it is never split
+    # quota (both workers' capacity, borrowed in its cohort). What upstream guarantees (KEP-693,
+    # keps/693-multikueue, "Workload Controller"): MultiKueue first creates only the Workload in the
+    # workers, and "only after the workload is admitted [in one] and other clusters are cleaned-up
+    # the real job will be created"; a Workload is admitted whole or not at all. So the manager
+    # reserves its quota and waits (check Pending), the worker's copy stays pending for quota, no
+    # Job is created on the worker and no pod runs anywhere: it is never split.
     big = json.loads(json.dumps(job))
     big["metadata"]["name"] = "too-big"
     big["spec"]["parallelism"] = big["spec"]["completions"] = 5
@@ -265,7 +273,7 @@ def test_the_manager_dispatches_a_gang_to_a_live_worker(tmp_path: Path, kube_fac
         qr = found and condition(found[0], "QuotaReserved")
         return found[0] if qr and qr["status"] == "False" and "insufficient quota" in qr.get("message", "") else None
 
-    rw = b.wait_for("the big gang's Workload pending on worker-01", refused_on_worker, timeout=60)
+    rw = b.wait_for("the big gang's Workload pending on worker-01", refused_on_worker, timeout=90)
     bw = workload_of(a, ns, "too-big")
     assert bw and is_true(bw, "QuotaReserved") and not is_true(bw, "Admitted"), bw.get("status")
     assert not bw["status"].get("clusterName")
@@ -278,3 +286,6 @@ def test_the_manager_dispatches_a_gang_to_a_live_worker(tmp_path: Path, kube_fac
     # the first gang is untouched
     assert len([p for p in job_pods(b, ns, name) if p["status"].get("phase") == "Running"]) == width
     print(f"multikueue dispatch test: {time.monotonic() - started:.0f} s")
+    # both control planes at once (each waits on its processes' shutdown); the fixture's stop is then a no-op
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda c: c.stop(), (a, b)))
