@@ -3,7 +3,8 @@
 Two real control planes (tests/kubeenv: etcd, kube-apiserver, controller manager, scheduler, KWOK
 and Kueue 0.19.2's controller manager, each with its bundle's own Kueue Configuration): cluster A
 runs the bundle's `clusters/manager/`, cluster B its `clusters/worker-01/` with KWOK playing that
-worker's nodes. The manager gets B's kubeconfig Secret exactly as the bundle README's line says. A
+worker's nodes. The manager gets B's kubeconfig Secret exactly as the bundle README says: a
+ServiceAccount on B with only the rights of Kueue's setup script, stored with the README's line. A
 gang submitted to the manager's LocalQueue is reserved by the manager's Kueue, dispatched by its
 MultiKueue admission check to B, admitted there by B's ClusterQueue and run on B's nodes; nothing of
 it runs on A. A gang bigger than the worker's whole capacity is not split: it never runs anywhere.
@@ -15,9 +16,9 @@ on a site where one worker is down, and MultiKueue dispatches only to the active
 """
 from __future__ import annotations
 
+import base64
 import json
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -159,6 +160,49 @@ def test_a_leaf_bigger_than_the_cap_is_refused(tmp_path):
 # ---- live: a manager and a worker ----------------------------------------------------------------
 
 
+# The rights the bundle README tells the site to give the manager on a worker: those of Kueue's
+# setup task's create-multikueue-kubeconfig.sh (kueue.sigs.k8s.io/docs/tasks/manage/setup_multikueue),
+# for the one integration the manager enables (batch/job, render/clusters MANAGER_FRAMEWORKS):
+# (API group, resource) -> verbs.
+MULTIKUEUE_RIGHTS = {
+    ("batch", "jobs"): ["create", "delete", "get", "list", "watch"],
+    ("batch", "jobs/status"): ["get"],
+    ("kueue.x-k8s.io", "workloads"): ["create", "delete", "get", "list", "watch"],
+    ("kueue.x-k8s.io", "workloads/status"): ["get", "patch", "update"],
+}
+
+
+def restricted_kubeconfig(worker) -> str:
+    """A kubeconfig of a ServiceAccount on the worker holding only MULTIKUEUE_RIGHTS, made as the
+    setup task's script makes it (a service-account-token Secret, the worker's server and CA), so
+    the dispatch below also proves the README's rights are enough for Kueue 0.19.2."""
+    sa, ns = "multikueue-sa", "kueue-system"
+    worker.apply([
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": f"{sa}-role"},
+         "rules": [{"apiGroups": [g], "resources": [r], "verbs": v} for (g, r), v in MULTIKUEUE_RIGHTS.items()]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": f"{sa}-crb"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{sa}-role"},
+         "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]},
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+         "metadata": {"name": sa, "namespace": ns, "annotations": {"kubernetes.io/service-account.name": sa}}}])
+    secret = worker.wait_for("the ServiceAccount's token", lambda: (
+        worker.get("secret", sa, "-n", ns).get("data") or {}).get("token") and worker.get("secret", sa, "-n", ns),
+        timeout=60)
+    # only those rights: it may not, e.g., make pods on the worker
+    can = worker.kubectl("auth", "can-i", "create", "pods", "-n", "alpha", f"--as=system:serviceaccount:{ns}:{sa}",
+                         check=False)
+    assert can.stdout.strip() == "no", can.stdout + can.stderr
+    admin = yaml.safe_load(Path(worker.kubeconfig).read_text())
+    server = admin["clusters"][0]["cluster"]["server"]  # loopback: the harness's API server
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "worker-01",
+        "clusters": [{"name": "worker-01", "cluster": {"server": server,
+                                                       "certificate-authority-data": secret["data"]["ca.crt"]}}],
+        "contexts": [{"name": "worker-01", "context": {"cluster": "worker-01", "user": sa}}],
+        "users": [{"name": sa, "user": {"token": base64.b64decode(secret["data"]["token"]).decode()}}]})
+
+
 def apply_tree(cluster, root: Path) -> None:
     """A cluster's kubernetes/ as the README's Helm/kubectl path applies it: the releases in order
     (Kueue's controller starts with its release), then the manifests."""
@@ -199,7 +243,7 @@ def test_the_manager_dispatches_a_gang_to_a_live_worker(tmp_path: Path, kube_fac
     assert argv[0] == "kubectl"
     secret_dir = tmp_path / "site"
     secret_dir.mkdir()
-    shutil.copy(b.kubeconfig, secret_dir / "worker-01.kubeconfig")
+    (secret_dir / "worker-01.kubeconfig").write_text(restricted_kubeconfig(b))
     subprocess.run([a.kubectl_bin, *argv[1:]], cwd=secret_dir, env=a.env(), check=True, capture_output=True)
 
     def active() -> dict[str, Any] | None:
