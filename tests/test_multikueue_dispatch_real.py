@@ -205,7 +205,10 @@ def restricted_kubeconfig(worker) -> str:
 
 def apply_tree(cluster, root: Path) -> None:
     """A cluster's kubernetes/ as the README's Helm/kubectl path applies it: the releases in order
-    (Kueue's controller starts with its release), then the manifests."""
+    (Kueue's controller starts with its release), then the manifests. The worker's
+    operator-resources/ (nv-ipam's IPPool, after the operator's runtime CRD) are left out: nothing
+    here runs the Network Operator, and MultiKueue does not touch them (tests/test_kube_real.py
+    applies them for a single cluster)."""
     for rel in kb.releases(root):
         kb.apply_release(cluster, rel, root, "1.33")
     cluster.apply(kb.manifests(cluster, root))
