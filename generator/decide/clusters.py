@@ -12,6 +12,9 @@ whole in one worker: no gang spans two clusters.
 
 The cut: whole spines in fabric order (a spine group too big for one cluster is cut at its leaves),
 packed into clusters of at most the envelope's nodes (`_units`, as the old warning's suggested split).
+A site may cap clusters below upstream's envelope (options.kubernetes_cluster_max_nodes: smaller failure
+and upgrade domains); the plane is then cut the same way at that size.
+
 Refused, one line naming the field: a leaf bigger than a cluster (fleet.fabric), a multi-node job
 that no worker holds enough nodes of its pool for (workloads[i].nodes), more workers than one
 MultiKueueConfig lists (20, its CRD's maxItems), a gang scheduler other than Kueue, a GitOps mode
@@ -40,41 +43,48 @@ MANAGER = "manager"
 MAX_WORKERS = 20  # MultiKueueConfig spec.clusters maxItems (kueue.x-k8s.io_multikueueconfigs.yaml, 0.19.2)
 
 
-def beyond(plan: Plan) -> bool:
-    """Whether the plan's Kubernetes plane is past one cluster's envelope (nodes or pods)."""
+def beyond(plan: Plan, max_nodes: int = platform.MAX_NODES) -> bool:
+    """Whether the plan's Kubernetes plane is past one cluster's envelope (nodes or pods); `max_nodes`:
+    options.kubernetes_cluster_max_nodes (upstream's 5,000 unless the site sets fewer)."""
     kube = plan.kube_plane
     if kube is None:
         return False
     nodes = len(kube.nodes)
     pods = sum(s.gpus for s in kube.slices) + platform.DAEMON_PODS_PER_NODE * nodes
-    return nodes > platform.MAX_NODES or pods > platform.MAX_PODS
+    return nodes > min(max_nodes, platform.MAX_NODES) or pods > platform.MAX_PODS
 
 
-def limit(plan: Plan) -> int:
-    """Nodes one worker may hold: 5,000, fewer where a node's pods (one per GPU, plus its daemons, as
-    platform._scale counts them) would pass 150,000 pods first."""
+def limit(plan: Plan, max_nodes: int = platform.MAX_NODES) -> int:
+    """Nodes one worker may hold: `max_nodes` (5,000 unless the site sets fewer), fewer where a node's
+    pods (one per GPU, plus its daemons, as platform._scale counts them) would pass 150,000 pods first."""
     per_node = max((s.gpus // max(1, len(s.nodes)) if s.nodes else 0) for s in plan.kube_plane.slices)
-    return min(platform.MAX_NODES, platform.MAX_PODS // (per_node + platform.DAEMON_PODS_PER_NODE))
+    return min(max_nodes, platform.MAX_NODES, platform.MAX_PODS // (per_node + platform.DAEMON_PODS_PER_NODE))
 
 
 def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
     """The plan with its `clusters` where the Kubernetes plane is beyond one cluster (else as it is)."""
-    if fleet.options.kubernetes_clusters == "one" or not beyond(plan):
+    max_nodes = fleet.options.kubernetes_cluster_max_nodes
+    if fleet.options.kubernetes_clusters == "one" or not beyond(plan, max_nodes):
         return plan
     why_not = _one_cluster(plan)
     if why_not:  # nothing MultiKueue could dispatch: one cluster, with the old warning and why
         warnings: list[Warning_] = []
         platform._scale(plan.kube_plane, plan.fabric, [], warnings)
+        if not warnings:  # within upstream's envelope, beyond only the site's own cap
+            warnings.append(Warning_(
+                f"the {plan.kube_plane.name} plane has {len(plan.kube_plane.nodes):,} nodes, more than "
+                f"options.kubernetes_cluster_max_nodes ({max_nodes:,})", "options.kubernetes_cluster_max_nodes"))
         warnings = [replace(w, message=f"{w.message}; orchgen plans it as one cluster: {why_not}") for w in warnings]
         return replace(plan, warnings=(*plan.warnings, *warnings))
     _refuse_combinations(plan, fleet, file)
     kube = plan.kube_plane
-    cap = limit(plan)
+    cap = limit(plan, max_nodes)
     groups = _pack(_units(plan, cap, file), cap)
     if len(groups) > MAX_WORKERS:
         raise OrchgenError(
             f"the {kube.name} plane needs {len(groups)} clusters of at most {cap:,} nodes, and one MultiKueueConfig "
-            f"lists at most {MAX_WORKERS} (its CRD's maxItems): plan fewer nodes per fleet", file, None, "fleet.pools")
+            f"lists at most {MAX_WORKERS} (its CRD's maxItems): plan fewer nodes per fleet (or raise "
+            "options.kubernetes_cluster_max_nodes)", file, None, "fleet.pools")
     workers = [_worker(plan, i, g) for i, g in enumerate(groups)]
     _gangs_fit(plan, workers, file)
     workers = _split_quotas(plan, workers)
@@ -82,8 +92,12 @@ def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
         MANAGER, "manager", quotas={t.name: dict(t.quotas) for t in plan.tenants},
         why="MultiKueue manager: no GPU nodes; tenants submit here, its ClusterQueues hold each tenant's whole "
             "quota and its AdmissionCheck dispatches every admitted job whole to one worker")
-    reason = (f"the {kube.name} plane has {len(kube.nodes):,} nodes, beyond upstream's per-cluster envelope "
-              f"(5,000 nodes, 150,000 pods: kubernetes.io/docs/setup/best-practices/cluster-large): planned as "
+    envelope = ("upstream's per-cluster envelope (5,000 nodes, 150,000 pods: "
+                "kubernetes.io/docs/setup/best-practices/cluster-large)")
+    if not beyond(plan):  # only the site's own cap cuts it
+        envelope = (f"options.kubernetes_cluster_max_nodes, the site's cap of {max_nodes:,} nodes per cluster (upstream's "
+                    "envelope is 5,000 nodes, 150,000 pods: kubernetes.io/docs/setup/best-practices/cluster-large)")
+    reason = (f"the {kube.name} plane has {len(kube.nodes):,} nodes, beyond {envelope}: planned as "
               f"{len(workers)} worker clusters of at most {cap:,} nodes cut at whole spines/leaves "
               f"({'; '.join(f'{w.name}: {hostlist.compress(list(w.units))}, {w.node_count:,} nodes' for w in workers)}) "
               "behind a Kueue MultiKueue manager cluster; a job runs whole in one worker")

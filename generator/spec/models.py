@@ -795,6 +795,12 @@ class Options(_Model):
         description="a Kubernetes plane beyond upstream's per-cluster envelope (5,000 nodes, 150,000 pods): auto "
         "plans it as worker clusters cut along the fabric behind a Kueue MultiKueue manager cluster; one keeps "
         "it one cluster (with a warning)")
+    kubernetes_cluster_max_nodes: int = Field(
+        default=5_000, ge=1, le=5_000,
+        description="with kubernetes_clusters auto: the most nodes one cluster of the plane may hold; a plane with "
+        "more becomes MultiKueue worker clusters of at most this many nodes. Default and ceiling: upstream's "
+        "5,000 (kubernetes.io/docs/setup/best-practices/cluster-large); a site sets less to keep each "
+        "cluster's failure and upgrade domain smaller")
     serving: Literal["auto", "ray", "kserve", "plain"] = Field(
         default="auto", description="the serving stack of long-lived workloads (workloads[].serving.stack "
         "overrides it; a Python-native service is a RayService unless its own stack says else): auto picks a "
