@@ -104,11 +104,13 @@ def test_the_scripts(tmp_path):
 
 
 # nvidia-smi as it answers on a healthy node, after an XID 79 (GPU fallen off the bus: SMI_FAIL), or
-# with an uncorrectable ECC error on GPU 2 of node gpu-ecc (tests/fake_gpu.py); dmesg refused, as in
-# the checker's pod (no CAP_SYSLOG under Pod Security restricted)
+# with an uncorrectable ECC error on GPU 2 of node gpu-ecc (tests/fake_gpu.py); the kernel log as the
+# pod reads it with CAP_SYSLOG: an application's Xid 13 on gpu-good (no fault of the node), an Xid 74
+# (NVLink error, a reset needed) on gpu-xid while nvidia-smi still answers
 FAKE_SMI = fake_gpu.nvidia_smi({"gpu-ecc": {"gpu": 2, "ecc.errors.uncorrected.volatile.total": "1"}},
                                node_var="NODE_NAME")
-FAKE_DMESG = "#!/bin/sh\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n"
+FAKE_DMESG = fake_gpu.dmesg({"gpu-good": [fake_gpu.xid(13)], "gpu-xid": [fake_gpu.xid(74)]}, node_var="NODE_NAME")
+NODES = ("gpu-good", "gpu-bad", "gpu-ecc", "gpu-xid")
 
 
 def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_path, kube):
@@ -120,12 +122,12 @@ def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_pat
     spec = ds["spec"]["template"]["spec"]
     pool_taints = [{k: v for k, v in t.items() if k != "operator"} for t in spec.get("tolerations", [])]
     kube.add_nodes([{"name": n, "labels": spec["nodeSelector"], "taints": pool_taints,
-                     "capacity": {"nvidia.com/gpu": "8"}} for n in ("gpu-good", "gpu-bad", "gpu-ecc")])
-    # the DaemonSet controller places a checker on both (Pod Security `restricted` admits it)
+                     "capacity": {"nvidia.com/gpu": "8"}} for n in NODES])
+    # the DaemonSet controller places a checker on each (its namespace's Pod Security level admits it)
     kube.wait_for("a checker pod per node", lambda: sorted(
         p["spec"].get("nodeName", "") for p in kube.get("pods", "-n", gpu_health.NAMESPACE)["items"]
-        if p["metadata"]["name"].startswith("gpu-health-h100")) == ["gpu-bad", "gpu-ecc", "gpu-good"], timeout=60)
-    before = {n: kube.get("node", n) for n in ("gpu-good", "gpu-bad", "gpu-ecc")}
+        if p["metadata"]["name"].startswith("gpu-health-h100")) == sorted(NODES), timeout=60)
+    before = {n: kube.get("node", n) for n in NODES}
 
     # the ServiceAccount's own token (TokenRequest), as the kubelet mounts it into the pod
     sa = tmp_path / "sa"
@@ -155,8 +157,7 @@ def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_pat
 
     good, bad = check("gpu-good", False), check("gpu-bad", True)
     assert (good.returncode, bad.returncode) == (0, 1), (good.stderr, bad.stderr)
-    assert good.stdout.strip() == ("gpu-good: ok: 8x h100 GPUs: 8x NVIDIA H100 80GB HBM3; Xids not checked: "
-                                   "dmesg: read kernel buffer failed: Operation not permitted")
+    assert good.stdout.strip() == "gpu-good: ok: 8x h100 GPUs: 8x NVIDIA H100 80GB HBM3", good.stdout
     assert bad.stdout.strip().endswith("cordoned and tainted")
     node = kube.get("node", "gpu-bad")
     assert node["spec"]["unschedulable"] is True
@@ -175,6 +176,12 @@ def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_pat
     assert node_ecc["metadata"]["annotations"][gpu_health.ANNOTATION] == (
         "FAIL: GPU 2 (00000000:1A:00.0): 1 uncorrectable ECC errors")
     assert kube.get("node", "gpu-good")["spec"] == before["gpu-good"]["spec"]
+    # an Xid that needs a reset, in the kernel log the pod reads with CAP_SYSLOG, quarantines too
+    xid = check("gpu-xid", False)
+    assert xid.returncode == 1 and xid.stdout.strip().endswith("cordoned and tainted"), (xid.stdout, xid.stderr)
+    node_xid = kube.get("node", "gpu-xid")
+    assert node_xid["spec"]["unschedulable"] is True
+    assert "Xid 74" in node_xid["metadata"]["annotations"][gpu_health.ANNOTATION], node_xid["metadata"]["annotations"]
     # a second round changes nothing
     again = check("gpu-bad", True)
     assert again.returncode == 1 and again.stdout.strip().endswith("already quarantined")

@@ -179,7 +179,7 @@ def test_every_tenant_pod_is_admitted_by_its_namespaces_pod_security_level(cid, 
     levels = {o["metadata"]["name"]: o["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
               for o in objs if o["kind"] == "Namespace" and "orchgen.io/tenant" in o["metadata"]["labels"]}
     assert set(levels) == {t.name for t in plan.tenants}
-    # and orchgen's own namespaces with a level (the GPU health check's: restricted)
+    # and orchgen's own namespaces with a level (the GPU health check's: privileged, for CAP_SYSLOG)
     enforced = {o["metadata"]["name"]: o["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
                 for o in objs if o["kind"] == "Namespace"
                 and "pod-security.kubernetes.io/enforce" in o["metadata"].get("labels", {})}
@@ -241,7 +241,10 @@ def test_the_guard_admits_the_rdma_pods_and_refuses_a_node_takeover(cid, bundles
     except ImportError:
         require(False, "cel-python not installed")
     plan, objs, starters = bundles[cid]
+    # the tenants' privileged namespaces, which the guard selects (orchgen's own, the GPU health
+    # checker's, is privileged for its CAP_SYSLOG and has no tenant, so no tenant Role either)
     privileged = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"
+                  and "orchgen.io/tenant" in o["metadata"]["labels"]
                   and o["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "privileged"}
     assert privileged, "the bare-metal RDMA tenants' namespaces are privileged"
     [policy] = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicy"

@@ -15,11 +15,15 @@ smallest thing that does the remediation itself, on the check Slurm's NHC alread
   options.slurm.health_check_interval seconds (NHC's interval on Slurm), which runs gpu-health.sh
   COUNT TYPE (templates/slurm/gpu-health.sh.j2, the very script nhc.conf runs: one source of truth
   for the check: GPU count and type, uncorrectable ECC errors, row remapping pending or failed, pages
-  pending retirement; the kernel log's Xids only where it can be read, which needs CAP_SYSLOG that
-  Pod Security `restricted` does not give, so here the device plugin and the alerts cover Xids) and,
+  pending retirement, and the kernel log's Xids, which is why the pod keeps CAP_SYSLOG, below) and,
   on its first FAIL line, cordons its own node and taints it
   nvidia.com/gpu-health=failed:NoSchedule, the line kept in the annotation orchgen.io/gpu-health;
-- a ServiceAccount whose ClusterRole allows `get` and `patch` on nodes and nothing else.
+- a ServiceAccount whose ClusterRole allows `get` and `patch` on nodes and nothing else;
+- the one privilege the check needs: reading the kernel log (dmesg: syslog(2), which the kernel allows
+  only with CAP_SYSLOG under kernel.dmesg_restrict=1, the default on Debian and Ubuntu), so the
+  container runs as root with every capability dropped but SYSLOG, no privilege escalation and a
+  read-only root. Pod Security `baseline` does not allow adding SYSLOG, so the namespace is
+  `privileged`, holding this DaemonSet only.
 No pod orchgen writes tolerates the health taint (tests/test_gpu_health.py holds every pod template
 of the bundle to that), so a broken GPU node takes no new work until someone clears it.
 """
@@ -69,8 +73,12 @@ def scripts(plan: Plan) -> dict[str, str]:
 
 def daemonset(plan: Plan, s: Any) -> dict[str, Any]:
     labels = {"app.kubernetes.io/name": NAME, "orchgen.io/pool": s.pool}
-    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                  "readOnlyRootFilesystem": True}
+    # CAP_SYSLOG alone: dmesg's syslog(2) under kernel.dmesg_restrict=1 (syslog(2), "EPERM"); capabilities
+    # a pod adds take effect for root only (https://kubernetes.io/docs/tasks/configure-pod-container/
+    # security-context/#set-capabilities-for-a-container), and the runtime's default seccomp profile
+    # allows syslog(2) to a process holding CAP_SYSLOG
+    narrow = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["SYSLOG"]},
+              "readOnlyRootFilesystem": True, "runAsNonRoot": False, "runAsUser": 0}
     env = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "GPU_COUNT", "value": str(s.gpus_per_node)},
@@ -87,14 +95,13 @@ def daemonset(plan: Plan, s: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "serviceAccountName": NAME,
         "nodeSelector": node_selector(plan, s.pool),
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [{
             "name": "check", "image": IMAGE,
             "command": ["python3", "/opt/gpu-health/gpu-quarantine.py"], "env": env,
             # one nvidia-smi every few minutes: a sliver of CPU; memory for Python and nvidia-smi
             "resources": {"requests": {"cpu": "10m", "memory": "48Mi"}, "limits": {"memory": "128Mi"}},
-            "securityContext": restricted,
+            "securityContext": narrow,
             "volumeMounts": [{"name": "scripts", "mountPath": "/opt/gpu-health", "readOnly": True}]}],
         "volumes": [{"name": "scripts", "configMap": {"name": NAME, "defaultMode": 0o555}}],
     }
@@ -111,9 +118,10 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
     pools = gpu_pools(plan)
     if not pools:
         return []
-    # restricted Pod Security: the checker needs no privilege (nvidia-smi comes from the runtime)
-    # never pruned, as every namespace orchgen writes (tenancy.NO_PRUNE)
-    ns = meta(NAMESPACE, labels={"pod-security.kubernetes.io/enforce": "restricted"}, annotations=dict(NO_PRUNE))
+    # Pod Security `privileged`: baseline refuses the added SYSLOG capability (Pod Security Standards,
+    # "Capabilities"); the namespace holds the checker only, and tenants have no Role in it. Never
+    # pruned, as every namespace orchgen writes (tenancy.NO_PRUNE)
+    ns = meta(NAMESPACE, labels={"pod-security.kubernetes.io/enforce": "privileged"}, annotations=dict(NO_PRUNE))
     role = f"orchgen-{NAME}"
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": ns},
