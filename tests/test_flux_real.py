@@ -37,7 +37,6 @@ from tests.kubeenv.gitops import GitServer, HelmRepoServer, OciRegistry, package
 from tests.test_kube_real import GKE_ADMISSION, _critical_pod, _operator_refusals
 
 REPO = Path(__file__).resolve().parent.parent
-FLUX_CRDS = REPO.parent / "shared" / "reference" / "flux" / "crds"
 NAME = "gke-flux"
 
 FLEET = """\
@@ -88,13 +87,27 @@ def plan(tenants: list[str], d: Path) -> tuple[Path, Path]:
     return workload, out
 
 
+def flux_crds() -> list[Path]:
+    """The CRDs `flux install` applies: each built controller's config/crd/bases/ at its version, from
+    the Go module cache (../shared/reference/flux holds five of the eight kinds: no HelmChart, Bucket
+    or ExternalArtifact, which source-controller needs to start)."""
+    files: list[Path] = []
+    for c in ("source", "kustomize", "helm"):
+        r = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", f"github.com/fluxcd/{c}-controller"],
+                           cwd=REPO / "tests" / "kubeenv" / "flux" / c, capture_output=True, text=True, timeout=120)
+        require(r.returncode == 0 and r.stdout.strip(), f"github.com/fluxcd/{c}-controller not in the Go "
+                "module cache: run tests/kubeenv/flux/build.sh")
+        files += sorted((Path(r.stdout.strip()) / "config" / "crd" / "bases").glob("*.yaml"))
+    return files
+
+
 def require_flux() -> None:
     d = flux_bin_dir()
     missing = [b for b in (*FLUX_CONTROLLERS, "oci-registry") if not (d / b).is_file()]
     require(not missing, f"Flux's controllers not built ({', '.join(missing)} missing in {d}): run "
                          "tests/kubeenv/flux/build.sh")
     require(shutil.which("git"), "git not installed (the loopback GitOps repository)")
-    require(FLUX_CRDS.is_dir(), f"Flux's CRDs not found in {FLUX_CRDS}")
+    require(shutil.which("go"), "go not installed (Flux's CRDs are read from the Go module cache)")
 
 
 class Site:
@@ -118,7 +131,7 @@ class Site:
             if rel["repo"].startswith("oci://"):
                 if (rel["chart"], rel["version"]) not in self.pushed:
                     tgz = package(self.helm, chart, self.root / "oci-charts", self.helm_home)
-                    path = rel["repo"].removeprefix("oci://").split("/", 1)[1].rsplit("/", 1)[0]
+                    path = rel["repo"].removeprefix("oci://").split("/", 1)[1]  # the chart lands at <path>/<chart>
                     self.oci.push(self.helm, tgz, path, self.helm_home)
                     self.pushed.add((rel["chart"], rel["version"]))
             else:
@@ -209,7 +222,7 @@ def flux(tmp_path: Path, kube_factory):
     try:
         site.commit(bundle, "gke-flux: first plan")
         # `flux bootstrap`: Flux's CRDs, its controllers, the GitRepository and Kustomization (rule 10)
-        crds = [o for f in sorted(FLUX_CRDS.glob("*.yaml")) for o in yaml.safe_load_all(f.read_text()) if o]
+        crds = [o for f in flux_crds() for o in yaml.safe_load_all(f.read_text()) if o]
         cluster.apply(crds)
         cluster.wait_established([o["metadata"]["name"] for o in crds])
         cluster.start_flux()
@@ -231,6 +244,10 @@ def start_kueue_when_installed(cluster, port: int) -> bool:
     cfg = next(yaml.safe_load(c["data"]["controller_manager_config.yaml"]) for c in cms
                if "controller_manager_config.yaml" in (c.get("data") or {}))
     cluster.start_kueue(cfg, port=port)
+    # what Kueue's webhooks admit (the manifests' queues and flavors) may have been refused while its
+    # pod was only faked: retry now rather than after the Kustomization's retryInterval
+    for k in flux_objects(cluster, "kustomizations"):
+        reconcile_now(cluster, "kustomization", k)
     return True
 
 

@@ -56,7 +56,8 @@ made in the committed copy, never in the bundle:
    (`flux_bootstrap`), and the Kustomization `flux-system` syncs `clusters/<name>/` of it, where the
    README has the site copy `gitops/bootstrap/flux-kustomization.yaml`. Flux's controllers run as
    processes (tests/kubeenv/flux/build.sh), not as the bootstrap's Deployments: the harness applies
-   only the bootstrap's CRDs (those of ../shared/reference/flux), namespace and these two objects.
+   only the bootstrap's CRDs (each controller's config/crd/bases at the built version), namespace
+   and these two objects.
 11. `gitops/releases/sources.yaml`: each HelmRepository's `url` (a public chart repository, which the
    machine cannot reach) becomes the loopback Helm repository that serves the same chart version from
    ../shared/charts (`helm package`, `helm repo index`); each OCIRepository's `url` becomes the same
