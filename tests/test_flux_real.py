@@ -289,6 +289,20 @@ def test_flux_delivers_the_gke_bundle_in_order_and_a_replan_converges(flux) -> N
     # and none was ever refused (issue 20)
     quota = cluster.get("resourcequota", "-n", "gpu-operator")["items"]
     assert quota, "no ResourceQuota in gpu-operator"
+    # ... and not by luck of timing: the Kustomization that applied the quota is one the
+    # Kustomization that created the GPU Operator's HelmRelease depends on, and was Ready before it was
+    owner = {e["id"]: k for k, o in ks.items()
+             for e in ((o.get("status") or {}).get("inventory") or {}).get("entries", [])}
+    q = owner[f"gpu-operator_{quota[0]['metadata']['name']}__ResourceQuota"]
+    r = owner["flux-system_gpu-operator_helm.toolkit.fluxcd.io_HelmRelease"]
+
+    def deps(name: str) -> set[str]:
+        direct = {d["name"] for d in ks[name]["spec"].get("dependsOn", [])}
+        return direct.union(*(deps(d) for d in direct)) if direct else set()
+
+    assert q in deps(r), f"{r} (the GPU Operator's HelmRelease) does not wait for {q} (GKE's quota)"
+    created = dt.datetime.fromisoformat(hrs["gpu-operator"]["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    assert first_ready[("Kustomization", q)] <= created
     critical = cluster.wait_for("the GPU Operator's critical pods", lambda: [
         p for p in cluster.get("pods", "-n", "gpu-operator")["items"]
         if p["spec"].get("priorityClassName") == "system-node-critical"], timeout=120, every=2)
