@@ -17,7 +17,6 @@ a quota) and Kueue, and its Kustomizations are prerequisites -> releases -> mani
 from __future__ import annotations
 
 import datetime as dt
-import json
 import shutil
 import subprocess
 import sys
