@@ -64,6 +64,9 @@ if command -v go >/dev/null; then
   # LeaderWorkerSet's controller manager (tests/test_lws_real.py), a separate small build (cold: about
   # 3 CPU-minutes, tests/kubeenv/README.md) that leaves the one above and its cache key alone
   tests/kubeenv/lws/build.sh >/dev/null
+  # Flux's source-, kustomize- and helm-controller (tests/test_flux_real.py: the Flux delivery path for
+  # real), another separate build (cold: about 11 CPU-minutes, tests/kubeenv/README.md)
+  tests/kubeenv/flux/build.sh >/dev/null
 else
   echo "note: no go on PATH, so the test control plane is not built: tests/test_kube_real.py will skip" >&2
 fi

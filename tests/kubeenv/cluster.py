@@ -12,7 +12,9 @@ static admin token in `system:masters`, nothing listening beyond 127.0.0.1):
 - Kueue's controller manager (on demand, `start_kueue`) with the configuration the bundle's
   chart release renders, its webhooks served on loopback;
 - LeaderWorkerSet's controller manager (`Cluster(lws=True)`, `start_lws`, built by
-  tests/kubeenv/lws/build.sh) likewise, with the lws release's configuration.
+  tests/kubeenv/lws/build.sh) likewise, with the lws release's configuration;
+- Flux's source-, kustomize- and helm-controller (`start_flux`, built by tests/kubeenv/flux/build.sh),
+  as `flux install` runs them in flux-system, the artifact server on loopback.
 Everything the harness must change in a bundle to run here is in tests/kubeenv/overlay.py.
 """
 from __future__ import annotations
@@ -70,6 +72,20 @@ def lws_binary() -> Path:
     files = [mod / "go.mod", mod / "go.sum", HERE / "lws" / "build.sh"]
     key = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
     return bin_dir().parents[1] / f"lws-{version}-{key}" / "bin" / "lws-manager"
+
+
+FLUX_CONTROLLERS = ("source-controller", "kustomize-controller", "helm-controller")
+
+
+def flux_bin_dir() -> Path:
+    """Where tests/kubeenv/flux/build.sh puts Flux's controllers and the OCI registry (same key: the
+    three modules' go.mod and go.sum and the script)."""
+    import hashlib
+
+    d = HERE / "flux"
+    files = [d / c / f for c in ("source", "kustomize", "helm") for f in ("go.mod", "go.sum")] + [d / "build.sh"]
+    key = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+    return bin_dir().parents[1] / f"flux-{key}" / "bin"
 
 
 def missing_binaries(names: Iterable[str] = BINARIES) -> list[str]:
@@ -334,10 +350,11 @@ class Cluster:
         self.wait_for("nodes Ready", ready, timeout=120)
 
     # -- Kueue ---------------------------------------------------------------------------------
-    def start_kueue(self, config: dict[str, Any]) -> None:
+    def start_kueue(self, config: dict[str, Any], port: int = 0) -> None:
         """Run Kueue's controller manager with `config` (a Configuration, as the chart's ConfigMap
-        holds it), its webhook server on 127.0.0.1 with this cluster's serving certificate."""
-        self.webhook_port = free_port()
+        holds it), its webhook server on 127.0.0.1 (at `port`, else a free one) with this cluster's
+        serving certificate."""
+        self.webhook_port = port or free_port()
         certdir = self.dir / "kueue-certs"
         certdir.mkdir(exist_ok=True)
         shutil.copy(self.certs / "tls.crt", certdir / "tls.crt")
@@ -391,6 +408,35 @@ class Cluster:
             env={**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": "lws-system"})
         self._wait("lws webhook server", lambda: socket.create_connection(
             ("127.0.0.1", self.lws_webhook_port), timeout=1).close() is None, 120, "lws")
+
+    def start_flux(self) -> None:
+        """Run Flux's source-, kustomize- and helm-controller as `flux install` deploys them (one
+        replica each, watching every namespace, RUNTIME_NAMESPACE flux-system), with this cluster's
+        admin credentials (Flux's own ClusterRoleBinding gives them cluster-admin). source-controller
+        serves its artifacts on a loopback port and advertises that address (overlay rule 13), which
+        the other two fetch from. Flux's CRDs are not applied here: that is the bootstrap's part."""
+        fb = flux_bin_dir()
+        storage = self.dir / "flux-artifacts"
+        storage.mkdir(exist_ok=True)
+        self.flux_storage_port = free_port()
+        env = {"KUBECONFIG": str(self.kubeconfig), "RUNTIME_NAMESPACE": "flux-system"}
+        common = ["--enable-leader-election=false", "--watch-all-namespaces=true", "--log-level=debug",
+                  "--log-encoding=console"]
+        for name, extra in (
+                ("source-controller", [f"--storage-path={storage}",
+                                       f"--storage-addr=127.0.0.1:{self.flux_storage_port}",
+                                       f"--storage-adv-addr=127.0.0.1:{self.flux_storage_port}",
+                                       "--requeue-dependency=5s"]),
+                ("kustomize-controller", ["--requeue-dependency=5s"]),
+                ("helm-controller", ["--requeue-dependency=5s"])):
+            log = open(self.dir / f"{name}.log", "ab")
+            self.procs[name] = subprocess.Popen(
+                [str(fb / name), *common, *extra, f"--metrics-addr=127.0.0.1:{free_port()}",
+                 f"--health-addr=127.0.0.1:{free_port()}"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir,
+                start_new_session=True, env={**os.environ, **env})
+        self._wait("source-controller's artifact server", lambda: socket.create_connection(
+            ("127.0.0.1", self.flux_storage_port), timeout=1).close() is None, 120, "source-controller")
 
     def ca_bundle(self) -> str:
         return base64.b64encode((self.certs / "ca.crt").read_bytes()).decode()

@@ -47,6 +47,30 @@ configuration, and on nothing else. Every object not named here is applied exact
    Service, whose ClusterIP nothing serves), no leader election (one process), probes and metrics on
    free loopback ports (its defaults :8081 and :8443 listen on every interface and collide between
    parallel clusters). gangSchedulingManagement stays as the bundle sets it.
+
+The Flux delivery path (tests/test_flux_real.py) reads the bundle from a Git repository served on
+loopback (tests/kubeenv/gitops.py). The bundle's files are committed there unchanged but for these,
+made in the committed copy, never in the bundle:
+10. Flux's bootstrap (`flux bootstrap git`, which the bundle README has the site run): its
+   GitRepository `flux-system` names the site's repository; here it names the loopback Git server
+   (`flux_bootstrap`), and the Kustomization `flux-system` syncs `clusters/<name>/` of it, where the
+   README has the site copy `gitops/bootstrap/flux-kustomization.yaml`. Flux's controllers run as
+   processes (tests/kubeenv/flux/build.sh), not as the bootstrap's Deployments: the harness applies
+   only the bootstrap's CRDs (each controller's config/crd/bases at the built version), namespace
+   and these two objects.
+11. `gitops/releases/sources.yaml`: each HelmRepository's `url` (a public chart repository, which the
+   machine cannot reach) becomes the loopback Helm repository that serves the same chart version from
+   ../shared/charts (`helm package`, `helm repo index`); each OCIRepository's `url` becomes the same
+   path on the loopback OCI registry (`helm push` of that chart), with `insecure: true`, because that
+   registry speaks plain HTTP on 127.0.0.1 (a public registry speaks HTTPS). Tags and versions stay.
+12. Each HelmRelease gets `spec.postRenderers` (helm-controller's kustomize post-renderer) that do to
+   what it installs what rules 1 to 3 do to `helm template`'s output on the Helm/kubectl path: delete
+   the webhook configurations and APIServices of controllers that do not run here, set webhook CRD
+   conversion to None, and point Kueue's webhooks at its loopback server. Nothing else of a release
+   changes (values, chart, version, dependsOn, remediation are as the bundle writes them).
+13. source-controller advertises its artifact server at its loopback address (`--storage-adv-addr`),
+   where Flux's install gives its Service's in-cluster name. Flux's controllers re-check a dependency
+   every 5 s (`--requeue-dependency`, default 30 s) so the test does not wait out the default.
 """
 from __future__ import annotations
 
@@ -143,3 +167,61 @@ def lws_config(config: dict[str, Any], port: int, certdir: Path, probe: int, met
     cfg["health"] = {**cfg.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{probe}"}
     cfg["metrics"] = {**cfg.get("metrics", {}), "bindAddress": f"127.0.0.1:{metrics}"}
     return cfg
+
+
+# ---- the Flux delivery path (rules 10 to 13) ---------------------------------------------------------
+FLUX_NAMESPACE = "flux-system"
+
+
+def flux_bootstrap(git_url: str, cluster_path: str, branch: str = "main") -> list[dict[str, Any]]:
+    """Rule 10: what `flux bootstrap git --url=... --branch=main --path=<cluster_path>` creates to sync
+    the repository, pointed at the loopback Git server (the bootstrap's intervals)."""
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLUX_NAMESPACE}},
+        {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+         "metadata": {"name": "flux-system", "namespace": FLUX_NAMESPACE},
+         "spec": {"interval": "1m0s", "ref": {"branch": branch}, "url": git_url}},
+        {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+         "metadata": {"name": "flux-system", "namespace": FLUX_NAMESPACE},
+         "spec": {"interval": "10m0s", "path": f"./{cluster_path}", "prune": True,
+                  "sourceRef": {"kind": "GitRepository", "name": "flux-system"}}}]
+
+
+def flux_sources(objs: list[dict[str, Any]], helm_repo_url, oci_host: str) -> list[dict[str, Any]]:
+    """Rule 11: `helm_repo_url(original url) -> loopback url`; OCI urls keep their path on `oci_host`."""
+    out = []
+    for o in objs:
+        o = copy.deepcopy(o)
+        if o["kind"] == "HelmRepository":
+            o["spec"]["url"] = helm_repo_url(o["spec"]["url"])
+        elif o["kind"] == "OCIRepository":
+            path = o["spec"]["url"].removeprefix("oci://").split("/", 1)[1]
+            o["spec"]["url"] = f"oci://{oci_host}/{path}"
+            o["spec"]["insecure"] = True
+        out.append(o)
+    return out
+
+
+def flux_post_renderers(rendered: list[dict[str, Any]], kueue_port: int, ca_bundle: str) -> list[dict[str, Any]]:
+    """Rule 12: the post-renderer patches for a release whose `helm template` output is `rendered`."""
+    keep, hooks, dropped = split(copy.deepcopy(rendered), ("kueue",))
+    patches: list[dict[str, Any]] = []
+    by_name = {f"{o.get('kind')}/{o.get('metadata', {}).get('name')}": o for o in rendered}
+    for name in dropped:
+        o = by_name[name]
+        patches.append({"target": {"kind": o["kind"], "name": o["metadata"]["name"]},
+                        "patch": f"$patch: delete\napiVersion: {o['apiVersion']}\nkind: {o['kind']}\n"
+                                 f"metadata:\n  name: {o['metadata']['name']}\n"})
+    for o in rendered:
+        if o.get("kind") == "CustomResourceDefinition" and \
+                (o.get("spec", {}).get("conversion") or {}).get("strategy") == "Webhook":
+            patches.append({"target": {"kind": o["kind"], "name": o["metadata"]["name"]},
+                            "patch": "- op: replace\n  path: /spec/conversion\n  value: {strategy: None}\n"})
+    for o in kueue_webhooks(hooks, kueue_port, ca_bundle):
+        ops = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig", "value": w["clientConfig"]}
+               for i, w in enumerate(o["webhooks"])]
+        import yaml
+
+        patches.append({"target": {"kind": o["kind"], "name": o["metadata"]["name"]},
+                        "patch": yaml.safe_dump(ops)})
+    return [{"kustomize": {"patches": patches}}] if patches else []
