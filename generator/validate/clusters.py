@@ -96,6 +96,8 @@ def narrowed(plan: dict[str, Any], name: str) -> dict[str, Any]:
     that cluster's share; `clusters` is left out (the view is one cluster)."""
     out = copy.deepcopy({k: v for k, v in plan.items() if k != "clusters"})
     entry = next((c for c in as_list(plan.get("clusters")) if isinstance(c, dict) and c.get("name") == name), None)
+    if entry is None:  # a folder plan.json does not list (check_layout's finding): read against the whole plan
+        return out
     pools = entry.get("pools") if isinstance(entry, dict) and isinstance(entry.get("pools"), dict) else {}
     planes = out.get("planes")
     for plane_name, plane in (planes.items() if isinstance(planes, dict) else ()):
@@ -128,7 +130,7 @@ def check_layout(bundle: Bundle, names: list[str]) -> Iterator[Finding]:
         if listed and name not in listed:
             yield error(f"{cluster_dir(name)}/", 0, f"a cluster folder that plan.json does not list (its "
                         f"clusters: {', '.join(listed)}): left over or hand-made?")
-        elif not NAME.fullmatch(name):
+        if not NAME.fullmatch(name):
             yield error(f"{cluster_dir(name)}/", 0, "not a cluster name orchgen writes (a DNS label)")
     if names and any(f.startswith(f"{KUBE_DIR}/") for f in bundle.files):
         yield error(f"{KUBE_DIR}/", 0, f"a multi-cluster bundle keeps each cluster's objects under "
