@@ -32,6 +32,7 @@ from generator.render import render
 from generator.spec.models import Fleet
 from generator.validate.bundle_checks import load_crds, validate_bundle
 from tests._consumers import REPO, crd_paths, reference_dir
+from tests.test_hostile import JUNK, _paths, _set
 
 EXAMPLE = REPO / "examples" / "multicluster" / "kubernetes-128k.yaml"
 
@@ -259,8 +260,6 @@ def _pristine_small() -> dict[str, bytes]:
 @given(data=st.data())
 def test_random_damage_inside_the_cluster_folders_never_crashes_validate(data):
     """tests/test_hostile.py's damage (flips, truncation, junk values, dropped files), aimed at clusters/."""
-    from tests.test_hostile import JUNK, _paths, _set
-
     pristine = _pristine_small()
     damaged = dict(pristine)
     inside = sorted(p for p in pristine if p.startswith("clusters/"))
