@@ -1,6 +1,7 @@
 """`orchgen validate`: every check of a bundle on disk, as one report of `path:line: message` findings.
 With `--against OLD`, also what applying the bundle over OLD changes (`Report.replan`) and the updates
-the API server would refuse (generator.validate.replan).
+the API server would refuse (generator.validate.replan). A multi-cluster bundle: every check also
+runs on each clusters/<name>/ (generator.validate.clusters), and `--against` compares cluster by cluster.
 
 The bundle may be ours or hand-edited. CRDs and chart defaults come only from directories the user
 names (nothing here needs orchgen's reference data); a check whose input is missing is skipped with
