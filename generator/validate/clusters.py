@@ -18,7 +18,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from ..contract import CLUSTERS_DIR, KUBE_DIR, cluster_dir
@@ -140,7 +139,3 @@ def check_layout(bundle: Bundle, names: list[str]) -> Iterator[Finding]:
 def views(bundle: Bundle) -> list[ClusterView]:
     return [ClusterView(bundle, name) for name in on_disk(bundle) if (bundle.root / cluster_dir(name)).is_dir()
             and not (bundle.root / cluster_dir(name)).is_symlink()]
-
-
-def cluster_root(root: Path, name: str) -> Path:
-    return Path(root) / cluster_dir(name)
