@@ -167,6 +167,7 @@ def flux_path(bundle: Path) -> Path_:
     """Flux: Kustomizations ordered by dependsOn (a Kustomization is Ready once applied, and once its
     healthChecks are Ready), HelmReleases by their dependsOn inside the releases' Kustomization."""
     ks = {k["metadata"]["name"]: k for k in yaml.safe_load_all((bundle / "gitops" / "kustomizations.yaml").read_text())}
+    repo = yaml.safe_load((bundle / "plan.json").read_text())["name"]
     direct: dict[Node, set[Node]] = {}
     members: dict[str, list[Node]] = {}
     hrs = {}
@@ -189,7 +190,9 @@ def flux_path(bundle: Path) -> Path_:
         if p.endswith("/gitops/releases"):
             members[name] = [("release", r) for r in hrs]
         else:
-            folder = bundle / p.split("/", 2)[2]
+            # the path in the GitOps repository, less the bundle's folder there (plan.json's name; for
+            # one cluster of a multi-cluster plan, `<fleet>/clusters/<cluster>`)
+            folder = bundle / p.removeprefix(f"./{repo}/")
             objs = load_dir(folder / "manifests") if (folder / "kustomization.yaml").is_file() else load_dir(folder)
             members[name] = [("object", identity(o)) for o in objs]
     # dependsOn on a Kustomization waits for its readiness

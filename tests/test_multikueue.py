@@ -279,9 +279,8 @@ def test_kubernetes_clusters_one_keeps_one_cluster_and_the_warning():
 
 @pytest.mark.parametrize("changes,field", [
     ({"workloads.0.nodes": 4_200, "workloads.0.jobs_at_once": 1}, "workloads[0].nodes"),
-    ({"options.gitops": "argocd"}, "options.gitops"),
     ({"options.gang_scheduler": "volcano"}, "options.gang_scheduler"),
-], ids=["gang-beyond-a-worker", "gitops", "volcano"])
+], ids=["gang-beyond-a-worker", "volcano"])
 def test_a_bad_combination_is_refused_with_one_line(changes, field, tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(fleet_doc(**changes), sort_keys=False))
@@ -426,9 +425,12 @@ def test_a_workers_and_the_managers_releases_render_with_the_real_charts(tmp_pat
                 assert cfg["integrations"]["frameworks"] == ["batch/job"]
 
 
-def test_validate_says_it_does_not_check_the_clusters_folders(tmp_path):
+def test_validate_checks_every_clusters_folder(tmp_path):
+    """`orchgen validate` reads clusters/<name>/ as it reads one cluster's bundle (the damage cases,
+    --against and GitOps trees: tests/test_multikueue_validate.py)."""
     out = tmp_path / "b"
     bundle.write(files128k(), out)
     r = run_orchgen("validate", out, "--no-fetch")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "5 clusters under clusters/ not checked" in r.stdout + r.stderr
+    assert "not checked: validate reads one cluster" not in r.stdout + r.stderr
+    assert "(96 files checked" in r.stdout, r.stdout

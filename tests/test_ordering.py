@@ -285,6 +285,64 @@ def test_every_delivery_path_orders_by_the_rules(example, mode, gang, bundle):
     assert found == []
 
 
+@functools.cache
+def _multicluster(mode: str, root: str) -> tuple[Path, ...]:
+    """examples/multicluster/kubernetes-128k.yaml under `mode`, each cluster's folder laid out as a bundle
+    of its own for the path readers: clusters/<name>/ as it is, and a plan.json whose name is the
+    folder's path in the GitOps repository (`<fleet>/clusters/<name>`, what its Applications and
+    Kustomizations read) with the fleet's versions."""
+    data = yaml.safe_load((EXAMPLES / "multicluster" / "kubernetes-128k.yaml").read_text())
+    data.setdefault("options", {})["gitops"] = mode
+    plan = _plan(data)
+    assert len(plan.clusters) == 5
+    files = render(plan)
+    versions = yaml.safe_load(files["plan.json"])["versions"]
+    out = []
+    for c in plan.clusters:
+        folder = Path(root) / mode / c.name
+        prefix = f"clusters/{c.name}/"
+        for rel, blob in files.items():
+            if rel.startswith(prefix):
+                (folder / rel[len(prefix):]).parent.mkdir(parents=True, exist_ok=True)
+                (folder / rel[len(prefix):]).write_bytes(blob)
+        (folder / "plan.json").write_text(yaml.safe_dump({"name": f"{plan.name}/{prefix.rstrip('/')}",
+                                                          "versions": versions}))
+        out.append(folder)
+    return tuple(out)
+
+
+@pytest.mark.parametrize("mode", ["argocd", "flux"])
+def test_each_cluster_of_a_multi_cluster_plan_orders_by_the_rules(mode, tmp_path_factory):
+    """A plane beyond one cluster (issue 20): every cluster's own GitOps tree (the MultiKueue manager's
+    and each worker's) keeps the rules a single cluster's does, against the charts it installs."""
+    root = tmp_path_factory.mktemp("multicluster")
+    seen = []
+    for folder in _multicluster(mode, str(root)):
+        path = ko.argocd_path(folder) if mode == "argocd" else ko.flux_path(folder)
+        assert violations(path, folder, Charts(folder)) == [], folder.name
+        releases = {n[1] for n in (path.rank if mode == "argocd" else path.after or {}) if n[0] == "release"}
+        seen.append((folder.name, sorted(releases)))
+    assert seen[0] == ("manager", ["kueue"])
+    assert all(name.startswith("worker-") and {"gpu-operator", "network-operator", "kueue"} <= set(rels)
+               for name, rels in seen[1:]), seen
+    # teeth: a worker whose manifests no longer wait for the releases breaks the CRD rule
+    worker = _multicluster(mode, str(root))[1]
+    if mode == "argocd":
+        f = worker / "gitops" / "apps" / "manifests.yaml"
+        app = yaml.safe_load(f.read_text())
+        app["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] = "0"
+        f.write_text(yaml.safe_dump(app))
+        path = ko.argocd_path(worker)
+    else:
+        f = worker / "gitops" / "kustomizations.yaml"
+        ks = list(yaml.safe_load_all(f.read_text()))
+        for k in ks:
+            k["spec"].pop("dependsOn", None)
+        f.write_text(yaml.safe_dump_all(ks))
+        path = ko.flux_path(worker)
+    assert any("(its CRD)" in v for v in violations(path, worker, Charts(worker)))
+
+
 @pytest.mark.parametrize("example", KUBE)
 def test_pulumi_orders_by_the_rules(example, bundle):
     require(pulumi_mocks, f"Pulumi SDK not importable: {MISSING if pulumi_mocks is None else ''}")

@@ -17,10 +17,10 @@ and upgrade domains); the plane is then cut the same way at that size.
 
 Refused, one line naming the field: a leaf bigger than a cluster (fleet.fabric), a multi-node job
 that no worker holds enough nodes of its pool for (workloads[i].nodes), more workers than one
-MultiKueueConfig lists (20, its CRD's maxItems), a gang scheduler other than Kueue, a GitOps mode
-(one Pulumi stack per cluster is written) and Slurm on Kubernetes. A plane with nothing MultiKueue
-would dispatch (no queues, or services, Ray or notebooks, which are not the starters' batch Jobs)
-stays one cluster with the envelope's warning, saying why (`_one_cluster`).
+MultiKueueConfig lists (20, its CRD's maxItems), a gang scheduler other than Kueue and Slurm on
+Kubernetes. A GitOps mode is written per cluster (render/clusters/: clusters/<name>/gitops/).
+A plane with nothing MultiKueue would dispatch (no queues, or services, Ray or notebooks, which are
+not the starters' batch Jobs) stays one cluster with the envelope's warning, saying why (`_one_cluster`).
 
 Quotas: the manager's ClusterQueues carry each tenant's whole quota (the concept page: "the quota
 in the manager cluster should equal the total quota available in all worker clusters"); a worker's
@@ -112,9 +112,6 @@ def _refuse_combinations(plan: Plan, fleet: Fleet, file: str | None) -> None:
         raise OrchgenError(f"{what}, which is Kueue's; gang_scheduler {plan.gang_scheduler} cannot dispatch across "
                            "clusters (use kueue, or options.kubernetes_clusters: one)", file, None,
                            "options.gang_scheduler")
-    if plan.gitops != "none":
-        raise OrchgenError(f"{what}: each cluster gets its own Pulumi stack (clusters/<name>/pulumi); GitOps "
-                           f"{plan.gitops} per cluster is not written yet (use none)", file, None, "options.gitops")
     if plan.slurm_plane is not None and plan.slurm_plane.operator:
         raise OrchgenError(f"{what}; Slurm on Kubernetes ({plan.slurm_plane.operator}) runs in one cluster",
                            file, None, "options.slurm_on_kubernetes")

@@ -361,6 +361,9 @@ class Plan:
     clusters: tuple[KubeCluster, ...] = ()
     # options.gpu_health (install: render/kubernetes/gpu_health.py's DaemonSets; site: the site's own)
     gpu_health: str = "install"
+    # Where this plan's bundle folder sits in the GitOps repository; None: `<name>/` at its root
+    # (render/gitops/common.repo_dir). A cluster of a multi-cluster plan: `<fleet>/clusters/<cluster>`.
+    gitops_path: str | None = None
 
     @property
     def slurm_default_time(self) -> int:

@@ -173,11 +173,13 @@ def compare(old: dict[str, bytes], new: dict[str, bytes], old_label: str, new_la
     return impact
 
 
-def against_lines(old_root: Path, new_root: Path, old_label: str) -> list[str]:
-    """`validate NEW --against OLD`: the impact classes (no content diff), disruptive ones first."""
+def against_lines(old_root: Path, new_root: Path, old_label: str, exclude: tuple[str, ...] = ()) -> list[str]:
+    """`validate NEW --against OLD`: the impact classes (no content diff), disruptive ones first.
+    `exclude`: path prefixes left out (a multi-cluster bundle's clusters/, compared cluster by cluster)."""
     from generator.bundle import MARKER, operator_owned
 
-    skip = lambda p: p == MARKER or operator_owned(p) or ".git" in p.split("/")  # noqa: E731
+    skip = lambda p: (p == MARKER or operator_owned(p) or ".git" in p.split("/")  # noqa: E731
+                      or p.startswith(exclude))
     from .kube import charts_dir
 
     impact = compare(read_tree(old_root, skip), read_tree(new_root, skip), old_label, str(new_root), charts_dir())

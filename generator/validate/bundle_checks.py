@@ -1,6 +1,7 @@
 """`orchgen validate`: every check of a bundle on disk, as one report of `path:line: message` findings.
 With `--against OLD`, also what applying the bundle over OLD changes (`Report.replan`) and the updates
-the API server would refuse (generator.validate.replan).
+the API server would refuse (generator.validate.replan). A multi-cluster bundle: every check also
+runs on each clusters/<name>/ (generator.validate.clusters), and `--against` compares cluster by cluster.
 
 The bundle may be ours or hand-edited. CRDs and chart defaults come only from directories the user
 names (nothing here needs orchgen's reference data); a check whose input is missing is skipped with
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..contract import CLUSTERS_DIR
 from ..errors import OrchgenError
-from . import consumer_checks, cross_checks, helm_checks, kube_checks, kube_refs, replan, secrets_check, slinky_checks, slurm_checks
+from . import clusters as cluster_checks, consumer_checks, cross_checks, helm_checks, kube_checks, kube_refs, replan, secrets_check, slinky_checks, slurm_checks
 from .bundle_view import Bundle, Finding, error
 
 if TYPE_CHECKING:
@@ -71,7 +72,11 @@ def bundle_releases(path: str | Path) -> list[dict]:
     """The releases a bundle pins (kubernetes/helm/releases.yaml), [] where it has none."""
     from .helm_checks import load_releases
 
-    return load_releases(open_bundle(path))[0]
+    bundle = open_bundle(path)
+    out = load_releases(bundle)[0]
+    for view in cluster_checks.views(bundle):  # a plane beyond one cluster: every cluster's releases
+        out += [r for r in load_releases(view)[0] if r not in out]
+    return out
 
 
 def chart_defaults_dir(path: str | Path) -> Path:
@@ -111,20 +116,34 @@ def validate_bundle(path: str | Path, crds: CRDRegistry | None = None,
                               f"backups): {shown}")
     try:
         found = _findings(bundle, crds, chart_defaults, report)
+        found += _clusters(bundle, crds, chart_defaults, report)
         if old is not None:
             found += _against(bundle, old, str(against), crds, report)
     except CRDLoadError as exc:  # a CRD's schema is parsed when first needed: still the user's --crds
         raise OrchgenError(f"cannot load CRDs: {exc}", field="--crds") from None
     _ = bundle.plan  # a broken plan.json is a finding even if no check needed it
-    clusters = bundle.plan.get("clusters") if isinstance(bundle.plan, dict) else None
-    if clusters:  # a plane beyond one cluster: its files are under clusters/<name>/ (contract.cluster_dir)
-        report.notices.append(f"{len(clusters)} clusters under {CLUSTERS_DIR}/ not checked: validate reads one "
-                              "cluster's layout (kubernetes/ at the top), not yet each cluster's folder")
     report.findings = sorted(set(found + bundle.problems), key=lambda f: (f.path, f.line, f.message))
     return report
 
 
-def _findings(bundle: Bundle, crds: CRDRegistry | None, chart_defaults: Path | None, report: Report) -> list[Finding]:
+def _clusters(bundle: Bundle, crds: CRDRegistry | None, chart_defaults: Path | None, report: Report) -> list[Finding]:
+    """A plane beyond one cluster: every check of a single cluster's kubernetes/ and pulumi/, run on
+    each clusters/<name>/ (generator/validate/clusters.py), findings named under that folder."""
+    if not cluster_checks.is_multi(bundle):
+        return []
+    views = cluster_checks.views(bundle)
+    found = list(cluster_checks.check_layout(bundle, [v.name for v in views]))
+    for view in views:
+        notices: list[str] = []
+        sub = Report(str(view.root))
+        sub.notices = notices
+        found += [view.lift(f) for f in _findings(view, crds, chart_defaults, sub, secrets=False) + view.problems]
+        report.notices += [n for n in notices if n not in report.notices]
+    return found
+
+
+def _findings(bundle: Bundle, crds: CRDRegistry | None, chart_defaults: Path | None, report: Report,
+              secrets: bool = True) -> list[Finding]:
     notices = report.notices
     if crds is None and bundle.under("kubernetes/") + bundle.under("gitops/"):
         notices.append("no --crds: custom resources not checked against CRD schemas")
@@ -147,7 +166,7 @@ def _findings(bundle: Bundle, crds: CRDRegistry | None, chart_defaults: Path | N
         found += kube_refs.check_node_labels(bundle, objs)
     found += slinky_checks.check(bundle)
     found += cross_checks.check(bundle, objs)
-    found += _secrets(bundle)
+    found += _secrets(bundle) if secrets else []  # a cluster's files are the whole bundle's, scanned once
     found += consumer_checks.check(bundle, objs)
     return found
 
@@ -156,13 +175,45 @@ def _against(bundle: Bundle, old: Bundle, old_root: str, crds: CRDRegistry | Non
     report.replan = replan.summarize(bundle, old).lines(old_root)
     from ..impact.bundle import against_lines  # issue 23: both planes' impact classes
 
-    report.replan += against_lines(old.root, bundle.root, old_root)
+    multi = cluster_checks.is_multi(bundle) or cluster_checks.is_multi(old)
+    report.replan += against_lines(old.root, bundle.root, old_root,
+                                   exclude=(f"{CLUSTERS_DIR}/",) if multi else ())
     found = list(replan.check_updates(bundle, old, crds)) if crds is not None else []
+    if multi:
+        found += _against_clusters(bundle, old, old_root, crds, report)
     if crds is None:
         report.notices.append("no --crds: updates not checked against the CRDs' transition rules")
     # OLD's broken files are not this bundle's errors, but their objects were left out of the comparison
     report.notices += [f"--against: {old_root}/{p.path}:{p.line}: {p.message}; its objects not compared"
                        for p in old.problems]
+    return found
+
+
+def _against_clusters(bundle: Bundle, old: Bundle, old_root: str, crds: CRDRegistry | None,
+                      report: Report) -> list[Finding]:
+    """A plane beyond one cluster, re-planned: each cluster compared with the same cluster of OLD
+    (the summary, the impact and the CRDs' transition rules, as for a single cluster). A cluster only
+    OLD has is deleted whole (every object and release of it listed as deleted: its jobs stop, and
+    the manager's MultiKueueConfig no longer lists it); one only BUNDLE has is created whole."""
+    from ..impact.bundle import against_lines
+
+    new_names, old_names = set(cluster_checks.on_disk(bundle)), set(cluster_checks.on_disk(old))
+    found: list[Finding] = []
+    for name in sorted(new_names | old_names):
+        now, before = cluster_checks.ClusterView(bundle, name), cluster_checks.ClusterView(old, name)
+        label = f"{old_root}/{cluster_checks.cluster_dir(name)}"
+        if name not in old_names:
+            report.replan.append(f"cluster {name}: created (not in {old_root}): every object and release below is new")
+        elif name not in new_names:
+            report.replan.append(f"cluster {name}: deleted (only in {old_root}): every object and release below goes "
+                                 "with it; drain its jobs first, and remove the cluster itself once MultiKueue no "
+                                 "longer lists it")
+        report.replan += [f"cluster {name}: {line}" for line in replan.summarize(now, before).lines(label)]
+        report.replan += [f"cluster {name}: {line}" for line in against_lines(before.root, now.root, label)]
+        if crds is not None and name in new_names & old_names:
+            found += [now.lift(f) for f in replan.check_updates(now, before, crds)]
+        report.notices += [f"--against: {label}/{p.path}:{p.line}: {p.message}; its objects not compared"
+                           for p in before.problems]
     return found
 
 

@@ -72,6 +72,34 @@ def _pulumi(plan: Plan, cluster: str) -> dict[str, bytes]:
     return pulumi_render(replace(plan, name=f"{plan.name}-{cluster}"))
 
 
+def _gitops(plan: Plan, sub: Plan, cluster: str, files: dict[str, bytes]) -> dict[str, bytes]:
+    """The cluster's gitops/ (and kubernetes/kustomization.yaml) for `plan.gitops`, wrapped from its own
+    files exactly as a single cluster's are (render/gitops/wrap.py: the same waves, dependsOn,
+    prerequisites first and operator resources last), the paths it reads in the GitOps repository
+    being its folder `<fleet>/clusters/<cluster>` and its Argo CD Applications and Flux
+    Kustomizations named `<fleet>-<cluster>-...`.
+
+    One GitOps controller per cluster, each reading its own folder. Flux: every cluster's Flux is
+    bootstrapped on a path of its own in the one repository, as Flux's guide lays a fleet out ("Each
+    cluster state is defined in a dedicated dir e.g. clusters/production": fluxcd.io/flux/guides/
+    repository-structure). Argo CD: likewise one Argo CD in each cluster (its in-cluster destination,
+    an app of apps per cluster), not one on the manager managing the workers. A hub would need each
+    worker registered as a cluster Secret holding a bearer token or client certificate (Argo CD
+    operator-manual/declarative-setup.md, "Clusters"): credentials that must not be in Git, on top of
+    the MultiKueue kubeconfigs; it would stop every worker's reconciliation whenever the manager is
+    down, though the workers run the jobs; and one application controller would watch every
+    4,000-node worker's objects (operator-manual/high_availability.md shards the controller by
+    cluster for that load). The README (multicluster.md.j2) says the same to the site."""
+    from ..gitops import wrap
+
+    if plan.gitops == "none":
+        return {}
+    from ..gitops.common import repo_dir
+
+    named = replace(sub, name=f"{plan.name}-{cluster}", gitops_path=f"{repo_dir(plan)}/{cluster_dir(cluster)}")
+    return wrap.render(named, files)
+
+
 def _under(cluster: str, files: dict[str, bytes]) -> dict[str, bytes]:
     return {f"{cluster_dir(cluster)}/{path}": data for path, data in files.items()}
 
@@ -83,7 +111,7 @@ def worker_files(plan: Plan, c: KubeCluster) -> dict[str, bytes]:
     sub = worker_plan(plan, c)
     files = {**helm.render(sub, extra=slurm_on_kubernetes_values()), **manifests.render(sub)}
     files = {p: d for p, d in files.items() if not p.startswith(f"{WORKLOADS_DIR}/")}
-    return _under(c.name, {**files, **_pulumi(sub, c.name)})
+    return _under(c.name, {**files, **_gitops(plan, sub, c.name, files), **_pulumi(sub, c.name)})
 
 
 def multikueue_objects(names: list[str]) -> list[dict[str, Any]]:
@@ -148,7 +176,7 @@ def manager_files(plan: Plan) -> dict[str, bytes]:
     files.update({f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manager_manifests(sub, [c.name for c in workers(plan)]).items()})
     files.update({f"{WORKLOADS_DIR}/{name}": dump_yaml_all(objs)
                   for name, objs in manifests.starter_files(plan).items()})
-    return _under("manager", {**files, **_pulumi(sub, "manager")})
+    return _under("manager", {**files, **_gitops(plan, sub, "manager", files), **_pulumi(sub, "manager")})
 
 
 def render(plan: Plan) -> dict[str, bytes]:

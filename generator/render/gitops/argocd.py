@@ -44,7 +44,7 @@ RETRY = {"limit": 10, "backoff": {"duration": "30s", "factor": 2, "maxDuration":
 
 def placeholder_repo(plan: Plan) -> str:
     """The GitOps repository's URL when the input does not give one (`options.gitops_repo`)."""
-    return f"https://git.example.com/{plan.name}-gitops.git"
+    return f"https://git.example.com/{repo_dir(plan).split('/')[0]}-gitops.git"  # the fleet's, for every cluster
 
 
 def gitops_repo(plan: Plan) -> str:

@@ -43,8 +43,9 @@ class Release:
 
 
 def repo_dir(plan: Plan) -> str:
-    """Where the bundle sits in the GitOps repository (see the module docstring)."""
-    return plan.name
+    """Where the bundle sits in the GitOps repository (see wrap's module docstring); one cluster of a
+    plane beyond one cluster: its folder in the bundle, `<fleet>/clusters/<cluster>` (render/clusters/)."""
+    return plan.gitops_path or plan.name
 
 
 def kustomization(resources: list[str], **extra: Any) -> dict[str, Any]:

@@ -39,6 +39,8 @@ def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
     """The GitOps files for `plan.gitops` ({} for "none" or a plan without a Kubernetes plane)."""
     if plan.gitops == "none" or plan.kube_plane is None:
         return {}
+    if plan.clusters:  # a plane beyond one cluster: each cluster's gitops/ is wrapped in render/clusters/
+        return {}
     if plan.gitops not in MODES:
         raise OrchgenError(f"unknown GitOps mode {plan.gitops!r}")
     releases = load_releases(files)
