@@ -109,7 +109,7 @@ def test_plan_json_and_readme_say_which_nodes_go_where_and_why():
     readme = files[contract.README_FILE].decode()
     assert "## Beyond one cluster: 4 worker clusters behind a MultiKueue manager" in readme
     assert "| `worker-02` | worker | spine05, spine06, spine07, spine08 | h100: 4096 |" in readme
-    assert "create secret generic worker-03-kubeconfig --from-file=kubeconfig=" in readme
+    assert "clusters/manager/kubernetes/connect-worker.sh worker-03 <manager> <worker-03>" in readme
     # the layout: every cluster has its own kubernetes/ and pulumi/, nothing at the top
     assert not any(p.startswith(("kubernetes/", "pulumi/")) for p in files)
     for c in clusters:
@@ -117,9 +117,14 @@ def test_plan_json_and_readme_say_which_nodes_go_where_and_why():
         assert f"{root}/{contract.RELEASES_FILE}" in files
         assert f"{root}/pulumi/Pulumi.yaml" in files
         assert yaml.safe_load(files[f"{root}/pulumi/Pulumi.yaml"])["name"] == f"kubernetes-128k-{c}"
-    # the Secrets are the site's: no kubeconfig is in the bundle
-    assert not any(d.get("kind") == "Secret" for p in files if p.endswith(".yaml")
-                   for d in yaml.safe_load_all(files[p]) if isinstance(d, dict))
+    # the Secrets are the site's: no kubeconfig is in the bundle; the only Secrets are the workers'
+    # empty service-account-token ones, which each worker's token controller fills
+    secrets = [(p, d) for p in files if p.endswith(".yaml") for d in yaml.safe_load_all(files[p])
+               if isinstance(d, dict) and d.get("kind") == "Secret"]
+    assert sorted(p for p, _ in secrets) == [f"clusters/worker-0{i}/kubernetes/manifests/19-multikueue-access.yaml"
+                                             for i in range(1, 5)]
+    assert all(d["type"] == "kubernetes.io/service-account-token" and not ({"data", "stringData"} & set(d))
+               for _, d in secrets)
 
 
 def test_the_plan_is_deterministic(tmp_path):
@@ -429,8 +434,9 @@ def test_validate_checks_every_clusters_folder(tmp_path):
     """`orchgen validate` reads clusters/<name>/ as it reads one cluster's bundle (the damage cases,
     --against and GitOps trees: tests/test_multikueue_validate.py)."""
     out = tmp_path / "b"
-    bundle.write(files128k(), out)
+    files = files128k()
+    bundle.write(files, out)
     r = run_orchgen("validate", out, "--no-fetch")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "not checked: validate reads one cluster" not in r.stdout + r.stderr
-    assert "(96 files checked" in r.stdout, r.stdout
+    assert f"({len(files)} files checked" in r.stdout, r.stdout  # every file, the clusters' included

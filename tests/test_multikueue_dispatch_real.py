@@ -3,8 +3,9 @@
 Two real control planes (tests/kubeenv: etcd, kube-apiserver, controller manager, scheduler, KWOK
 and Kueue 0.19.2's controller manager, each with its bundle's own Kueue Configuration): cluster A
 runs the bundle's `clusters/manager/`, cluster B its `clusters/worker-01/` with KWOK playing that
-worker's nodes. The manager gets B's kubeconfig Secret exactly as the bundle README says: a
-ServiceAccount on B with only the rights of Kueue's setup script, stored with the README's line. A
+worker's nodes. The manager gets B's kubeconfig Secret exactly as the bundle README says: B's
+bundle makes a ServiceAccount with only the rights of Kueue's setup script and its token Secret, and
+the README's connect-worker.sh line stores that token as the manager's kubeconfig Secret. A
 gang submitted to the manager's LocalQueue is reserved by the manager's Kueue, dispatched by its
 MultiKueue admission check to B, admitted there by B's ClusterQueue and run on B's nodes; nothing of
 it runs on A. A gang bigger than the worker's whole capacity is not split: it never runs anywhere.
@@ -160,10 +161,10 @@ def test_a_leaf_bigger_than_the_cap_is_refused(tmp_path):
 # ---- live: a manager and a worker ----------------------------------------------------------------
 
 
-# The rights the bundle README tells the site to give the manager on a worker: those of Kueue's
-# setup task's create-multikueue-kubeconfig.sh (kueue.sigs.k8s.io/docs/tasks/manage/setup_multikueue),
-# for the one integration the manager enables (batch/job, render/clusters MANAGER_FRAMEWORKS):
-# (API group, resource) -> verbs.
+# The rights of Kueue's setup task's create-multikueue-kubeconfig.sh (kueue.sigs.k8s.io/docs/tasks/
+# manage/setup_multikueue) for the one integration the manager enables (batch/job, render/clusters
+# MANAGER_FRAMEWORKS), (API group, resource) -> verbs: what the worker's 19-multikueue-access.yaml must
+# grant, no more.
 MULTIKUEUE_RIGHTS = {
     ("batch", "jobs"): ["create", "delete", "get", "list", "watch"],
     ("batch", "jobs/status"): ["get"],
@@ -172,35 +173,17 @@ MULTIKUEUE_RIGHTS = {
 }
 
 
-def restricted_kubeconfig(worker) -> str:
-    """A kubeconfig of a ServiceAccount on the worker holding only MULTIKUEUE_RIGHTS, made as the
-    setup task's script makes it (a service-account-token Secret, the worker's server and CA), so
-    the dispatch below also proves the README's rights are enough for Kueue 0.19.2."""
-    sa, ns = "multikueue-sa", "kueue-system"
-    worker.apply([
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": ns}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": f"{sa}-role"},
-         "rules": [{"apiGroups": [g], "resources": [r], "verbs": v} for (g, r), v in MULTIKUEUE_RIGHTS.items()]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": f"{sa}-crb"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{sa}-role"},
-         "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]},
-        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
-         "metadata": {"name": sa, "namespace": ns, "annotations": {"kubernetes.io/service-account.name": sa}}}])
-    secret = worker.wait_for("the ServiceAccount's token", lambda: (
-        worker.get("secret", sa, "-n", ns).get("data") or {}).get("token") and worker.get("secret", sa, "-n", ns),
-        timeout=60)
-    # only those rights: it may not, e.g., make pods on the worker
-    can = worker.kubectl("auth", "can-i", "create", "pods", "-n", "alpha", f"--as=system:serviceaccount:{ns}:{sa}",
-                         check=False)
-    assert can.stdout.strip() == "no", can.stdout + can.stderr
-    admin = yaml.safe_load(Path(worker.kubeconfig).read_text())
-    server = admin["clusters"][0]["cluster"]["server"]  # loopback: the harness's API server
-    return yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "worker-01",
-        "clusters": [{"name": "worker-01", "cluster": {"server": server,
-                                                       "certificate-authority-data": secret["data"]["ca.crt"]}}],
-        "contexts": [{"name": "worker-01", "context": {"cluster": "worker-01", "user": sa}}],
-        "users": [{"name": sa, "user": {"token": base64.b64decode(secret["data"]["token"]).decode()}}]})
+def two_contexts(path: Path, manager, worker) -> dict[str, str]:
+    """One kubeconfig with a context per cluster, as a site's kubectl reaches both (the README's
+    <manager> and <worker-01>), for connect-worker.sh."""
+    docs = {name: yaml.safe_load(Path(c.kubeconfig).read_text()) for name, c in (("manager", manager),
+                                                                                  ("worker-01", worker))}
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "manager",
+        "clusters": [{"name": n, "cluster": d["clusters"][0]["cluster"]} for n, d in docs.items()],
+        "users": [{"name": n, "user": d["users"][0]["user"]} for n, d in docs.items()],
+        "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in docs]}))
+    return {**manager.env(), "KUBECONFIG": str(path)}
 
 
 def apply_tree(cluster, root: Path) -> None:
@@ -239,15 +222,28 @@ def test_the_manager_dispatches_a_gang_to_a_live_worker(tmp_path: Path, kube_fac
     a_root = out / "clusters" / "manager"
     apply_tree(a, a_root)
 
-    # the worker's kubeconfig Secret on the manager, with the README's own line (its --context is A here)
+    # the worker's identity for the manager is the bundle's (19-multikueue-access.yaml, applied with B's
+    # manifests): exactly the setup script's rights, so it may not, e.g., make pods on the worker
+    access = yaml.safe_load_all((b_root / "kubernetes" / "manifests" / "19-multikueue-access.yaml").read_text())
+    (role,) = [o for o in access if o["kind"] == "ClusterRole"]
+    assert {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in role["rules"]} == MULTIKUEUE_RIGHTS
+    who = "--as=system:serviceaccount:kueue-system:multikueue"
+    for verb, what in (("create", "jobs.batch"), ("create", "workloads.kueue.x-k8s.io")):
+        assert b.kubectl("auth", "can-i", verb, what, "-n", "alpha", who, check=False).stdout.strip() == "yes"
+    for verb, what in (("create", "pods"), ("get", "secrets"), ("create", "clusterqueues.kueue.x-k8s.io")):
+        assert b.kubectl("auth", "can-i", verb, what, "-n", "alpha", who, check=False).stdout.strip() == "no"
+    # the manager's Secret for it, with the README's own line (its contexts are A's and B's here)
     readme = (out / "README.md").read_text()
-    (line,) = [ln for ln in readme.splitlines() if "create secret generic worker-01-kubeconfig" in ln]
-    argv = shlex.split(line.replace("--context <manager> ", ""))
-    assert argv[0] == "kubectl"
-    secret_dir = tmp_path / "site"
-    secret_dir.mkdir()
-    (secret_dir / "worker-01.kubeconfig").write_text(restricted_kubeconfig(b))
-    subprocess.run([a.kubectl_bin, *argv[1:]], cwd=secret_dir, env=a.env(), check=True, capture_output=True)
+    (line,) = [ln for ln in readme.splitlines() if ln.startswith("clusters/manager/kubernetes/connect-worker.sh worker-01 ")]
+    argv = shlex.split(line.replace("<manager>", "manager").replace("<worker-01>", "worker-01"))
+    env = two_contexts(tmp_path / "site.kubeconfig", a, b)
+    done = subprocess.run(["sh", *argv], cwd=out, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    secret = a.get("secret", "worker-01-kubeconfig", "-n", "kueue-system")
+    assert "kubectl.kubernetes.io/last-applied-configuration" not in secret["metadata"].get("annotations", {})
+    assert yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))["users"][0]["name"] == "multikueue"
+    again = subprocess.run(["sh", *argv], cwd=out, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr  # safe to run again
 
     def active() -> dict[str, Any] | None:
         mkc = {o["metadata"]["name"]: o for o in a.get("multikueueclusters.kueue.x-k8s.io")["items"]}

@@ -31,6 +31,7 @@ from ... import schedulers
 from ...contract import MANIFESTS_DIR, WORKLOADS_DIR, cluster_dir
 from ...decide.plan import KubeCluster, Plan
 from ...yamlio import dump_yaml, dump_yaml_all
+from ..templating import render_template
 
 API = "kueue.x-k8s.io/v1beta2"
 # The controller name MultiKueue's admission check controller answers to (Kueue 0.19.2
@@ -45,6 +46,17 @@ KUBECONFIG_SECRET = "{cluster}-kubeconfig"  # in the kueue release's namespace, 
 # - workerLostTimeout 15m: how long a job stays Ready on a worker the manager lost contact with
 #   before it is requeued elsewhere (apis/config/v1beta1/defaults.go DefaultMultiKueueWorkerLostTimeout).
 MANAGER_FRAMEWORKS = ("batch/job",)
+# The identity the manager's MultiKueue uses in a worker (kueue.sigs.k8s.io/docs/tasks/manage/
+# setup_multikueue, create-multikueue-kubeconfig.sh): a ServiceAccount in Kueue's namespace with the
+# script's rights for the integrations the manager enables (batch/job) and Workloads, and a
+# long-lived token Secret the token controller fills in the worker (nothing secret in the bundle).
+WORKER_SA = "multikueue"
+WORKER_RIGHTS = (
+    ("batch", "jobs", ("create", "delete", "get", "list", "watch")),
+    ("batch", "jobs/status", ("get",)),
+    ("kueue.x-k8s.io", "workloads", ("create", "delete", "get", "list", "watch")),
+    ("kueue.x-k8s.io", "workloads/status", ("get", "patch", "update")),
+)
 MULTIKUEUE_CONFIG = {"gcInterval": "1m", "origin": "multikueue", "workerLostTimeout": "15m"}
 
 
@@ -111,7 +123,35 @@ def worker_files(plan: Plan, c: KubeCluster) -> dict[str, bytes]:
     sub = worker_plan(plan, c)
     files = {**helm.render(sub, extra=slurm_on_kubernetes_values()), **manifests.render(sub)}
     files = {p: d for p, d in files.items() if not p.startswith(f"{WORKLOADS_DIR}/")}
+    files[f"{MANIFESTS_DIR}/{WORKER_ACCESS_FILE}"] = dump_yaml_all(worker_access(plan))
     return _under(c.name, {**files, **_gitops(plan, sub, c.name, files), **_pulumi(sub, c.name)})
+
+
+WORKER_ACCESS_FILE = "19-multikueue-access.yaml"
+CONNECT_SCRIPT = "kubernetes/connect-worker.sh"  # the manager's: a worker's kubeconfig Secret from its token
+
+
+def worker_access(plan: Plan) -> list[dict[str, Any]]:
+    """What the manager's MultiKueue may do in this worker, and the token it does it with: the
+    ServiceAccount, a ClusterRole of WORKER_RIGHTS only, its binding, and a
+    kubernetes.io/service-account-token Secret (no data here: the worker's token controller writes the
+    token and CA into it; the bundle README makes the manager's kubeconfig Secret from them)."""
+    from ..kubernetes.common import meta
+
+    ns = plan.charts[schedulers.get(plan.gang_scheduler).chart].namespace
+    role = f"orchgen-{WORKER_SA}"
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(WORKER_SA, ns)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(role),
+         "rules": [{"apiGroups": [g], "resources": [r], "verbs": list(v)} for g, r, v in WORKER_RIGHTS]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(role),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+         "subjects": [{"kind": "ServiceAccount", "name": WORKER_SA, "namespace": ns}]},
+        # a long-lived token, as the setup script makes it (kubernetes.io/docs/concepts/configuration/
+        # secret/#serviceaccount-token-secrets): the manager holds it for as long as it dispatches here
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+         "metadata": meta(WORKER_SA, ns, annotations={"kubernetes.io/service-account.name": WORKER_SA})},
+    ]
 
 
 def multikueue_objects(names: list[str]) -> list[dict[str, Any]]:
@@ -176,6 +216,9 @@ def manager_files(plan: Plan) -> dict[str, bytes]:
     files.update({f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manager_manifests(sub, [c.name for c in workers(plan)]).items()})
     files.update({f"{WORKLOADS_DIR}/{name}": dump_yaml_all(objs)
                   for name, objs in manifests.starter_files(plan).items()})
+    files[CONNECT_SCRIPT] = render_template(
+        "kubernetes/connect-worker.sh.j2", fleet=plan.name, sa=WORKER_SA, access_file=WORKER_ACCESS_FILE,
+        namespace=plan.charts[chart].namespace, workers=[c.name for c in workers(plan)])
     return _under("manager", {**files, **_gitops(plan, sub, "manager", files), **_pulumi(sub, "manager")})
 
 
