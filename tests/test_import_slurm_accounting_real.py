@@ -62,6 +62,9 @@ def _regenerated(work: Path, dump: Path) -> Path:
     done = subprocess.run([*orchgen, "plan", str(work / "workload.yaml"), "-o", str(work / "out"), "-q"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    # and `validate` knows every line accounts.sh now writes (a tenant's own QOS list included)
+    done = subprocess.run([*orchgen, "validate", str(work / "out"), "--no-fetch"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
     return work / "out" / "slurm"
 
 
