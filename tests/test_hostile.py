@@ -389,35 +389,42 @@ def pristine(example: str, gitops: str) -> dict[str, bytes]:
     return render(make_plan(fleet, path.name))
 
 
+def damage_one(files: dict[str, bytes], path: str, draw: Any, flips: Any) -> None:
+    """One damage to `path` in `files` (in place), as a careless edit or a bad disk would do it: bits
+    flipped (`flips`: how many), the file truncated, one value replaced by JUNK, or the file dropped.
+    `draw`: hypothesis' draw (of @st.composite or st.data())."""
+    raw = files.get(path, b"")
+    how = draw(st.sampled_from(["flip", "truncate", "value", "drop"]))
+    if how == "drop":
+        files.pop(path, None)
+    elif how == "flip" and raw:
+        buf = bytearray(raw)
+        for _ in range(draw(flips)):
+            buf[draw(st.integers(0, len(buf) - 1))] ^= 1 << draw(st.integers(0, 7))
+        files[path] = bytes(buf)
+    elif how == "truncate":
+        files[path] = raw[: draw(st.integers(0, len(raw)))]
+    elif path.endswith((".yaml", ".json")):
+        try:
+            docs = list(yaml.safe_load_all(raw))
+        except yaml.YAMLError:
+            return
+        paths = [(i, p) for i, d in enumerate(docs) for p in _paths(d)]
+        if paths:
+            i, at = draw(st.sampled_from(paths))
+            _set(docs[i], at, draw(st.sampled_from(JUNK)))
+            files[path] = yaml.safe_dump_all(docs).encode()
+
+
 @st.composite
 def damaged_bundles(draw: st.DrawFn) -> dict[str, bytes]:
     files = dict(pristine(draw(st.sampled_from([p.stem for p in all_examples()])),
                           draw(st.sampled_from(["none", "argocd", "flux"]))))
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(sorted(files)))
-        raw = files[path]
-        how = draw(st.sampled_from(["flip", "truncate", "value", "drop"]))
-        if how == "drop":
-            del files[path]
-            if not files:
-                files["plan.json"] = b"{}"
-        elif how == "flip" and raw:
-            buf = bytearray(raw)
-            for _ in range(draw(st.integers(1, 6))):
-                buf[draw(st.integers(0, len(buf) - 1))] ^= 1 << draw(st.integers(0, 7))
-            files[path] = bytes(buf)
-        elif how == "truncate":
-            files[path] = raw[: draw(st.integers(0, len(raw)))]
-        elif path.endswith((".yaml", ".json")):
-            try:
-                docs = list(yaml.safe_load_all(raw))
-            except yaml.YAMLError:
-                continue
-            paths = [(i, p) for i, d in enumerate(docs) for p in _paths(d)]
-            if paths:
-                i, at = draw(st.sampled_from(paths))
-                _set(docs[i], at, draw(st.sampled_from(JUNK)))
-                files[path] = yaml.safe_dump_all(docs).encode()
+        damage_one(files, path, draw, flips=st.integers(1, 6))
+        if not files:
+            files["plan.json"] = b"{}"
     return Files(files)
 
 

@@ -32,7 +32,7 @@ from generator.render import render
 from generator.spec.models import Fleet
 from generator.validate.bundle_checks import load_crds, validate_bundle
 from tests._consumers import REPO, crd_paths, reference_dir
-from tests.test_hostile import JUNK, _paths, _set
+from tests.test_hostile import damage_one
 
 EXAMPLE = REPO / "examples" / "multicluster" / "kubernetes-128k.yaml"
 
@@ -269,26 +269,7 @@ def test_random_damage_inside_the_cluster_folders_never_crashes_validate(data):
     inside = sorted(p for p in pristine if p.startswith("clusters/"))
     for _ in range(data.draw(st.integers(1, 3))):
         path = data.draw(st.sampled_from(inside))
-        raw = damaged.get(path, b"")
-        how = data.draw(st.sampled_from(["flip", "truncate", "value", "drop"]))
-        if how == "drop":
-            damaged.pop(path, None)
-        elif how == "flip" and raw:
-            buf = bytearray(raw)
-            buf[data.draw(st.integers(0, len(buf) - 1))] ^= 1 << data.draw(st.integers(0, 7))
-            damaged[path] = bytes(buf)
-        elif how == "truncate":
-            damaged[path] = raw[: data.draw(st.integers(0, len(raw)))]
-        elif path.endswith((".yaml", ".json")):
-            try:
-                docs = list(yaml.safe_load_all(raw))
-            except yaml.YAMLError:
-                continue
-            paths = [(i, p) for i, d in enumerate(docs) for p in _paths(d)]
-            if paths:
-                i, at = data.draw(st.sampled_from(paths))
-                _set(docs[i], at, data.draw(st.sampled_from(JUNK)))
-                damaged[path] = yaml.safe_dump_all(docs).encode()
+        damage_one(damaged, path, data.draw, flips=st.just(1))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "b"
         for rel, blob in damaged.items():
