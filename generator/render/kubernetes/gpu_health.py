@@ -45,7 +45,8 @@ TAINT = {"key": "nvidia.com/gpu-health", "value": "failed", "effect": "NoSchedul
 ANNOTATION = "orchgen.io/gpu-health"  # the FAIL line that quarantined the node
 # Debian (glibc), so the nvidia-smi the NVIDIA Container Toolkit injects runs in it (an Alpine image
 # cannot run it); gpu-quarantine.py needs Python's standard library and sh only. Docker Official Image
-# tag, https://hub.docker.com/_/python
+# tag, https://hub.docker.com/_/python (public Dockerfiles pin this tag by digest). dmesg comes from
+# util-linux, Essential in Debian trixie (checked in a trixie debootstrap root), so the slim image has it.
 IMAGE = "docker.io/library/python:3.13.9-slim-trixie"
 
 
