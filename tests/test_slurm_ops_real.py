@@ -131,8 +131,11 @@ def test_pmix_and_imex_on_2411(tmp_path):
             c.run("scancel", holder)
         want = f"/dev/nvidia-caps-imex-channels/channel2 character special file {major:x}"
         assert [ln for ln in listing if ln] == [want, want]  # channel 1 is the holder's
-        # the holder's step, ended by scancel, may say so in slurmd's log (whether it does depends on timing)
-        check_clean_log(c, p, also=[re.compile(rf"\*\*\* (STEP {holder}\.\d+|JOB {holder}) ON \S+ CANCELLED AT")])
+        # the holder's step, ended by scancel, may say so in slurmd's log (whether it does depends on timing):
+        # "*** STEP 4.0 ON ... CANCELLED AT", and on 24.11 its stepd's end with SIGTERM's 15 read as an errno,
+        # "[4.0] stepd_cleanup: done with step (rc[0xf]:Block device required, ...)"
+        check_clean_log(c, p, also=[re.compile(rf"\*\*\* (STEP {holder}\.\d+|JOB {holder}) ON \S+ CANCELLED AT"),
+                                    re.compile(rf"\[{holder}\.\d+\] stepd_cleanup: done with step \(rc\[0xf\]")])
 
 
 # ------------------------------------------------------------------ 26.05: no mpi/pmix in Debian's build
