@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -18,6 +19,11 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 
 
 _Dumper.add_representer(str, _str)
+# Go's YAML (kubectl, Helm, Flux, Argo CD: sigs.k8s.io/yaml) reads 1e5 or 3e36 as a float, PyYAML's YAML 1.1
+# only with a dot and a signed exponent: a string of that shape must be quoted, or a Go tool reads a number.
+# The pattern is go-yaml's float (resolve.go, yamlStyleFloat).
+GO_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", GO_FLOAT, list("-+.0123456789"))
 _Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
 
 

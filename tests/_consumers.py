@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from generator.yamlio import GO_FLOAT
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -95,6 +97,8 @@ class HelmOutputLoader(yaml.SafeLoader):
 
 
 HelmOutputLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
+# and a plain 1e5 or 3e36 read as the float Go's YAML reads (generator.yamlio.GO_FLOAT), where YAML 1.1 sees a string
+HelmOutputLoader.add_implicit_resolver("tag:yaml.org,2002:float", GO_FLOAT, list("-+.0123456789"))
 
 # libyaml's parser under the same constructors, where PyYAML was built with it (its wheels are): a chart
 # such as kube-prometheus-stack renders megabytes, which the pure-Python scanner reads ten times slower
@@ -103,6 +107,7 @@ if getattr(yaml, "__with_libyaml__", False):
         """HelmOutputLoader on libyaml."""
 
     HelmOutputCLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
+    HelmOutputCLoader.add_implicit_resolver("tag:yaml.org,2002:float", GO_FLOAT, list("-+.0123456789"))
     _HELM_LOADER: type = HelmOutputCLoader
 else:
     _HELM_LOADER = HelmOutputLoader

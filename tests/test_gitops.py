@@ -30,12 +30,13 @@ import yaml
 
 from generator import spec
 from generator.errors import OrchgenError
+from generator.yamlio import dump_yaml
 from generator.decide import make_plan
 from generator.render import render
 from generator.render.gitops import argocd as gitops_argocd, common as gitops, flux as gitops_flux, wrap
 from generator.validate.crds import CRDRegistry
 
-from ._consumers import REPO, crd_paths, reference_dir, tool
+from ._consumers import REPO, crd_paths, helm_objects, reference_dir, tool
 from .conftest import all_examples, run_orchgen
 
 MODES = ("kustomize", "argocd", "flux")
@@ -652,3 +653,20 @@ def test_a_release_named_manifests_would_collide_with_the_manifests_application(
     clash = [dataclasses.replace(rels[0], name=gitops_argocd.MANIFESTS)] + rels[1:]
     with pytest.raises(OrchgenError, match="collides with the manifests Application"):
         gitops_argocd.render(plan_of(SAMPLE_PLAN, "argocd"), clash)
+
+
+@pytest.mark.parametrize("dump, kept", [(dump_yaml, True), (yaml.safe_dump, False)], ids=["orchgen", "pyyaml"])
+def test_number_shaped_strings_stay_strings_for_go_s_yaml(tmp_path, dump, kept):
+    # PyYAML (YAML 1.1) writes the string 3e36 plain; Go's YAML, which kubectl, Helm, Flux and Argo CD read
+    # with, takes a plain 3e36 for a float. orchgen's writer quotes it; PyYAML's own does not (the control)
+    values = {"hash": "3e36", "short": "59e8", "plain": "1e5", "name": "abc"}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": values}, "data": values}
+    (tmp_path / "cm.yaml").write_bytes(dump(cm) if dump is dump_yaml else dump(cm).encode())
+    (tmp_path / "kustomization.yaml").write_text("resources:\n- cm.yaml\n")
+    proc = subprocess.run([tool("kubectl"), "kustomize", str(tmp_path)], capture_output=True, text=True)
+    if kept:
+        assert proc.returncode == 0, proc.stderr
+        [out] = helm_objects(proc.stdout)  # read as Go reads it
+        assert out["data"] == values and out["metadata"]["annotations"] == values
+    else:  # kustomize refuses a number where the ConfigMap's schema wants a string, or writes it as one
+        assert proc.returncode != 0 or helm_objects(proc.stdout)[0]["data"] != values

@@ -31,6 +31,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from generator.yamlio import GO_FLOAT
+
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "kueue", "helm")
@@ -127,7 +129,13 @@ _ESTABLISHED = ('{{define "c"}}{{.metadata.name}}={{with .status}}{{range .condi
                 '{{if .items}}{{range .items}}{{template "c" .}}{{end}}{{else}}{{template "c" .}}{{end}}')
 
 # libyaml's emitter where PyYAML has it: the applied charts run to megabytes
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+    """Strings that Go's YAML reads as floats (the JupyterHub chart's quoted `checksum/auth-token: "3e36"`,
+    a random hash) kept quoted for kubectl, as generator.yamlio does for the bundle's own files."""
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", GO_FLOAT, list("-+.0123456789"))
+_DUMPER = _Dumper
 
 
 class Cluster:
