@@ -20,10 +20,20 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 
 _Dumper.add_representer(str, _str)
 # Go's YAML (kubectl, Helm, Flux, Argo CD: sigs.k8s.io/yaml) reads 1e5 or 3e36 as a float, PyYAML's YAML 1.1
-# only with a dot and a signed exponent: a string of that shape must be quoted, or a Go tool reads a number.
-# The pattern is go-yaml's float (resolve.go, yamlStyleFloat).
+# only with a dot and a signed exponent; and 0o17 as an int (Go's ParseInt prefixes), which YAML 1.1 reads as
+# a string: a string of either shape must be quoted, or a Go tool reads a number. The float pattern is
+# go-yaml's (resolve.go, yamlStyleFloat).
 GO_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
-_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", GO_FLOAT, list("-+.0123456789"))
+GO_OCTAL = re.compile(r"^[-+]?0o[0-7_]+$")
+
+
+def resolve_numbers_as_go(cls: type) -> None:
+    """Make a PyYAML Dumper quote, or a Loader read as numbers, the number shapes only Go's YAML knows."""
+    cls.add_implicit_resolver("tag:yaml.org,2002:float", GO_FLOAT, list("-+.0123456789"))
+    cls.add_implicit_resolver("tag:yaml.org,2002:int", GO_OCTAL, list("-+0"))
+
+
+resolve_numbers_as_go(_Dumper)
 _Dumper.add_representer(tuple, lambda d, v: d.represent_list(list(v)))
 
 

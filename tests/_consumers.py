@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.yamlio import GO_FLOAT
+from generator.yamlio import resolve_numbers_as_go
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -97,8 +97,8 @@ class HelmOutputLoader(yaml.SafeLoader):
 
 
 HelmOutputLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
-# and a plain 1e5 or 3e36 read as the float Go's YAML reads (generator.yamlio.GO_FLOAT), where YAML 1.1 sees a string
-HelmOutputLoader.add_implicit_resolver("tag:yaml.org,2002:float", GO_FLOAT, list("-+.0123456789"))
+# and a plain 1e5, 3e36 or 0o17 read as the number Go's YAML reads (generator.yamlio), where YAML 1.1 sees a string
+resolve_numbers_as_go(HelmOutputLoader)
 
 # libyaml's parser under the same constructors, where PyYAML was built with it (its wheels are): a chart
 # such as kube-prometheus-stack renders megabytes, which the pure-Python scanner reads ten times slower
@@ -107,7 +107,7 @@ if getattr(yaml, "__with_libyaml__", False):
         """HelmOutputLoader on libyaml."""
 
     HelmOutputCLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
-    HelmOutputCLoader.add_implicit_resolver("tag:yaml.org,2002:float", GO_FLOAT, list("-+.0123456789"))
+    resolve_numbers_as_go(HelmOutputCLoader)
     _HELM_LOADER: type = HelmOutputCLoader
 else:
     _HELM_LOADER = HelmOutputLoader

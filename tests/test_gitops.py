@@ -658,8 +658,8 @@ def test_a_release_named_manifests_would_collide_with_the_manifests_application(
 @pytest.mark.parametrize("dump, kept", [(dump_yaml, True), (yaml.safe_dump, False)], ids=["orchgen", "pyyaml"])
 def test_number_shaped_strings_stay_strings_for_go_s_yaml(tmp_path, dump, kept):
     # PyYAML (YAML 1.1) writes the string 3e36 plain; Go's YAML, which kubectl, Helm, Flux and Argo CD read
-    # with, takes a plain 3e36 for a float. orchgen's writer quotes it; PyYAML's own does not (the control)
-    values = {"hash": "3e36", "short": "59e8", "plain": "1e5", "name": "abc"}
+    # with, takes a plain 3e36 for a float and 0o17 for an int. orchgen's writer quotes it; PyYAML's own does not (the control)
+    values = {"hash": "3e36", "short": "59e8", "plain": "1e5", "octal": "0o17", "name": "abc"}
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": values}, "data": values}
     (tmp_path / "cm.yaml").write_bytes(dump(cm) if dump is dump_yaml else dump(cm).encode())
     (tmp_path / "kustomization.yaml").write_text("resources:\n- cm.yaml\n")

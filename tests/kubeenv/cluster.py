@@ -31,7 +31,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from generator.yamlio import GO_FLOAT
+from generator.yamlio import resolve_numbers_as_go
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -134,7 +134,7 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
     a random hash) kept quoted for kubectl, as generator.yamlio does for the bundle's own files."""
 
 
-_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", GO_FLOAT, list("-+.0123456789"))
+resolve_numbers_as_go(_Dumper)
 _DUMPER = _Dumper
 
 
