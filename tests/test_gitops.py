@@ -30,11 +30,11 @@ import yaml
 
 from generator import spec
 from generator.errors import OrchgenError
-from generator.yamlio import dump_yaml
 from generator.decide import make_plan
 from generator.render import render
 from generator.render.gitops import argocd as gitops_argocd, common as gitops, flux as gitops_flux, wrap
 from generator.validate.crds import CRDRegistry
+from generator.yamlio import dump_yaml
 
 from ._consumers import REPO, crd_paths, helm_objects, reference_dir, tool
 from .conftest import all_examples, run_orchgen
@@ -655,13 +655,17 @@ def test_a_release_named_manifests_would_collide_with_the_manifests_application(
         gitops_argocd.render(plan_of(SAMPLE_PLAN, "argocd"), clash)
 
 
-@pytest.mark.parametrize("dump, kept", [(dump_yaml, True), (yaml.safe_dump, False)], ids=["orchgen", "pyyaml"])
+def _pyyaml_plain(doc: Any) -> bytes:
+    return yaml.safe_dump(doc).encode()
+
+
+@pytest.mark.parametrize("dump, kept", [(dump_yaml, True), (_pyyaml_plain, False)], ids=["orchgen", "pyyaml"])
 def test_number_shaped_strings_stay_strings_for_go_s_yaml(tmp_path, dump, kept):
-    # PyYAML (YAML 1.1) writes the string 3e36 plain; Go's YAML, which kubectl, Helm, Flux and Argo CD read
-    # with, takes a plain 3e36 for a float and 0o17 for an int. orchgen's writer quotes it; PyYAML's own does not (the control)
+    # PyYAML (YAML 1.1) writes the strings 3e36 and 0o17 plain; Go's YAML, which kubectl, Helm, Flux and
+    # Argo CD read with, takes them for a float and an int. orchgen's writer quotes them; PyYAML's does not
     values = {"hash": "3e36", "short": "59e8", "plain": "1e5", "octal": "0o17", "name": "abc"}
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": values}, "data": values}
-    (tmp_path / "cm.yaml").write_bytes(dump(cm) if dump is dump_yaml else dump(cm).encode())
+    (tmp_path / "cm.yaml").write_bytes(dump(cm))
     (tmp_path / "kustomization.yaml").write_text("resources:\n- cm.yaml\n")
     proc = subprocess.run([tool("kubectl"), "kustomize", str(tmp_path)], capture_output=True, text=True)
     if kept:
@@ -670,3 +674,16 @@ def test_number_shaped_strings_stay_strings_for_go_s_yaml(tmp_path, dump, kept):
         assert out["data"] == values and out["metadata"]["annotations"] == values
     else:  # kustomize refuses a number where the ConfigMap's schema wants a string, or writes it as one
         assert proc.returncode != 0 or helm_objects(proc.stdout)[0]["data"] != values
+
+
+def test_a_tenant_named_like_a_number_keeps_its_namespace(tmp_path):
+    # 1e5 is a DNS label, so a valid tenant name: its namespace must reach Go's YAML as the string 1e5
+    doc = yaml.safe_load((REPO / "examples" / "cloud-training.yaml").read_text())
+    for item in doc["tenants"] + doc["workloads"]:
+        for key in ("name", "tenant"):
+            if item.get(key) == "foundation":
+                item[key] = "1e5"
+    (tmp_path / "workload.yaml").write_text(yaml.safe_dump(doc))
+    run_orchgen("plan", tmp_path / "workload.yaml", "-o", tmp_path / "out", check=True)
+    names = {o["metadata"]["name"] for o in kustomize(tmp_path / "out" / "kubernetes") if o["kind"] == "Namespace"}
+    assert "1e5" in names, sorted(map(str, names))
