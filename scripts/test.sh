@@ -11,6 +11,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The time of each setup phase, printed at the end and kept for .ci/run's budget line
+# (ORCHGEN_PHASE_TIMES: a file of "<seconds> <phase>" lines).
+phase_file="${ORCHGEN_PHASE_TIMES:-$(mktemp)}"
+: >"$phase_file"
+phase_start=$SECONDS
+phase() {  # phase NAME: the time since the last call is NAME's
+  echo "$((SECONDS - phase_start)) $1" >>"$phase_file"
+  phase_start=$SECONDS
+}
+
 apt_packages=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server debootstrap shellcheck docker-registry openssh-client openssl)
 missing=()
 for pkg in "${apt_packages[@]}"; do
@@ -39,6 +49,7 @@ for pkg in openssh-client debootstrap; do
   fi
 done
 # --- end issue 26 ------------------------------------------------------------------------------------------
+phase "apt packages"
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -50,6 +61,7 @@ fi
 .venv/bin/python -c "import generator, pulumi, pulumi_kubernetes, kubernetes_validate, jsonschema" 
 # helm (for `helm template` of the pinned charts: plan --diff's rollouts, taints, the charts' tests):
 .venv/bin/python scripts/install_helm.py
+phase "venv, pip, helm"
 
 
 # --- begin issue 27: the real Kubernetes control plane of the tests (tests/kubeenv) ---
@@ -59,17 +71,47 @@ fi
 if ! command -v openssl >/dev/null && [ "$(id -u)" = 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >/dev/null
 fi
-if command -v go >/dev/null; then
+# Only what the selected tests need (issue 32): with test files named on the command line, the control
+# plane and LWS are built when one of them uses tests/kubeenv, Flux when one of them runs Flux; with no
+# file named (the whole suite, -k, -m), everything. All three builds share Go's module and build caches
+# (GOMODCACHE, GOCACHE: Go's defaults, never overridden here), so a package built for one is not rebuilt.
+need_kube=1 need_flux=1
+selected=()
+for arg in "$@"; do
+  path="${arg%%::*}"
+  [[ "$arg" != -* && -e "$path" ]] && selected+=("$path")
+done
+if [ ${#selected[@]} -gt 0 ] && ! [ -n "$(find "${selected[@]}" -maxdepth 0 -type d 2>/dev/null)" ]; then
+  grep -qs "kubeenv" "${selected[@]}" || need_kube=0
+  grep -qs "flux_bin_dir\|start_flux" "${selected[@]}" || need_flux=0
+fi
+if ! command -v go >/dev/null; then
+  echo "note: no go on PATH, so the test control plane is not built: tests/test_kube_real.py will skip" >&2
+elif [ $need_kube = 1 ]; then
   tests/kubeenv/build.sh >/dev/null
-  # LeaderWorkerSet's controller manager (tests/test_lws_real.py), a separate small build (cold: about
-  # 3 CPU-minutes, tests/kubeenv/README.md) that leaves the one above and its cache key alone
+  # LeaderWorkerSet's controller manager (tests/test_lws_real.py and every bundle with an lws release), a
+  # separate small build (cold: about 3 CPU-minutes, tests/kubeenv/README.md) that leaves the one above
+  # and its cache key alone
   tests/kubeenv/lws/build.sh >/dev/null
   # Flux's source-, kustomize- and helm-controller (tests/test_flux_real.py: the Flux delivery path for
   # real), another separate build (cold: about 11 CPU-minutes, tests/kubeenv/README.md)
-  tests/kubeenv/flux/build.sh >/dev/null
-else
-  echo "note: no go on PATH, so the test control plane is not built: tests/test_kube_real.py will skip" >&2
+  if [ $need_flux = 1 ]; then tests/kubeenv/flux/build.sh >/dev/null; fi
 fi
 # --- end issue 27 ---
+phase "Go builds (control plane, LWS, Flux)"
 
-exec .venv/bin/python -m pytest "$@"
+# Parallel by default (issue 32): N workers (ORCHGEN_TEST_WORKERS, default 3 on this 2-core machine: the
+# real-consumer tests mostly wait on their daemons), modules that share a fixture kept on one worker and
+# the slow ones sent first (tests/conftest.py). `-n 0` (or -p no:xdist) runs everything in one process.
+parallel=(-n "${ORCHGEN_TEST_WORKERS:-3}" --dist loadgroup --no-loadscope-reorder)
+for arg in "$@"; do
+  case "$arg" in -n|-n*|--numprocesses*|no:xdist) parallel=() ;; esac
+done
+set +e
+.venv/bin/python -m pytest "${parallel[@]}" "$@"
+rc=$?
+set -e
+phase "pytest"
+echo "scripts/test.sh: time per phase (s):" >&2
+while read -r seconds name; do printf '  %6d  %s\n' "$seconds" "$name" >&2; done <"$phase_file"
+exit $rc

@@ -60,3 +60,79 @@ def slurm_db(tmp_path_factory):
     with mariadb.MariaDB(directory) as db:
         yield db
     shutil.rmtree(directory, ignore_errors=True)  # ~100 MB of datadir; pytest keeps its last 3 tmp trees
+
+
+# --- CI's time budget (issue 32): parallel workers, long tests first, time per suite ---------------------
+# scripts/test.sh runs pytest with pytest-xdist (`-n N --dist loadgroup --no-loadscope-reorder`). Two rules
+# keep that correct and fast:
+# - a module whose tests share a module- or class-scoped fixture (one slurmctld, one set of bare hosts
+#   on fixed 127.0.0.N addresses, one planned bundle) runs whole on one worker: its tests carry
+#   `xdist_group(<module>)`, so the fixture is set up once and never twice at the same time;
+# - the modules that drive real consumers (a control plane, slurmctld, bare hosts: the slow ones) are
+#   sent first, the grouped ones before the single tests, so no worker starts a long test last while
+#   the others sit idle (longest-first scheduling). Modules stay whole, so a serial run is unchanged.
+# At the end the time per suite (test module: setup, call and teardown of its tests, summed over the
+# workers) is printed, and written as JSON to $ORCHGEN_SUITE_TIMES for .ci/run's budget line.
+_HEAVY_FIXTURES = {"kube", "kube_factory", "slurm_db"}
+_HEAVY_MARKS = {"slurm", "chroot", "slow"}
+
+
+def _shares_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(d.scope in ("module", "class", "package")
+               for defs in info.name2fixturedefs.values() for d in defs)
+
+
+def _heavy(item: pytest.Item) -> bool:
+    if item.fspath.basename.endswith("_real.py"):
+        return True
+    if _HEAVY_MARKS & {m.name for m in item.iter_markers()}:
+        return True
+    return bool(_HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    rank: dict[str, int] = {}
+    for module, its in modules.items():
+        grouped = any(_shares_fixture(i) for i in its)
+        if grouped:
+            for i in its:
+                i.add_marker(pytest.mark.xdist_group(module))
+        heavy = any(_heavy(i) for i in its)
+        rank[module] = 0 if heavy and grouped else 1 if heavy else 2
+    order = {m: n for n, m in enumerate(modules)}
+    items.sort(key=lambda i: (rank[i.nodeid.split("::", 1)[0]], order[i.nodeid.split("::", 1)[0]]))
+
+
+_suite_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # on the controller this sees every worker's reports
+    suite = report.nodeid.split("::", 1)[0]
+    _suite_seconds[suite] = _suite_seconds.get(suite, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    import json
+    import os
+
+    if hasattr(config, "workerinput") or not _suite_seconds:
+        return
+    ranked = sorted(_suite_seconds.items(), key=lambda kv: -kv[1])
+    tr = terminalreporter
+    tr.write_sep("=", f"time per suite (test-seconds, all workers; {len(ranked)} suites)")
+    for suite, seconds in ranked[:25]:
+        tr.write_line(f"{seconds:8.1f} s  {suite}")
+    if len(ranked) > 25:
+        rest = sum(s for _, s in ranked[25:])
+        tr.write_line(f"{rest:8.1f} s  ({len(ranked) - 25} other suites)")
+    target = os.environ.get("ORCHGEN_SUITE_TIMES")
+    if target:
+        with open(target, "w") as f:
+            json.dump(dict(ranked), f, indent=1)
