@@ -65,8 +65,8 @@ def slurm_db(tmp_path_factory):
 # --- CI's time budget (issue 32): parallel workers, long tests first, time per suite ---------------------
 # scripts/test.sh runs pytest with pytest-xdist (`-n N --dist loadgroup --no-loadscope-reorder`). Two rules
 # keep that correct and fast:
-# - a module whose tests share a module- or class-scoped fixture (one slurmctld, one set of bare hosts
-#   on fixed 127.0.0.N addresses, one planned bundle) runs whole on one worker: its tests carry
+# - the tests of a module that share a module- or class-scoped fixture (one slurmctld, one set of bare
+#   hosts on fixed 127.0.0.N addresses, one planned bundle) run on one worker: they carry
 #   `xdist_group(<module>)`, so the fixture is set up once and never twice at the same time;
 # - the modules that drive real consumers (a control plane, slurmctld, bare hosts: the slow ones) are
 #   sent first, the grouped ones before the single tests, so no worker starts a long test last while
@@ -99,10 +99,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
     rank: dict[str, int] = {}
     for module, its in modules.items():
-        grouped = any(_shares_fixture(i) for i in its)
-        if grouped:
-            for i in its:
-                i.add_marker(pytest.mark.xdist_group(module))
+        sharing = [i for i in its if _shares_fixture(i)]
+        for i in sharing:  # the module's other tests stay free to run on any worker
+            i.add_marker(pytest.mark.xdist_group(module))
+        grouped = bool(sharing)
         heavy = any(_heavy(i) for i in its)
         rank[module] = 0 if heavy and grouped else 1 if heavy else 2
     order = {m: n for n, m in enumerate(modules)}
