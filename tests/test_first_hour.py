@@ -153,6 +153,21 @@ def test_init_writes_a_commented_fleet_that_plans(tmp_path, flags):
     assert again.returncode == 2 and "exists; pass --force" in again.stderr
 
 
+@pytest.mark.parametrize("os_name, release", [(None, "24.11"), ("debian-13", "24.11"), ("debian-12", "22.05"),
+                                              ("ubuntu-24.04", "23.11")])
+def test_init_writes_the_slurm_release_the_hosts_os_packages(tmp_path, os_name, release):
+    """A bare-metal fleet's Slurm is the one its hosts' OS packages (the bring-up installs that one and refuses
+    any other): Debian 13 (the default) 24.11, Debian 12 22.05, Ubuntu 24.04 23.11; the plan targets it."""
+    target = tmp_path / "workload.yaml"
+    flags = ["--os", os_name] if os_name else []
+    proc = subprocess.run([*orchgen_argv(), "init", "-o", str(target), "--bare-metal", "--slurm-controller",
+                           "head01", *flags], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert yaml.safe_load(target.read_text())["options"]["slurm_version"] == release
+    run_orchgen("plan", target, "-o", tmp_path / "out", check=True)
+    assert yaml.safe_load((tmp_path / "out/bringup/vars.yaml").read_text())["orchgen_slurm_release"] == release
+
+
 def test_init_refuses_a_bad_answer_naming_it_and_writes_nothing(tmp_path):
     target = tmp_path / "w.yaml"
     proc = subprocess.run([*orchgen_argv(), "init", "-o", str(target), "--name", "Bad_Name"],
