@@ -15,6 +15,7 @@ import click
 
 from . import providers
 from .errors import Exit, OrchgenError, fit_to_print
+from .starter import BRINGUP_OS_SLURM, DEFAULT_OS
 
 # --input-root: a folder besides workload.yaml's own that files named in it may be read from
 _INPUT_ROOT = click.option(
@@ -290,6 +291,8 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
               help="nodes one tightly coupled training job spans (0: none)")
 @click.option("--service/--no-service", default=None, help="a long-lived inference service")
 @click.option("--slurm-controller", default=None, help="bare metal: the Slurm controller's short hostname")
+@click.option("--os", "os_", type=click.Choice(list(BRINGUP_OS_SLURM)), default=None,
+              help=f"bare metal: the hosts' OS; slurm_version is the release it packages (default {DEFAULT_OS})")
 def init(output: Path, force: bool, **given) -> None:
     """Write a commented workload.yaml from a few questions (or the flags; no prompt when stdin
     is not a terminal: the defaults fill what no flag gives)."""
@@ -328,6 +331,7 @@ def init(output: Path, force: bool, **given) -> None:
             value = click.prompt("Slurm controller's short hostname (empty: later)", default="",
                                  show_default=False) or None
         answers["controller"] = value
+        answers["os"] = given.get("os_") or DEFAULT_OS
     answers["training_nodes"] = min(answers["training_nodes"], answers["nodes"])
     text = workload_yaml(Answers(**answers))
     try:

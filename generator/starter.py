@@ -8,6 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .providers import NAMES as PROVIDERS
+# The OSes the bring-up (bringup/site.yml) installs Slurm on, from their own packages, and the Slurm release
+# each packages (packages.debian.org slurm-wlm: bookworm 22.05, trixie 24.11; packages.ubuntu.com noble 23.11):
+# a bare-metal fleet's slurm_version is the hosts' OS's, or the bring-up refuses the hosts.
+BRINGUP_OS_SLURM = {"debian-13": "24.11", "debian-12": "22.05", "ubuntu-24.04": "23.11"}
+DEFAULT_OS = "debian-13"
+# Slurm on Kubernetes, or no bare-metal Slurm: the release orchgen writes by default (options.slurm_version)
+DEFAULT_SLURM = "25.11"
 PROVIDER_NAMES = {"generic": "your own machines (or a cloud without a managed Kubernetes here)",
                   "eks": "Amazon EKS", "gke": "Google GKE", "aks": "Azure AKS", "oke": "Oracle OKE"}
 
@@ -24,6 +31,7 @@ class Answers:
     training_nodes: int = 2  # nodes one training job spans; 0: no training workload
     service: bool = True  # a long-lived inference service
     controller: str | None = None  # the Slurm controller's short hostname (bare metal)
+    os: str = DEFAULT_OS  # bare metal: the hosts' OS, whose packaged Slurm the bring-up installs
 
 
 def workload_yaml(a: Answers) -> str:
@@ -91,7 +99,9 @@ def workload_yaml(a: Answers) -> str:
         "options:",
         "  gang_scheduler: auto                # auto | kueue | volcano | kai",
         "  gitops: none                        # none | kustomize | argocd | flux",
-        "  slurm_version: \"25.11\"              # quote it: a MAJOR.MINOR Slurm release",
+        *([f"  slurm_version: \"{BRINGUP_OS_SLURM[a.os]}\"              # quote it: the Slurm {a.os} packages,"
+           " which bringup/ installs (another release needs its own package repository on the hosts)"]
+          if bare else [f"  slurm_version: \"{DEFAULT_SLURM}\"              # quote it: a MAJOR.MINOR Slurm release"]),
         "  kubernetes_version: \"1.33\"",
     ]
     return "\n".join(lines) + "\n"

@@ -59,6 +59,17 @@ fi
 # run with exactly those versions (test_pulumi_stack checks it), so a newer release on PyPI can't break them.
 .venv/bin/python -m pip install -q -e '.[test]' -c stacks/requirements.txt
 .venv/bin/python -c "import generator, pulumi, pulumi_kubernetes, kubernetes_validate, jsonschema" 
+# --- issue 33: the end-to-end tests run the installed product, not the source tree ---------------------------
+# The wheel as `pip install .` builds it, installed into a fresh venv of its own (.venv-wheel; its dependencies
+# from PyPI or pip's cache, pinned like .venv's by stacks/requirements.txt); the tests run its `orchgen`
+# (ORCHGEN_BIN, tests/support.py orchgen_argv), so a module or data file missing from the wheel fails them.
+rm -rf .venv-wheel build/wheel build/lib  # build/lib: a stale module there would ship
+.venv/bin/python -m pip wheel -q --no-deps -w build/wheel .  # isolated build, as `pip install .`
+python3 -m venv .venv-wheel
+.venv-wheel/bin/python -m pip install -q build/wheel/orchgen-*.whl -c stacks/requirements.txt
+rm -rf build/wheel
+export ORCHGEN_BIN="$PWD/.venv-wheel/bin/orchgen"
+# --- end issue 33 ------------------------------------------------------------------------------------------
 # helm (for `helm template` of the pinned charts: plan --diff's rollouts, taints, the charts' tests):
 .venv/bin/python scripts/install_helm.py
 phase "venv, pip, helm"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,9 +27,11 @@ def example():
 
 
 def run_orchgen(*args: str, cwd: Path | None = None, check: bool = False) -> subprocess.CompletedProcess:
-    """Run the CLI as a user would (a subprocess), returning its exit code and output."""
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
+    """Run the CLI as a user would (a subprocess: the installed `orchgen` of ORCHGEN_BIN when scripts/test.sh
+    set it, from outside the source tree unless `cwd` says else), returning its exit code and output."""
+    from tests.support import run_cli
+
+    proc = run_cli(args, cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"orchgen {' '.join(map(str, args))} exited {proc.returncode}: {proc.stderr}")
     return proc

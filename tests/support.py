@@ -5,6 +5,10 @@ Fixtures live in conftest.py; plain functions that tests import live here."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +43,50 @@ def plan_of_file(tmp_path: Path, doc: dict[str, Any], name: str | None = "fleet.
     path = tmp_path / (name or f"{doc['metadata']['name']}.yaml")
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return plan_of(path)
+
+
+def orchgen_argv() -> list[str]:
+    """How the tests run the real `orchgen` CLI: the installed product when scripts/test.sh built the wheel
+    and installed it into a fresh venv (ORCHGEN_BIN, its console script: what `pip install orchgen` gives a
+    user, with sys.path[0] its own bin/, so the source tree cannot shadow the package whatever the working
+    directory); without it (a developer's quick run) the source tree's `python -m generator.cli`, which
+    under ORCHGEN_STRICT=1 (CI) is a failure, since then the wheel's contents would go untested."""
+    from tests._consumers import require
+
+    installed = os.environ.get("ORCHGEN_BIN")
+    if installed:
+        require(Path(installed).is_file(), f"ORCHGEN_BIN={installed} does not exist (scripts/test.sh installs it)")
+        return [installed]
+    from tests._consumers import strict
+
+    if strict():
+        import pytest
+
+        pytest.fail("ORCHGEN_BIN unset under ORCHGEN_STRICT=1: scripts/test.sh builds the wheel, installs it "
+                    "into .venv-wheel and exports its orchgen; the tests run that, not the source tree",
+                    pytrace=False)
+    return [sys.executable, "-m", "generator.cli"]
+
+
+def outside_source() -> Path:
+    """A working directory outside the source tree (where the installed `orchgen` runs by default)."""
+    return Path(tempfile.gettempdir())
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a CLI run: this one, plus `extra`; when the installed product runs, without
+    PYTHONPATH (one naming the source tree would shadow the package) and with the test tools on PATH."""
+    env = dict(os.environ)
+    if os.environ.get("ORCHGEN_BIN"):
+        env.pop("PYTHONPATH", None)
+        # the tools a user has on PATH (helm from scripts/install_helm.py, kubectl) sit next to the test
+        # venv's Python; the installed orchgen looks on PATH and next to its own Python, which is another venv
+        env["PATH"] = os.pathsep.join([env.get("PATH", ""), str(Path(sys.executable).parent)])
+    return {**env, **(extra or {})}
+
+
+def run_cli(args, *, cwd: Path | str | None = None, env: dict[str, str] | None = None,
+            **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run of `orchgen ARGS` (orchgen_argv), from `cwd` or else outside the source tree."""
+    return subprocess.run([*orchgen_argv(), *map(str, args)], cwd=cwd or outside_source(), env=cli_env(env),
+                          **kwargs)

@@ -1,7 +1,9 @@
 """The bundle's bring-up (bringup/up.sh, bringup/apply.py) for real: bare Debian hosts made on this machine
 (tests/bringupharness: debootstrap roots, own hostname, PID and mount namespaces, sshd on 127.0.0.N) go from a
 bare OS to a Slurm cluster (slurmctld, slurmdbd with MariaDB, two slurmd), pass the production checks, run a
-2-node GPU job; a second run changes nothing; three re-plans are applied with a job running through each.
+2-node GPU job; every host shares the one munge key (kept outside the bundle); a second run changes nothing; a
+run after munged stopped on one node repairs it; three re-plans are applied with a job running through each.
+The hosts start what their packages start at install (munged with its own key, MariaDB), as a fresh Debian does.
 
 What the harness changes in the bundle to run here: tests/slurmharness/overlay.py, BRINGUP_CHANGES.
 Every step is logged (with its timing) to <tmp>/bringup.log; the actions each re-plan used are printed.
@@ -49,6 +51,36 @@ def cluster(tmp_path_factory):
         print(f"bring-up log: {site.log}")
 
 
+def _one_cluster_key(hosts: Hosts, site, bundle: Path) -> None:
+    """The packages started munged with keys of their own at install; after the bring-up every host runs
+    munged with the one cluster key, which lives at vars.yaml's ~/.config path (the operator's home), not in
+    the bundle: a credential made on one host decodes on another."""
+    key = site.home / ".config" / "orchgen" / "bringup-lab" / "munge.key"
+    assert key.is_file() and key.stat().st_mode & 0o077 == 0, key
+    assert not [p for p in bundle.rglob("*") if "munge.key" in p.name or p.name == "~"], "a key inside the bundle"
+    sums = {h: hosts.ssh(h, "sha256sum /etc/munge/munge.key").stdout.split()[0] for h in hosts.hosts}
+    assert len(set(sums.values())) == 1, sums
+    cred = hosts.ssh("ctl1", "munge -n").stdout.strip()
+    for h in ("db1", "gpu01", "gpu02"):
+        assert "STATUS:          Success" in hosts.ssh(h, f"echo '{cred}' | unmunge").stdout, h
+
+
+def _munge_stopped_on_one_node_is_repaired(hosts: Hosts, site, bundle: Path) -> None:
+    """munged stopped on one node (killed: no init system here); a run starts it again, with the cluster key,
+    and that node runs jobs."""
+    hosts.ssh("gpu02", "pid=$(cat /run/munge/munged.pid); kill $pid; for i in $(seq 50); do "
+                       "kill -0 $pid 2>/dev/null || exit 0; sleep 0.1; done; exit 1")
+    assert hosts.ssh("gpu02", "munge -n", check=False).returncode != 0  # stopped indeed
+    run = site.up(bundle, "--skip-tags", "checks")
+    assert run.returncode == 0, run.stdout[-4000:]
+    changed = {h: r["changed"] for h, r in recap(run.stdout).items()}
+    assert changed["gpu02"] > 0 and changed["gpu01"] == 0 and changed["ctl1"] == 0, changed
+    cred = hosts.ssh("ctl1", "munge -n").stdout.strip()
+    assert "STATUS:          Success" in hosts.ssh("gpu02", f"echo '{cred}' | unmunge").stdout
+    job = hosts.ssh("ctl1", "srun -N2 -w gpu01,gpu02 hostname").stdout.split()
+    assert sorted(job) == ["gpu01", "gpu02"], job
+
+
 def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     hosts, site = cluster
     t0 = time.monotonic()
@@ -74,11 +106,17 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     assoc = hosts.ssh("ctl1", "sacctmgr -n -P show assoc format=account,user,fairshare").stdout.split()
     assert {"nlp||3", "nlp|alice|1", "vision||1"} <= set(assoc), assoc
 
+    _one_cluster_key(hosts, site, bundle)
+
     t = time.monotonic()
     second = site.up(bundle, "--skip-tags", "checks")
     assert second.returncode == 0, second.stdout[-4000:]
     assert {h: r["changed"] for h, r in recap(second.stdout).items()} == dict.fromkeys(rc, 0), second.stdout[-4000:]
     print(f"second run, nothing changed: {time.monotonic() - t:.0f} s")
+
+    t = time.monotonic()
+    _munge_stopped_on_one_node_is_repaired(hosts, site, bundle)
+    print(f"run after munged stopped on gpu02, repaired: {time.monotonic() - t:.0f} s")
 
     running = hosts.ssh("ctl1", "sbatch --parsable -N1 -w gpu01 -t 60 --wrap 'sleep 3000'").stdout.strip()
     for _ in range(100):
@@ -156,6 +194,9 @@ def test_debian13_bare_os_to_cluster(tmp_path):
         assoc = hosts.ssh("ctl1", "sacctmgr -n -P show assoc format=account,user,fairshare").stdout.split()
         assert {"nlp||3", "nlp|alice|1", "vision||1"} <= set(assoc), assoc
         assert "11.8" in hosts.ssh("db1", "mariadb -N -e 'select @@version'").stdout
+        _one_cluster_key(hosts, site, bundle)
         second = site.up(bundle, "--skip-tags", "checks")
         assert {h: r["changed"] for h, r in recap(second.stdout).items()} == {"ctl1": 0, "db1": 0, "gpu01": 0, "gpu02": 0}, \
             second.stdout[-4000:]
+        _munge_stopped_on_one_node_is_repaired(hosts, site, bundle)
+        print(f"Debian 13 total: {time.monotonic() - t0:.0f} s")

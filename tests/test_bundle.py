@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from generator.decide import make_plan
 from generator.render import render
 
 from .conftest import all_examples
+from tests.support import orchgen_argv
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -35,7 +35,7 @@ def test_bytes_identical_across_processes_and_hash_seeds(tmp_path, path):
     for seed in ("0", "1"):
         out = tmp_path / f"out{seed}"
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(path), "-o", str(out)],
+        subprocess.run([*orchgen_argv(), "plan", str(path), "-o", str(out)],
                        check=True, capture_output=True, env=env)
         trees.append(tree(out))
     assert trees[0] == trees[1]
@@ -129,16 +129,16 @@ def test_killed_at_any_moment_leaves_a_whole_bundle(tmp_path, example):
     """SIGKILL `orchgen plan` at spread-out moments: the target is always one whole bundle."""
     old_src, new_src = example("dev-ci"), example("research-lab")
     out = tmp_path / "out"
-    subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(old_src), "-o", str(out)], check=True,
+    subprocess.run([*orchgen_argv(), "plan", str(old_src), "-o", str(out)], check=True,
                    capture_output=True)
     old = ours(tree(out))
     start = time.monotonic()
-    subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(new_src), "-o", str(tmp_path / "ref")],
+    subprocess.run([*orchgen_argv(), "plan", str(new_src), "-o", str(tmp_path / "ref")],
                    check=True, capture_output=True)
     duration = time.monotonic() - start
     new = ours(tree(tmp_path / "ref"))
     for i in range(12):
-        proc = subprocess.Popen([sys.executable, "-m", "generator.cli", "plan",
+        proc = subprocess.Popen([*orchgen_argv(), "plan",
                                  str(new_src if i % 2 == 0 else old_src), "-o", str(out)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(duration * (0.5 + i / 12))
@@ -205,7 +205,7 @@ def test_modes_follow_the_umask(tmp_path, example, umask):
     out = tmp_path / "out"
 
     def run(src):
-        subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(src), "-o", str(out)], check=True,
+        subprocess.run([*orchgen_argv(), "plan", str(src), "-o", str(out)], check=True,
                        capture_output=True, preexec_fn=lambda: os.umask(umask))
 
     for src in (example("dev-ci"), example("research-lab")):  # a first write, then a replacement

@@ -12,7 +12,6 @@ import copy
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -30,6 +29,7 @@ from generator.validate.cel import CelSchema
 from generator.validate.crds import CRDRegistry
 from tests._consumers import REPO, reference_dir
 from tests.conftest import all_examples
+from tests.support import orchgen_argv
 
 @cache
 def registry() -> CRDRegistry:
@@ -463,7 +463,7 @@ def test_broken_rules_are_findings_at_their_line(planned, tmp_path):
 
 
 def validate_cli(*args: Any) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", "validate", *map(str, args)],
+    return subprocess.run([*orchgen_argv(), "validate", *map(str, args)],
                           capture_output=True, text=True)
 
 

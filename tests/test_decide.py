@@ -9,12 +9,12 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-import sys
 
 import pytest
 
 from generator.decide import decide_workload
 from generator.decide.plan import Facts
+from tests.support import orchgen_argv
 
 FACTS = ("tightly_coupled", "bare_metal", "long_lived_services", "multi_tenant",
          "python_native_pipeline", "edge_or_dev")
@@ -82,7 +82,7 @@ def test_reasons_name_the_rule_and_facts():
 
 
 def test_recommend_json_shape_and_order(tmp_path, example):
-    out = subprocess.run([sys.executable, "-m", "generator.cli", "recommend", str(example("research-lab")),
+    out = subprocess.run([*orchgen_argv(), "recommend", str(example("research-lab")),
                           "--format", "json"], capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
     assert set(data) == {"fleet", "workloads"}

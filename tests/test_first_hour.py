@@ -17,6 +17,7 @@ import yaml
 
 from .conftest import REPO, all_examples, run_orchgen
 from .test_bad_input import BASE, CASES, LATE
+from tests.support import orchgen_argv
 
 # The recommend JSON of every example as it was before this issue's table changes (made with the
 # previous commit's code): `--format json` stays byte for byte.
@@ -32,7 +33,7 @@ def _pty_run(args: list[str], columns: int) -> str:
 
     fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
-    proc = subprocess.Popen([sys.executable, "-m", "generator.cli", *args], stdin=sub, stdout=sub,
+    proc = subprocess.Popen([*orchgen_argv(), *args], stdin=sub, stdout=sub,
                             stderr=subprocess.PIPE, env=env, cwd=REPO)
     os.close(sub)
     chunks = []
@@ -138,7 +139,7 @@ def test_validate_ignores_byte_code_and_editor_droppings(tmp_path):
                          ids=["defaults", "eks", "bare-metal-slurm", "gke-inference"])
 def test_init_writes_a_commented_fleet_that_plans(tmp_path, flags):
     target = tmp_path / "workload.yaml"
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "init", "-o", str(target), *flags],
+    proc = subprocess.run([*orchgen_argv(), "init", "-o", str(target), *flags],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     text = target.read_text()
@@ -147,14 +148,29 @@ def test_init_writes_a_commented_fleet_that_plans(tmp_path, flags):
     jsonschema.validate(yaml.safe_load(text), schema)
     plan = run_orchgen("plan", target, "-o", tmp_path / "out", check=True)
     assert "next: read" in plan.stdout
-    again = subprocess.run([sys.executable, "-m", "generator.cli", "init", "-o", str(target)],
+    again = subprocess.run([*orchgen_argv(), "init", "-o", str(target)],
                            stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert again.returncode == 2 and "exists; pass --force" in again.stderr
 
 
+@pytest.mark.parametrize("os_name, release", [(None, "24.11"), ("debian-13", "24.11"), ("debian-12", "22.05"),
+                                              ("ubuntu-24.04", "23.11")])
+def test_init_writes_the_slurm_release_the_hosts_os_packages(tmp_path, os_name, release):
+    """A bare-metal fleet's Slurm is the one its hosts' OS packages (the bring-up installs that one and refuses
+    any other): Debian 13 (the default) 24.11, Debian 12 22.05, Ubuntu 24.04 23.11; the plan targets it."""
+    target = tmp_path / "workload.yaml"
+    flags = ["--os", os_name] if os_name else []
+    proc = subprocess.run([*orchgen_argv(), "init", "-o", str(target), "--bare-metal", "--slurm-controller",
+                           "head01", *flags], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert yaml.safe_load(target.read_text())["options"]["slurm_version"] == release
+    run_orchgen("plan", target, "-o", tmp_path / "out", check=True)
+    assert yaml.safe_load((tmp_path / "out/bringup/vars.yaml").read_text())["orchgen_slurm_release"] == release
+
+
 def test_init_refuses_a_bad_answer_naming_it_and_writes_nothing(tmp_path):
     target = tmp_path / "w.yaml"
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "init", "-o", str(target), "--name", "Bad_Name"],
+    proc = subprocess.run([*orchgen_argv(), "init", "-o", str(target), "--name", "Bad_Name"],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert proc.returncode == 2 and "metadata.name" in proc.stderr and len(proc.stderr.splitlines()) == 1
     assert not target.exists()
@@ -164,7 +180,7 @@ def test_init_asks_in_a_terminal(tmp_path):
     """With a terminal on stdin, init asks; the answers land in the file."""
     main, sub = pty.openpty()
     target = tmp_path / "w.yaml"
-    proc = subprocess.Popen([sys.executable, "-m", "generator.cli", "init", "-o", str(target)],
+    proc = subprocess.Popen([*orchgen_argv(), "init", "-o", str(target)],
                             stdin=sub, stdout=sub, stderr=sub, cwd=tmp_path)
     os.close(sub)
     answers = iter(["uni-lab", "generic", "y", "8", "a100", "4", "ethernet", "2", "n", "lab-head"])

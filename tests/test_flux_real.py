@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from tests.kubeenv.cluster import FLUX_CONTROLLERS, flux_bin_dir, free_port
 from tests.kubeenv.fixture import kube_factory  # noqa: F401
 from tests.kubeenv.gitops import GitServer, HelmRepoServer, OciRegistry, package
 from tests.test_kube_real import GKE_ADMISSION, _critical_pod, _operator_refusals
+from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
 NAME = "gke-flux"
@@ -80,7 +80,7 @@ def plan(tenants: list[str], d: Path) -> tuple[Path, Path]:
     workload = d / "workload.yaml"
     workload.write_text(FLEET % "\n".join(f"  - {{name: {t}, share: 1}}" for t in tenants))
     out = d / NAME
-    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(workload), "-o", str(out)],
+    r = subprocess.run([*orchgen_argv(), "plan", str(workload), "-o", str(out)],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     return workload, out

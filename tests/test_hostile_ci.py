@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import tracemalloc
 import unicodedata
@@ -33,6 +32,7 @@ from hypothesis import strategies as st
 from generator import bundle, catalog, cli
 from generator.errors import OrchgenError, mask_urls, printable
 from generator.render.gitops import argocd, flux
+from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "ghp_" + "Zq7" * 12  # planted: must never appear in any output
@@ -56,7 +56,7 @@ def write(path: Path, doc: Any) -> Path:
 
 def run(*args: Any, cwd: Path | None = None, timeout: float = 60, stdout: Any = subprocess.PIPE
         ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", *map(str, args)], stdout=stdout,
+    return subprocess.run([*orchgen_argv(), *map(str, args)], stdout=stdout,
                           stderr=subprocess.PIPE, text=True, cwd=cwd, timeout=timeout)
 
 

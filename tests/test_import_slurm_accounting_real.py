@@ -15,13 +15,13 @@ the site's files are asserted to be in slurmdbd, so a comparison of two empty da
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.slurmharness import SlurmCluster, require_slurm
 from tests.slurmharness import parse
+from tests.support import orchgen_argv
 
 
 SITE = Path(__file__).parent / "data" / "sites" / "acct-lab"
@@ -53,7 +53,7 @@ def _site_loads_its_own(c: SlurmCluster, dump: Path) -> None:
 
 def _regenerated(work: Path, dump: Path) -> Path:
     work.mkdir()
-    orchgen = [sys.executable, "-m", "generator.cli"]
+    orchgen = orchgen_argv()
     done = subprocess.run([*orchgen, "import", "slurm", str(SITE / "slurm.conf"), "--sacctmgr-dump",
                            str(dump), "--sacctmgr-qos", str(SITE / "qos.txt"),
                            "--slurm-version", "22.05", "-o", str(work / "workload.yaml")], capture_output=True, text=True)
@@ -109,7 +109,7 @@ def test_regenerated_accounting_equals_the_sites_own(tmp_path, slurm_db, variant
 def _import(tmp_path: Path, dump: str, qos: str) -> subprocess.CompletedProcess:
     (tmp_path / "sacctmgr.dump").write_text(dump)
     (tmp_path / "qos.txt").write_text(qos)
-    return subprocess.run([sys.executable, "-m", "generator.cli", "import", "slurm", str(SITE / "slurm.conf"),
+    return subprocess.run([*orchgen_argv(), "import", "slurm", str(SITE / "slurm.conf"),
                            "--sacctmgr-dump", str(tmp_path / "sacctmgr.dump"), "--sacctmgr-qos", str(tmp_path / "qos.txt"),
                            "-o", str(tmp_path / "workload.yaml")], capture_output=True, text=True)
 
@@ -171,7 +171,7 @@ def test_a_tenant_qos_outside_the_set_is_one_input_error(tmp_path, tenant, field
     assert done.returncode == 0, done.stderr
     text = (imported / "workload.yaml").read_text().replace("  name: nlp\n", "  name: nlp\n" + tenant, 1)
     (tmp_path / "workload.yaml").write_text(text)
-    done = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(tmp_path / "workload.yaml"), "-o",
+    done = subprocess.run([*orchgen_argv(), "plan", str(tmp_path / "workload.yaml"), "-o",
                            str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 2 and not (tmp_path / "out").exists(), done.stderr
     lines = done.stderr.strip().splitlines()

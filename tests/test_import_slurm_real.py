@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ import pytest
 from generator.adopt import OBSOLETE, ORCHGEN_BETTER, ORCHGEN_BETTER_NODES
 from generator.spec import slurmconf
 from tests.slurmharness import SlurmCluster, require_slurm
+from tests.support import orchgen_argv
 
 SITES = Path(__file__).parent / "data" / "sites"
 
@@ -79,7 +79,7 @@ def _inlined(original: Path, into: Path) -> Path:
 
 def _regenerated(original: Path, work: Path, version: str) -> Path:
     work.mkdir()
-    orchgen = [sys.executable, "-m", "generator.cli"]
+    orchgen = orchgen_argv()
     done = subprocess.run([*orchgen, "import", "slurm", str(original / "slurm.conf"), "--slurm-version", version,
                            "-o", str(work / "workload.yaml")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tests.kubeenv import bundle as kb
 from tests.kubeenv.fixture import kube, kube_factory  # noqa: F401
+from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -68,7 +69,7 @@ def test_gang_check_passes_whole_and_fails_split_or_never_admitted(tmp_path: Pat
     fleet = tmp_path / "gang-check.yaml"
     fleet.write_text(FLEET)
     out = tmp_path / "bundle"
-    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(fleet), "-o", str(out)],
+    r = subprocess.run([*orchgen_argv(), "plan", str(fleet), "-o", str(out)],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     kb.apply_bundle(kube, fleet, out, with_workloads=False)

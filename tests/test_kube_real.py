@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,14 @@ import yaml
 from tests.kubeenv import bundle as kb
 from tests.kubeenv.fixture import kube, kube_factory  # noqa: F401
 from tests._consumers import require
+from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 
 def plan(workload: Path, out: Path) -> Path:
-    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(workload), "-o", str(out)],
+    r = subprocess.run([*orchgen_argv(), "plan", str(workload), "-o", str(out)],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     return out

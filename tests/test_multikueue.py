@@ -13,7 +13,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -30,6 +29,7 @@ from generator.render.kubernetes import gpu_health
 from generator.spec import load
 from generator.validate.crds import CRDRegistry
 from tests._consumers import REPO, reference_dir
+from tests.support import orchgen_argv
 
 # in a folder of its own: the sweeps over examples/*.yaml read a single cluster's layout (kubernetes/,
 # pulumi/ at the top), which a multi-cluster bundle does not have (clusters/<name>/...)
@@ -62,7 +62,7 @@ def cluster_objects(cluster: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def run_orchgen(*args: Any, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", *map(str, args)], capture_output=True,
+    return subprocess.run([*orchgen_argv(), *map(str, args)], capture_output=True,
                           text=True, cwd=REPO, env={**os.environ, **(env or {})})
 
 

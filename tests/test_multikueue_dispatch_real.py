@@ -21,7 +21,6 @@ import base64
 import json
 import shlex
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +32,7 @@ import yaml
 from generator.spec import hostlist
 from tests.kubeenv import bundle as kb
 from tests.kubeenv.fixture import kube_factory  # noqa: F401
+from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -142,7 +142,7 @@ def test_a_bad_cap_is_refused_with_one_line(value, why, tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text(FLEET.replace("kubernetes_cluster_max_nodes: 4", f"kubernetes_cluster_max_nodes: {value}"))
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(path), "-o", str(out)],
+    r = subprocess.run([*orchgen_argv(), "plan", str(path), "-o", str(out)],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2, r.stderr
     (line,) = r.stderr.strip().splitlines()
@@ -153,7 +153,7 @@ def test_a_bad_cap_is_refused_with_one_line(value, why, tmp_path):
 def test_a_leaf_bigger_than_the_cap_is_refused(tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text(FLEET.replace("kubernetes_cluster_max_nodes: 4", "kubernetes_cluster_max_nodes: 3"))
-    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(path), "-o", str(tmp_path / "o")],
+    r = subprocess.run([*orchgen_argv(), "plan", str(path), "-o", str(tmp_path / "o")],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "fleet.fabric:" in r.stderr and "(3)" in r.stderr, r.stderr
 
@@ -202,7 +202,7 @@ def test_the_manager_dispatches_a_gang_to_a_live_worker(tmp_path: Path, kube_fac
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(FLEET)
     out = tmp_path / "bundle"
-    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(fleet), "-o", str(out), "-q"],
+    r = subprocess.run([*orchgen_argv(), "plan", str(fleet), "-o", str(out), "-q"],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     plan = json.loads((out / "plan.json").read_text())

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -33,6 +32,7 @@ from generator.spec.models import Fleet
 from generator.validate.bundle_checks import load_crds, validate_bundle
 from tests._consumers import REPO, crd_paths, reference_dir
 from tests.test_hostile import damage_one
+from tests.support import orchgen_argv
 
 EXAMPLE = REPO / "examples" / "multicluster" / "kubernetes-128k.yaml"
 
@@ -66,7 +66,7 @@ def write(tmp: Path, name: str, nodes: int = 5120, gitops: str = "none") -> Path
 
 
 def orchgen(*args: Any) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([*orchgen_argv(), *map(str, args)], capture_output=True, text=True,
                           cwd=REPO, env={**os.environ})
 
 

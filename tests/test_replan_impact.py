@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import EXAMPLES
+from tests.support import run_cli
 
 
 def _bytes(root: Path) -> dict[str, bytes]:
@@ -214,19 +215,14 @@ def test_a_values_change_is_a_rollout_or_an_in_place_change_of_the_rendered_char
     got = [(c.action, c.object) for c in kube_impact(old_sl, new, charts, 16)]
     assert ("recreates_pods", "release slurm: NodeSet slurm/slurm-worker-h100") in got, got
     # through the CLI, with the charts from ORCHGEN_CHARTS
-    import os
-    import subprocess
-    import sys
-
     edited = tmp_path / "out-edit"
     shutil.copytree(tmp_path / "out", edited)
     vals = edited / "kubernetes/helm/gpu-operator.values.yaml"
     data = yaml.safe_load(vals.read_text())
     data["node-feature-discovery"]["worker"]["tolerations"].append(toleration)
     vals.write_text(yaml.safe_dump(data))
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(example("research-lab")), "-o",
-                           str(edited), "--diff", "--format", "json"], capture_output=True, text=True,
-                          env={**os.environ, "ORCHGEN_CHARTS": str(charts)})
+    proc = run_cli(["plan", example("research-lab"), "-o", edited, "--diff", "--format", "json"],
+                   capture_output=True, text=True, env={"ORCHGEN_CHARTS": str(charts)})
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
     assert "kubernetes rollout: release gpu-operator: DaemonSet gpu-operator/gpu-operator-node-feature-discovery-" \

@@ -9,7 +9,6 @@ its old home and the Topology after the flavors; GKE's quota among the manifests
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from generator.render import render
 from tests import golden
 from tests._consumers import REPO, crd_paths, require
+from tests.support import orchgen_argv
 
 PREVIOUS = REPO / "tests" / "data" / "previous-bundles"
 CASES = sorted(p.name for p in PREVIOUS.iterdir() if p.is_dir())
@@ -42,7 +42,7 @@ def test_the_previous_bundles_are_the_old_versions_and_layout():
 def test_validate_against_the_previous_bundle_passes(case, tmp_path):
     new = _new_bundle(case, tmp_path / "new")
     crds = [a for p in crd_paths() for a in ("--crds", str(p))]  # every pinned CRD directory
-    proc = subprocess.run([sys.executable, "-m", "generator.cli", "validate", str(new), "--against",
+    proc = subprocess.run([*orchgen_argv(), "validate", str(new), "--against",
                            str(PREVIOUS / case), *crds, "--no-fetch"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     if case == "oke-training-kai":

@@ -36,6 +36,7 @@ from generator.simulate import cluster
 from generator.simulate.slurm import Policy, SlurmScheduler, policy_of
 from generator.spec import load
 from tests.conftest import all_examples
+from tests.support import orchgen_argv
 
 
 class _Tenant:
@@ -435,7 +436,7 @@ def test_a_trace_is_read_bounded_and_never_quoted(tmp_path):
     bad.write_text("submit_time,gpus,nodes,duration\n0,ghp_SECRET\x1b]0;x,1,10\n")
     example = Path(__file__).resolve().parents[1] / "examples" / "research-lab.yaml"
     for trace, want in ((fifo, "not a regular file"), (bad, ":2: gpus: not a number")):
-        proc = subprocess.run([sys.executable, "-m", "generator.cli", "simulate", str(example), "--trace", str(trace)],
+        proc = subprocess.run([*orchgen_argv(), "simulate", str(example), "--trace", str(trace)],
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, proc.stderr
         assert want in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr

@@ -14,7 +14,6 @@ the bundle's objects in tests/test_simulate_gang.py.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from generator.decide import make_plan
@@ -25,6 +24,7 @@ from generator.simulate.kube import GangScheduler
 from generator.spec import load
 from tests.kubeenv import bundle as kb
 from tests.kubeenv.fixture import kube, kube_factory  # noqa: F401
+from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -78,7 +78,7 @@ def test_kueue_reclaims_borrowed_gpus_for_a_service_as_simulate_does(tmp_path: P
     fleet = tmp_path / "reclaim.yaml"
     fleet.write_text(FLEET)
     out = tmp_path / "bundle"
-    r = subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(fleet), "-o", str(out)],
+    r = subprocess.run([*orchgen_argv(), "plan", str(fleet), "-o", str(out)],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
 

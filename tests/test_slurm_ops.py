@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from generator.render.slurm.ops import NCCL, nhc_targets
 from generator.spec import hostlist
 from tests import fake_gpu
 from tests._consumers import require
+from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -60,7 +60,7 @@ def settings_of(conf: str) -> dict[str, str]:
 
 
 def orchgen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", *args], capture_output=True, text=True, cwd=REPO)
+    return subprocess.run([*orchgen_argv(), *args], capture_output=True, text=True, cwd=REPO)
 
 
 # ------------------------------------------------------------------ what each option gives

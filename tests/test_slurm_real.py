@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import pytest
 import yaml
 
 from tests.slurmharness import SlurmCluster, expand_hostlist, parse, require_slurm
+from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -81,7 +81,7 @@ def bundle(tmp_path: Path, source: Path | dict) -> Path:
         path.write_text(yaml.safe_dump(source, sort_keys=False))
         source = path
     out = tmp_path / "bundle"
-    subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(source), "-o", str(out)],
+    subprocess.run([*orchgen_argv(), "plan", str(source), "-o", str(out)],
                    check=True, capture_output=True, cwd=REPO)
     return out
 

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,10 +24,10 @@ from generator.render.slurm import slurm_config
 from generator.render.slurm.model import headroom_gib, model
 from generator.render.slurm import render as render_slurm
 from tests._consumers import require
+from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-ORCHGEN = [sys.executable, "-m", "generator.cli"]
 
 
 # ------------------------------------------------------------------ helpers
@@ -480,7 +479,7 @@ def test_deterministic(tmp_path):
     digests = set()
     for seed in ("0", "1"):
         out = tmp_path / f"out{seed}"
-        subprocess.run(ORCHGEN + ["plan", str(path), "-o", str(out)], check=True, capture_output=True,
+        subprocess.run([*orchgen_argv(), "plan", str(path), "-o", str(out)], check=True, capture_output=True,
                        cwd=REPO, env={**os.environ, "PYTHONHASHSEED": seed})
         digests.add(tuple(sorted((p.relative_to(out).as_posix(), p.read_bytes())
                                  for p in (out / "slurm").rglob("*") if p.is_file())))
@@ -504,7 +503,7 @@ def run_cli(tmp_path: Path, doc: dict) -> tuple[subprocess.CompletedProcess, Pat
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     out = tmp_path / "bundle"
-    result = subprocess.run(ORCHGEN + ["plan", str(path), "-o", str(out)], capture_output=True, text=True,
+    result = subprocess.run([*orchgen_argv(), "plan", str(path), "-o", str(out)], capture_output=True, text=True,
                             cwd=REPO)
     return result, out
 

@@ -24,6 +24,7 @@ from generator.render import render
 from generator.validate.bundle_checks import Report, load_crds, validate_bundle
 from tests._consumers import REPO, crd_paths, reference_dir
 from tests.conftest import all_examples
+from tests.support import orchgen_argv
 
 GITOPS = ("none", "kustomize", "argocd", "flux")
 
@@ -670,7 +671,7 @@ def test_key_material_is_an_error(broken):
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", "validate", *map(str, args)],
+    return subprocess.run([*orchgen_argv(), "validate", *map(str, args)],
                           capture_output=True, text=True)
 
 

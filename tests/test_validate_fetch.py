@@ -15,7 +15,6 @@ import hashlib
 import io
 import os
 import subprocess
-import sys
 import tarfile
 import threading
 import urllib.parse
@@ -26,6 +25,7 @@ import pytest
 import yaml
 
 from ._consumers import REPO, charts_dir, crd_paths, reference_dir, require
+from tests.support import orchgen_argv
 
 
 def _package(chart_dir: Path, name: str) -> bytes:
@@ -71,7 +71,7 @@ def chart_repo(tmp_path_factory):
 
 
 def _validate(*args, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "generator.cli", "validate", *map(str, args)],
+    return subprocess.run([*orchgen_argv(), "validate", *map(str, args)],
                           capture_output=True, text=True, env={**os.environ, **env}, cwd=REPO)
 
 
@@ -90,7 +90,7 @@ def _findings(stdout: str) -> list[str]:
 def test_validate_without_flags_equals_reference(example, chart_repo, tmp_path):
     url, hits = chart_repo
     out = tmp_path / "out"
-    subprocess.run([sys.executable, "-m", "generator.cli", "plan", f"examples/{example}.yaml", "-o", out],
+    subprocess.run([*orchgen_argv(), "plan", f"examples/{example}.yaml", "-o", out],
                    check=True, capture_output=True, cwd=REPO)
     # a bundle with one wrong values key and one wrong field of a custom resource: both checks must run
     values = out / "kubernetes/helm/kueue.values.yaml"
@@ -117,7 +117,7 @@ def test_validate_without_flags_equals_reference(example, chart_repo, tmp_path):
 
 def test_offline_with_an_empty_cache_says_what_is_missing(tmp_path):
     out = tmp_path / "out"
-    subprocess.run([sys.executable, "-m", "generator.cli", "plan", "examples/research-lab.yaml", "-o", out],
+    subprocess.run([*orchgen_argv(), "plan", "examples/research-lab.yaml", "-o", out],
                    check=True, capture_output=True, cwd=REPO)
     proc = _validate(out, "--offline", env={"XDG_CACHE_HOME": str(tmp_path / "empty")})
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
@@ -127,7 +127,7 @@ def test_offline_with_an_empty_cache_says_what_is_missing(tmp_path):
 
 def test_unreachable_repository_is_one_line(tmp_path):
     out = tmp_path / "out"
-    subprocess.run([sys.executable, "-m", "generator.cli", "plan", "examples/research-lab.yaml", "-o", out],
+    subprocess.run([*orchgen_argv(), "plan", "examples/research-lab.yaml", "-o", out],
                    check=True, capture_output=True, cwd=REPO)
     proc = _validate(out, env={"XDG_CACHE_HOME": str(tmp_path / "c"), "ORCHGEN_CHART_MIRROR": "http://127.0.0.1:9/"})
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
@@ -171,7 +171,7 @@ def research_lab_releases() -> frozenset[tuple[str, str]]:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "generator.cli", "plan", "examples/research-lab.yaml", "-o", f"{tmp}/out",
+        subprocess.run([*orchgen_argv(), "plan", "examples/research-lab.yaml", "-o", f"{tmp}/out",
                         "-q"], check=True, capture_output=True, cwd=REPO)
         rels = yaml.safe_load(Path(f"{tmp}/out/kubernetes/helm/releases.yaml").read_text())["releases"]
     return frozenset((r["chart"], str(r["version"])) for r in rels)
@@ -218,7 +218,7 @@ def oci_registry(tmp_path_factory):
 
 def test_validate_pulls_from_an_oci_registry(oci_registry, tmp_path):
     out = tmp_path / "out"
-    subprocess.run([sys.executable, "-m", "generator.cli", "plan", "examples/research-lab.yaml", "-o", out],
+    subprocess.run([*orchgen_argv(), "plan", "examples/research-lab.yaml", "-o", out],
                    check=True, capture_output=True, cwd=REPO)
     values = out / "kubernetes/helm/kueue.values.yaml"
     values.write_text(values.read_text() + "notAKueueKey: 1\n")

@@ -122,9 +122,19 @@ class Hosts:
         (r / "etc/ssh/sshd_config.d").mkdir(exist_ok=True)
         (r / "etc/ssh/sshd_config.d/orchgen-harness.conf").write_text(
             f"ListenAddress {host.address}\nUseDNS no\nPermitRootLogin prohibit-password\n")
-        # no init system runs in these roots: packages must not try to start their daemons at install
+        # Packages start their daemons at install, as on a fresh Debian (munged with the key its postinst made,
+        # MariaDB with Debian's configuration; slurmd, slurmctld and slurmdbd not before their .conf exists: the
+        # units' ConditionPathExists, their init scripts' check). No init runs here, so invoke-rc.d starts them from
+        # /etc/init.d when (1) `runlevel` says multi-user runlevel 2, whose rc2.d links say what is enabled, and (2)
+        # policy-rc.d allows it: without /sbin/init invoke-rc.d blocks everything unless a policy-rc.d answers, so
+        # this one answers as a booted host: run what is enabled (exit 0), not what is not (the action then comes
+        # in parentheses: exit 101). The bundle must cope with daemons the packages started.
+        runlevel = r / "sbin/runlevel"
+        runlevel.write_text("#!/bin/sh\n# tests/bringupharness: a booted host in multi-user runlevel 2\necho N 2\n")
+        runlevel.chmod(0o755)
         policy = r / "usr/sbin/policy-rc.d"
-        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.write_text("#!/bin/sh\n# tests/bringupharness: what a booted Debian host runs at package install\n"
+                          "for a; do case \"$a\" in \"(\"*\")\") exit 101 ;; esac; done\nexit 0\n")
         policy.chmod(0o755)
         # apt keeps what it downloads (the archive dir is shared by the suite's hosts and runs)
         (r / "etc/apt/apt.conf.d/99orchgen-keep").write_text('Binary::apt::APT::Keep-Downloaded-Packages "true";\n')

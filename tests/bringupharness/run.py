@@ -88,7 +88,8 @@ class Site:
         self.legacy = legacy
         base = free_port_block(40)
         self.node_port_base, self.ctld_port, self.dbd_port = base, base + 38, base + 39
-        self.key_file = work / "munge.key"  # outside the bundle, made once by the playbook
+        self.home = work / "home"  # the operator's home on the machine running Ansible (HOME of every run)
+        self.home.mkdir(parents=True, exist_ok=True)
         self.log = work / "bringup.log"
 
     def install(self, bundle: Path) -> Path:
@@ -100,12 +101,13 @@ class Site:
         nhc = os.environ.get("ORCHGEN_NHC_SOURCE")
         source = Path(nhc) if nhc else standin_nhc_tree(dest / "slurm", self.work / "nhc-standin")
         bringup_overlay(dest, legacy=self.legacy, node_port_base=self.node_port_base, ctld_port=self.ctld_port,
-                        dbd_port=self.dbd_port, munge_key_file=self.key_file, nhc_source=source)
+                        dbd_port=self.dbd_port, nhc_source=source)
         return dest
 
     def _run(self, argv: list[str], what: str, timeout: float) -> subprocess.CompletedProcess:
         env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_NOCOLOR": "1",
-               "ANSIBLE_LOCAL_TEMP": str(self.work / "ansible-tmp"), "ANSIBLE_HOME": str(self.work / "ansible-home")}
+               "ANSIBLE_LOCAL_TEMP": str(self.work / "ansible-tmp"), "ANSIBLE_HOME": str(self.work / "ansible-home"),
+               "HOME": str(self.home)}
         env.pop("ORCHGEN_MUNGE_KEY_HEX", None)
         t = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)

@@ -105,6 +105,9 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
             "slurmd": node_pkgs,
         },
         "orchgen_files": files,
+        # the files of slurm/ the Slurm daemons read (slurm.conf and its includes, slurmdbd.conf, topology.yaml):
+        # a plain run restarts a daemon when one of them changed on its host (site.yml's handlers)
+        "orchgen_daemon_conf": f"^{ETC}/[^/]+\\.(conf|yaml)$",
         "orchgen_dirs": dirs,
         "orchgen_accounting": m.accounting,
         "orchgen_storage_pass_file": STORAGE_PASS_FILE,
