@@ -72,7 +72,7 @@ export ORCHGEN_BIN="$PWD/.venv-wheel/bin/orchgen"
 # --- end issue 33 ------------------------------------------------------------------------------------------
 # helm (for `helm template` of the pinned charts: plan --diff's rollouts, taints, the charts' tests):
 .venv/bin/python scripts/install_helm.py
-phase "venv, pip, helm"
+phase "venvs (tests; the wheel's), pip, helm"
 
 
 # --- begin issue 27: the real Kubernetes control plane of the tests (tests/kubeenv) ---
