@@ -207,7 +207,7 @@ def _prometheus_url(value: str) -> str:
 
 
 def _kube_group(value: str) -> str:
-    if len(value) > MAX_KUBE_GROUP or not _KUBE_GROUP.match(value):
+    if len(value) > MAX_KUBE_GROUP or not _KUBE_GROUP.fullmatch(value):
         raise ValueError(f"{_short(value)} is not a group name (letters, digits and ':._@/-', starting with a "
                          f"letter or digit, at most {MAX_KUBE_GROUP} characters)")
     if value.startswith("system:"):
@@ -302,14 +302,14 @@ class Reserved(_Model):
 
 def _taint_key(value: str) -> str:
     prefix = value.split("/", 1)[0] if "/" in value else ""
-    if len(value) > 316 or len(prefix) > 253 or not _LABEL_KEY.match(value):
+    if len(value) > 316 or len(prefix) > 253 or not _LABEL_KEY.fullmatch(value):
         raise ValueError(f"{_short(value)} is not a taint key (optional DNS-subdomain prefix and '/', then "
                          "at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)")
     return value
 
 
 def _taint_value(value: str) -> str:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
         raise ValueError(f"{_short(value)} is not a taint value (at most 63 letters, digits, '-', '_' or '.', "
                          "starting and ending alphanumeric)")
     return value

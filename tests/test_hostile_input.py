@@ -1,0 +1,138 @@
+"""Input nobody reviewed (issue 40, the input half): a PR's workload.yaml, a site's Slurm files.
+
+Secrets never land in a bundle or an error line; every input is bounded (Include graphs, line counts,
+simulated jobs, echoed values, closed streams); and input cannot steer the files orchgen writes
+(its own file names, Slurm syntax in a value, its own namespaces, a newline in a name)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator import spec
+from generator.errors import OrchgenError
+from generator.spec import slurmconf
+
+from .conftest import EXAMPLES, REPO, run_orchgen
+from .test_bad_input import BASE
+from .test_import_slurm import MINIMAL, _import, _one_line_refusal
+
+SERVING = EXAMPLES / "serving-platform.yaml"
+
+
+def _write(tmp_path: Path, doc: dict | str, name: str = "fleet.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _refused(tmp_path: Path, doc: dict | str, *words: str, command: str = "plan") -> str:
+    """The CLI refuses `doc`: exit 2, one printable stderr line naming the file, nothing written."""
+    path = _write(tmp_path, doc)
+    out = tmp_path / "out"
+    args = ("plan", path, "-o", out) if command == "plan" else (command, path)
+    done = run_orchgen(*args)
+    assert done.returncode == 2, (done.returncode, done.stderr[:500])
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"orchgen: {path}:"), done.stderr[:500]
+    assert "Traceback" not in done.stderr and not out.exists()
+    for word in words:
+        assert word in done.stderr, done.stderr
+    return done.stderr
+
+
+def _base() -> dict:
+    return yaml.safe_load(BASE)
+
+
+def _serving() -> dict:
+    return yaml.safe_load(SERVING.read_text())
+
+
+# -------------------------------------------------------------------------- 3. generated files cannot be steered
+
+@pytest.mark.parametrize("name", ["task-prolog.sh", "accounts.sh", "nhc.conf", "plugstack.conf"])
+def test_site_files_cannot_replace_orchgen_files(tmp_path, name):
+    from generator.render import render
+    from generator.decide import make_plan
+
+    plan = make_plan(spec.load(_write(tmp_path, BASE)), str(tmp_path / "fleet.yaml"))
+    written = {Path(p).name for p in render(plan)}
+    assert name in written, sorted(written)  # the name is one orchgen writes
+    doc = _base()
+    doc["site"] = {"files": {name: "echo pwned\n"}}
+    _refused(tmp_path, doc, "site.files", name)
+
+
+@pytest.mark.parametrize("value, written", [("a b", 'Key="a b"'), ("x MaxJobCount=1", 'Key="x MaxJobCount=1"')])
+def test_a_blank_in_a_site_value_is_quoted_not_a_second_key(tmp_path, value, written):
+    from generator.render import render
+    from generator.decide import make_plan
+
+    doc = _base()
+    doc["site"] = {"slurm_conf": {"keys": [{"key": "SlurmctldParameters", "value": value, "reason": "site"}]}}
+    plan = make_plan(spec.load(_write(tmp_path, doc)), str(tmp_path / "fleet.yaml"))
+    conf = render(plan)["slurm/slurm.conf"]
+    conf = conf if isinstance(conf, str) else conf.decode()
+    line = next(t for t in conf.splitlines() if t.startswith("SlurmctldParameters"))
+    record = slurmconf.parse(line)[0]
+    assert [p.key for p in record.pairs] == ["SlurmctldParameters"] and record.get("SlurmctldParameters") == value
+    assert written.replace("Key", "SlurmctldParameters") == line
+
+
+@pytest.mark.parametrize("value", ['a "b" c', '"', "a\tb"])
+def test_a_site_value_slurm_cannot_read_is_refused(tmp_path, value):
+    doc = _base()
+    doc["site"] = {"slurm_conf": {"keys": [{"key": "SlurmctldParameters", "value": value, "reason": "site"}]}}
+    _refused(tmp_path, doc, "site.slurm_conf.keys[0].value")
+
+
+@pytest.mark.parametrize("name", ["orchgen-gpu-health", "kueue-system", "monitoring", "kube-foo", "orchgen-x"])
+def test_a_tenant_cannot_take_an_orchgen_namespace(tmp_path, name):
+    from generator import catalog
+    from generator.render.kubernetes import gpu_health
+
+    assert catalog.reserved_namespace(gpu_health.NAMESPACE)
+    doc = _base()
+    doc["tenants"][0]["name"] = name
+    doc["workloads"][0]["tenant"] = name
+    _refused(tmp_path, doc, "tenants[0].name", "reserved")
+
+
+@pytest.mark.parametrize("where, value", [("group", "devs\n"), ("group", "devs\n- system:masters"),
+                                          ("taint", "gpu\n"), ("label", "team\n")])
+def test_a_name_with_a_trailing_line_break_is_refused(tmp_path, where, value):
+    doc = _base()
+    if where == "group":
+        doc["tenants"][0]["kubernetes_group"], field = value, "tenants[0].kubernetes_group"
+    elif where == "taint":
+        doc["fleet"]["pools"][0]["taints"] = [{"key": value, "effect": "NoSchedule"}]
+        field = "fleet.pools[0].taints[0].key"
+    else:
+        doc["fleet"]["pools"][0]["node_labels"] = {"team": value}
+        field = "fleet.pools[0].node_labels"
+    with pytest.raises(OrchgenError) as exc:
+        spec.load(_write(tmp_path, doc))
+    assert exc.value.field == field, exc.value
+
+
+def test_no_spec_regex_lets_a_trailing_newline_through():
+    """Every `$`-anchored pattern in the models is used with fullmatch (where `$` alone also matches
+    before a final newline)."""
+    import importlib
+    import pkgutil
+    import re
+
+    import generator.spec
+
+    for info in pkgutil.iter_modules(generator.spec.__path__):
+        module = importlib.import_module(f"generator.spec.{info.name}")
+        for name, rx in vars(module).items():
+            if isinstance(rx, re.Pattern) and rx.pattern.endswith("$"):
+                source = Path(module.__file__).read_text()
+                assert f"{name}.match(" not in source and f"{name}.search(" not in source, name
