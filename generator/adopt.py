@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import OrchgenError
+from .errors import OrchgenError, secret_in
 from .spec import hostlist, slurmconf
 from .spec.inputs import Refused, read_bounded
-from .spec.site import ORCHGEN_BETTER, ORCHGEN_BETTER_NODES  # noqa: F401 - re-exported for the tests
+from .spec.site import CREDENTIAL_KEYS, ORCHGEN_BETTER, ORCHGEN_BETTER_NODES  # noqa: F401 - re-exported for the tests
 from .spec.slurm_keys import CGROUP_KNOWN, GRES_KNOWN, KNOWN
 
 # Node keys orchgen writes with a value of its own where the site relies on Slurm's default: the
@@ -53,7 +53,7 @@ OBSOLETE: dict[str, tuple[str | None, str]] = {
 }
 
 # Keys whose value is a credential: never carried (workload.yaml and the bundle are committed)
-CREDENTIALS = {"accountingstoragepass", "jobcomppass", "authinfo"}
+CREDENTIALS = CREDENTIAL_KEYS
 
 # Keys orchgen models, and the field that holds them (checked after planning: if orchgen does not
 # write the site's value, the key is carried regardless)
@@ -181,6 +181,13 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
         kind = record.kind
         where = record.where
         if not kind:
+            continue
+        secret = secret_in(record.text)
+        if secret:  # a password in JobCompLoc's URL, a token anywhere: the line is not written, nor repeated
+            where_to = report.fatal if kind in ("nodename", "partitionname") else report.refused
+            where_to.append(Item(where, f"{record.pairs[0].key}: holds what looks like a credential ({secret}); "
+                                 "not written (workload.yaml and the bundle are committed): keep it in the "
+                                 "site's own file or a Kubernetes Secret"))
             continue
         if kind == "nodename":
             name = record.pairs[0].value
@@ -343,6 +350,9 @@ def _optional(given: Path | None, beside: Path, flag: str, report: Report) -> sl
         report.fatal.append(Item(f"{problem.file}:{problem.line}", problem.message))
     known = {k.lower() for k in (GRES_KNOWN if flag == "--gres" else CGROUP_KNOWN)}
     for record in conf.records:
+        if secret_in(record.text):
+            report.fatal.append(Item(record.where, f"holds what looks like a credential ({secret_in(record.text)}); "
+                                     "orchgen never writes one into workload.yaml"))
         for pair in record.pairs:
             if pair.key.lower() not in known:
                 report.fatal.append(Item(record.where, f"{pair.key}: not a {path.name} key (slurmd refuses the file: "

@@ -54,6 +54,77 @@ def _serving() -> dict:
     return yaml.safe_load(SERVING.read_text())
 
 
+# ------------------------------------------------------------------------------- 1. secrets never land
+
+# One of each documented shape (generator/errors.py TOKEN_SHAPES), built at run time so that this file
+# holds no token-shaped literal itself.
+TOKENS = {
+    "hugging face": "hf_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3f",
+    "github": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "gitlab": "glpat-" + "Xy7_Zq3-Wp9Lm2Nk5Rt8",
+    "aws": "AKIA" + "IOSFODNN7EXAMPLQ",
+}
+
+
+@pytest.mark.parametrize("field, value, secret", [
+    ("weights", "https://alice:s3cretpw@models.example.com/llama", "s3cretpw"),
+    ("weights", "https://{tok}@huggingface.co/meta-llama/Llama-3.1-8B", "{tok}"),
+    ("weights", "hf://meta-llama/Llama-3.1-8B?token={tok}", "{tok}"),
+    ("image", "registry.example.com/{low}/vllm:v1", "{low}"),
+])
+@pytest.mark.parametrize("kind", sorted(TOKENS))
+def test_a_secret_in_a_serving_field_is_refused_and_never_echoed(tmp_path, field, value, secret, kind):
+    if "s3cretpw" in value and kind != "github":
+        pytest.skip("the userinfo case needs no token kind")
+    if field == "image" and kind == "aws":
+        pytest.skip("an image reference is lower-case; an AWS key id is upper-case")
+    tok = TOKENS[kind]
+    value, secret = value.format(tok=tok, low=tok.lower()), secret.format(tok=tok, low=tok.lower())
+    doc = _serving()
+    doc["workloads"][0]["serving"][field] = value
+    err = _refused(tmp_path, doc, f"workloads[0].serving.{field}", "Secret")
+    assert secret not in err and secret.lower() not in err.lower()
+
+
+def test_a_token_anywhere_in_the_file_is_refused_with_its_line(tmp_path):
+    doc = _base()
+    doc["workloads"][0]["name"] = "train"
+    doc["fleet"]["pools"][0]["node_labels"] = {"team": TOKENS["github"][:40]}
+    text = yaml.safe_dump(doc, sort_keys=False)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "team:" in t)
+    err = _refused(tmp_path, text, f"fleet.yaml:{line}: fleet.pools[0].node_labels.team")
+    assert TOKENS["github"][:20] not in err
+
+
+def test_a_site_credential_key_in_workload_yaml_is_refused(tmp_path):
+    doc = _base()
+    doc["site"] = {"slurm_conf": {"keys": [{"key": "AccountingStoragePass", "value": "hunter2x",
+                                            "reason": "the site's"}]}}
+    err = _refused(tmp_path, doc, "site.slurm_conf.keys[0].key", "credential")
+    assert "hunter2x" not in err
+
+
+@pytest.mark.parametrize("line", ["JobCompLoc=http://elastic:hunter2x@es.example.com:9200/slurm",
+                                  "JobCompLoc=https://es.example.com/slurm?token=hunter2x"])
+def test_import_slurm_never_carries_a_password_in_a_url(tmp_path, line):
+    done = _import(tmp_path, MINIMAL + "JobCompType=jobcomp/elasticsearch\n" + line + "\n")
+    written = (tmp_path / "workload.yaml").read_text() if done.returncode == 0 else ""
+    assert "hunter2x" not in done.stdout + done.stderr + written, (done.stdout, written)
+    assert done.returncode in (0, 2) and "Traceback" not in done.stderr
+    assert "refused" in done.stdout + done.stderr
+
+
+def test_validate_flags_a_token_shaped_value_in_any_bundle_file(tmp_path):
+    from generator.validate import secrets_check
+
+    for kind, token in TOKENS.items():
+        found = list(secrets_check.scan(f"image: example.com/x:1\nmodel: {token}\n"))
+        assert [n for n, _ in found] == [2], (kind, found)
+    found = list(secrets_check.scan("url: https://bob:pa55word@db.example.com/x\n"))
+    assert [n for n, _ in found] == [1]
+    assert not list(secrets_check.scan("repo: ssh://git@github.com/org/repo\nweights: hf://meta-llama/x\n"))
+
+
 # -------------------------------------------------------------------------- 3. generated files cannot be steered
 
 @pytest.mark.parametrize("name", ["task-prolog.sh", "accounts.sh", "nhc.conf", "plugstack.conf"])
