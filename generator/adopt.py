@@ -33,6 +33,7 @@ from typing import Any
 from .errors import OrchgenError, secret_in
 from .spec import hostlist, slurmconf
 from .spec.inputs import Refused, read_bounded
+from .spec.models import MAX_POOLS
 from .spec.site import CREDENTIAL_KEYS, ORCHGEN_BETTER, ORCHGEN_BETTER_NODES  # noqa: F401 - re-exported for the tests
 from .spec.slurm_keys import CGROUP_KNOWN, GRES_KNOWN, KNOWN
 
@@ -274,6 +275,10 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
         slurm_opts["state_save_location"] = ssl.pairs[0].value
     _policy(globals_, slurm_opts)
 
+    if len(nodes) > MAX_POOLS:  # each node line is a pool: refused now, not after minutes of planning
+        raise _fatal(Item(nodes[MAX_POOLS].record.where, f"NodeName: more than {MAX_POOLS} node lines, and each "
+                          f"becomes a pool (fleet.pools holds at most {MAX_POOLS}): write nodes of the same "
+                          "hardware on one line as a hostlist, e.g. NodeName=gpu[001-512]"))
     pools, pool_keys = _pools(nodes, report)
     fleet["pools"] = pools
     extra: dict[str, bytes] = {}
@@ -418,17 +423,20 @@ def _policy(g: dict[str, slurmconf.Record], opts: dict[str, Any]) -> None:
         opts["priority"] = prio
 
 
-def _pool_name(expr: str, taken: set[str]) -> str:
+def _pool_name(expr: str, taken: dict[str, int]) -> str:
+    """A pool name from a NodeName expression: its stem, then stem-2, stem-3 ... (`taken` keeps each
+    name and the next suffix of its stem, so 10,000 node lines cost 10,000 steps, not 50 million)."""
     stem = _dns(re.sub(r"\[.*", "", expr).rstrip("0123456789-_") or expr, "pool")
-    name, i = stem, 2
+    name, i = stem, taken.get(stem, 2) if stem in taken else 2
     while name in taken:
         name, i = f"{stem}-{i}", i + 1
-    taken.add(name)
+    taken[stem] = max(taken.get(stem, 2), i)
+    taken.setdefault(name, 2)
     return name
 
 
 def _pools(nodes: list[_Node], report: Report) -> tuple[list[dict], dict[str, _Node]]:
-    taken: set[str] = set()
+    taken: dict[str, int] = {}
     pools, by_pool = [], {}
     for node in nodes:
         p = node.params

@@ -125,6 +125,129 @@ def test_validate_flags_a_token_shaped_value_in_any_bundle_file(tmp_path):
     assert not list(secrets_check.scan("repo: ssh://git@github.com/org/repo\nweights: hf://meta-llama/x\n"))
 
 
+# ----------------------------------------------------------------------------------- 2. bounded everything
+
+def _diamond(folder: Path, levels: int) -> Path:
+    folder.mkdir()
+    for i in range(levels):
+        (folder / f"f{i}.conf").write_text(f"Include f{i + 1}.conf\nInclude f{i + 1}.conf\n")
+    (folder / f"f{levels}.conf").write_text("MaxJobCount=1000\n")
+    main = folder / "slurm.conf"
+    main.write_text(MINIMAL + "Include f0.conf\n")
+    return main
+
+
+def test_an_include_diamond_is_cut_quickly(tmp_path):
+    main = _diamond(tmp_path / "site", 10)  # within the depth bound: 2 + 4 + ... + 1024 reads
+    started = time.monotonic()
+    config = slurmconf.read(main)
+    assert time.monotonic() - started < 5
+    assert [p.message for p in config.problems] == [
+        f"Include f10.conf: more than {slurmconf.MAX_INCLUDED_FILES} files read through Include (a file included "
+        "twice counts twice); not read"]
+
+
+def test_an_include_chain_too_deep_is_refused(tmp_path):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    for i in range(40):
+        (folder / f"f{i}.conf").write_text(f"Include f{i + 1}.conf\n")
+    (folder / "f40.conf").write_text("MaxJobCount=1000\n")
+    (folder / "slurm.conf").write_text(MINIMAL + "Include f0.conf\n")
+    config = slurmconf.read(folder / "slurm.conf")
+    assert any("deeper than" in p.message for p in config.problems), config.problems
+
+
+def test_include_total_lines_are_capped(tmp_path):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "big.conf").write_text("MaxJobCount=1000\n" * 100_000)
+    (folder / "slurm.conf").write_text(MINIMAL + "".join("Include big.conf\n" for _ in range(4)))
+    config = slurmconf.read(folder / "slurm.conf")
+    assert any("lines in all" in p.message for p in config.problems), config.problems
+    assert len(config.records) <= slurmconf.MAX_TOTAL_LINES
+
+
+def test_import_of_an_include_diamond_is_refused_in_seconds(tmp_path):
+    main = _diamond(tmp_path / "site", 20)
+    started = time.monotonic()
+    done = run_orchgen("import", "slurm", main, "-o", tmp_path / "workload.yaml")
+    assert time.monotonic() - started < 20
+    _one_line_refusal(done, tmp_path, "Include")
+
+
+def test_twenty_thousand_node_lines_are_refused_fast(tmp_path):
+    lines = "".join(f"NodeName=n{i:05d} CPUs=8 RealMemory=1000\n" for i in range(20_000))
+    started = time.monotonic()
+    done = _import(tmp_path, "ClusterName=lab\nSlurmctldHost=ctl\n" + lines + "PartitionName=a Nodes=ALL\n")
+    took = time.monotonic() - started
+    assert took < 15, took
+    _one_line_refusal(done, tmp_path, "slurm.conf:259: NodeName: more than 256 node lines")
+
+
+def test_simulating_more_jobs_than_the_limit_is_refused_with_the_limit(tmp_path):
+    from generator.simulate import jobs
+
+    doc = _base()
+    doc["workloads"][0].update(jobs_per_day=10_000_000, runtime="00:10:00")
+    err = _refused(tmp_path, doc, "jobs_per_day", f"{jobs.MAX_SIMULATED_JOBS:,}", command="simulate")
+    assert "fleet.yaml:" in err
+
+
+def test_a_huge_unknown_key_is_cut_in_the_error_line(tmp_path):
+    doc = _base()
+    doc["k" * 1_000_000] = 1
+    started = time.monotonic()
+    err = _refused(tmp_path, doc, "unknown key", "more)", command="recommend")
+    assert len(err) < 400 and time.monotonic() - started < 10
+
+
+def test_a_huge_value_is_cut_in_the_error_line(tmp_path):
+    doc = _base()
+    doc["fleet"]["pools"][0]["hostnames"] = "gpu[" + "9" * 200_000
+    err = _refused(tmp_path, doc, command="recommend")
+    assert len(err) < 600
+
+
+def _example_run(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "generator.cli", *args], stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_closed_stdout_exits_2_with_one_line():
+    done = subprocess.run([sys.executable, "-m", "generator.cli", "recommend", str(EXAMPLES / "superpod.yaml")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: os.close(1))
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr == "orchgen: cannot write to standard output: it is closed\n", done.stderr
+
+
+@pytest.mark.parametrize("command", [("recommend", str(EXAMPLES / "superpod.yaml")), ("schema",)])
+def test_a_reader_that_stops_early_is_no_error(command):
+    proc = _example_run(*command, stdout=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()
+    assert proc.wait(timeout=60) in (0, 1, 2)
+    err = proc.stderr.read()
+    assert "Traceback" not in err and "internal error" not in err and "Exception ignored" not in err, err
+
+
+def test_an_absolute_output_works_with_the_working_directory_deleted(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    out = tmp_path / "out"
+    proc = subprocess.run(f"cd {gone} && rmdir {gone} && {sys.executable} -m generator.cli plan "
+                          f"{EXAMPLES / 'research-lab.yaml'} -o {out} -q", shell=True, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "plan.json").is_file()
+
+
+def test_a_huge_key_in_a_site_file_is_cut_in_every_line(tmp_path):
+    done = _import(tmp_path, MINIMAL + "K" * 100_000 + "=1\n")
+    err = _one_line_refusal(done, tmp_path, "more)")
+    assert all(len(line) < 2_100 for line in err.splitlines())
+
+
 # -------------------------------------------------------------------------- 3. generated files cannot be steered
 
 @pytest.mark.parametrize("name", ["task-prolog.sh", "accounts.sh", "nhc.conf", "plugstack.conf"])

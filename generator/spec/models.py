@@ -11,13 +11,14 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
 from .. import providers, schedulers
-from ..errors import mask_urls
+from ..errors import cut, mask_urls
 from . import slurmtime
 from .site import Site
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
 MAX_FLEET_NODES = 65_536
+MAX_POOLS = 256
 
 # The validators below use fullmatch: `$` alone also matches before a trailing newline ("gpu\n").
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -458,7 +459,7 @@ class FleetSpec(_Model):
         "a managed provider (eks, gke, aks, oke) runs its own, upstream")
     slurm: SlurmHosts | None = Field(default=None, description="Slurm's controllers and accounting host")
     fabric: Fabric = Fabric()
-    pools: list[Pool] = Field(min_length=1, max_length=256)
+    pools: list[Pool] = Field(min_length=1, max_length=MAX_POOLS)
 
 
 class Tenant(_Model):
@@ -867,8 +868,8 @@ Path_ = tuple[str | int, ...]  # a location in the document: keys and list index
 
 def format_path(path: Path_) -> str:
     out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    for part in path:  # a key is the user's: cut (a 10 MB unknown key is not a 10 MB error line)
+        out += f"[{part}]" if isinstance(part, int) else (f".{cut(str(part))}" if out else cut(str(part)))
     return out
 
 
