@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import OrchgenError
+from .errors import OrchgenError, secret_in
 from .spec import hostlist, slurmconf
 from .spec.inputs import Refused, read_bounded
-from .spec.site import ORCHGEN_BETTER, ORCHGEN_BETTER_NODES  # noqa: F401 - re-exported for the tests
+from .spec.models import MAX_POOLS
+from .spec.site import CREDENTIAL_KEYS, ORCHGEN_BETTER, ORCHGEN_BETTER_NODES  # noqa: F401 - re-exported for the tests
 from .spec.slurm_keys import CGROUP_KNOWN, GRES_KNOWN, KNOWN
 
 # Node keys orchgen writes with a value of its own where the site relies on Slurm's default: the
@@ -53,7 +54,7 @@ OBSOLETE: dict[str, tuple[str | None, str]] = {
 }
 
 # Keys whose value is a credential: never carried (workload.yaml and the bundle are committed)
-CREDENTIALS = {"accountingstoragepass", "jobcomppass", "authinfo"}
+CREDENTIALS = CREDENTIAL_KEYS
 
 # Keys orchgen models, and the field that holds them (checked after planning: if orchgen does not
 # write the site's value, the key is carried regardless)
@@ -182,6 +183,13 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
         where = record.where
         if not kind:
             continue
+        secret = secret_in(record.text)
+        if secret:  # a password in JobCompLoc's URL, a token anywhere: the line is not written, nor repeated
+            where_to = report.fatal if kind in ("nodename", "partitionname") else report.refused
+            where_to.append(Item(where, f"{record.pairs[0].key}: holds what looks like a credential ({secret}); "
+                                 "not written (workload.yaml and the bundle are committed): keep it in the "
+                                 "site's own file or a Kubernetes Secret"))
+            continue
         if kind == "nodename":
             name = record.pairs[0].value
             if name.upper() == "DEFAULT":
@@ -267,6 +275,10 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
         slurm_opts["state_save_location"] = ssl.pairs[0].value
     _policy(globals_, slurm_opts)
 
+    if len(nodes) > MAX_POOLS:  # each node line is a pool: refused now, not after minutes of planning
+        raise _fatal(Item(nodes[MAX_POOLS].record.where, f"NodeName: more than {MAX_POOLS} node lines, and each "
+                          f"becomes a pool (fleet.pools holds at most {MAX_POOLS}): write nodes of the same "
+                          "hardware on one line as a hostlist, e.g. NodeName=gpu[001-512]"))
     pools, pool_keys = _pools(nodes, report)
     fleet["pools"] = pools
     extra: dict[str, bytes] = {}
@@ -343,6 +355,9 @@ def _optional(given: Path | None, beside: Path, flag: str, report: Report) -> sl
         report.fatal.append(Item(f"{problem.file}:{problem.line}", problem.message))
     known = {k.lower() for k in (GRES_KNOWN if flag == "--gres" else CGROUP_KNOWN)}
     for record in conf.records:
+        if secret_in(record.text):
+            report.fatal.append(Item(record.where, f"holds what looks like a credential ({secret_in(record.text)}); "
+                                     "orchgen never writes one into workload.yaml"))
         for pair in record.pairs:
             if pair.key.lower() not in known:
                 report.fatal.append(Item(record.where, f"{pair.key}: not a {path.name} key (slurmd refuses the file: "
@@ -408,17 +423,20 @@ def _policy(g: dict[str, slurmconf.Record], opts: dict[str, Any]) -> None:
         opts["priority"] = prio
 
 
-def _pool_name(expr: str, taken: set[str]) -> str:
+def _pool_name(expr: str, taken: dict[str, int]) -> str:
+    """A pool name from a NodeName expression: its stem, then stem-2, stem-3 ... (`taken` keeps each
+    name and the next suffix of its stem, so 10,000 node lines cost 10,000 steps, not 50 million)."""
     stem = _dns(re.sub(r"\[.*", "", expr).rstrip("0123456789-_") or expr, "pool")
-    name, i = stem, 2
+    name, i = stem, taken.get(stem, 2) if stem in taken else 2
     while name in taken:
         name, i = f"{stem}-{i}", i + 1
-    taken.add(name)
+    taken[stem] = max(taken.get(stem, 2), i)
+    taken.setdefault(name, 2)
     return name
 
 
 def _pools(nodes: list[_Node], report: Report) -> tuple[list[dict], dict[str, _Node]]:
-    taken: set[str] = set()
+    taken: dict[str, int] = {}
     pools, by_pool = [], {}
     for node in nodes:
         p = node.params

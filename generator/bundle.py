@@ -111,8 +111,11 @@ def _resolve(target: Path) -> Path:
     if real == real.parent:
         raise OrchgenError("is the root of the file system; write the bundle to a directory of its own",
                            str(target))
-    here = Path(os.path.realpath(os.getcwd()))
-    if real == here or real in here.parents:
+    try:
+        here: Path | None = Path(os.path.realpath(os.getcwd()))
+    except FileNotFoundError:  # the working directory was deleted: it holds nothing a target could replace
+        here = None
+    if here is not None and (real == here or real in here.parents):
         raise OrchgenError("is the current directory or holds it; orchgen replaces the bundle directory "
                            "whole, so write it from outside", str(target))
     return real

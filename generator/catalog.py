@@ -230,6 +230,9 @@ def chart(component: str, overrides: dict[str, str] | None = None) -> Chart:
 # tools' (Argo CD's install manifests: argocd; `flux install`: flux-system) and each chart's above.
 PLATFORM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "argocd", "flux-system")
 PLATFORM_NAMESPACE_PREFIXES = ("kube-",)
+# orchgen's own namespaces (render/kubernetes/gpu_health.py's orchgen-gpu-health ...): the prefix is
+# orchgen's, now and for any namespace a later release adds
+ORCHGEN_NAMESPACE_PREFIX = "orchgen-"
 
 
 def reserved_namespace(name: str) -> str | None:
@@ -237,6 +240,8 @@ def reserved_namespace(name: str) -> str | None:
     if name in PLATFORM_NAMESPACES or name.startswith(PLATFORM_NAMESPACE_PREFIXES):
         return {"argocd": "Argo CD's namespace", "flux-system": "Flux's namespace",
                 "default": "Kubernetes' default namespace"}.get(name, "a Kubernetes system namespace")
+    if name.startswith(ORCHGEN_NAMESPACE_PREFIX):
+        return f"orchgen's own namespaces are named {ORCHGEN_NAMESPACE_PREFIX}*"
     owners = [c.component for c in CATALOG.values() if c.namespace == name]
     if owners:
         return f"the {', '.join(owners)} chart" + ("s' namespace" if len(owners) > 1 else "'s namespace")

@@ -6,6 +6,7 @@ refused operation, always as one line on stderr naming file, line and field.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import sys
@@ -14,8 +15,10 @@ from pathlib import Path
 import click
 
 from . import providers
-from .errors import Exit, OrchgenError, fit_to_print
+from .errors import Exit, OrchgenError, cut, fit_to_print
 from .starter import BRINGUP_OS_SLURM, DEFAULT_OS
+
+MAX_LINE = 2_000  # characters of one line orchgen prints about the input
 
 # --input-root: a folder besides workload.yaml's own that files named in it may be read from
 _INPUT_ROOT = click.option(
@@ -112,6 +115,10 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
     except OrchgenError as err:
         _show_workloads(per_workload(fleet), fmt, fleet.metadata.name)
         raise locate(err) from None
+    try:  # before a line is printed: a simulation refused (too many jobs) is the only output
+        rows = _simulated(fleet, plan, workload, seed, hours) if sim else []
+    except OrchgenError as err:
+        raise locate(err) from None
     if fmt == "json":
         data = plan.to_json()
         out = {
@@ -121,7 +128,7 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
             "workloads": [w.recommendation() for w in plan.workloads],
         }
         if sim:
-            out["simulate"] = {"seed": seed, "hours": hours, "variants": _simulated(fleet, plan, workload, seed, hours)}
+            out["simulate"] = {"seed": seed, "hours": hours, "variants": rows}
         click.echo(json.dumps(out, indent=2))
         return
     console = _show_workloads(plan.workloads, fmt, plan.name)
@@ -139,7 +146,6 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
     if sim:
         from .simulate.command import brief
 
-        rows = _simulated(fleet, plan, workload, seed, hours)
         console.print(Text(hanging(f"{plan.name}: simulated ({hours:g} h of demand, seed {seed}; the table: "
                                    f"orchgen simulate --compare --seed {seed}{'' if hours == 168 else f' --hours {hours:g}'})",
                                    console.width, 4), style="bold"))
@@ -414,7 +420,7 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
             _say(f"orchgen: ... and {len(others) - _MAX_PROBLEMS} more problems like these")
         raise
     for line in report.lines():
-        click.echo(fit_to_print(line))
+        click.echo(cut(fit_to_print(line), MAX_LINE))
     try:
         output.write_text(text)
     except OSError as exc:
@@ -443,7 +449,9 @@ def _say(line: str) -> None:
     """One line on stderr, fit to print (user input escaped, credentials masked); stderr itself
     failing is ignored: the exit code still tells."""
     try:
-        click.echo(fit_to_print(" ".join(line.split("\n"))), err=True)
+        # cut last, as a backstop: each message cuts the values it repeats (errors.cut), and a line of
+        # thousands of characters is a site's file or a user's value echoed whole
+        click.echo(cut(fit_to_print(" ".join(line.split("\n"))), MAX_LINE), err=True)
     except OSError:
         pass
 
@@ -458,7 +466,21 @@ def _stdout_error(exc: OSError) -> None:
     sys.exit(Exit.ERROR)
 
 
+class _Closed(io.TextIOBase):
+    """Standard output when the process started with it closed (`orchgen recommend x >&-`: Python sets
+    sys.stdout to None, and click.echo would drop every line): the first write fails as writing to a
+    closed descriptor does, so the command says so in one line and exits 2."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "it is closed")
+
+    def writable(self) -> bool:
+        return True
+
+
 def main(argv: list[str] | None = None) -> None:
+    if sys.stdout is None:
+        sys.stdout = _Closed()
     try:
         cli.main(args=argv, standalone_mode=False)
         sys.stdout.flush()  # inside the try: a full disk behind stdout is an error here, not at exit

@@ -29,7 +29,7 @@ class OrchgenError(Exception):
         where = ""
         if self.file:
             where = self.file + (f":{self.line}" if self.line else "") + ": "
-        field = f"{self.field}: " if self.field else ""
+        field = f"{cut(self.field, 4 * MAX_ECHO)}: " if self.field else ""
         # one line, always: a multi-line message would break `file:line: message` tooling
         return printable(mask_urls(" ".join(f"{where}{field}{self.message}".split("\n"))))
 
@@ -67,8 +67,45 @@ _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,31}://)[^/\s@'\"]*@")
 _SCP_USERINFO = re.compile(r"(?<![\w.:/-])[\w.-]+:[^/\s@'\"]+@(?=[\w.-])")
 _QUERY_TOKEN = re.compile(r"(?i)([?&;](?:access_token|token|private_token|password|passwd|pwd|secret|key|sig|"
                           r"signature|auth|x-amz-signature|x-amz-credential)=)[^&#\s'\"]*")
+# The token shapes orchgen knows (issue 40), each with who issues it: refused in any field of
+# workload.yaml (spec.load), flagged in any bundle file (validate/secrets_check.py), masked in any
+# message. A prefix the issuer documents, then the token's own characters.
+TOKEN_SHAPES: dict[str, str] = {
+    "a Hugging Face token": r"hf_[A-Za-z0-9]{30,}",
+    "a GitHub token": r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}",
+    "a GitLab token": r"glpat-[A-Za-z0-9_-]{20,}",
+    "a Slack token": r"xox[abposr]-[A-Za-z0-9-]{10,}",
+    "an AWS access key id": r"(?:AKIA|ASIA)[0-9A-Z]{16}",
+}
 _TOKENS = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{8,}|github_pat_[A-Za-z0-9_]{8,}|glpat-[A-Za-z0-9_-]{8,}"
-                     r"|xox[abposr]-[A-Za-z0-9-]{8,}|AKIA[0-9A-Z]{16})")
+                     r"|xox[abposr]-[A-Za-z0-9-]{8,}|(?:AKIA|ASIA)[0-9A-Z]{16}|hf_[A-Za-z0-9]{30,})")
+_SHAPES = [(what, re.compile(rf"(?<![A-Za-z0-9_-])(?:{rx})(?![A-Za-z0-9])")) for what, rx in TOKEN_SHAPES.items()]
+# a URL's userinfo with a password (`scheme://user:password@`), or any userinfo of an http(s) URL
+# (a token is often written as the user name); `ssh://git@host/...` names a user, no secret
+_URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.-]{0,31}://[^/\s@'\"?#:]*:[^/\s@'\"?#]*@")
+_HTTP_USER = re.compile(r"(?i)\bhttps?://[^/\s@'\"?#]+@")
+
+
+def secret_in(text: str) -> str | None:
+    """What in `text` looks like a credential (a URL's user and password, a token in a query string,
+    one of TOKEN_SHAPES), in words that never repeat it; None when nothing does."""
+    if _URL_PASSWORD.search(text) or _HTTP_USER.search(text):
+        return "a user or password in a URL"
+    if _QUERY_TOKEN.search(text):
+        return "a token in a URL's query string"
+    for what, rx in _SHAPES:
+        if rx.search(text):
+            return what
+    return None
+
+
+MAX_ECHO = 80  # characters of a user's value an error line repeats
+
+
+def cut(text: str, longest: int = MAX_ECHO) -> str:
+    """`text` cut to `longest` characters, saying how many more there were (a 10 MB key in an error line
+    is a 10 MB line in a CI log)."""
+    return text if len(text) <= longest else f"{text[:longest]}…({len(text) - longest} more)"
 
 
 def mask_urls(text: str) -> str:

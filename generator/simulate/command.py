@@ -23,6 +23,13 @@ def run(workload: str, trace: str | None, hours: float, seed: int, fmt: str, com
         plan = make_plan(fleet, workload)
     except OrchgenError as err:
         raise locate(err) from None
+    try:
+        _run(fleet, plan, workload, trace, hours, seed, fmt, compare)
+    except OrchgenError as err:  # a refusal naming a field (jobs_per_day too large) gets its file and line
+        raise locate(err) from None
+
+
+def _run(fleet, plan, workload: str, trace: str | None, hours: float, seed: int, fmt: str, compare: bool) -> None:
     if not compare:
         jobs = _jobs(plan, trace, hours, seed)
         with _progress(len([j for j in jobs if not j.service])) as tick:

@@ -40,6 +40,9 @@ ALIBABA_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", 
                    "plan_mem", "plan_gpu", "gpu_type")
 ORCHGEN_COLUMNS = ("submit_time", "gpus", "nodes", "duration")
 MAX_TRACE_ROWS = 5_000_000
+# Jobs one simulation draws from the demand: each job and its events take about a kilobyte, so this
+# is about a GiB; workload.yaml's jobs_per_day (up to 10 million a day) over a week would be 70 million
+MAX_SIMULATED_JOBS = 1_000_000
 # Alibaba's pai_task_table.csv (about 1.3 million rows) is well under this; read whole, regular files only
 MAX_TRACE_BYTES = 512 * 1024 * 1024
 
@@ -111,6 +114,17 @@ def from_demand(plan: Plan, hours: float, seed: int) -> list[Job]:
     rng = np.random.default_rng(seed)
     horizon = hours * 3600
     jobs: list[Job] = []
+    drawn = 0.0
+    for i, d in enumerate(plan.workloads):  # the plan keeps workload.yaml's order: i names its field
+        if d.plane in ("slurm", "kubernetes", "k3s") and d.workload_class != "service" and d.serving is None:
+            runtime = (d.runtime * 60) if d.runtime else limit_of(plan, d) / 2
+            per_day = d.jobs_per_day if d.jobs_per_day is not None else d.jobs_at_once * SECONDS_PER_DAY / runtime
+            drawn += per_day / SECONDS_PER_DAY * horizon
+            if drawn > MAX_SIMULATED_JOBS:
+                field = "jobs_per_day" if d.jobs_per_day is not None else "jobs_at_once"
+                raise OrchgenError(f"{hours:g} hours of this demand are about {int(drawn):,} jobs to simulate, more "
+                                   f"than the {MAX_SIMULATED_JOBS:,} orchgen simulates at once: simulate fewer hours "
+                                   "(--hours) or a sample of the demand", field=f"workloads[{i}].{field}")
     for d in plan.workloads:
         if d.plane not in ("slurm", "kubernetes", "k3s"):
             continue

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ..errors import OrchgenError
+from ..errors import OrchgenError, cut, secret_in
 from . import fabric, inputs
 from .checks import check_fleet
 from .models import Fleet, Path_, _short, format_path
@@ -126,7 +126,7 @@ def _message(err: dict[str, Any], data: Any) -> str:
     kind, loc = err["type"], err["loc"]
     if kind == "extra_forbidden":
         allowed = _allowed_keys(data, loc[:-1])
-        hint = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = difflib.get_close_matches(cut(str(loc[-1])), allowed, n=1)
         return "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else f"; allowed: {', '.join(allowed)}")
     if kind == "missing":
         return "required field is missing"
@@ -135,7 +135,7 @@ def _message(err: dict[str, Any], data: Any) -> str:
     if kind == "literal_error" and isinstance(value, str):
         choices = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
         hint = [ALIASES[value.lower()]] if ALIASES.get(value.lower()) in choices else \
-            difflib.get_close_matches(value, choices, n=1)
+            difflib.get_close_matches(cut(value), choices, n=1)
         if hint:
             msg += f" (did you mean {hint[0]!r}?)"
     if kind in ("greater_than_equal", "less_than_equal", "too_short", "too_long"):
@@ -191,6 +191,7 @@ def load_located(path: str | Path, roots: tuple[str, ...] = ()
             err.file, err.line = src.file, fields.get(field)
         return err
 
+    _refuse_secrets(src, data)
     try:
         fleet = Fleet.model_validate(data)
     except ValidationError as exc:
@@ -211,6 +212,25 @@ def load_located(path: str | Path, roots: tuple[str, ...] = ()
             raise OrchgenError(p.message, p.file, p.line, p.field) from None
         raise src.error(p.message, p.path) from None
     return fleet, locate
+
+
+def _refuse_secrets(src: _Source, data: Any, path: Path_ = ()) -> None:
+    """Refuse a credential anywhere in the document, keys included, before any check can repeat the
+    value: workload.yaml, plan.json, the README and the manifests are committed and land in CI logs.
+    The message says what it looks like (errors.secret_in), never the value."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            _refuse_secrets(src, key, path + (key,))
+            _refuse_secrets(src, value, path + (key,))
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            _refuse_secrets(src, item, path + (i,))
+    elif isinstance(data, str):
+        what = secret_in(data)
+        if what:
+            raise src.error(f"holds what looks like a credential ({what}); a bundle is committed, so orchgen never "
+                            "writes one: give it to the cluster as a Kubernetes Secret (a Secret reference) or "
+                            "a Pulumi secret (pulumi config set --secret), and remove it here", path)
 
 
 def _loc(err: dict[str, Any]) -> Path_:

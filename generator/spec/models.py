@@ -11,13 +11,14 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
 
 from .. import providers, schedulers
-from ..errors import mask_urls
+from ..errors import cut, mask_urls
 from . import slurmtime
 from .site import Site
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
 MAX_FLEET_NODES = 65_536
+MAX_POOLS = 256
 
 # The validators below use fullmatch: `$` alone also matches before a trailing newline ("gpu\n").
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -207,7 +208,7 @@ def _prometheus_url(value: str) -> str:
 
 
 def _kube_group(value: str) -> str:
-    if len(value) > MAX_KUBE_GROUP or not _KUBE_GROUP.match(value):
+    if len(value) > MAX_KUBE_GROUP or not _KUBE_GROUP.fullmatch(value):
         raise ValueError(f"{_short(value)} is not a group name (letters, digits and ':._@/-', starting with a "
                          f"letter or digit, at most {MAX_KUBE_GROUP} characters)")
     if value.startswith("system:"):
@@ -302,14 +303,14 @@ class Reserved(_Model):
 
 def _taint_key(value: str) -> str:
     prefix = value.split("/", 1)[0] if "/" in value else ""
-    if len(value) > 316 or len(prefix) > 253 or not _LABEL_KEY.match(value):
+    if len(value) > 316 or len(prefix) > 253 or not _LABEL_KEY.fullmatch(value):
         raise ValueError(f"{_short(value)} is not a taint key (optional DNS-subdomain prefix and '/', then "
                          "at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)")
     return value
 
 
 def _taint_value(value: str) -> str:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
         raise ValueError(f"{_short(value)} is not a taint value (at most 63 letters, digits, '-', '_' or '.', "
                          "starting and ending alphanumeric)")
     return value
@@ -458,7 +459,7 @@ class FleetSpec(_Model):
         "a managed provider (eks, gke, aks, oke) runs its own, upstream")
     slurm: SlurmHosts | None = Field(default=None, description="Slurm's controllers and accounting host")
     fabric: Fabric = Fabric()
-    pools: list[Pool] = Field(min_length=1, max_length=256)
+    pools: list[Pool] = Field(min_length=1, max_length=MAX_POOLS)
 
 
 class Tenant(_Model):
@@ -867,8 +868,8 @@ Path_ = tuple[str | int, ...]  # a location in the document: keys and list index
 
 def format_path(path: Path_) -> str:
     out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    for part in path:  # a key is the user's: cut (a 10 MB unknown key is not a 10 MB error line)
+        out += f"[{part}]" if isinstance(part, int) else (f".{cut(str(part))}" if out else cut(str(part)))
     return out
 
 

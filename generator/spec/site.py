@@ -26,7 +26,7 @@ MAX_SITE_FILE = 1 << 20
 
 
 def _config_text(value: str) -> str:
-    if "\n" in value or "\r" in value:
+    if "\n" in value or "\r" in value or "\v" in value or "\f" in value:
         raise ValueError("holds a line break: one entry is one line of the configuration file")
     if "#" in value:
         raise ValueError("holds '#', which Slurm reads as the start of a comment")
@@ -37,17 +37,55 @@ def _config_text(value: str) -> str:
     return value
 
 
-def _key(value: str) -> str:
-    if not _KEY.fullmatch(value):
-        raise ValueError(f"{value[:40]!r} is not a Slurm configuration key (letters, digits, '_' and '.')")
+def _config_value(value: str) -> str:
+    """One Key=Value's value as parse_config.c's keyvalue_pattern reads it back whole: a run of
+    non-blanks, or `"..."` holding blanks (render/slurm/carried.py quotes such a value). A quote in it
+    has no escape in that grammar, and a tab or another blank than a space would end the value."""
+    _config_text(value)
+    if '"' in value:
+        raise ValueError("holds '\"', which slurm.conf cannot quote (Slurm would read a second key or a parse error)")
+    if any(ch.isspace() and ch != " " for ch in value):
+        raise ValueError("holds a tab or another blank than a space; slurm.conf reads a value only up to it")
+    if value != value.strip(" "):
+        raise ValueError("starts or ends with a blank, which Slurm drops")
     return value
 
 
+def slurm_value(value: str) -> str:
+    """`value` as written after `Key=`: quoted where it holds a blank (the grammar _config_value holds)."""
+    return f'"{value}"' if " " in value or not value else value
+
+
+# Keys whose value is a credential (slurm.conf(5): AccountingStoragePass, JobCompPass; AuthInfo's
+# cred_expire/socket options sit beside munge's key file): never written into a committed file.
+CREDENTIAL_KEYS = frozenset({"accountingstoragepass", "jobcomppass", "authinfo"})
+
+
+def _key(value: str) -> str:
+    if not _KEY.fullmatch(value):
+        raise ValueError(f"{value[:40]!r} is not a Slurm configuration key (letters, digits, '_' and '.')")
+    if value.lower() in CREDENTIAL_KEYS or value.lower().endswith(("pass", "password")):
+        raise ValueError(f"{value} holds a credential, which orchgen never writes into a committed file: keep "
+                         "it in the site's slurm.conf as it is, or in a Kubernetes Secret or Pulumi secret")
+    return value
+
+
+# Every file orchgen writes under slurm/ (render/slurm/model.py SlurmModel.files, ops.py OpsModel.files;
+# a RayJob's ray-NAME.sbatch): a site's file of the same name would replace orchgen's, e.g. a
+# task-prolog.sh that every task of every job runs. render/slurm/carried.py refuses a clash again.
+ORCHGEN_FILES = frozenset({"slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "topology.yaml",
+                           "slurmdbd.conf", "mariadb-slurm.cnf", "accounts.sh", "nhc.conf", "gpu-health.sh",
+                           "plugstack.conf", "plugstack.conf.d", "enroot.conf", "pyxis.conf", "nccl.env",
+                           "task-prolog.sh"})
+
+
 def _file_name(value: str) -> str:
-    if not _FILE.fullmatch(value) or value in ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf",
-                                                  "topology.yaml"):
+    if not _FILE.fullmatch(value):
         raise ValueError(f"{value[:40]!r} is not a file name orchgen may ship beside slurm.conf (letters, "
-                         "digits, '._-'; not one of the files orchgen writes itself)")
+                         "digits, '._-', no directory)")
+    if value in ORCHGEN_FILES or (value.startswith("ray-") and value.endswith(".sbatch")):
+        raise ValueError(f"{value} is a file orchgen writes itself; give the site's file another name (and point "
+                         "the site's key at it)")
     return value
 
 
@@ -64,6 +102,7 @@ def _file_text(value: str) -> str:
 
 
 ConfText = Annotated[str, AfterValidator(_config_text)]
+ConfValue = Annotated[str, AfterValidator(_config_value)]
 Key = Annotated[str, AfterValidator(_key)]
 
 
@@ -119,7 +158,7 @@ class SiteKey(_Model):
     """One `Key=Value` of the site, kept as written."""
 
     key: Key = Field(description="the key as the site writes it (Slurm reads keys in any case)")
-    value: ConfText = Field(description="the value, verbatim")
+    value: ConfValue = Field(description="the value, verbatim (written in quotes where it holds a space)")
     reason: ConfText = Field(min_length=1, description="why orchgen does not model it")
     source: ConfText | None = Field(default=None, alias="from", description="file:line it was imported from")
     pool: Annotated[str, AfterValidator(_pool)] | None = Field(

@@ -23,6 +23,10 @@ from 22.05 to 26.05):
   not of the including file (`get_extra_conf_path`); a name with `*` is not read: "Slurm does not
   support glob parsing" (26.05; 22.05 tries to stat the literal name for a minute). Slurm does not
   detect an Include loop; this reader refuses one.
+- Bounds (not Slurm's, which has none): a site's files are input nobody reviewed, and a file that
+  includes the next one twice, 20 levels deep, is a million reads. At most MAX_INCLUDED_FILES files
+  are read, MAX_INCLUDE_DEPTH deep, MAX_TOTAL_LINES lines in all; past a bound, one problem says
+  which, and nothing more is read.
 
 Errors are values here (`Config.problems`, each with file and line): the importers turn them into
 an OrchgenError, `orchgen validate` into findings.
@@ -40,6 +44,9 @@ from typing import Iterator
 # Slurm reads pmatch[5] (the quoted value) before pmatch[6] (the bare one).
 _PAIR = re.compile(r'\s*([A-Za-z0-9_.]+)\s*([-*+/]?)=\s*(?:"([^"]*)"|(\S+))(?=\s|$)')
 _INCLUDE = re.compile(r"include(?=\s)", re.IGNORECASE)
+MAX_INCLUDED_FILES = 256  # files read through Include, each time it is read (a diamond reads one twice)
+MAX_INCLUDE_DEPTH = 16  # Include inside Include ...: sites nest two or three deep
+MAX_TOTAL_LINES = 250_000  # physical lines of the main file and its includes together
 
 
 @dataclass(frozen=True)
@@ -197,8 +204,15 @@ def read(path: str | Path, text: str | None = None, follow_includes: bool = True
     config = Config()
     main = Path(path)
     allowed = None if roots is None else [os.path.realpath(main.parent), *(os.path.realpath(r) for r in roots)]
-    _read_into(config, main, text, main.parent, follow_includes, [], {"cluster": None, "allowed": allowed})
+    _read_into(config, main, text, main.parent, follow_includes, [],
+               {"cluster": None, "allowed": allowed, "included": 0, "lines": 0, "stopped": False})
     return config
+
+
+def _stop(config: Config, state: dict, file: str, line: int, message: str) -> None:
+    """One problem for a bound crossed, and nothing more read."""
+    config.problems.append(Problem(file, line, message))
+    state["stopped"] = True
 
 
 def _inside(path: Path, allowed: list[str]) -> bool:
@@ -221,9 +235,16 @@ def _read_into(config: Config, path: Path, text: str | None, base: Path, follow:
         except Refused as exc:
             config.problems.append(Problem(str(stack[-1]) if stack else name, 0, f"{name} {exc}"))
             return
+    state["lines"] = state.get("lines", 0) + text.count("\n") + 1
+    if state["lines"] > MAX_TOTAL_LINES:
+        _stop(config, state, str(stack[-1]) if stack else name, 0,
+              f"{name}: more than {MAX_TOTAL_LINES:,} lines in all with the files it is included with; not read")
+        return
     config.files.append(name)
     here = [*stack, path.resolve() if path.exists() else path]
     for record in parse(text, name):
+        if state.get("stopped"):
+            return
         if record.leftover or not record.pairs:
             config.problems.append(Problem(name, record.line, "not Key=Value: Slurm's parse error (the line's text is not quoted: it may hold anything)"))
         if record.kind == "clustername":
@@ -250,6 +271,15 @@ def _read_into(config: Config, path: Path, text: str | None, base: Path, follow:
         if not target.exists():
             config.problems.append(Problem(name, record.line, f"Include: no such file {target}"))
             continue
+        if len(here) > MAX_INCLUDE_DEPTH:
+            _stop(config, state, name, record.line, f"Include {record.get('Include')}: nested deeper than "
+                  f"{MAX_INCLUDE_DEPTH} files; not read")
+            return
+        state["included"] += 1
+        if state["included"] > MAX_INCLUDED_FILES:
+            _stop(config, state, name, record.line, f"Include {record.get('Include')}: more than "
+                  f"{MAX_INCLUDED_FILES} files read through Include (a file included twice counts twice); not read")
+            return
         _read_into(config, target, None, base, follow, here, state)
 
 

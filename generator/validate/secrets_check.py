@@ -3,7 +3,9 @@
 A bundle references secrets (a Kubernetes Secret's name, Pulumi secret config, a README step that
 says how to make the munge key) and never contains one. This finds what looks like one: PEM blocks,
 AWS access keys, `password:` / `StoragePass=` / `token:` with a literal value, and long base64 blobs
-of the kind a munge key or a JWT key is (>= 32 bytes).
+of the kind a munge key or a JWT key is (>= 32 bytes); and what spec.load refuses in workload.yaml
+(errors.secret_in): the token shapes of Hugging Face, GitHub, GitLab, Slack and AWS, a URL's user and
+password, a token in a URL's query string.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import base64
 import binascii
 import re
 from collections.abc import Iterator
+
+from ..errors import secret_in
 
 PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----")
 AWS_KEY = re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA)[0-9A-Z]{16}\b")
@@ -33,6 +37,8 @@ def scan(text: str) -> Iterator[tuple[int, str]]:
             yield number, "a PEM block (private key or certificate)"
         if AWS_KEY.search(line):
             yield number, "an AWS access key id"
+        elif what := secret_in(line):  # a token shape (errors.TOKEN_SHAPES), a URL's user and password
+            yield number, what
         m = ASSIGNED.search(line)
         if m and not line.lstrip().startswith(("#", "//")) and not PLACEHOLDER.match(m.group(2)) \
                 and not _prose(m.group(2)):

@@ -36,7 +36,7 @@ from ..templating import render_template
 from .common import meta, node_selector, slices, tolerations
 from .tenancy import NO_PRUNE
 
-NAMESPACE = "orchgen-gpu-health"
+NAMESPACE = "orchgen-gpu-health"  # catalog.ORCHGEN_NAMESPACE_PREFIX: no tenant may take it
 NAME = "gpu-health"
 # The quarantine taint: NVIDIA's nvidia.com/ domain as NVSentinel's and the GPU Operator's taints
 # use it, NoSchedule so running pods finish or fail on their own (a NoExecute taint would evict

@@ -16,8 +16,9 @@ The files are read back with the one Slurm lexer (generator/spec/slurmconf.py) t
 """
 from __future__ import annotations
 
+from ...errors import OrchgenError
 from ...spec import hostlist, slurmconf
-from ...spec.site import Site, SiteFile
+from ...spec.site import Site, SiteFile, slurm_value
 
 HEADER = "# --- carried from the site (workload.yaml site:): not modelled by orchgen, kept as the site wrote it ---"
 
@@ -32,6 +33,9 @@ def apply(site: Site | None, files: dict[str, str], pool_hosts: dict[str, set[st
         if entries is not None and name in out:
             out[name] = _emit(name, out[name], entries, pool_hosts)
     for name, text in sorted(site.files.items()):
+        if name in out or any(other.startswith(name + "/") for other in out):  # spec/site.py refuses these first
+            raise OrchgenError(f"{name} is a file orchgen writes itself; give the site's file another name",
+                               field=f"site.files.{name}")
         out[name] = text
     return out
 
@@ -70,9 +74,9 @@ def _emit(name: str, text: str, entries: SiteFile, pool_hosts: dict[str, set[str
             continue
         mine = [r for r in records if r.kind == entry.key.lower() and len(r.pairs) == 1]
         if mine:
-            put(mine[-1], [_why(entry), f"{entry.key}={entry.value}"])
+            put(mine[-1], [_why(entry), f"{entry.key}={slurm_value(entry.value)}"])
         else:
-            added += [_why(entry), f"{entry.key}={entry.value}"]
+            added += [_why(entry), f"{entry.key}={slurm_value(entry.value)}"]
     for record in records:
         for entry in node_keys.get(record.line, ()):
             pairs = [p for p in record.pairs]
@@ -85,7 +89,7 @@ def _emit(name: str, text: str, entries: SiteFile, pool_hosts: dict[str, set[str
             record = slurmconf.Record(record.file, record.line, record.lines, record.text, tuple(pairs))
         if record.line in node_keys:
             comments = [_why(e).replace("# site", f"# site {e.key}", 1) for e in node_keys[record.line]]
-            put(record, comments + [" ".join(f"{p.key}={p.value}" for p in record.pairs)])
+            put(record, comments + [" ".join(f"{p.key}{p.op}={slurm_value(p.value)}" for p in record.pairs)])
 
     site_kinds = {slurmconf.parse(entry.line)[0].kind for entry in entries.lines if slurmconf.parse(entry.line)}
     if name == "slurm.conf" and "partitionname" in site_kinds:
