@@ -172,7 +172,7 @@ def _show_workloads(workloads, fmt: str, name: str):
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("out"), show_default=True,
               help="bundle directory")
 @click.option("--check", is_flag=True, help="write nothing; exit 1 if the directory differs")
-@click.option("--force", is_flag=True, help="replace a directory orchgen did not write")
+@click.option("--force", is_flag=True, help="replace the bundle of another fleet (never a file orchgen did not write)")
 @click.option("--gitops", type=click.Choice(["none", "kustomize", "argocd", "flux"]), default=None,
               help="override options.gitops")
 @click.option("--diff", "show_diff", is_flag=True,
@@ -218,7 +218,9 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
             sys.exit(Exit.DIFF)
         click.echo(fit_to_print(f"{output}: up to date ({len(files)} files)"))
         return
-    bundle.write(files, output, force=force)
+    gone = bundle.write(files, output, force=force, fleet=the_plan.name, inputs=(workload,))
+    for path in gone if force else ():  # --force says what it removed; a re-plan's stale files go quietly
+        _say(f"orchgen: --force: removed {output}/{path}")
     planes = ", ".join(f"{n} ({len(p.nodes)} nodes)" for n, p in the_plan.planes.items())
     click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
     if not quiet:
