@@ -203,9 +203,11 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         ours = {p: d for p, d in files.items() if not skip(p)}
         impact = compare(read_tree(output, skip), ours, str(output), "new", charts_dir(charts))
         if fmt == "json":
-            click.echo(impact.to_json())
+            click.echo(impact.to_json())  # nothing to change: the same document, its lists empty
         elif impact:
             click.echo(impact.text(str(output)), nl=False)
+        else:
+            click.echo("No changes.")
         sys.exit(Exit.DIFF if impact else 0)
     for line in warnings if check else ():
         click.echo(line, err=True)

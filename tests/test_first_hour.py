@@ -258,3 +258,19 @@ def test_schema_catches_names_times_hostlists_and_versions(tmp_path):
         path.write_text(text)
         proc = run_orchgen("plan", path, "-o", tmp_path / name)
         assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, (name, proc.stderr)
+
+
+# --- issue 39: a first hour without traps ---------------------------------------------------------
+
+def test_diff_with_nothing_to_change_says_so(tmp_path):
+    out = tmp_path / "out"
+    src = REPO / "examples/dev-ci.yaml"
+    run_orchgen("plan", src, "-o", out, check=True)
+    proc = run_orchgen("plan", src, "-o", out, "--diff")
+    assert proc.returncode == 0 and proc.stdout == "No changes.\n", proc.stdout
+    empty = run_orchgen("plan", src, "-o", out, "--diff", "--format", "json")
+    assert empty.returncode == 0
+    doc = json.loads(empty.stdout)
+    full = json.loads(run_orchgen("plan", src, "-o", tmp_path / "none", "--diff", "--format", "json").stdout)
+    assert doc.keys() == full.keys() and full["files"]  # the same shape, nothing in it
+    assert doc["files"] == doc["disruptive"] == doc["kubernetes"] == doc["slurm"] == doc["other"] == []
