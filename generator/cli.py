@@ -158,11 +158,10 @@ def _show_workloads(workloads, fmt: str, name: str):
     if fmt == "json":
         click.echo(json.dumps({"fleet": None, "workloads": [w.recommendation() for w in workloads]}, indent=2))
         return None
-    from rich.console import Console
-
     from .recommend_view import workloads_view
+    from .terminal import console as make_console
 
-    console = Console()  # the terminal's width (COLUMNS; 80 when not a terminal)
+    console = make_console()  # the terminal's width (COLUMNS; 80 when not a terminal); NO_COLOR honoured
     console.print(workloads_view(workloads, name, console.width))
     return console
 

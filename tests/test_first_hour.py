@@ -23,7 +23,7 @@ from .test_bad_input import BASE, CASES, LATE
 JSON_BEFORE = Path(__file__).parent / "data" / "recommend-json"
 
 
-def _pty_run(args: list[str], columns: int) -> str:
+def _pty_run(args: list[str], columns: int, env: dict[str, str] | None = None) -> str:
     """Run orchgen with its stdout on a pseudo-terminal of `columns` columns (as a user's terminal)."""
     main, sub = pty.openpty()
     import fcntl
@@ -31,7 +31,7 @@ def _pty_run(args: list[str], columns: int) -> str:
     import termios
 
     fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
+    env = {**(os.environ if env is None else env), "COLUMNS": str(columns), "TERM": "xterm"}
     proc = subprocess.Popen([sys.executable, "-m", "generator.cli", *args], stdin=sub, stdout=sub,
                             stderr=subprocess.PIPE, env=env, cwd=REPO)
     os.close(sub)
@@ -274,3 +274,24 @@ def test_diff_with_nothing_to_change_says_so(tmp_path):
     full = json.loads(run_orchgen("plan", src, "-o", tmp_path / "none", "--diff", "--format", "json").stdout)
     assert doc.keys() == full.keys() and full["files"]  # the same shape, nothing in it
     assert doc["files"] == doc["disruptive"] == doc["kubernetes"] == doc["slurm"] == doc["other"] == []
+
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _pty_output(args: list[str], no_color: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    if no_color is not None:
+        env["NO_COLOR"] = no_color
+    return _pty_run(args, 120, env=env)
+
+
+@pytest.mark.parametrize("args", [["recommend", "examples/research-lab.yaml"],
+                                  ["simulate", "examples/research-lab.yaml", "--hours", "2"]],
+                         ids=["recommend", "simulate"])
+def test_no_color_means_no_ansi_styling(args):
+    assert SGR.search(_pty_output(args, None)), "the control: a terminal gets styling"
+    assert SGR.search(_pty_output(args, "")), "an empty NO_COLOR is no request"
+    plain = _pty_output(args, "1")
+    assert not SGR.search(plain), SGR.findall(plain)
+    assert "research-lab" in plain
