@@ -178,7 +178,7 @@ def _show_workloads(workloads, fmt: str, name: str):
               help="write nothing; print each file's diff against the directory and what each change does to "
                    "the running site; exit 1 if anything would change")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="with --diff: text, or JSON for CI")
+              help="text, or JSON for CI: what was written; with --check the differences; with --diff the impact")
 @click.option("--charts", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="with --diff: unpacked Helm charts (<chart>/<version>/) to render for rollouts "
                    "(default: $ORCHGEN_CHARTS)")
@@ -212,6 +212,10 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         click.echo(line, err=True)
     if check:
         diff = bundle.diff(files, output)
+        if fmt == "json":
+            click.echo(json.dumps({"output": str(output), "up_to_date": not diff, "changed": list(diff.changed),
+                                   "missing": list(diff.missing), "extra": list(diff.extra)}, indent=2))
+            sys.exit(Exit.DIFF if diff else 0)
         if diff:
             click.echo(fit_to_print(f"{output}: differs from what `orchgen plan {workload}` writes:"))
             for line in diff.lines():
@@ -222,6 +226,15 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
     gone = bundle.write(files, output, force=force, fleet=the_plan.name, inputs=(workload,))
     for path in gone if force else ():  # --force says what it removed; a re-plan's stale files go quietly
         _say(f"orchgen: --force: removed {output}/{path}")
+    if fmt == "json":  # as `recommend --format json`: the result as one document, warnings on stderr
+        click.echo(json.dumps({"fleet": the_plan.name, "output": str(output),
+                               "planes": {n: {"nodes": len(p.nodes)} for n, p in the_plan.planes.items()},
+                               "files": sorted(files), "removed": gone if force else [],
+                               "warnings": warnings, "next": next_steps(the_plan, output, len(warnings))},
+                              indent=2))
+        for line in warnings:
+            click.echo(line, err=True)
+        return
     planes = ", ".join(f"{n} ({len(p.nodes)} nodes)" for n, p in the_plan.planes.items())
     click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
     if not quiet:

@@ -295,3 +295,19 @@ def test_no_color_means_no_ansi_styling(args):
     plain = _pty_output(args, "1")
     assert not SGR.search(plain), SGR.findall(plain)
     assert "research-lab" in plain
+
+
+def test_plan_format_json_prints_the_result_as_json(tmp_path):
+    out = tmp_path / "out"
+    src = REPO / "examples/dev-ci.yaml"
+    proc = run_orchgen("plan", src, "-o", out, "--format", "json", check=True)
+    doc = json.loads(proc.stdout)
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*")
+                     if p.is_file() and p.name != ".orchgen-bundle")
+    assert doc["fleet"] == "dev-ci" and doc["output"] == str(out) and doc["files"] == written
+    assert doc["planes"] == {"k3s": {"nodes": 1}} and doc["removed"] == [] and doc["next"]
+    (out / "README.md").write_text("edited\n")
+    check = run_orchgen("plan", src, "-o", out, "--check", "--format", "json")
+    assert check.returncode == 1
+    assert json.loads(check.stdout) == {"output": str(out), "up_to_date": False, "changed": ["README.md"],
+                                        "missing": [], "extra": []}
