@@ -131,7 +131,7 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
     console.print(f"[bold]{plan.name}: fleet[/bold]")
     for name, p in plan.planes.items():
         host = f" on Kubernetes ({p.operator})" if p.operator else ""
-        console.print(Text(hanging(f"  {name}{host}: {len(p.nodes)} nodes; add-ons: {', '.join(p.addons) or '-'}",
+        console.print(Text(hanging(f"  {name}{host}: {_nodes(len(p.nodes))}; add-ons: {', '.join(p.addons) or '-'}",
                                    console.width, 4)))
     for line in plan.reasons:
         console.print(Text(hanging(f"  - {line}", console.width, 4)))
@@ -144,6 +144,10 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
                                    console.width, 4), style="bold"))
         for line in brief(rows):
             console.print(Text(hanging(f"  {line}", console.width, 4)))
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node{'' if n == 1 else 's'}"
 
 
 def _simulated(fleet, plan, workload: str, seed: int, hours: float) -> list[dict]:
@@ -235,7 +239,7 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         for line in warnings:
             click.echo(line, err=True)
         return
-    planes = ", ".join(f"{n} ({len(p.nodes)} nodes)" for n, p in the_plan.planes.items())
+    planes = ", ".join(f"{n} ({_nodes(len(p.nodes))})" for n, p in the_plan.planes.items())
     click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
     if not quiet:
         for line in listing(files):

@@ -311,3 +311,23 @@ def test_plan_format_json_prints_the_result_as_json(tmp_path):
     assert check.returncode == 1
     assert json.loads(check.stdout) == {"output": str(out), "up_to_date": False, "changed": ["README.md"],
                                         "missing": [], "extra": []}
+
+
+def test_slurm_on_kubernetes_next_step_names_its_operator(tmp_path):
+    proc = run_orchgen("plan", REPO / "examples/soperator-lab.yaml", "-o", tmp_path / "out", "-q", check=True)
+    assert "(None)" not in proc.stdout
+    assert "kubernetes + Slurm (soperator)" in " ".join(proc.stdout.split()), proc.stdout
+
+
+ONE_PLURAL = re.compile(r"(?<![\d.,])1 (nodes|leaves|GPUs|files|workloads|pools)\b")
+
+
+def test_one_node_is_singular(tmp_path):
+    src, out = REPO / "examples/dev-ci.yaml", tmp_path / "out"  # k3s on one workstation
+    proc = run_orchgen("plan", src, "-o", out, check=True)
+    assert "k3s (1 node)" in proc.stdout
+    rec = run_orchgen("recommend", src, check=True)
+    texts = {"plan": proc.stdout, "recommend": rec.stdout,
+             **{p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*.md")}}
+    for name, text in texts.items():
+        assert not ONE_PLURAL.search(text), (name, ONE_PLURAL.findall(text))
