@@ -352,6 +352,7 @@ def _write_locked(files: Files, target: Path, force: bool, shown: str, fleet: st
             dest.write_bytes(data)
         _modes(stage)
         _fsync_tree(stage)
+        _, gone = _guard(files, target, force, shown, fleet, inputs)  # again: a file added meanwhile is refused
         if not target.exists():
             os.rename(stage, target)
             return gone

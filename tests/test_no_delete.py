@@ -146,3 +146,39 @@ def test_the_same_fleet_replans_without_force_and_keeps_the_stack_config(tmp_pat
     assert (out / "pulumi" / "Pulumi.staging.yaml").read_bytes() == OPERATOR_STACK
     assert (out / "README.md").read_text() != "edited\n"
     assert orchgen("plan", example("grpo-rl"), "-o", out, "--check").returncode == 0
+
+
+def test_a_file_added_while_the_bundle_is_staged_is_refused_not_lost(tmp_path, example, monkeypatch):
+    """The check runs again just before the swap: a file that appeared meanwhile stops the write."""
+    from generator.errors import OrchgenError
+
+    src, out = example("dev-ci"), tmp_path / "out"
+    files = render(make_plan(spec.load(src), src))
+    bundle.write(files, out)
+    before = tree(out)
+    real = bundle._fsync_tree
+
+    def meanwhile(stage):
+        real(stage)
+        (out / "late.txt").write_text("mine\n")
+
+    monkeypatch.setattr(bundle, "_fsync_tree", meanwhile)
+    with pytest.raises(OrchgenError, match="late.txt"):
+        bundle.write(files, out)
+    assert tree(out) == {**before, "late.txt": b"mine\n"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], "staging left behind"
+
+
+def test_a_bundle_of_an_orchgen_before_the_manifest_replans(tmp_path, orchgen, example):
+    """A marker that lists nothing (written before issue 39): the fleet is plan.json's; the files
+    orchgen writes now are its; anything else is still refused."""
+    out = tmp_path / "out"
+    orchgen("plan", example("dev-ci"), "-o", out, check=True)
+    (out / bundle.MARKER).write_bytes(bundle.MARKER_TEXT)
+    assert orchgen("plan", example("dev-ci"), "-o", out).returncode == 0
+    assert bundle.manifest(out).fleet == "dev-ci"
+    (out / bundle.MARKER).write_bytes(bundle.MARKER_TEXT)
+    assert orchgen("plan", example("research-lab"), "-o", out).returncode == 2
+    (out / "mine.txt").write_text("x")
+    assert orchgen("plan", example("dev-ci"), "-o", out, "--force").returncode == 2
+    assert (out / "mine.txt").is_file()
