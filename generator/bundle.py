@@ -2,8 +2,13 @@
 
 The whole bundle is rendered in memory first ({relative path: bytes}); only then is it written:
 into a staging directory beside the target, which is swapped in with one rename (an atomic
-exchange where Linux offers it). An interrupted run leaves the previous bundle whole. A
-directory orchgen did not write (no marker file) is never overwritten without --force. A symbolic
+exchange where Linux offers it). An interrupted run leaves the previous bundle whole.
+
+orchgen never deletes a file it did not write (issue 39). The marker file is the bundle's manifest:
+the fleet and every file orchgen wrote. A target holding anything else (the input file, a `.git`, a
+file a user added, a folder orchgen did not write at all) is refused, --force or not, before anything
+is written. A re-plan of the same fleet replaces the bundle (stale files of orchgen's go); another
+fleet's bundle is replaced only with --force, and its stack files go with it. A symbolic
 link is written through (the directory it points to gets the bundle; the link stays). Files and
 directories get the modes the user's umask gives, as `cp` or `git checkout` would.
 
@@ -40,6 +45,12 @@ from .errors import OrchgenError
 
 MARKER = ".orchgen-bundle"
 MARKER_TEXT = b"This directory is written by `orchgen plan`; edits here are replaced on the next run.\n"
+# The marker is also the bundle's manifest (issue 39): after MARKER_TEXT, the fleet's name and every
+# file orchgen wrote, sorted, one a line. A re-plan removes only these (and the operator-owned files
+# when the fleet changes); anything else in the directory makes it refuse, --force or not.
+_FLEET = "fleet: "
+_FILES = "files:"
+_SHOWN = 3  # the files a refusal names before "and N more"
 
 Files = dict[str, bytes]
 
@@ -50,6 +61,42 @@ OPERATOR_OWNED = ("pulumi/Pulumi.*.yaml",
 
 def operator_owned(path: str) -> bool:
     return any(fnmatch.fnmatchcase(path, pattern) for pattern in OPERATOR_OWNED)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    fleet: str | None  # None: a bundle of an orchgen before issue 39 (its marker lists nothing)
+    files: tuple[str, ...] | None
+
+
+def manifest_bytes(files: Files, fleet: str | None) -> bytes:
+    """The marker's bytes for a bundle of `files` (deterministic: names only, sorted)."""
+    names = sorted({*files, MARKER})
+    head = MARKER_TEXT.decode() + f"{_FLEET}{fleet or ''}\n{_FILES}\n"
+    return (head + "".join(f"  {name}\n" for name in names)).encode()
+
+
+def manifest(target: Path) -> Manifest | None:
+    """The manifest of the bundle at `target`; None where orchgen did not write it (no marker)."""
+    path = Path(target) / MARKER
+    if not path.is_file() or path.is_symlink():
+        return None
+    lines = path.read_bytes().decode("utf-8", "replace").splitlines()
+    if _FILES not in lines:
+        return Manifest(None, None)
+    fleet = next((line[len(_FLEET):] for line in lines if line.startswith(_FLEET)), "") or None
+    start = lines.index(_FILES) + 1
+    return Manifest(fleet, tuple(line[2:] for line in lines[start:] if line.startswith("  ")))
+
+
+def fleet_of(files: Files) -> str | None:
+    """The fleet a rendered bundle is of: plan.json's name."""
+    import json
+
+    try:
+        return json.loads(files["plan.json"])["name"]
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 def _kept(target: Path) -> Files:
@@ -132,17 +179,106 @@ def _modes(stage: Path) -> None:
             os.chmod(path, (0o777 if name.endswith((".sh", ".sbatch")) else 0o666) & ~mask)
 
 
-def write(files: Files, target: Path, force: bool = False) -> None:
-    """Write the bundle to `target`. Whatever the file system refuses (no such place, no permission,
-    a read-only or virtual file system) is an OrchgenError naming `target`, never a traceback."""
+def write(files: Files, target: Path, force: bool = False, fleet: str | None = None,
+          inputs: tuple[str, ...] = ()) -> list[str]:
+    """Write the bundle of `fleet` (default: plan.json's name) to `target`; return the paths of the
+    previous bundle that are gone (not written again, or another fleet's stack files). `inputs`:
+    the files the plan was read from, which `target` must not hold. Whatever the file system refuses
+    (no such place, no permission, a read-only or virtual file system) is an OrchgenError naming
+    `target`, never a traceback."""
     check_paths(files)
     shown = str(target)
+    fleet = fleet if fleet is not None else fleet_of(files)
     try:
-        _write(files, _resolve(Path(target)), force, shown)
+        return _write(files, _resolve(Path(target)), force, shown, fleet, inputs)
     except OSError as exc:
         name = str(exc.filename or "")
         where = f" ({name})" if name and name != shown and ".orchgen-" not in name else ""
         raise OrchgenError(f"cannot write the bundle: {exc.strerror or exc}{where}", shown) from None
+
+
+def _few(paths: list[str]) -> str:
+    more = f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else ""
+    return ", ".join(paths[:_SHOWN]) + more
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def _foreign(target: Path, owned: set[str], bundle: bool) -> list[str]:
+    """What in `target` orchgen did not write: files, links and empty folders that are neither in
+    `owned` nor (in a `bundle`) operator-owned (a folder as `name/`; a `.git` folder whole, not walked)."""
+    folders = {str(parent) for path in owned for parent in PurePosixPath(path).parents}
+    out = []
+    for dirpath, dirnames, names in os.walk(target, onerror=_raise):
+        rel_dir = Path(dirpath).relative_to(target).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        for name in list(dirnames):
+            full, rel = os.path.join(dirpath, name), prefix + name
+            if os.path.islink(full):  # a link to a folder is judged as a file: never followed
+                dirnames.remove(name)
+                names.append(name)
+            elif name == ".git":
+                dirnames.remove(name)
+                out.append(rel + "/")
+            elif rel not in folders and not os.listdir(full):
+                out.append(rel + "/")
+        out += [prefix + name for name in names if prefix + name not in owned
+                and not (bundle and operator_owned(prefix + name))]
+    return sorted(out)
+
+
+def _fleet_on_disk(target: Path) -> str | None:
+    """The fleet of a bundle whose marker lists nothing (an orchgen before issue 39): its plan.json's."""
+    try:
+        return fleet_of({"plan.json": (target / "plan.json").read_bytes()})
+    except OSError:
+        return None
+
+
+def _guard(files: Files, target: Path, force: bool, shown: str, fleet: str | None,
+           inputs: tuple[str, ...]) -> tuple[bool, list[str]]:
+    """Refuse to replace `target` where that would delete a file orchgen did not write (the input,
+    a `.git`, a user's file: --force or not), or another fleet's bundle without --force. Returns
+    whether the operator-owned files are carried (the same fleet) and the paths that go."""
+    if not target.is_dir() or not any(target.iterdir()):
+        return True, []
+    for given in inputs:
+        real = Path(os.path.realpath(given))
+        if real == target or target in real.parents:
+            raise OrchgenError(f"holds the input file {real.relative_to(target).as_posix()}; orchgen replaces the "
+                               "bundle directory whole and never deletes a file it did not write: write the "
+                               "bundle to another folder", shown)
+    listed = manifest(target)
+    if listed is None:
+        owned: set[str] = set()
+    elif listed.files is None:  # written before the manifest: what orchgen writes now is all it knows
+        owned = {*files, MARKER}
+    else:
+        owned = set(listed.files)
+    foreign = _foreign(target, owned, listed is not None)
+    git = next((p for p in foreign if ".git" in p.rstrip("/").split("/")), None)
+    if git:
+        raise OrchgenError(f"holds a git repository ({git}); orchgen replaces the bundle directory whole and "
+                           "never deletes a file it did not write, --force or not: write the bundle to a "
+                           "folder of its own (a subfolder of the repository)", shown)
+    if foreign:
+        what = (f"is not empty and was not written by orchgen (no {MARKER})" if listed is None else
+                f"holds {len(foreign)} file(s) not written by orchgen")
+        raise OrchgenError(f"{what}: {_few(foreign)}; orchgen replaces the bundle directory whole and never "
+                           "deletes a file it did not write, --force or not: move them out, or write the bundle "
+                           "to another folder", shown)
+    assert listed is not None  # a non-empty folder without the marker holds only foreign files
+    old = listed.fleet if listed.files is not None else _fleet_on_disk(target)
+    same = old == fleet
+    if not same and not force:
+        raise OrchgenError(f"holds the bundle of fleet {old or '(unknown)'!s}, not {fleet}; pass --force to "
+                           "replace it (its Pulumi stack files go with it)", shown)
+    on_disk = sorted(Path(d, n).relative_to(target).as_posix() for d, _, names in os.walk(target) for n in names)
+    gone = [p for p in on_disk if p not in files and p != MARKER and not (same and operator_owned(p))]
+    gone += [p for p in on_disk if p in files and operator_owned(p) and not same]  # the operator's copy goes
+    return same, sorted(gone)
 
 
 LOCK_WAIT_S = 5.0  # how long a second plan into the same target waits before it refuses
@@ -194,40 +330,43 @@ def _remove_stale(target: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _write(files: Files, target: Path, force: bool, shown: str) -> None:
+def _write(files: Files, target: Path, force: bool, shown: str, fleet: str | None,
+           inputs: tuple[str, ...]) -> list[str]:
     if target.exists() and not target.is_dir():
         raise OrchgenError("exists and is not a directory", shown)
     target.parent.mkdir(parents=True, exist_ok=True)
     with _locked(target, shown):
-        _write_locked(files, target, force, shown)
+        return _write_locked(files, target, force, shown, fleet, inputs)
 
 
-def _write_locked(files: Files, target: Path, force: bool, shown: str) -> None:
+def _write_locked(files: Files, target: Path, force: bool, shown: str, fleet: str | None,
+                  inputs: tuple[str, ...]) -> list[str]:
     if target.exists() and not target.is_dir():
         raise OrchgenError("exists and is not a directory", shown)
-    if target.is_dir() and any(target.iterdir()) and not _is_bundle(target) and not force:
-        raise OrchgenError(f"is not empty and was not written by orchgen (no {MARKER}); "
-                           "pass --force to replace it", shown)
+    carry, gone = _guard(files, target, force, shown, fleet, inputs)
     _remove_stale(target)  # left by a run that was killed mid-write
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-new-", dir=target.parent))
     try:
         # the operator's files win over the seeds (read last, so as late as possible before the swap)
-        for rel, data in sorted({**files, **_kept(target), MARKER: MARKER_TEXT}.items()):
+        kept = _kept(target) if carry else {}
+        for rel, data in sorted({**files, **kept, MARKER: manifest_bytes(files, fleet)}.items()):
             dest = stage / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
         _modes(stage)
         _fsync_tree(stage)
+        _, gone = _guard(files, target, force, shown, fleet, inputs)  # again: a file added meanwhile is refused
         if not target.exists():
             os.rename(stage, target)
-            return
+            return gone
         if _exchange(stage, target):
             shutil.rmtree(stage)  # now holds the previous bundle
-            return
+            return gone
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-old-", dir=target.parent))
         os.rename(target, old / "b")
         os.rename(stage, target)
         shutil.rmtree(old)
+        return gone
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

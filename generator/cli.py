@@ -139,7 +139,7 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
     console.print(f"[bold]{plan.name}: fleet[/bold]")
     for name, p in plan.planes.items():
         host = f" on Kubernetes ({p.operator})" if p.operator else ""
-        console.print(Text(hanging(f"  {name}{host}: {len(p.nodes)} nodes; add-ons: {', '.join(p.addons) or '-'}",
+        console.print(Text(hanging(f"  {name}{host}: {_nodes(len(p.nodes))}; add-ons: {', '.join(p.addons) or '-'}",
                                    console.width, 4)))
     for line in plan.reasons:
         console.print(Text(hanging(f"  - {line}", console.width, 4)))
@@ -151,6 +151,10 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
                                    console.width, 4), style="bold"))
         for line in brief(rows):
             console.print(Text(hanging(f"  {line}", console.width, 4)))
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node{'' if n == 1 else 's'}"
 
 
 def _simulated(fleet, plan, workload: str, seed: int, hours: float) -> list[dict]:
@@ -165,11 +169,10 @@ def _show_workloads(workloads, fmt: str, name: str):
     if fmt == "json":
         click.echo(json.dumps({"fleet": None, "workloads": [w.recommendation() for w in workloads]}, indent=2))
         return None
-    from rich.console import Console
-
     from .recommend_view import workloads_view
+    from .terminal import console as make_console
 
-    console = Console()  # the terminal's width (COLUMNS; 80 when not a terminal)
+    console = make_console()  # the terminal's width (COLUMNS; 80 when not a terminal); NO_COLOR honoured
     console.print(workloads_view(workloads, name, console.width))
     return console
 
@@ -179,14 +182,14 @@ def _show_workloads(workloads, fmt: str, name: str):
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("out"), show_default=True,
               help="bundle directory")
 @click.option("--check", is_flag=True, help="write nothing; exit 1 if the directory differs")
-@click.option("--force", is_flag=True, help="replace a directory orchgen did not write")
+@click.option("--force", is_flag=True, help="replace the bundle of another fleet (never a file orchgen did not write)")
 @click.option("--gitops", type=click.Choice(["none", "kustomize", "argocd", "flux"]), default=None,
               help="override options.gitops")
 @click.option("--diff", "show_diff", is_flag=True,
               help="write nothing; print each file's diff against the directory and what each change does to "
                    "the running site; exit 1 if anything would change")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="with --diff: text, or JSON for CI")
+              help="text, or JSON for CI: what was written; with --check the differences; with --diff the impact")
 @click.option("--charts", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="with --diff: unpacked Helm charts (<chart>/<version>/) to render for rollouts "
                    "(default: $ORCHGEN_CHARTS)")
@@ -210,14 +213,20 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         ours = {p: d for p, d in files.items() if not skip(p)}
         impact = compare(read_tree(output, skip), ours, str(output), "new", charts_dir(charts))
         if fmt == "json":
-            click.echo(impact.to_json())
+            click.echo(impact.to_json())  # nothing to change: the same document, its lists empty
         elif impact:
             click.echo(impact.text(str(output)), nl=False)
+        else:
+            click.echo("No changes.")
         sys.exit(Exit.DIFF if impact else 0)
     for line in warnings if check else ():
         click.echo(line, err=True)
     if check:
         diff = bundle.diff(files, output)
+        if fmt == "json":
+            click.echo(json.dumps({"output": str(output), "up_to_date": not diff, "changed": list(diff.changed),
+                                   "missing": list(diff.missing), "extra": list(diff.extra)}, indent=2))
+            sys.exit(Exit.DIFF if diff else 0)
         if diff:
             click.echo(fit_to_print(f"{output}: differs from what `orchgen plan {workload}` writes:"))
             for line in diff.lines():
@@ -225,8 +234,19 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
             sys.exit(Exit.DIFF)
         click.echo(fit_to_print(f"{output}: up to date ({len(files)} files)"))
         return
-    bundle.write(files, output, force=force)
-    planes = ", ".join(f"{n} ({len(p.nodes)} nodes)" for n, p in the_plan.planes.items())
+    gone = bundle.write(files, output, force=force, fleet=the_plan.name, inputs=(workload,))
+    for path in gone if force else ():  # --force says what it removed; a re-plan's stale files go quietly
+        _say(f"orchgen: --force: removed {output}/{path}")
+    if fmt == "json":  # as `recommend --format json`: the result as one document, warnings on stderr
+        click.echo(json.dumps({"fleet": the_plan.name, "output": str(output),
+                               "planes": {n: {"nodes": len(p.nodes)} for n, p in the_plan.planes.items()},
+                               "files": sorted(files), "removed": gone if force else [],
+                               "warnings": warnings, "next": next_steps(the_plan, output, len(warnings))},
+                              indent=2))
+        for line in warnings:
+            click.echo(line, err=True)
+        return
+    planes = ", ".join(f"{n} ({_nodes(len(p.nodes))})" for n, p in the_plan.planes.items())
     click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
     if not quiet:
         for line in listing(files):

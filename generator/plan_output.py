@@ -43,8 +43,8 @@ def next_steps(plan, output: Path, warnings: int) -> list[str]:
             step += 1
     kube = plan.kube_plane
     if kube is not None:
-        what = f"{kube.name}" + (f" + Slurm ({kube.operator})" if any(
-            p.operator for p in plan.planes.values()) else "")
+        operator = next((p.operator for p in plan.planes.values() if p.operator), None)  # Slurm's, on Kubernetes
+        what = f"{kube.name}" + (f" + Slurm ({operator})" if operator else "")
         if plan.clusters:  # beyond one cluster: a stack per cluster, the workers before the manager
             how = (f"per worker cluster W, bash {out}/clusters/W/kubernetes/node-labels.sh, then cd "
                    f"{out}/clusters/W/pulumi && pulumi up; then the manager's kubeconfig Secrets and cd "

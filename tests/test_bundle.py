@@ -69,22 +69,22 @@ def test_check_on_missing_dir(tmp_path, orchgen, example):
     assert proc.returncode == 1 and "missing: plan.json" in proc.stdout
 
 
-def test_refuses_foreign_directory_without_force(tmp_path, orchgen, example):
+def test_refuses_foreign_directory_even_with_force(tmp_path, orchgen, example):
+    """Issue 39: orchgen never deletes a file it did not write; --force replaces only a bundle."""
     out = tmp_path / "mine"
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
-    proc = orchgen("plan", example("dev-ci"), "-o", out)
-    assert proc.returncode == 2 and "--force" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
-    assert tree(out) == {"precious.txt": b"keep me"}
-    assert orchgen("plan", example("dev-ci"), "-o", out, "--force").returncode == 0
-    assert not (out / "precious.txt").exists() and (out / "plan.json").is_file()
+    for force in ([], ["--force"]):
+        proc = orchgen("plan", example("dev-ci"), "-o", out, *force)
+        assert proc.returncode == 2 and "precious.txt" in proc.stderr and "--force or not" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert tree(out) == {"precious.txt": b"keep me"}
 
 
 def test_rewrite_replaces_stale_files(tmp_path, orchgen, example):
     out = tmp_path / "out"
     orchgen("plan", example("research-lab"), "-o", out, check=True)
-    orchgen("plan", example("dev-ci"), "-o", out, check=True)
+    orchgen("plan", example("dev-ci"), "-o", out, "--force", check=True)  # another fleet: --force
     assert orchgen("plan", example("dev-ci"), "-o", out, "--check").returncode == 0
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")], "staging left behind"
 
@@ -115,7 +115,7 @@ def test_interrupted_write_keeps_previous_bundle(tmp_path, monkeypatch, example,
     else:
         monkeypatch.setattr(bundle, "_exchange", lambda a, b: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
-        bundle.write(new_files, out)
+        bundle.write(new_files, out, force=True)
     assert tree(out) == before
     assert [p.name for p in tmp_path.iterdir()] == ["out"], "staging directory left behind"
 
@@ -139,7 +139,7 @@ def test_killed_at_any_moment_leaves_a_whole_bundle(tmp_path, example):
     new = ours(tree(tmp_path / "ref"))
     for i in range(12):
         proc = subprocess.Popen([*orchgen_argv(), "plan",
-                                 str(new_src if i % 2 == 0 else old_src), "-o", str(out)],
+                                 str(new_src if i % 2 == 0 else old_src), "-o", str(out), "--force"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(duration * (0.5 + i / 12))
         proc.send_signal(signal.SIGKILL)
@@ -163,22 +163,25 @@ def test_an_impossible_output_is_one_line_exit_2(tmp_path, orchgen, example, whe
 
 
 def test_force_writes_through_a_symlink_to_a_directory(tmp_path, orchgen, example):
-    """--force replaces what the link points to; the link stays a link."""
+    """--force replaces another fleet's bundle the link points to; the link stays a link."""
     real, link = tmp_path / "real", tmp_path / "link"
     real.mkdir()
     (real / "precious.txt").write_text("keep me")
     link.symlink_to(real)
+    for force in ([], ["--force"]):  # a folder orchgen did not write: never
+        proc = orchgen("plan", example("dev-ci"), "-o", link, *force)
+        assert proc.returncode == 2 and "internal error" not in proc.stderr
+        assert proc.stderr.startswith(f"orchgen: {link}: is not empty")
+        assert tree(real) == {"precious.txt": b"keep me"}
+    (real / "precious.txt").unlink()
     proc = orchgen("plan", example("dev-ci"), "-o", link)
-    assert proc.returncode == 2 and "--force" in proc.stderr and "internal error" not in proc.stderr
-    assert proc.stderr.startswith(f"orchgen: {link}: is not empty")
-    assert tree(real) == {"precious.txt": b"keep me"}
-    proc = orchgen("plan", example("dev-ci"), "-o", link, "--force")
     assert proc.returncode == 0, proc.stderr
     assert link.is_symlink() and os.readlink(link) == str(real)
-    assert (real / "plan.json").is_file() and not (real / "precious.txt").exists()
+    assert (real / "plan.json").is_file()
     assert tree(link) == tree(real)
-    # now a bundle: no --force needed, and --check reads through the link too
-    assert orchgen("plan", example("research-lab"), "-o", link).returncode == 0
+    # now dev-ci's bundle: another fleet needs --force, and --check reads through the link too
+    assert orchgen("plan", example("research-lab"), "-o", link).returncode == 2
+    assert orchgen("plan", example("research-lab"), "-o", link, "--force").returncode == 0
     assert link.is_symlink() and orchgen("plan", example("research-lab"), "-o", link, "--check").returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"], "staging left behind"
 
@@ -205,7 +208,7 @@ def test_modes_follow_the_umask(tmp_path, example, umask):
     out = tmp_path / "out"
 
     def run(src):
-        subprocess.run([*orchgen_argv(), "plan", str(src), "-o", str(out)], check=True,
+        subprocess.run([*orchgen_argv(), "plan", str(src), "-o", str(out), "--force"], check=True,
                        capture_output=True, preexec_fn=lambda: os.umask(umask))
 
     for src in (example("dev-ci"), example("research-lab")):  # a first write, then a replacement
@@ -246,10 +249,12 @@ def test_a_replan_keeps_the_operators_stack_file_byte_for_byte(tmp_path, orchgen
     assert other.read_bytes() == b"config:\n  kubernetes:context: staging\n"
     assert (out / "README.md").read_text() != "stale\n"  # everything else is orchgen's, rewritten
     assert orchgen("plan", src, "-o", out, "--check").returncode == 0
-    # a different plan into the same directory keeps them too, and seeds its own stack
-    orchgen("plan", example("grpo-rl"), "-o", out, check=True)
+    # another fleet replaces the bundle only with --force (issue 39): the old fleet's stacks go with it,
+    # the new one seeds its own
+    assert orchgen("plan", example("grpo-rl"), "-o", out).returncode == 2 and stack.read_bytes() == OPERATOR_STACK
+    orchgen("plan", example("grpo-rl"), "-o", out, "--force", check=True)
     grpo = example("grpo-rl")
-    assert stack.read_bytes() == OPERATOR_STACK
+    assert not stack.exists() and not other.exists()
     assert (out / "pulumi" / "Pulumi.grpo-rl.yaml").read_bytes() == render(
         make_plan(spec.load(grpo), grpo))["pulumi/Pulumi.grpo-rl.yaml"]
 
@@ -269,10 +274,14 @@ def test_only_stack_files_are_the_operators(tmp_path, example):
 
 
 def test_stack_files_of_a_foreign_directory_are_not_carried(tmp_path, example):
-    """--force replaces a directory orchgen did not write whole: nothing of it is carried."""
+    """A directory orchgen did not write is refused whole, --force or not: a stack file there is the
+    user's (issue 39), neither carried nor deleted."""
+    from generator.errors import OrchgenError
+
     src, out = example("grpo-rl"), tmp_path / "out"
     (out / "pulumi").mkdir(parents=True)
     (out / "pulumi" / "Pulumi.grpo-rl.yaml").write_bytes(OPERATOR_STACK)
     files = render(make_plan(spec.load(src), src))
-    bundle.write(files, out, force=True)
-    assert (out / "pulumi" / "Pulumi.grpo-rl.yaml").read_bytes() == files["pulumi/Pulumi.grpo-rl.yaml"]
+    with pytest.raises(OrchgenError, match="not written by orchgen"):
+        bundle.write(files, out, force=True)
+    assert tree(out) == {"pulumi/Pulumi.grpo-rl.yaml": OPERATOR_STACK}

@@ -24,7 +24,7 @@ from tests.support import orchgen_argv
 JSON_BEFORE = Path(__file__).parent / "data" / "recommend-json"
 
 
-def _pty_run(args: list[str], columns: int) -> str:
+def _pty_run(args: list[str], columns: int, env: dict[str, str] | None = None) -> str:
     """Run orchgen with its stdout on a pseudo-terminal of `columns` columns (as a user's terminal)."""
     main, sub = pty.openpty()
     import fcntl
@@ -32,7 +32,7 @@ def _pty_run(args: list[str], columns: int) -> str:
     import termios
 
     fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
+    env = {**(os.environ if env is None else env), "COLUMNS": str(columns), "TERM": "xterm"}
     proc = subprocess.Popen([*orchgen_argv(), *args], stdin=sub, stdout=sub,
                             stderr=subprocess.PIPE, env=env, cwd=REPO)
     os.close(sub)
@@ -274,3 +274,76 @@ def test_schema_catches_names_times_hostlists_and_versions(tmp_path):
         path.write_text(text)
         proc = run_orchgen("plan", path, "-o", tmp_path / name)
         assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, (name, proc.stderr)
+
+
+# --- issue 39: a first hour without traps ---------------------------------------------------------
+
+def test_diff_with_nothing_to_change_says_so(tmp_path):
+    out = tmp_path / "out"
+    src = REPO / "examples/dev-ci.yaml"
+    run_orchgen("plan", src, "-o", out, check=True)
+    proc = run_orchgen("plan", src, "-o", out, "--diff")
+    assert proc.returncode == 0 and proc.stdout == "No changes.\n", proc.stdout
+    empty = run_orchgen("plan", src, "-o", out, "--diff", "--format", "json")
+    assert empty.returncode == 0
+    doc = json.loads(empty.stdout)
+    full = json.loads(run_orchgen("plan", src, "-o", tmp_path / "none", "--diff", "--format", "json").stdout)
+    assert doc.keys() == full.keys() and full["files"]  # the same shape, nothing in it
+    assert doc["files"] == doc["disruptive"] == doc["kubernetes"] == doc["slurm"] == doc["other"] == []
+
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _pty_output(args: list[str], no_color: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    if no_color is not None:
+        env["NO_COLOR"] = no_color
+    return _pty_run(args, 120, env=env)
+
+
+@pytest.mark.parametrize("args", [["recommend", "examples/research-lab.yaml"],
+                                  ["simulate", "examples/research-lab.yaml", "--hours", "2"]],
+                         ids=["recommend", "simulate"])
+def test_no_color_means_no_ansi_styling(args):
+    assert SGR.search(_pty_output(args, None)), "the control: a terminal gets styling"
+    assert SGR.search(_pty_output(args, "")), "an empty NO_COLOR is no request"
+    plain = _pty_output(args, "1")
+    assert not SGR.search(plain), SGR.findall(plain)
+    assert "research-lab" in plain
+
+
+def test_plan_format_json_prints_the_result_as_json(tmp_path):
+    out = tmp_path / "out"
+    src = REPO / "examples/dev-ci.yaml"
+    proc = run_orchgen("plan", src, "-o", out, "--format", "json", check=True)
+    doc = json.loads(proc.stdout)
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*")
+                     if p.is_file() and p.name != ".orchgen-bundle")
+    assert doc["fleet"] == "dev-ci" and doc["output"] == str(out) and doc["files"] == written
+    assert doc["planes"] == {"k3s": {"nodes": 1}} and doc["removed"] == [] and doc["next"]
+    (out / "README.md").write_text("edited\n")
+    check = run_orchgen("plan", src, "-o", out, "--check", "--format", "json")
+    assert check.returncode == 1
+    assert json.loads(check.stdout) == {"output": str(out), "up_to_date": False, "changed": ["README.md"],
+                                        "missing": [], "extra": []}
+
+
+def test_slurm_on_kubernetes_next_step_names_its_operator(tmp_path):
+    proc = run_orchgen("plan", REPO / "examples/soperator-lab.yaml", "-o", tmp_path / "out", "-q", check=True)
+    assert "(None)" not in proc.stdout
+    assert "kubernetes + Slurm (soperator)" in " ".join(proc.stdout.split()), proc.stdout
+
+
+ONE_PLURAL = re.compile(r"(?<![\d.,])1 (nodes|leaves|GPUs|files|workloads|pools)\b")
+
+
+def test_one_node_is_singular(tmp_path):
+    src, out = REPO / "examples/dev-ci.yaml", tmp_path / "out"  # k3s on one workstation
+    proc = run_orchgen("plan", src, "-o", out, check=True)
+    assert "k3s (1 node)" in proc.stdout
+    rec = run_orchgen("recommend", src, check=True)
+    texts = {"plan": proc.stdout, "recommend": rec.stdout,
+             **{p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*.md")}}
+    for name, text in texts.items():
+        assert not ONE_PLURAL.search(text), (name, ONE_PLURAL.findall(text))

@@ -60,11 +60,11 @@ RESEARCH_EDITS = (("{name: nlp, share: 3}", "{name: nlp, share: 4}"),
                   ("nodes: 64\n      hostnames: gpu-h100-[001-064]", "nodes: 65\n      hostnames: gpu-h100-[001-065]"))
 
 
-def test_diff_right_after_plan_prints_nothing_and_exits_0(orchgen, example, tmp_path):
+def test_diff_right_after_plan_says_no_changes_and_exits_0(orchgen, example, tmp_path):
     out = tmp_path / "out"
     orchgen("plan", example("research-lab"), "-o", out, check=True)
     proc = orchgen("plan", example("research-lab"), "-o", out, "--diff")
-    assert (proc.returncode, proc.stdout, proc.stderr.count("error")) == (0, "", 0), proc.stderr
+    assert (proc.returncode, proc.stdout, proc.stderr.count("error")) == (0, "No changes.\n", 0), proc.stderr
     # JSON says the same for CI: nothing to do
     proc = orchgen("plan", example("research-lab"), "-o", out, "--diff", "--format", "json")
     data = json.loads(proc.stdout)

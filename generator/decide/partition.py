@@ -65,7 +65,8 @@ def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int
             assert owner is not None
             out[owner][pool] = tuple(nodes)
             if not wanted and slurm and kube:
-                why = f"no workload asks for it; all {len(nodes)} nodes to {owner} (elastic capacity)"
+                whole = f"all {len(nodes)} nodes" if len(nodes) != 1 else "its 1 node"
+                why = f"no workload asks for it; {whole} to {owner} (elastic capacity)"
                 reasons.append(f"pool {pool}: {why}")
             else:
                 why = f"only {owner} wants it"

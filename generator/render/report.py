@@ -23,8 +23,9 @@ def mermaid(plan: Plan) -> str:
         lines.append(f'  P_{plane.name}["{title}"]')
         for i, s in enumerate(plane.slices):
             gpu = f"{s.gpus_per_node}x {s.gpu_type}" if s.gpu_type else "CPU"
-            lines.append(f'  P_{plane.name} --> S_{plane.name}_{i}["{s.pool}: {len(s.nodes)} nodes, '
-                         f'{gpu}<br/>{len(s.leaves)} leaves"]')
+            nodes, leaves = len(s.nodes), len(s.leaves)
+            lines.append(f'  P_{plane.name} --> S_{plane.name}_{i}["{s.pool}: {nodes} node{"s" * (nodes != 1)}, '
+                         f'{gpu}<br/>{leaves} lea{"f" if leaves == 1 else "ves"}"]')
     for i, w in enumerate(plan.workloads):
         label = w.name + (" (gang)" if w.gang_scheduler_required else "")
         lines.append(f'  W_{i}(["{label}"]) --> P_{w.plane}')

@@ -110,10 +110,11 @@ def _progress(total: int, label: str = "replaying"):
     if not sys.stderr.isatty() or total == 0:
         yield None
         return
-    from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(console=Console(stderr=True), transient=True) as bar:
+    from ..terminal import console
+
+    with Progress(console=console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)
 
@@ -129,10 +130,11 @@ def _fmt_wait(seconds: float | None) -> str:
 
 
 def _table(report: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(120, Console().width))
+    from ..terminal import console as make_console
+
+    console = make_console(width=max(120, make_console().width))
     t = Table(title=f"{report['plan']}: queue waits ({report['jobs']} jobs, seed {report['seed']})")
     for col in ("workload", "plane", "pool", "jobs", "wait p50", "wait p95", "never started"):
         t.add_column(col)
@@ -170,10 +172,11 @@ def _table(report: dict) -> None:
 
 
 def _compare_table(rows: list[dict]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(140, Console().width))
+    from ..terminal import console as make_console
+
+    console = make_console(width=max(140, make_console().width))
     t = Table(title="the same demand against the alternatives", show_lines=True)
     for col in ("variant", "wait p50 / p95 per workload", "never started", "GPU utilization", "idle GPU-h while waiting",
                 "preemptions (GPU-h lost)"):
