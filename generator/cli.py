@@ -241,12 +241,16 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
 @click.option("--offline", is_flag=True, help="use only the chart cache (no download) for CRDs and chart defaults")
 @click.option("--no-fetch", is_flag=True, help="fetch nothing: skip the checks that need CRDs or chart defaults "
               "not given by --crds / --chart-defaults")
+@click.option("--allow-repo", "allow_repos", metavar="URL", multiple=True,
+              help="also fetch charts from this https:// or oci:// repository (by default only from the one "
+              "orchgen's catalog pins for each chart); repeatable")
 def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None, old_bundle: str | None,
-             offline: bool, no_fetch: bool) -> None:
+             offline: bool, no_fetch: bool, allow_repos: tuple[str, ...]) -> None:
     """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors.
     Without --crds / --chart-defaults, the CRDs and default values of the chart versions the bundle
     pins are fetched once from the charts' repositories into a cache ($XDG_CACHE_HOME/orchgen/charts;
-    ORCHGEN_CHART_MIRROR replaces every repository)."""
+    ORCHGEN_CHART_MIRROR replaces every repository). Only the repository orchgen's catalog pins for a
+    chart is fetched from, over https, unless --allow-repo names another."""
     import tempfile
 
     from .validate.bundle_checks import bundle_releases, chart_defaults_dir, load_crds, validate_bundle
@@ -257,7 +261,11 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
         if not no_fetch and (registry is None or defaults is None):
             from .validate import charts
 
-            _, found = charts.resolve(bundle_releases(bundle_dir), offline)
+            for repo in allow_repos:
+                why = charts.repo_problem(repo)
+                if why:
+                    raise OrchgenError(f"{repo}: {why}", field="--allow-repo")
+            _, found = charts.resolve(bundle_releases(bundle_dir, allow_repos), offline, allow_repos)
             if registry is None and charts.crd_dirs(found):
                 registry = load_crds(charts.crd_dirs(found))
             if defaults is None and found:
