@@ -316,6 +316,7 @@ def init(output: Path, force: bool, **given) -> None:
                 value = click.prompt(text, default=getattr(defaults, key), **kw)
         answers[key] = getattr(defaults, key) if value is None else value
 
+    _not_a_link(output)
     if output.exists() and not force:
         raise OrchgenError("exists; pass --force to replace it", str(output))
     pick("name", "Fleet name")
@@ -338,10 +339,7 @@ def init(output: Path, force: bool, **given) -> None:
         answers["controller"] = value
     answers["training_nodes"] = min(answers["training_nodes"], answers["nodes"])
     text = workload_yaml(Answers(**answers))
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
+    _write_file(output, text)
     try:
         _load_plan(str(output), warnings=[])  # what init writes plans; a bad answer is named by its line
     except OrchgenError:
@@ -403,6 +401,7 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
     is printed, each with its file:line."""
     from .adopt import Sources, import_slurm as run
 
+    _not_a_link(output)
     if output.exists() and not force:
         raise OrchgenError("exists; pass --force to replace it", str(output))
     if not output.parent.is_dir():
@@ -419,10 +418,7 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
         raise
     for line in report.lines():
         click.echo(fit_to_print(line))
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
+    _write_file(output, text)
     n = len(report.modelled), len(report.carried), len(report.refused), len(report.added)
     click.echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, {n[3]} "
                             "added by orchgen; "
@@ -441,6 +437,27 @@ def schema(of_plan: bool) -> None:
     from .spec import json_schema
 
     click.echo(json.dumps(json_schema(), indent=2, sort_keys=True))
+
+
+_LINK = "is a symbolic link; orchgen does not write through one (name the file itself)"
+
+
+def _not_a_link(output: Path) -> None:
+    """`init -o` / `import -o`: a link (dangling or not) would put the file somewhere else."""
+    if output.is_symlink():
+        raise OrchgenError(_LINK, str(output))
+
+
+def _write_file(output: Path, text: str) -> None:
+    """Write `output` itself, never through a link put there meanwhile (O_NOFOLLOW)."""
+    try:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OrchgenError(_LINK, str(output)) from None
+        raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
 
 
 def _say(line: str) -> None:

@@ -162,23 +162,26 @@ def test_an_impossible_output_is_one_line_exit_2(tmp_path, orchgen, example, whe
     assert "internal error" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_force_writes_through_a_symlink_to_a_directory(tmp_path, orchgen, example):
-    """--force replaces what the link points to; the link stays a link."""
+def test_force_writes_through_a_symlink_only_to_a_bundle(tmp_path, orchgen, example):
+    """A link is written through to a bundle orchgen wrote (the link stays a link); --force never
+    replaces a directory a link leads to (issue 40: `-o link --force` replaced a directory elsewhere)."""
     real, link = tmp_path / "real", tmp_path / "link"
     real.mkdir()
     (real / "precious.txt").write_text("keep me")
     link.symlink_to(real)
     proc = orchgen("plan", example("dev-ci"), "-o", link)
-    assert proc.returncode == 2 and "--force" in proc.stderr and "internal error" not in proc.stderr
-    assert proc.stderr.startswith(f"orchgen: {link}: is not empty")
+    assert proc.returncode == 2 and "internal error" not in proc.stderr
+    assert proc.stderr.startswith(f"orchgen: {link}: is a symbolic link to a directory orchgen did not write")
     assert tree(real) == {"precious.txt": b"keep me"}
     proc = orchgen("plan", example("dev-ci"), "-o", link, "--force")
-    assert proc.returncode == 0, proc.stderr
-    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert tree(real) == {"precious.txt": b"keep me"}
+    # named directly, --force replaces it; then a bundle: written through the link, no --force needed
+    assert orchgen("plan", example("dev-ci"), "-o", real, "--force").returncode == 0
     assert (real / "plan.json").is_file() and not (real / "precious.txt").exists()
-    assert tree(link) == tree(real)
-    # now a bundle: no --force needed, and --check reads through the link too
     assert orchgen("plan", example("research-lab"), "-o", link).returncode == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert tree(link) == tree(real)
     assert link.is_symlink() and orchgen("plan", example("research-lab"), "-o", link, "--check").returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"], "staging left behind"
 

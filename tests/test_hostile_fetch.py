@@ -369,3 +369,148 @@ def test_a_download_past_its_cap_is_refused(tmp_path, repo, monkeypatch):
     repo.files["/stream"] = no_length
     with pytest.raises(charts.FetchError, match="larger than"):
         fetch.get(repo.url + "/stream", 4096)
+
+
+# ---------------------------------------------------------------- links out of a bundle folder
+
+SECRET = "leakedvalue4711"  # no token shape (mask_urls would hide one): any echo of it is a leak
+SECRET_YAML = f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {SECRET}\n  namespace: {SECRET}\n"
+
+
+@pytest.fixture(scope="module")
+def dev_bundle(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dev") / "out"
+    proc = run("plan", REPO / "examples" / "research-lab.yaml", "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _linked_copy(src: Path, dest: Path, rel: str, target: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dest)
+    (dest / rel).unlink()
+    (dest / rel).symlink_to(target)
+    return dest
+
+
+LINKED = "kubernetes/manifests/20-kueue.yaml"
+
+
+@pytest.mark.parametrize("target", ["file", "environ"])
+def test_plan_diff_does_not_follow_a_link_out_of_the_bundle(dev_bundle, tmp_path, target):
+    secret = tmp_path / "secret.yaml"
+    secret.write_text(SECRET_YAML)
+    out = _linked_copy(dev_bundle, tmp_path / "out", LINKED, secret if target == "file" else Path("/proc/self/environ"))
+    env = {"ORCHGEN_SECRET": SECRET}
+    for fmt in ("text", "json"):
+        proc = run("plan", REPO / "examples" / "research-lab.yaml", "-o", out, "--diff", "--format", fmt, env=env)
+        assert proc.returncode == 1 and not proc.stderr, proc.stderr
+        assert SECRET not in proc.stdout, proc.stdout
+        if fmt == "json":
+            files = {f["path"]: f for f in json.loads(proc.stdout)["files"]}
+            assert files[LINKED]["note"] == "is a symbolic link leading outside the bundle: not read"
+            assert files[LINKED]["diff"] == ""
+        else:
+            assert f"not read: {LINKED}: is a symbolic link leading outside the bundle" in proc.stdout, proc.stdout
+
+
+def test_plan_check_names_a_link_out_of_the_bundle(dev_bundle, tmp_path):
+    secret = tmp_path / "secret.yaml"
+    secret.write_text(SECRET_YAML)
+    out = _linked_copy(dev_bundle, tmp_path / "out", LINKED, secret)
+    proc = run("plan", REPO / "examples" / "research-lab.yaml", "-o", out, "--check")
+    assert proc.returncode == 1 and SECRET not in proc.stdout, proc.stdout
+    assert f"  changed: {LINKED} (is a symbolic link leading outside the bundle: not read)" in proc.stdout.splitlines()
+
+
+def test_validate_against_does_not_follow_links_out_of_either_bundle(dev_bundle, tmp_path):
+    secret = tmp_path / "secret.yaml"
+    secret.write_text(SECRET_YAML)
+    old = _linked_copy(dev_bundle, tmp_path / "old", LINKED, secret)
+    new = _linked_copy(dev_bundle, tmp_path / "new", "kubernetes/manifests/18-topology.yaml", secret)
+    proc = run("validate", "--no-fetch", new, "--against", old)
+    assert "Traceback" not in proc.stderr and SECRET not in proc.stdout + proc.stderr, proc.stdout
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "kubernetes/manifests/18-topology.yaml:0: is a symbolic link leading outside the bundle: not read " \
+           "(a bundle is committed and applied as it is)" in lines, proc.stdout
+    assert any(line.startswith("notice: --against: ") and f"{LINKED}:0: is a symbolic link leading outside" in line
+               for line in lines), proc.stdout
+    assert any(f"not read: {LINKED}: is a symbolic link leading outside the bundle" in line for line in lines)
+
+
+def test_the_confined_reader_refuses_a_link_swapped_in_and_keeps_links_inside(tmp_path):
+    from generator import bundle
+    from generator.spec.inputs import Refused
+
+    root = tmp_path / "b"
+    (root / "d").mkdir(parents=True)
+    (root / "a.yaml").write_text("a: 1\n")
+    (root / "d" / "in.yaml").symlink_to("../a.yaml")
+    (root / "d" / "up").symlink_to("..")
+    (tmp_path / "secret").write_text(SECRET)
+    (root / "out.yaml").symlink_to(tmp_path / "secret")
+    assert bundle.read_inside(root, "d/in.yaml") == b"a: 1\n"
+    assert bundle.read_inside(root, "d/up/a.yaml") == b"a: 1\n"
+    for rel in ("out.yaml", "../secret", "d/up/../../secret"):
+        with pytest.raises(bundle.LinkOutside):
+            bundle.read_inside(root, rel)
+    (root / "fifo").unlink(missing_ok=True)
+    os.mkfifo(root / "fifo")
+    with pytest.raises(Refused, match="FIFO"):
+        bundle.read_inside(root, "fifo")
+
+
+def test_force_does_not_replace_a_directory_elsewhere_through_a_link(tmp_path):
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    (real / "precious.txt").write_text("keep me")
+    link.symlink_to(real)
+    refused(run("plan", REPO / "examples" / "dev-ci.yaml", "-o", link, "--force"),
+            rf"^orchgen: {re.escape(str(link))}: is a symbolic link to a directory orchgen did not write")
+    assert sorted(p.name for p in real.iterdir()) == ["precious.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+
+
+def test_init_and_import_do_not_write_through_a_dangling_link(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "workload.yaml"
+    link.symlink_to(elsewhere / "planted.yaml")
+    for args in (("init", "-o", link), ("init", "-o", link, "--force"),
+                 ("import", "slurm", REPO / "tests/data/sites/acct-lab/slurm.conf", "-o", link, "--force")):
+        refused(run(*args, timeout=120), rf"^orchgen: {re.escape(str(link))}: is a symbolic link; orchgen does not "
+                                         r"write through one")
+        assert not any(elsewhere.iterdir()) and link.is_symlink()
+
+
+# ---------------------------------------------------------------- terminal escapes from file content
+
+
+def test_check_and_diff_escape_control_characters(dev_bundle, tmp_path):
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(dev_bundle, out)
+    (out / "README.md").write_text((out / "README.md").read_text() + "\x1b]0;pwned\x07\x1b[2J\tkept tab\r\n")
+    (out / "kubernetes" / "x\x1b[31m.yaml").write_text("a: 1\n")
+    check = run("plan", REPO / "examples" / "research-lab.yaml", "-o", out, "--check")
+    diff = run("plan", REPO / "examples" / "research-lab.yaml", "-o", out, "--diff")
+    for proc in (check, diff):
+        assert proc.returncode == 1, proc.stderr
+        assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\r" not in proc.stdout, proc.stdout
+        assert "x\\x1b[31m.yaml" in proc.stdout
+    assert "-\\x1b]0;pwned\\x07\\x1b[2J\tkept tab\\r" in diff.stdout.splitlines(), diff.stdout
+    assert_printable(check.stdout.replace("\n", ""))
+
+
+def test_plan_diff_renders_charts_only_from_inside_the_charts_folder(tmp_path):
+    """`plan --diff --charts DIR` renders <DIR>/<chart>/<version>: a bundle's `../..` picks nothing outside."""
+    from generator.impact.kube import _chart_dir
+
+    charts = tmp_path / "charts"
+    assert _chart_dir(charts, {"chart": "kueue", "version": "0.19.2"}) == charts / "kueue" / "0.19.2"
+    for chart, version in (("..", "x"), ("kueue", ".."), ("../../etc", "1.0.0"), ("kueue", "0.19.2/../../x"),
+                           ("", "1.0.0"), (None, "1.0.0")):
+        assert _chart_dir(charts, {"chart": chart, "version": version}) is None
