@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .test_hostile_ci import REPO, TOKEN, assert_printable, refused
+from .test_hostile_ci import REPO, assert_printable, refused
 
 KUEUE = ("kueue", "0.19.2", "oci://registry.k8s.io/kueue/charts")  # a chart the catalog pins, and its home
 
