@@ -11,6 +11,8 @@ is written. A re-plan of the same fleet replaces the bundle (stale files of orch
 fleet's bundle is replaced only with --force, and its stack files go with it. A symbolic
 link is written through (the directory it points to gets the bundle; the link stays). Files and
 directories get the modes the user's umask gives, as `cp` or `git checkout` would.
+Every file of an existing bundle folder is read through `read_inside` (links resolved and confined to
+the folder): --check, --diff, `validate` and `validate --against` never print another file's content.
 
 Operator-owned files (`OPERATOR_OWNED`) live in the bundle but belong to the operator: a Pulumi
 stack's config file (`pulumi/Pulumi.<stack>.yaml`) holds the cluster's kubeconfig context, the
@@ -31,11 +33,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import fnmatch
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -104,10 +108,14 @@ def _kept(target: Path) -> Files:
     if not _is_bundle(target):
         return {}
     out: Files = {}
-    for path in sorted(target.rglob("*")):
+    for path in listed(target):
         rel = path.relative_to(target).as_posix()
-        if path.is_file() and not path.is_symlink() and operator_owned(rel):
-            out[rel] = path.read_bytes()
+        if not path.is_symlink() and operator_owned(rel):
+            data = _read_or_note(target, rel)
+            if isinstance(data, str):  # a FIFO or a huge file named like a stack's config: not carried blindly
+                raise OrchgenError(f"{rel}: {data}; the operator's file is carried into the new bundle only "
+                                   "when it is a regular file", str(target))
+            out[rel] = data
     return out
 
 
@@ -120,7 +128,11 @@ def check_paths(files: Files) -> None:
 
 
 def _is_bundle(target: Path) -> bool:
-    return (target / MARKER).is_file()
+    """orchgen wrote `target`: its marker is a regular file (a link named so proves nothing)."""
+    try:
+        return stat.S_ISREG(os.lstat(target / MARKER).st_mode)
+    except OSError:
+        return False
 
 
 def _fsync_tree(root: Path) -> None:
@@ -372,14 +384,80 @@ def _write_locked(files: Files, target: Path, force: bool, shown: str, fleet: st
         raise
 
 
-def _read_or_none(path: Path) -> bytes | None:
-    """A bundle file's bytes for --check; None (differs) for a FIFO, a device or a huge file put there."""
-    from .spec.inputs import Refused, read_bounded
+MAX_READ = 1 << 30  # a bundle file orchgen compares (--check, --diff, --against); validate reads at most 16 MiB
+OUTSIDE = "is a symbolic link leading outside the bundle: not read"
+
+
+def _inside(path: str, top: str) -> bool:
+    return path.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def read_inside(root: str | os.PathLike[str], rel: str, limit: int = MAX_READ,
+                top: str | os.PathLike[str] | None = None) -> bytes:
+    """The one way orchgen reads a file of a bundle folder (`plan --check/--diff`, `validate`, `validate
+    --against`): the bytes of `root`/`rel`, where every link on the way is resolved and the file must
+    stay inside `top` (default `root`; a cluster's folder reads inside its whole bundle). A link leading
+    out is LinkOutside, a FIFO, device, directory or file over `limit` is spec.inputs.Refused, each
+    before a byte is read; the file opened is checked again to be the one inside (a link swapped in
+    between is refused too). OSError (no such file, no permission) is left to the caller."""
+    from .spec.inputs import Refused, _kind  # imported here: `plan` alone never needs them
+
+    top_real = os.path.realpath(top if top is not None else root)
+    real = os.path.realpath(os.path.join(root, rel))
+    if not _inside(real, top_real):
+        raise LinkOutside(OUTSIDE)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(real, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the resolved path became a link meanwhile
+            raise LinkOutside(OUTSIDE) from None
+        raise
+    try:
+        try:
+            opened = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            opened = real
+        if not _inside(opened, top_real):
+            raise LinkOutside(OUTSIDE)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"is {_kind(st.st_mode)}, not a regular file")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise Refused(f"is larger than {limit // 2**20} MiB")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class LinkOutside(Exception):
+    """A bundle file that is a symbolic link leading outside the bundle folder: never read."""
+
+
+def listed(root: Path) -> list[Path]:
+    """Every file of a bundle folder, links included (links to directories are not entered)."""
+    return sorted(p for p in Path(root).rglob("*") if p.is_symlink() or p.is_file())
+
+
+def _read_or_note(root: Path, rel: str) -> bytes | str:
+    """A bundle file's bytes for --check; else why it was not read (a link out, a FIFO, a huge file)."""
+    from .spec.inputs import Refused
 
     try:
-        return read_bounded(path, 1 << 30)
-    except (Refused, OSError):
-        return None
+        return read_inside(root, rel)
+    except LinkOutside:
+        return OUTSIDE
+    except Refused as exc:
+        return f"not read: it {exc}"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
 
 
 @dataclass(frozen=True)
@@ -387,24 +465,30 @@ class Diff:
     changed: tuple[str, ...]
     missing: tuple[str, ...]  # would be written, not on disk
     extra: tuple[str, ...]  # on disk, would not be written
+    unread: tuple[tuple[str, str], ...] = ()  # (changed path, why it was not read): a link out, a FIFO ...
 
     def __bool__(self) -> bool:
         return bool(self.changed or self.missing or self.extra)
 
     def lines(self) -> list[str]:
-        return ([f"changed: {p}" for p in self.changed] + [f"missing: {p}" for p in self.missing]
-                + [f"extra:   {p}" for p in self.extra])
+        """One line per path, fit to print (a file name on disk may hold terminal escapes)."""
+        from .errors import fit_to_print
+
+        why = dict(self.unread)
+        return [fit_to_print(line) for line in
+                [f"changed: {p}" + (f" ({why[p]})" if p in why else "") for p in self.changed]
+                + [f"missing: {p}" for p in self.missing] + [f"extra:   {p}" for p in self.extra]]
 
 
 def diff(files: Files, target: Path) -> Diff:
     target = Path(target)
     on_disk: set[str] = set()
     if target.is_dir():
-        for path in target.rglob("*"):
-            if path.is_file() or path.is_symlink():
-                on_disk.add(path.relative_to(target).as_posix())
+        on_disk = {path.relative_to(target).as_posix() for path in listed(target)}
     on_disk.discard(MARKER)
     on_disk = {p for p in on_disk if not operator_owned(p)}
     ours = {p: data for p, data in files.items() if not operator_owned(p)}
-    changed = sorted(p for p in ours if p in on_disk and _read_or_none(target / p) != ours[p])
-    return Diff(tuple(changed), tuple(sorted(set(ours) - on_disk)), tuple(sorted(on_disk - set(ours))))
+    read = {p: _read_or_note(target, p) for p in ours if p in on_disk}
+    changed = sorted(p for p, data in read.items() if data != ours[p])
+    unread = tuple((p, data) for p, data in sorted(read.items()) if isinstance(data, str))
+    return Diff(tuple(changed), tuple(sorted(set(ours) - on_disk)), tuple(sorted(on_disk - set(ours))), unread)

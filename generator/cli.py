@@ -268,12 +268,16 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
 @click.option("--offline", is_flag=True, help="use only the chart cache (no download) for CRDs and chart defaults")
 @click.option("--no-fetch", is_flag=True, help="fetch nothing: skip the checks that need CRDs or chart defaults "
               "not given by --crds / --chart-defaults")
+@click.option("--allow-repo", "allow_repos", metavar="URL", multiple=True,
+              help="also fetch charts from this https:// or oci:// repository (by default only from the one "
+              "orchgen's catalog pins for each chart); repeatable")
 def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None, old_bundle: str | None,
-             offline: bool, no_fetch: bool) -> None:
+             offline: bool, no_fetch: bool, allow_repos: tuple[str, ...]) -> None:
     """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors.
     Without --crds / --chart-defaults, the CRDs and default values of the chart versions the bundle
     pins are fetched once from the charts' repositories into a cache ($XDG_CACHE_HOME/orchgen/charts;
-    ORCHGEN_CHART_MIRROR replaces every repository)."""
+    ORCHGEN_CHART_MIRROR replaces every repository). Only the repository orchgen's catalog pins for a
+    chart is fetched from, over https, unless --allow-repo names another."""
     import tempfile
 
     from .validate.bundle_checks import bundle_releases, chart_defaults_dir, load_crds, validate_bundle
@@ -284,7 +288,11 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
         if not no_fetch and (registry is None or defaults is None):
             from .validate import charts
 
-            _, found = charts.resolve(bundle_releases(bundle_dir), offline)
+            for repo in allow_repos:
+                why = charts.repo_problem(repo)
+                if why:
+                    raise OrchgenError(f"{repo}: {why}", field="--allow-repo")
+            _, found = charts.resolve(bundle_releases(bundle_dir, allow_repos), offline, allow_repos)
             if registry is None and charts.crd_dirs(found):
                 registry = load_crds(charts.crd_dirs(found))
             if defaults is None and found:
@@ -337,6 +345,7 @@ def init(output: Path, force: bool, **given) -> None:
                 value = click.prompt(text, default=getattr(defaults, key), **kw)
         answers[key] = getattr(defaults, key) if value is None else value
 
+    _not_a_link(output)
     if output.exists() and not force:
         raise OrchgenError("exists; pass --force to replace it", str(output))
     pick("name", "Fleet name")
@@ -360,10 +369,7 @@ def init(output: Path, force: bool, **given) -> None:
         answers["os"] = given.get("os_") or DEFAULT_OS
     answers["training_nodes"] = min(answers["training_nodes"], answers["nodes"])
     text = workload_yaml(Answers(**answers))
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
+    _write_file(output, text)
     try:
         _load_plan(str(output), warnings=[])  # what init writes plans; a bad answer is named by its line
     except OrchgenError:
@@ -425,6 +431,7 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
     is printed, each with its file:line."""
     from .adopt import Sources, import_slurm as run
 
+    _not_a_link(output)
     if output.exists() and not force:
         raise OrchgenError("exists; pass --force to replace it", str(output))
     if not output.parent.is_dir():
@@ -441,10 +448,7 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
         raise
     for line in report.lines():
         click.echo(cut(fit_to_print(line), MAX_LINE))
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
+    _write_file(output, text)
     n = len(report.modelled), len(report.carried), len(report.refused), len(report.added)
     click.echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, {n[3]} "
                             "added by orchgen; "
@@ -463,6 +467,27 @@ def schema(of_plan: bool) -> None:
     from .spec import json_schema
 
     click.echo(json.dumps(json_schema(), indent=2, sort_keys=True))
+
+
+_LINK = "is a symbolic link; orchgen does not write through one (name the file itself)"
+
+
+def _not_a_link(output: Path) -> None:
+    """`init -o` / `import -o`: a link (dangling or not) would put the file somewhere else."""
+    if output.is_symlink():
+        raise OrchgenError(_LINK, str(output))
+
+
+def _write_file(output: Path, text: str) -> None:
+    """Write `output` itself, never through a link put there meanwhile (O_NOFOLLOW)."""
+    try:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OrchgenError(_LINK, str(output)) from None
+        raise OrchgenError(f"cannot write: {exc.strerror}", str(output)) from None
 
 
 def _say(line: str) -> None:

@@ -61,6 +61,12 @@ def printable(text: str) -> str:
     return "".join(out)
 
 
+def printable_text(text: str) -> str:
+    """Multi-line text (a diff of file content) made fit for a terminal: as `printable`, line by
+    line, keeping newlines and tabs (a CR, ESC or bidi override in the content is shown escaped)."""
+    return "\n".join("\t".join(printable(part) for part in line.split("\t")) for line in text.split("\n"))
+
+
 # userinfo of any scheme://user:password@ (also a mistyped scheme: `htps://<token>@host`), the
 # scp form's `user:token@host`, a token in a query string, and the token shapes the big Git hosts issue
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,31}://)[^/\s@'\"]*@")

@@ -162,8 +162,10 @@ def test_an_impossible_output_is_one_line_exit_2(tmp_path, orchgen, example, whe
     assert "internal error" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_force_writes_through_a_symlink_to_a_directory(tmp_path, orchgen, example):
-    """--force replaces another fleet's bundle the link points to; the link stays a link."""
+def test_force_writes_through_a_symlink_only_to_a_bundle(tmp_path, orchgen, example):
+    """A link is written through to a bundle orchgen wrote (the link stays a link); a directory a link
+    leads to that orchgen did not write is never replaced, --force or not (issue 40: `-o link --force`
+    replaced a directory elsewhere; issue 39: never delete what orchgen did not write)."""
     real, link = tmp_path / "real", tmp_path / "link"
     real.mkdir()
     (real / "precious.txt").write_text("keep me")

@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from generator.errors import printable_text
+
 from .kube import DISRUPTIVE, KubeChange, kube_impact
 from .slurm import ACTIONS, HOW, SlurmChange, impact_of_files
 
@@ -18,7 +20,15 @@ SLURM_DISRUPTIVE = set(ACTIONS[ACTIONS.index("restart_slurmctld"):])
 class FileDiff:
     path: str
     status: str  # changed | added | removed
-    diff: str  # unified diff ("" for a file that is not text)
+    diff: str  # unified diff ("" for a file that is not text, or was not read)
+    note: str = ""  # why the file on disk was not read (a link leading out of the folder, a FIFO ...)
+
+
+@dataclass(frozen=True)
+class NotRead:
+    """A bundle file on disk orchgen did not read, and why (never its content)."""
+
+    reason: str
 
 
 @dataclass
@@ -52,7 +62,11 @@ class Impact:
             out.append("Kubernetes:")
             for k in self.kubernetes:
                 out.append(f"  {k.action}: {k.object}" + (f": {k.detail}" if k.detail else ""))
-        others = [(f.path, other_class(f.path)) for f in self.files if other_class(f.path)]
+        unread = [f for f in self.files if f.note]
+        if unread:
+            out.append("Not read (their impact not computed):")
+            out += [f"  not read: {f.path}: {f.note}" for f in unread]
+        others = [(f.path, other_class(f.path)) for f in self.files if other_class(f.path) and not f.note]
         if others:
             out.append("Other files:")
             out += [f"  {what}: {path}" for path, what in others]
@@ -66,7 +80,8 @@ class Impact:
             lines += [f"  {b}" for b in bad]
         lines += self.impact_lines()
         body = "\n".join(lines) + "\n"
-        return body + "".join(f.diff or f"binary file {f.path} {f.status}\n" for f in self.files)
+        body += "".join(f.diff or ("" if f.note else f"binary file {f.path} {f.status}\n") for f in self.files)
+        return printable_text(body)  # file content is no one's terminal: escapes shown, newlines and tabs kept
 
     def to_json(self) -> str:
         how = {a: HOW[a] for a in sorted({c.action for c in self.slurm}, key=ACTIONS.index)}
@@ -112,8 +127,8 @@ def _nodes(c: SlurmChange) -> str:
         return f" [nodes {','.join(c.nodes)}]"
 
 
-def _text(data: bytes | None) -> str | None:
-    if data is None:
+def _text(data: bytes | NotRead | None) -> str | None:
+    if data is None or isinstance(data, NotRead):
         return None
     try:
         return data.decode("utf-8")
@@ -136,12 +151,29 @@ def _gpu_nodes(files: dict[str, bytes]) -> int | None:
         return None
 
 
-def read_tree(root: Path, skip=lambda p: False) -> dict[str, bytes]:
+def read_tree(root: Path, skip=lambda p: False) -> dict[str, bytes | NotRead]:
+    """Every file of a bundle folder, read through bundle.read_inside: a link leading out of the
+    folder, a FIFO, a device or a huge file is a NotRead (its reason), never its content."""
+    from generator.bundle import LinkOutside, listed, read_inside
+    from generator.spec.inputs import Refused
+
     root = Path(root)
     if not root.is_dir():
         return {}
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not skip(p.relative_to(root).as_posix())}
+    out: dict[str, bytes | NotRead] = {}
+    for path in listed(root):
+        rel = path.relative_to(root).as_posix()
+        if skip(rel):
+            continue
+        try:
+            out[rel] = read_inside(root, rel)
+        except LinkOutside as exc:
+            out[rel] = NotRead(str(exc))
+        except Refused as exc:
+            out[rel] = NotRead(f"not read: it {exc}")
+        except OSError as exc:
+            out[rel] = NotRead(f"cannot read: {exc.strerror or exc}")
+    return out
 
 
 def compare(old: dict[str, bytes], new: dict[str, bytes], old_label: str, new_label: str,
@@ -151,9 +183,13 @@ def compare(old: dict[str, bytes], new: dict[str, bytes], old_label: str, new_la
     impact = Impact(release)
     for path in sorted(old.keys() | new.keys()):
         a, b = old.get(path), new.get(path)
-        if a == b:
+        if a == b and not isinstance(a, NotRead):
             continue
         status = "added" if a is None else "removed" if b is None else "changed"
+        unread = next((x.reason for x in (a, b) if isinstance(x, NotRead)), "")
+        if unread:  # named with why, never compared: its impact is not computed either
+            impact.files.append(FileDiff(path, status, "", unread))
+            continue
         ta, tb = _text(a), _text(b)
         diff = ""
         if (a is None or ta is not None) and (b is None or tb is not None):
@@ -164,8 +200,9 @@ def compare(old: dict[str, bytes], new: dict[str, bytes], old_label: str, new_la
             if diff and not diff.endswith("\n"):
                 diff += "\n\\ No newline at end of file\n"
         impact.files.append(FileDiff(path, status, diff))
-    texts_old = {p: t for p, d in old.items() if (t := _text(d)) is not None}
-    texts_new = {p: t for p, d in new.items() if (t := _text(d)) is not None}
+    unread = {f.path for f in impact.files if f.note}  # left out of both sides: no object counts as gone
+    texts_old = {p: t for p, d in old.items() if p not in unread and (t := _text(d)) is not None}
+    texts_new = {p: t for p, d in new.items() if p not in unread and (t := _text(d)) is not None}
     sub = lambda files: {p[len("slurm/"):]: t for p, t in files.items() if p.startswith("slurm/")}  # noqa: E731
     if any(p.startswith("slurm/") for p in texts_old.keys() | texts_new.keys()):
         impact.slurm = impact_of_files(sub(texts_old), sub(texts_new), release)

@@ -153,6 +153,16 @@ def charts_dir(explicit: str | Path | None = None) -> Path | None:
     return Path(where) if where and Path(where).is_dir() else None
 
 
+def _chart_dir(charts: Path | None, release: dict[str, Any]) -> Path | None:
+    """<charts>/<chart>/<version> of a release; None where the bundle's name or version is a path
+    (`../..`): a bundle never picks a folder outside the user's charts."""
+    names = [release.get("chart"), release.get("version")]
+    if charts is None or any(not isinstance(n, str) or not n or n in (".", "..") or "/" in n or "\\" in n
+                             or "\0" in n for n in names):
+        return None
+    return charts / names[0] / names[1]
+
+
 def render_chart(helm: str, chart: Path, name: str, namespace: str, values: str) -> list[dict[str, Any]] | str:
     """The objects `helm template` renders, or the error line."""
     with tempfile.TemporaryDirectory(prefix="orchgen-helm-") as tmp:
@@ -202,7 +212,7 @@ def release_changes(old: dict[str, str], new: dict[str, str], charts: Path | Non
             out.append(KubeChange(vfile, label, "upgraded", "helm is not installed: which of its workloads roll "
                                   "was not computed (install helm and set ORCHGEN_CHARTS to see it)"))
             continue
-        dirs = [charts / str(r.get("chart")) / str(r.get("version")) if charts else None for r in (ra, rb)]
+        dirs = [_chart_dir(charts, r) for r in (ra, rb)]
         if not all(d and d.is_dir() for d in dirs):
             out.append(KubeChange(vfile, label, "upgraded", f"chart {rb.get('chart')} {rb.get('version')} not found "
                                   "under ORCHGEN_CHARTS (or --charts): which of its workloads roll was not computed"))

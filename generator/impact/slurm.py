@@ -423,10 +423,20 @@ def _generic(file: str, old: str | None, new: str | None, release: str) -> list[
 
 
 def _files(root: Path) -> dict[str, str]:
+    """The folder's files as text, read through bundle.read_inside (a link out of it is left out)."""
+    from generator.bundle import LinkOutside, listed, read_inside
+    from generator.spec.inputs import Refused
+
     if not root.is_dir():
         return {}
-    return {p.relative_to(root).as_posix(): p.read_text(errors="replace")
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    out = {}
+    for path in listed(root):
+        rel = path.relative_to(root).as_posix()
+        try:
+            out[rel] = read_inside(root, rel).decode("utf-8", errors="replace")
+        except (LinkOutside, Refused, OSError):
+            continue
+    return out
 
 
 def slurm_impact(old_dir: Path, new_dir: Path, release: str) -> list[SlurmChange]:

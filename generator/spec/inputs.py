@@ -116,6 +116,7 @@ KUBERNETES_OLDEST, KUBERNETES_NEWEST = (1, 29), (1, 37)
 # shell, YAML or a Markdown table would read as syntax: no spaces, quotes, `;`, `|`, `$`, newlines.
 _CHART_VERSION = re.compile(r"^v?(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})(\.(0|[1-9][0-9]{0,8}))?"
                             r"(-[0-9A-Za-z.-]{1,64})?(\+[0-9A-Za-z.-]{1,64})?$")
+CHART_VERSION = _CHART_VERSION  # also what `orchgen validate` fetches (validate/charts.py)
 
 
 def _tuple(version: str) -> tuple[int, ...]:

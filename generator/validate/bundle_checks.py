@@ -68,15 +68,47 @@ def load_crds(paths: str | Path | Iterable[str | Path]) -> CRDRegistry:
     return registry
 
 
-def bundle_releases(path: str | Path) -> list[dict]:
-    """The releases a bundle pins (kubernetes/helm/releases.yaml), [] where it has none."""
+def bundle_releases(path: str | Path, allowed: tuple[str, ...] = ()) -> list[dict]:
+    """The releases a bundle pins (kubernetes/helm/releases.yaml), [] where it has none. Before any
+    chart is fetched: a chart name or version that is not Helm's grammar, or a repository other than
+    the one orchgen's catalog pins for the chart (and not in `allowed`, the user's --allow-repo), is
+    an OrchgenError naming the file, line and field."""
     from .helm_checks import load_releases
 
     bundle = open_bundle(path)
-    out = load_releases(bundle)[0]
-    for view in cluster_checks.views(bundle):  # a plane beyond one cluster: every cluster's releases
-        out += [r for r in load_releases(view)[0] if r not in out]
+    out: list[dict] = []
+    for view in [bundle, *cluster_checks.views(bundle)]:  # a plane beyond one cluster: every cluster's releases
+        releases, doc = load_releases(view)
+        for rel in releases:
+            _check_pin(view, doc, rel, allowed)
+        out += [r for r in releases if r not in out]
     return out
+
+
+def _check_pin(view: Bundle, doc, rel: dict, allowed: tuple[str, ...]) -> None:  # noqa: ANN001
+    from ..contract import RELEASES_FILE as RELEASES
+    from . import charts
+
+    repo, chart, version = (rel.get(k) for k in ("repo", "chart", "version"))
+    if not all(isinstance(v, str) and v for v in (repo, chart, version)):
+        return  # nothing is fetched for it (check_releases reports the missing field)
+    index = next(i for i, r in enumerate(doc.data["releases"]) if r is rel)
+    prefix = getattr(view, "prefix", "")
+
+    def refuse(key: str, why: str) -> OrchgenError:
+        return OrchgenError(why, f"{prefix}{RELEASES}", doc.line_of(["releases", index, key]),
+                            f"releases[{index}].{key}")
+
+    problem = charts.pin_problem(chart, version)
+    if problem:
+        raise refuse(*problem)
+    why = charts.repo_problem(repo)
+    if why:
+        raise refuse("repo", why)
+    if not charts.repo_allowed(charts.Pin(repo, chart, version), allowed):
+        pinned = ", ".join(sorted(charts.catalog_repos(chart))) or "none: not a chart orchgen's catalog knows"
+        raise refuse("repo", f"{repo} is not the repository orchgen's catalog pins for chart {chart} ({pinned}); "
+                             "`orchgen validate` fetches only from it, or from a repository given with --allow-repo")
 
 
 def chart_defaults_dir(path: str | Path) -> Path:

@@ -8,7 +8,6 @@ file as a whole".
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from ..bundle import MARKER
+from ..bundle import MARKER, LinkOutside, read_inside
 from ..errors import fit_to_print
-from ..spec.inputs import Refused, read_bounded
+from ..spec.inputs import MAX_INPUT_BYTES, Refused
 from ..spec.fabric import LABEL_PLANE
 from ..decide.plan import KUBE_PLANES
 
@@ -305,12 +304,12 @@ class Bundle:
     def text(self, rel: str) -> str | None:
         if rel not in self._text:
             self._text[rel] = None
-            if self.has(rel) and not self._inside(rel):
-                self.problems.append(error(rel, 0, "is a symbolic link leading outside the bundle: not read "
-                                                   "(a bundle is committed and applied as it is)"))
-            elif self.has(rel):
-                try:  # the limits `plan` reads workload.yaml with: a regular file, at most 16 MiB
-                    self._text[rel] = read_bounded(self.root / rel).decode("utf-8")
+            if self.has(rel) or (self.root / rel).is_symlink():
+                try:  # the limits `plan` reads workload.yaml with: a regular file, at most 16 MiB; links confined
+                    self._text[rel] = read_inside(self.root, rel, MAX_INPUT_BYTES, self.top).decode("utf-8")
+                except LinkOutside:
+                    self.problems.append(error(rel, 0, "is a symbolic link leading outside the bundle: not read "
+                                                       "(a bundle is committed and applied as it is)"))
                 except UnicodeDecodeError as exc:
                     self.problems.append(error(rel, 0, f"not UTF-8 text (byte {exc.start})"))
                 except Refused as exc:
@@ -319,9 +318,10 @@ class Bundle:
                     self.problems.append(error(rel, 0, f"cannot read: {exc.strerror}"))
         return self._text[rel]
 
-    def _inside(self, rel: str) -> bool:
-        real, top = os.path.realpath(self.root / rel), os.path.realpath(self.root)
-        return real.startswith(top.rstrip(os.sep) + os.sep)
+    @property
+    def top(self) -> Path:
+        """The folder links may lead within (a cluster's view: its whole bundle)."""
+        return self.root
 
     def docs(self, rel: str) -> list[Doc]:
         """The file's non-empty YAML documents ([] if absent or unparsable; the latter is a problem)."""

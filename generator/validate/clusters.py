@@ -52,8 +52,9 @@ class ClusterView(Bundle):
         self.prefix = f"{cluster_dir(name)}/"
         super().__init__(parent.root / cluster_dir(name))
 
-    def _inside(self, rel: str) -> bool:  # a link may lead to a sibling cluster's file, not out of the bundle
-        return self.parent._inside(self.prefix + rel)
+    @property
+    def top(self):  # noqa: ANN201 - a link may lead to a sibling cluster's file, not out of the bundle
+        return self.parent.top
 
     @cached_property
     def role(self) -> str | None:

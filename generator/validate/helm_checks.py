@@ -52,6 +52,15 @@ def check_releases(bundle: Bundle) -> Iterator[Finding]:
         name = str(rel.get("name"))
         if name in placed:
             yield error(RELEASES, at, f"release {name} is listed twice")
+        chart, version = rel.get("chart"), rel.get("version")
+        if isinstance(chart, str) and isinstance(version, str):  # validate fetches <chart> <version>: no paths
+            from .charts import pin_problem
+
+            problem = pin_problem(chart, version)
+            if problem:
+                yield error(RELEASES, doc.line_of(["releases", i, problem[0]]),
+                            f"release {name}: {problem[0]} {chart if problem[0] == 'chart' else version} is "
+                            f"{problem[1]}")
         repo = str(rel.get("repo", ""))
         if repo and not repo.startswith(("https://", "oci://")):
             yield error(RELEASES, doc.line_of(["releases", i, "repo"]),
