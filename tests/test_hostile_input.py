@@ -6,8 +6,8 @@ simulated jobs, echoed values, closed streams); and input cannot steer the files
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from generator.errors import OrchgenError
 from generator.spec import slurmconf
 
 from .conftest import EXAMPLES, REPO, run_orchgen
+from .support import cli_env, orchgen_argv
 from .test_bad_input import BASE
 from .test_import_slurm import MINIMAL, _import, _one_line_refusal
 
@@ -210,11 +211,12 @@ def test_a_huge_value_is_cut_in_the_error_line(tmp_path):
 
 
 def _example_run(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "generator.cli", *args], stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen([*orchgen_argv(), *args], stderr=subprocess.PIPE, text=True,
+                            env=cli_env(kw.pop("env", None)), **kw)
 
 
 def test_closed_stdout_exits_2_with_one_line():
-    done = subprocess.run([sys.executable, "-m", "generator.cli", "recommend", str(EXAMPLES / "superpod.yaml")],
+    done = subprocess.run([*orchgen_argv(), "recommend", str(EXAMPLES / "superpod.yaml")], env=cli_env(),
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                           preexec_fn=lambda: os.close(1))
     assert done.returncode == 2, (done.returncode, done.stderr)
@@ -235,9 +237,11 @@ def test_an_absolute_output_works_with_the_working_directory_deleted(tmp_path):
     gone = tmp_path / "gone"
     gone.mkdir()
     out = tmp_path / "out"
-    proc = subprocess.run(f"cd {gone} && rmdir {gone} && {sys.executable} -m generator.cli plan "
+    argv = " ".join(shlex.quote(a) for a in orchgen_argv())
+    env = cli_env() if os.environ.get("ORCHGEN_BIN") else {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(f"cd {gone} && rmdir {gone} && {argv} plan "
                           f"{EXAMPLES / 'research-lab.yaml'} -o {out} -q", shell=True, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+                          env=env)
     assert proc.returncode == 0, proc.stderr
     assert (out / "plan.json").is_file()
 
