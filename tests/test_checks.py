@@ -1,12 +1,16 @@
 """The bundle's production checks (checks/run.py): the nccl-tests verdict on recorded all_reduce_perf runs
 (one over InfiniBand that passes, one where NCCL fell back to sockets, which must fail), run as the bundle
 ships them. The checks that need a cluster (GRES, whole allocation on the fewest leaves, NHC) run against a
-real one in tests/test_bringup_real.py."""
+real one in tests/test_bringup_real.py; their bounds (srun --immediate, the per-check bound, scancel on any exit),
+the per-node jobs run at once and the NOT INSTALLED nccl-tests run against a cluster faked on PATH."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,3 +70,148 @@ def test_fewest_leaves(bundle):
         sys.path.pop(0)
     leaves = [{"nodes": ["a", "b"]}, {"nodes": ["c", "d", "e", "f"]}, {"nodes": ["g"]}]
     assert [checks.fewest_leaves(leaves, k) for k in (1, 4, 5, 6, 7)] == [1, 1, 2, 2, 3]
+
+
+# A cluster faked on PATH (srun, squeue, sinfo, scancel), so that the bounds, the cancelling and the parallel
+# per-node jobs are seen without one: FAKE_SRUN says what srun does.
+FAKE_SRUN = r'''
+import os, sys, time
+d, mode, args = os.environ["FAKE_DIR"], os.environ["FAKE_SRUN"], sys.argv[1:]
+with open(os.path.join(d, "srun.log"), "a") as f:
+    f.write(" ".join(args) + "\n")
+opts, i = {}, 0
+while i < len(args) and args[i].startswith("-"):
+    if args[i] in ("-N", "-t", "-J", "-w", "-p"):
+        opts[args[i]] = args[i + 1]
+        i += 1
+    i += 1
+if mode == "never":  # a busy partition, and an srun that never gives up
+    print("srun: job 4242 queued and waiting for resources", file=sys.stderr, flush=True)
+    time.sleep(600)
+if mode == "busy":  # what srun --immediate says when the nodes stay busy
+    print("srun: job 4243 queued and waiting for resources", file=sys.stderr)
+    print("srun: error: Unable to allocate resources: Requested nodes are busy", file=sys.stderr)
+    sys.exit(1)
+if mode == "barrier":  # a node's job passes only when every node's job has started meanwhile
+    open(os.path.join(d, "started." + opts["-w"]), "w").close()
+    end = time.time() + 5
+    while sum(n.startswith("started.") for n in os.listdir(d)) < int(os.environ["FAKE_NODES"]):
+        if time.time() > end:
+            sys.exit("ran alone: the other nodes' jobs did not start meanwhile")
+        time.sleep(0.05)
+    print(opts["-w"], "ok")
+    sys.exit(0)
+os.execvp(args[i], args[i:])  # local: run the command here
+'''
+FAKE_SQUEUE = r'''
+import sys
+import time
+if "-n" in sys.argv:
+    print("4242")
+else:
+    print("4242 bob PENDING 2 (Resources)")
+    print("4100 carol RUNNING 2 gpu[01-02]")
+'''
+FAKE_SINFO = r'''
+import sys
+import time
+print("gpu*" if "%P" in sys.argv else "")
+'''
+FAKE_SCANCEL = r'''
+import os, sys
+with open(os.path.join(os.environ["FAKE_DIR"], "scancel.log"), "a") as f:
+    f.write(" ".join(sys.argv[1:]) + "\n")
+'''
+
+
+@pytest.fixture
+def cluster(tmp_path, bundle):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("squeue", FAKE_SQUEUE), ("sinfo", FAKE_SINFO), ("scancel", FAKE_SCANCEL)):
+        (bin_ / name).write_text(f"#!{sys.executable}\n{text}")
+        (bin_ / name).chmod(0o755)
+    cfg = json.loads((bundle / "checks/checks.json").read_text())
+    cfg["nodes"] = {f"gpu0{i}": {"gpus": 2, "gpu_type": "a100"} for i in (3, 1, 2)}
+    cfg["health_program"] = "/usr/sbin/nhc"
+    (tmp_path / "checks.json").write_text(json.dumps(cfg))
+
+    def run(mode: str, *args: str, popen: bool = False):
+        env = {**os.environ, "PATH": f"{bin_}:/usr/bin:/bin", "FAKE_DIR": str(tmp_path), "FAKE_SRUN": mode,
+               "FAKE_NODES": "3"}
+        argv = [sys.executable, str(bundle / "checks/run.py"), "--config", str(tmp_path / "checks.json"), *args]
+        if popen:
+            return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    return run, tmp_path
+
+
+def test_a_busy_partition_fails_bounded_with_what_squeue_shows_and_cancels(cluster):
+    run, d = cluster
+    start = time.monotonic()
+    proc = run("never", "--only", "allocation", "--immediate", "1", "--check-timeout", "3")
+    assert time.monotonic() - start < 20
+    assert proc.returncode == 1, proc.stderr
+    res = json.loads(proc.stdout)["allocation"]
+    assert res["ok"] is False and res["status"] == "BUSY"
+    assert "partition gpu busy: 2 nodes with gpu:2 still waiting after the check's bound of 3 s" in res["detail"]
+    assert "4242 bob PENDING 2 (Resources)" in res["detail"] and "job 4242, cancelled" in res["detail"]
+    assert "check allocation failed: allocation: partition gpu busy" in proc.stderr
+    assert "--immediate=1 " in (d / "srun.log").read_text()
+    assert (d / "scancel.log").read_text().split() == ["4242"]
+
+
+def test_srun_immediate_refusal_is_one_clear_line_per_node(cluster):
+    run, d = cluster
+    proc = run("busy", "--only", "health", "--immediate", "2")
+    assert proc.returncode == 1, proc.stderr
+    detail = json.loads(proc.stdout)["health"]["detail"]
+    assert [line.split(":")[0] for line in detail] == ["gpu01", "gpu02", "gpu03"]
+    assert "partition gpu busy: node gpu01 not free within 2 s (srun --immediate" in detail[0]
+    assert "Requested nodes are busy" in detail[0] and "4100 carol RUNNING" in detail[0]
+    assert (d / "scancel.log").read_text().split() == ["4242", "4243"]
+
+
+def test_sigterm_cancels_the_jobs_started(cluster):
+    run, d = cluster
+    proc = run("never", "--only", "allocation", popen=True)
+    end = time.monotonic() + 20
+    while not (d / "srun.log").exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=20)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "4242" in (d / "scancel.log").read_text().split()
+
+
+def test_health_runs_on_every_node_at_once_sorted(cluster):
+    run, d = cluster
+    proc = run("barrier", "--only", "health")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["health"] == {"ok": True, "detail": "/usr/sbin/nhc passed on 3 nodes"}
+    assert sorted(ln.split(" -w ")[1].split()[0] for ln in (d / "srun.log").read_text().splitlines()) == \
+        ["gpu01", "gpu02", "gpu03"]
+
+
+def test_nccl_tests_not_installed_says_how_to_build_them(cluster):
+    run, d = cluster
+    proc = run("local", "--only", "nccl")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    res = json.loads(proc.stdout)["nccl"]
+    assert res["ok"] is False and res["status"] == "NOT INSTALLED"
+    assert res["detail"][0].startswith("NOT INSTALLED: nccl-tests' all_reduce_perf is not on ")
+    steps = "\n".join(res["detail"])
+    assert "git clone https://github.com/NVIDIA/nccl-tests" in steps and "make -C" in steps and "MPI=1" in steps
+    assert "--nccl-tests PATH or ORCHGEN_NCCL_TESTS=PATH" in steps and "--skip nccl" in steps
+    assert "check nccl failed: NOT INSTALLED" in proc.stderr
+
+
+def test_nccl_tests_path_is_taken_from_the_flag(cluster):
+    run, d = cluster
+    fake = d / "all_reduce_perf"
+    fake.write_text(f"#!/bin/sh\ncat {DATA / 'nccl-ib-pass.log'}\n")
+    fake.chmod(0o755)
+    proc = run("local", "--only", "nccl", "--nccl-tests", str(fake))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["nccl"]["busbw_gbps"] == 75.81

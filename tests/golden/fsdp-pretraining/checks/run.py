@@ -16,8 +16,14 @@ Checks:
 - nccl: nccl-tests all_reduce_perf over two nodes with NCCL_DEBUG=INFO uses the fabric's RDMA transport
   (NET/IB on InfiniBand and RoCE), never the socket fallback, and reaches the bus-bandwidth floor of the
   fabric kind. NCCL's own log line names the transport ("via NET/IB/0/GDRDMA"); `--nccl-log FILE` checks
-  a recorded run instead of starting one. Needs nccl-tests' all_reduce_perf on the nodes' PATH
-  (https://github.com/NVIDIA/nccl-tests, built with MPI=0 or run under srun's PMIx).
+  a recorded run instead of starting one. Needs nccl-tests' all_reduce_perf on the nodes (PATH, or
+  `--nccl-tests PATH` / $ORCHGEN_NCCL_TESTS); where it is absent the check says NOT INSTALLED with the steps
+  to build it (NCCL_TESTS_STEPS) and run.py exits 3 (NOT_INSTALLED_EXIT) when nothing else failed.
+
+Every Slurm job the checks submit is bounded: srun --immediate (`--immediate S`) so a busy partition fails
+that check with one line naming the partition, the nodes asked and what squeue shows, and a total bound per
+check (`--check-timeout S`); every job they started is cancelled (scancel of the recorded job IDs) on any
+exit, SIGINT and SIGTERM included. The per-node health check runs one job per node at once.
 - gang (a plan with a Kubernetes plane): a small gang test job (checks.json `kubernetes.gang`: N pods of
   one GPU on a GPU pool, made by the plan's own starter code, so in a tenant namespace under the plan's
   gang scheduler, queue and priority class) is admitted whole or not at all: it passes when all N pods
@@ -35,20 +41,138 @@ Standard library only: it runs on a bare controller.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+# How long a check's job may wait for its nodes before srun gives up (srun(1) --immediate): a busy partition
+# then fails the check with what squeue shows instead of queueing behind other jobs; raise it on a busy site.
+IMMEDIATE_S = 30
+# The most one check may take in all, its jobs included (all_reduce_perf from 8 B to 4 GB over two nodes takes
+# minutes; NHC seconds); `--check-timeout` overrides every one. srun(1): a killed srun leaves its job, so the
+# checks scancel(1) what they started.
+CHECK_BOUND_S = {"gres": 60, "allocation": 300, "health": 600, "nccl": 1200, "gang": 1800}
+# run.py's exit status where the only failures are checks whose tools are not installed (nccl-tests)
+NOT_INSTALLED_EXIT = 3
+NCCL_MISSING = "orchgen-checks: NOT INSTALLED"
+# nccl-tests' README ("Build"): MPI=1 so that the ranks srun starts form one job (run under srun's PMIx).
+NCCL_TESTS_STEPS = [
+    "on every GPU node, as root (needs CUDA, NCCL and an MPI with PMIx, e.g. Debian's libopenmpi-dev):",
+    "git clone https://github.com/NVIDIA/nccl-tests /usr/local/src/nccl-tests",
+    "make -C /usr/local/src/nccl-tests MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi CUDA_HOME=/usr/local/cuda "
+    "NCCL_HOME=/usr",
+    "install -m 0755 /usr/local/src/nccl-tests/build/all_reduce_perf /usr/local/bin/  # on the nodes' PATH, or "
+    "tell the checks where it is: --nccl-tests PATH or ORCHGEN_NCCL_TESTS=PATH",
+    "or skip the check: checks/run.py --skip nccl (bring-up: -e orchgen_check_args='--skip nccl')",
+]
 
-def sh(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+JOBS: set[str] = set()  # Slurm job IDs the checks started, cancelled on exit
+NAMES: set[str] = set()  # the job names they used (orchgen-check-<check>-<pid>), to find IDs srun never printed
+PROCS: set[subprocess.Popen] = set()
+_LOCK = threading.Lock()
+
+
+def sh(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"{argv[0]} did not answer in {timeout:.0f} s")
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: not found (run on a host with Slurm's commands)")
+
+
+def _job_ids(text: str) -> set[str]:
+    """The job IDs srun names on stderr ("srun: job 42 queued and waiting for resources", "jobid 42")."""
+    return set(re.findall(r"\bjob(?:id)?[ =](\d+)", text, re.I))
+
+
+def _default_partition() -> str:
+    out = sh(["sinfo", "-h", "-o", "%P"], timeout=15)
+    names = out.stdout.split() if out.returncode == 0 else []
+    return next((n.rstrip("*") for n in names if n.endswith("*")), names[0] if names else "the default partition")
+
+
+def _squeue(partition: str) -> str:
+    out = sh(["squeue", "-h", "-p", partition, "-o", "%i %u %T %D %R"], timeout=15)
+    if out.returncode != 0:
+        return f"squeue failed: {out.stderr.strip()[-200:] or out.returncode}"
+    rows = [r.strip() for r in out.stdout.splitlines() if r.strip()]
+    return (f"{len(rows)} jobs: " + "; ".join(rows[:5]) + ("; ..." if len(rows) > 5 else "")) if rows else "no jobs"
+
+
+class Busy(Exception):
+    """A check's job did not get its nodes (srun --immediate) or ran past the check's bound."""
+
+
+def srun(check: str, opts: list[str], command: list[str], asked: str, bound: float, immediate: int
+         ) -> subprocess.CompletedProcess:
+    """One bounded Slurm job: srun --immediate, killed and scancelled past `bound` seconds; raises Busy with one
+    line (partition, nodes asked, what squeue shows) when the nodes were busy or the bound ran out."""
+    name = f"orchgen-check-{check}-{os.getpid()}"
+    argv = ["srun", f"--immediate={immediate}", "-J", name, *opts, *command]
+    with _LOCK:
+        NAMES.add(name)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(argv, 127, "", "srun: not found (run on a host with Slurm's commands)")
+    with _LOCK:
+        PROCS.add(proc)
+    try:
+        try:
+            out, err = proc.communicate(timeout=bound)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            timed_out = True
+    finally:
+        with _LOCK:
+            PROCS.discard(proc)
+    ids = _job_ids(err)
+    with _LOCK:
+        JOBS.update(ids)
+    started = "allocated resources" in err or bool(out.strip())
+    last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), "")
+    busy = re.search(r"Unable to allocate resources|Immediate execution impossible|Requested nodes are busy|"
+                     r"queued and waiting", err)
+    if timed_out or (proc.returncode != 0 and busy and not started):
+        part = _default_partition()
+        job = f" (job {', '.join(sorted(ids))}, cancelled)" if ids else ""
+        if timed_out and started:
+            raise Busy(f"{check}: stopped after the check's bound of {bound:.0f} s while its job ran on {asked}"
+                       f"{job}; raise it with --check-timeout")
+        why = (f"still waiting after the check's bound of {bound:.0f} s" if timed_out
+               else f"not free within {immediate} s (srun --immediate; raise it with --immediate)")
+        raise Busy(f"{check}: partition {part} busy: {asked} {why}{job}; srun: {last or 'nothing'}; "
+                   f"squeue -p {part} shows {_squeue(part)}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def cancel_jobs() -> None:
+    """scancel every job the checks started: the IDs srun printed and any squeue still lists under their names."""
+    with _LOCK:
+        procs, ids, names = list(PROCS), set(JOBS), sorted(NAMES)
+    for p in procs:
+        p.kill()
+    if names:
+        q = sh(["squeue", "-h", "-u", getpass.getuser(), "-n", ",".join(names), "-o", "%i"], timeout=15)
+        ids |= set(q.stdout.split()) if q.returncode == 0 else set()
+    if ids:
+        done = sh(["scancel", *sorted(ids, key=int)], timeout=30)
+        if done.returncode != 0:
+            print(f"scancel {' '.join(sorted(ids))}: {done.stderr.strip()[-300:]}", file=sys.stderr)
 
 
 def check_gres(cfg: dict) -> dict:
@@ -85,12 +209,15 @@ def fewest_leaves(leaves: list[dict], k: int) -> int:
     return math.inf
 
 
-def check_allocation(cfg: dict, k: int = 2) -> dict:
+def check_allocation(cfg: dict, k: int = 2, bound: float = CHECK_BOUND_S["allocation"],
+                     immediate: int = IMMEDIATE_S) -> dict:
     gpus = min((n["gpus"] for n in cfg["nodes"].values()), default=0)
-    argv = ["srun", "-N", str(k), "--ntasks-per-node=1", "-t", "5", "-J", "orchgen-check-allocation"]
+    opts = ["-N", str(k), "--ntasks-per-node=1", "-t", "5"]
     if gpus:
-        argv.append(f"--gres=gpu:{gpus}")
-    out = sh(argv + ["sh", "-c", 'echo "$SLURM_JOB_ID $SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES:-}"'])
+        opts.append(f"--gres=gpu:{gpus}")
+    out = srun("allocation", opts, ["sh", "-c", 'echo "$SLURM_JOB_ID $SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES:-}"'],
+               f"{k} nodes" + (f" with gpu:{gpus}" if gpus else ""), bound, immediate)
+    JOBS.update(r.split()[0] for r in out.stdout.splitlines() if r.split() and r.split()[0].isdigit())
     if out.returncode != 0:
         return {"ok": False, "detail": f"srun exit {out.returncode}: {out.stderr.strip()[-500:]}"}
     rows = [line.split() for line in out.stdout.splitlines() if line.strip()]
@@ -112,20 +239,32 @@ def check_allocation(cfg: dict, k: int = 2) -> dict:
             "detail": problems or f"job {next(iter(jobs))}: {k} nodes {nodes} under leaves {used} (fewest: {best})"}
 
 
-def check_health(cfg: dict) -> dict:
+def check_health(cfg: dict, bound: float = CHECK_BOUND_S["health"], immediate: int = IMMEDIATE_S) -> dict:
+    """NHC on every node at once (one job per node, concurrently), the results sorted by node."""
     program = cfg.get("health_program")
     if not program:
         return {"ok": True, "detail": "the plan runs no health check (options.slurm.health_check: false)"}
-    problems = []
-    for node in cfg["nodes"]:
-        out = sh(["srun", "-N", "1", "-w", node, "-t", "5", "-J", "orchgen-check-health", program])
+    nodes = sorted(cfg["nodes"])
+
+    def one(node: str) -> str | None:
+        try:
+            out = srun("health", ["-N", "1", "-w", node, "-t", "5"], [program], f"node {node}", bound, immediate)
+        except Busy as e:
+            return f"{node}: {e}"
         if out.returncode != 0:
-            problems.append(f"{node}: {program} exit {out.returncode}: {(out.stdout + out.stderr).strip()[-300:]}")
+            return f"{node}: {program} exit {out.returncode}: {(out.stdout + out.stderr).strip()[-300:]}"
+        return None
+
+    pool = ThreadPoolExecutor(max_workers=min(len(nodes), 64) or 1)
+    try:
+        problems = [p for p in pool.map(one, nodes) if p]  # map keeps the nodes' (sorted) order
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     drained = sh(["sinfo", "-h", "-R", "-o", "%N|%E"])
     for line in drained.stdout.splitlines():
         if "NHC" in line:
             problems.append(f"drained by NHC: {line}")
-    return {"ok": not problems, "detail": problems or f"{program} passed on {len(cfg['nodes'])} nodes"}
+    return {"ok": not problems, "detail": problems or f"{program} passed on {len(nodes)} nodes"}
 
 
 def judge_nccl(log: str, transport: str, floor: float) -> dict:
@@ -154,15 +293,24 @@ def judge_nccl(log: str, transport: str, floor: float) -> dict:
             "busbw_gbps": busbw}
 
 
-def check_nccl(cfg: dict, log_file: str | None) -> dict:
+def check_nccl(cfg: dict, log_file: str | None, binary: str = "all_reduce_perf",
+               bound: float = CHECK_BOUND_S["nccl"], immediate: int = IMMEDIATE_S) -> dict:
     if log_file:
         log = Path(log_file).read_text()
     else:
         gpus = min((n["gpus"] for n in cfg["nodes"].values()), default=0) or 1
-        out = sh(["srun", "-N", "2", f"--ntasks-per-node={gpus}", f"--gres=gpu:{gpus}", "-t", "15",
-                  "-J", "orchgen-check-nccl", "--export=ALL,NCCL_DEBUG=INFO",
-                  "all_reduce_perf", "-b", "8", "-e", "4G", "-f", "2", "-g", "1"], timeout=1200)
+        # a node without the binary says so (the marker) instead of slurmstepd's execve error
+        probe = f'command -v "$0" >/dev/null 2>&1 || {{ echo "{NCCL_MISSING} $0 on $(hostname)"; exit 127; }}; exec "$0" "$@"'
+        out = srun("nccl", ["-N", "2", f"--ntasks-per-node={gpus}", f"--gres=gpu:{gpus}", "-t", "15",
+                            "--export=ALL,NCCL_DEBUG=INFO"],
+                   ["sh", "-c", probe, binary, "-b", "8", "-e", "4G", "-f", "2", "-g", "1"],
+                   f"2 nodes with gpu:{gpus}", bound, immediate)
         log = out.stdout + out.stderr
+        if NCCL_MISSING in log:
+            where = sorted({m for m in re.findall(re.escape(NCCL_MISSING) + r" \S+ on (\S+)", log)})
+            return {"ok": False, "status": "NOT INSTALLED",
+                    "detail": [f"NOT INSTALLED: nccl-tests' {binary} is not on {', '.join(where) or 'the nodes'} "
+                               "(https://github.com/NVIDIA/nccl-tests)", *NCCL_TESTS_STEPS]}
         if out.returncode != 0:
             return {"ok": False, "detail": f"all_reduce_perf over 2 nodes exit {out.returncode}: {log.strip()[-500:]}"}
     return judge_nccl(log, cfg["nccl_transport"], float(cfg["busbw_floor_gbps"]))
@@ -270,12 +418,21 @@ KUBE_CHECKS = ("gang",)
 CHECKS = SLURM_CHECKS + KUBE_CHECKS
 
 
+def _on_signal(signum, frame):  # SIGTERM: leave through main's finally (scancel), as SIGINT does
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default=str(HERE / "checks.json"))
     ap.add_argument("--skip", action="append", default=[], choices=CHECKS, help="a check not to run (repeatable)")
     ap.add_argument("--only", action="append", default=[], choices=CHECKS)
     ap.add_argument("--nccl-log", help="judge this recorded all_reduce_perf output instead of running one")
+    ap.add_argument("--nccl-tests", default=os.environ.get("ORCHGEN_NCCL_TESTS") or "all_reduce_perf",
+                    help="nccl-tests' all_reduce_perf on the nodes (default: on PATH; or $ORCHGEN_NCCL_TESTS)")
+    ap.add_argument("--immediate", type=int, default=IMMEDIATE_S,
+                    help=f"seconds a check's job may wait for its nodes (srun --immediate; default {IMMEDIATE_S})")
+    ap.add_argument("--check-timeout", type=float, help="the most seconds one check may take (default: per check)")
     ap.add_argument("--plane", choices=("slurm", "kubernetes"), help="only this plane's checks")
     ap.add_argument("--kube-context", default=os.environ.get("ORCHGEN_KUBE_CONTEXT") or None,
                     help="the kubeconfig context of the gang check (default: the current one)")
@@ -287,22 +444,37 @@ def main(argv: list[str] | None = None) -> int:
     mine = [c for p, cs in planes.items() if args.plane in (None, p) for c in cs]
     run = [c for c in CHECKS if c in mine and c not in args.skip and (not args.only or c in args.only)]
     results = {}
-    for name in run:
-        if name == "gres":
-            results[name] = check_gres(cfg)
-        elif name == "allocation":
-            results[name] = check_allocation(cfg) if len(cfg["nodes"]) >= 2 else {"ok": True, "detail": "one node"}
-        elif name == "health":
-            results[name] = check_health(cfg)
-        elif name == "gang":
-            results[name] = check_gang(cfg, args.kube_context, args.gang_timeout)
-        else:
-            results[name] = check_nccl(cfg, args.nccl_log)
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        for name in run:
+            bound, imm = args.check_timeout or CHECK_BOUND_S[name], args.immediate
+            try:
+                if name == "gres":
+                    results[name] = check_gres(cfg)
+                elif name == "allocation":
+                    results[name] = (check_allocation(cfg, bound=bound, immediate=imm) if len(cfg["nodes"]) >= 2
+                                     else {"ok": True, "detail": "one node"})
+                elif name == "health":
+                    results[name] = check_health(cfg, bound, imm)
+                elif name == "gang":
+                    results[name] = check_gang(cfg, args.kube_context, args.gang_timeout)
+                else:
+                    results[name] = check_nccl(cfg, args.nccl_log, args.nccl_tests, bound, imm)
+            except Busy as e:
+                results[name] = {"ok": False, "status": "BUSY", "detail": str(e)}
+            if results[name]["ok"] is False:  # one line on stderr per failed check, what the JSON says first
+                d = results[name]["detail"]
+                print(f"check {name} failed: {d[0] if isinstance(d, list) else d}", file=sys.stderr)
+    finally:
+        cancel_jobs()
     for name in args.skip:
         if name in mine:
             results[name] = {"ok": None, "detail": "skipped (--skip)"}
     print(json.dumps(results, indent=1, sort_keys=True))
-    return 0 if all(r["ok"] is not False for r in results.values()) else 1
+    failed = [r for r in results.values() if r["ok"] is False]
+    if failed and all(r.get("status") == "NOT INSTALLED" for r in failed):
+        return NOT_INSTALLED_EXIT
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
