@@ -105,16 +105,20 @@ os.execvp(args[i], args[i:])  # local: run the command here
 '''
 FAKE_SQUEUE = r'''
 import sys
-import time
-if "-n" in sys.argv:
-    print("4242")
+if "-u" in sys.argv:  # the user's jobs, under the names srun was given (-J); only the checks' own are theirs
+    import os
+    log = os.path.join(os.environ["FAKE_DIR"], "srun.log")
+    args = [a for line in open(log) for a in line.split()] if os.path.exists(log) else []
+    for name in sorted({args[i + 1] for i, a in enumerate(args) if a == "-J"}):
+        print(4242 if "allocation" in name else 4243, name)
+    print("4100 train-llm")
+    print("4300 orchgen-check-health-1")  # an earlier run's, not this one's
 else:
     print("4242 bob PENDING 2 (Resources)")
     print("4100 carol RUNNING 2 gpu[01-02]")
 '''
 FAKE_SINFO = r'''
 import sys
-import time
 print("gpu*" if "%P" in sys.argv else "")
 '''
 FAKE_SCANCEL = r'''
@@ -169,7 +173,7 @@ def test_srun_immediate_refusal_is_one_clear_line_per_node(cluster):
     assert [line.split(":")[0] for line in detail] == ["gpu01", "gpu02", "gpu03"]
     assert "partition gpu busy: node gpu01 not free within 2 s (srun --immediate" in detail[0]
     assert "Requested nodes are busy" in detail[0] and "4100 carol RUNNING" in detail[0]
-    assert (d / "scancel.log").read_text().split() == ["4242", "4243"]
+    assert (d / "scancel.log").read_text().split() == ["4243"]
 
 
 def test_sigterm_cancels_the_jobs_started(cluster):

@@ -161,16 +161,20 @@ def srun(check: str, opts: list[str], command: list[str], asked: str, bound: flo
 
 
 def cancel_jobs() -> None:
-    """scancel every job the checks started: the IDs srun printed and any squeue still lists under their names."""
+    """scancel every job the checks started that squeue still lists: the IDs they recorded and any job under
+    their names (orchgen-check-<check>-<pid>); without squeue, every recorded ID."""
     with _LOCK:
-        procs, ids, names = list(PROCS), set(JOBS), sorted(NAMES)
+        procs, ids, names = list(PROCS), set(JOBS), set(NAMES)
     for p in procs:
         p.kill()
-    if names:
-        q = sh(["squeue", "-h", "-u", getpass.getuser(), "-n", ",".join(names), "-o", "%i"], timeout=15)
-        ids |= set(q.stdout.split()) if q.returncode == 0 else set()
+    if not ids and not names:
+        return
+    q = sh(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i %j"], timeout=15)
+    if q.returncode == 0:
+        rows = [r.split(None, 1) for r in q.stdout.splitlines() if r.strip()]
+        ids = {r[0] for r in rows if r[0] in ids or (len(r) > 1 and r[1].strip() in names)}
     if ids:
-        done = sh(["scancel", *sorted(ids, key=int)], timeout=30)
+        done = sh(["scancel", *sorted(ids, key=lambda i: int(i) if i.isdigit() else 0)], timeout=30)
         if done.returncode != 0:
             print(f"scancel {' '.join(sorted(ids))}: {done.stderr.strip()[-300:]}", file=sys.stderr)
 
@@ -465,6 +469,9 @@ def main(argv: list[str] | None = None) -> int:
             if results[name]["ok"] is False:  # one line on stderr per failed check, what the JSON says first
                 d = results[name]["detail"]
                 print(f"check {name} failed: {d[0] if isinstance(d, list) else d}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("checks/run.py: interrupted (SIGINT); cancelling the jobs it started", file=sys.stderr)
+        return 130
     finally:
         cancel_jobs()
     for name in args.skip:
