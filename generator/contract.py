@@ -101,3 +101,17 @@ PLAN_SCHEMA: dict[str, Any] = {
             {"name": _STR, "role": {"enum": ["manager", "worker"]}, "units": _STRS, "leaves": _STRS,
              "node_count": _INT, "pools": {"type": "object"}, "quotas": {"type": "object"}, "why": _STR})}}),
 }
+
+# The OSes the bring-up (bringup/site.yml) installs Slurm on, from their own packages, and the Slurm release
+# each packages (packages.debian.org slurm-wlm: bookworm 22.05, trixie 24.11; packages.ubuntu.com noble 23.11):
+# a bare-metal fleet's slurm_version is the hosts' OS's, or the bring-up refuses the hosts.
+BRINGUP_OS_SLURM = {"debian-13": "24.11", "debian-12": "22.05", "ubuntu-24.04": "23.11"}
+
+
+def bringup_os_line(release: str) -> str | None:
+    """The one line that says no OS of the bring-up packages `release` (None when one does)."""
+    if release in BRINGUP_OS_SLURM.values():
+        return None
+    oses = ", ".join(f"{os_}: {r}" for os_, r in sorted(BRINGUP_OS_SLURM.items()))
+    return (f"no OS of the bring-up packages Slurm {release} ({oses}); the bring-up refuses such hosts: set "
+            f"slurm_version to one of those or install Slurm {release} packages yourself")

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .contract import BRINGUP_OS_SLURM
 from .providers import NAMES as PROVIDERS
-# The OSes the bring-up (bringup/site.yml) installs Slurm on, from their own packages, and the Slurm release
-# each packages (packages.debian.org slurm-wlm: bookworm 22.05, trixie 24.11; packages.ubuntu.com noble 23.11):
-# a bare-metal fleet's slurm_version is the hosts' OS's, or the bring-up refuses the hosts.
-BRINGUP_OS_SLURM = {"debian-13": "24.11", "debian-12": "22.05", "ubuntu-24.04": "23.11"}
+
 DEFAULT_OS = "debian-13"
 # Slurm on Kubernetes, or no bare-metal Slurm: the release orchgen writes by default (options.slurm_version)
 DEFAULT_SLURM = "25.11"

@@ -302,3 +302,45 @@ def test_recommend_on_a_plannable_fleet_is_unchanged(orchgen, example, fmt):
     assert proc.returncode == 0 and not proc.stderr
     if fmt == "json":
         assert json.loads(proc.stdout)["fleet"]["hybrid"] == "partitioned"
+
+
+# ---- a Slurm release no OS of the bring-up packages ------------------------------------------------
+
+BRINGUP_OS = """\
+apiVersion: orchgen/v1alpha1
+kind: Fleet
+metadata: {name: bringup-os}
+fleet:
+  bare_metal: true
+  slurm: {controllers: [ctl1]}
+  fabric: {kind: infiniband, nodes_per_leaf: 4}
+  pools:
+    - {name: h100, nodes: 4, gpu: {type: h100, count: 8}, cpus: 96, memory_gib: 1024}
+workloads:
+  - {name: pretrain, nodes: 4, tightly_coupled: true, gpus: 32}
+options:
+  slurm_version: "RELEASE"
+"""
+BRINGUP_OS_LINE = ("options.slurm_version: no OS of the bring-up packages Slurm 25.11 (debian-12: 22.05, debian-13: "
+                   "24.11, ubuntu-24.04: 23.11); the bring-up refuses such hosts: set slurm_version to one of those "
+                   "or install Slurm 25.11 packages yourself")
+
+
+def test_plan_says_no_os_of_the_bringup_packages_the_release(tmp_path, orchgen):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(BRINGUP_OS.replace("RELEASE", "25.11"))
+    proc = orchgen("plan", path, "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr  # a warning, not an error: other releases are planned on purpose
+    warned = [ln for ln in proc.stderr.splitlines() if "bring-up packages" in ln]
+    assert warned == [f"orchgen: warning: {path}:{line_of(path.read_text(), 'slurm_version')}: {BRINGUP_OS_LINE}"]
+    readme = (tmp_path / "out/README.md").read_text()
+    assert f"**Warning:** {BRINGUP_OS_LINE.removeprefix('options.slurm_version: ')}." in readme
+
+
+@pytest.mark.parametrize("release", ["22.05", "23.11", "24.11"])
+def test_a_release_an_os_packages_plans_quietly(tmp_path, orchgen, release):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(BRINGUP_OS.replace("RELEASE", release))
+    proc = orchgen("plan", path, "-o", tmp_path / "out")
+    assert proc.returncode == 0 and "bring-up packages" not in proc.stderr, proc.stderr
+    assert "bring-up packages" not in (tmp_path / "out/README.md").read_text()

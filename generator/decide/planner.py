@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from .. import catalog
+from ..contract import bringup_os_line
 from ..schedulers import AUTO
 from ..spec import fabric as fabric_mod
 from ..spec import slurmtime
@@ -102,6 +103,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     platform = platform_mod.decide(fleet, draft, placed, fab, reasons, warnings, file)
     charts = _charts(fleet, placed, kube, gang, operator, platform)
     _controllers(fleet, bool(slurm) and not operator, warnings)
+    _bringup_os(slurm_version, bool(slurm) and not operator, warnings)
     planes: dict[str, Plane] = {}
     if slurm:
         planes[slurm] = Plane(slurm, "kubernetes" if operator else "bare-metal", operator, slices[slurm],
@@ -188,6 +190,14 @@ def _controllers(fleet: Fleet, bare_metal_slurm: bool, warnings: list[Warning_])
             "not given: slurm.conf gets a placeholder SlurmctldHost, and slurmctld starts only on a host "
             "whose short hostname is a SlurmctldHost; set fleet.slurm.controllers to the controllers' "
             "hostnames (primary first)", "fleet.slurm.controllers", bundle_only=True))
+
+
+def _bringup_os(release: str, bare_metal_slurm: bool, warnings: list[Warning_]) -> None:
+    """bringup/site.yml installs the OS's own Slurm packages and refuses a host whose release is not the plan's
+    (contract.BRINGUP_OS_SLURM): say at plan time when no OS it supports packages the planned release."""
+    line = bringup_os_line(release) if bare_metal_slurm else None
+    if line:
+        warnings.append(Warning_(line, "options.slurm_version", bundle_only=True))
 
 
 def _slurm_ops_warnings(fleet: Fleet) -> list[Warning_]:

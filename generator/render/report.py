@@ -1,6 +1,7 @@
 """plan.json (the decision, machine-readable) and README.md (the same, for the operator)."""
 from __future__ import annotations
 
+from ..contract import bringup_os_line
 from ..decide.plan import Plan
 from ..spec.site import ORCHGEN_BETTER, ORCHGEN_BETTER_NODES
 from ..yamlio import dump_json
@@ -45,6 +46,7 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      kube_names=manifests.readme(plan) if plan.kube_plane else {},
                                      checks_gang=gang_check.gang(plan) if plan.kube_plane else None,
                                      not_installed=manual.not_installed if plan.slurm_plane else (lambda p: []),
+                                     bringup_os_line=bringup_os_line,
                                      crd_owners=sorted(helm.CRD_GROUPS),
                                      crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts],
                                      kueue_wait=kueue.wait_for_pods_ready(plan) if plan.kube_plane else {},
