@@ -90,7 +90,7 @@ def test_recommend_refuses_what_plan_refuses_with_the_same_line(tmp_path):
 
 def test_plan_lists_by_folder_warns_last_and_says_what_next(tmp_path):
     path = tmp_path / "fleet.yaml"
-    path.write_text(BASE)  # bare-metal Slurm without fleet.slurm: one warning
+    path.write_text(BASE)  # bare-metal Slurm without fleet.slurm, of 25.11 (no bring-up OS packages it): two warnings
     out = tmp_path / "out"
     proc = run_orchgen("plan", path, "-o", out, check=True)
     lines = proc.stdout.splitlines()
@@ -103,7 +103,7 @@ def test_plan_lists_by_folder_warns_last_and_says_what_next(tmp_path):
     nxt = next(i for i, line in enumerate(lines) if line.startswith(f"next: read {out}/README.md"))
     assert nxt > max(lines.index(line) for line in listing)
     rest = "\n".join(lines[nxt:])
-    assert f"orchgen validate {out}" in rest and "slurm: install Slurm" in rest and "1 warning above" in rest
+    assert f"orchgen validate {out}" in rest and "slurm: install Slurm" in rest and "2 warnings above" in rest
     assert proc.stderr.startswith("orchgen: warning: ")
     quiet = run_orchgen("plan", path, "-o", out, "-q", check=True)
     assert not any(re.match(r"  \S+/\s+\d+ files?: ", line) for line in quiet.stdout.splitlines())
