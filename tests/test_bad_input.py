@@ -268,6 +268,7 @@ def test_hardware_base_is_valid(tmp_path, orchgen):
               .replace("  bare_metal: true\n", "  bare_metal: true\n  slurm: {controllers: [head01, head02], accounting: head01}\n")
               .replace("count: 8}", "count: 8, sockets: [0, 0, 0, 0, 1, 1, 1, 1], autodetect: off}"))
     text += "options:\n  slurm: {state_save_location: /shared/slurm/statesave}\n"  # two controllers share it
+    text += '  slurm_version: "24.11"\n'  # Debian 13's: the bring-up installs it (else a warning says none does)
     path = tmp_path / "fleet.yaml"
     path.write_text(text)
     proc = orchgen("plan", path, "-o", tmp_path / "out")
@@ -279,7 +280,8 @@ def test_missing_controllers_warn_on_plan_refuse_under_strict_and_never_bother_r
     fleet.slurm.controllers; options.strict refuses (exit 2, nothing written); `recommend`, which
     writes nothing, says nothing about it."""
     path = tmp_path / "fleet.yaml"
-    path.write_text(BASE)
+    packaged = 'options:\n  slurm_version: "24.11"\n'  # a release the bring-up installs: the one warning is this
+    path.write_text(BASE + packaged)
     proc = orchgen("plan", path, "-o", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith(f"orchgen: warning: {path}:5: fleet.slurm.controllers: not given: ")
@@ -289,7 +291,7 @@ def test_missing_controllers_warn_on_plan_refuse_under_strict_and_never_bother_r
     assert readme.index("## First: name the Slurm controllers") < readme.index("## Decision")
     rec = orchgen("recommend", path)
     assert rec.returncode == 0 and rec.stderr == ""
-    path.write_text(BASE + "options:\n  strict: true\n")
+    path.write_text(BASE + packaged + "  strict: true\n")
     proc = orchgen("plan", path, "-o", tmp_path / "strict")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith(f"orchgen: {path}:5: fleet.slurm.controllers: ") and "options.strict" in proc.stderr

@@ -251,7 +251,9 @@ def test_every_example_with_a_bare_metal_slurm_plane_names_its_controllers():
     for path in sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.yaml")):
         plan = make_plan(spec.load(path), path)
         if plan.slurm_plane and plan.slurm_plane.host == "bare-metal":
-            assert plan.slurm_controllers and not plan.warnings, path.name
+            # (topology-yaml.yaml plans 25.11 on purpose: its only warning is that no bring-up OS packages it)
+            assert plan.slurm_controllers and not [w for w in plan.warnings if w.field != "options.slurm_version"], \
+                path.name
             assert PLACEHOLDER_CONTROLLER not in slurm_config(plan)["slurm.conf"], path.name
 
 
