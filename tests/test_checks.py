@@ -162,7 +162,7 @@ def test_a_busy_partition_fails_bounded_with_what_squeue_shows_and_cancels(clust
     assert "4242 bob PENDING 2 (Resources)" in res["detail"] and "job 4242, cancelled" in res["detail"]
     assert "check allocation failed: allocation: partition gpu busy" in proc.stderr
     assert "--immediate=1 " in (d / "srun.log").read_text()
-    assert (d / "scancel.log").read_text().split() == ["4242"]
+    assert set((d / "scancel.log").read_text().split()) == {"4242"}
 
 
 def test_srun_immediate_refusal_is_one_clear_line_per_node(cluster):
@@ -173,7 +173,7 @@ def test_srun_immediate_refusal_is_one_clear_line_per_node(cluster):
     assert [line.split(":")[0] for line in detail] == ["gpu01", "gpu02", "gpu03"]
     assert "partition gpu busy: node gpu01 not free within 2 s (srun --immediate" in detail[0]
     assert "Requested nodes are busy" in detail[0] and "4100 carol RUNNING" in detail[0]
-    assert (d / "scancel.log").read_text().split() == ["4243"]
+    assert set((d / "scancel.log").read_text().split()) == {"4243"}  # not 4300, an earlier run's
 
 
 def test_sigterm_cancels_the_jobs_started(cluster):

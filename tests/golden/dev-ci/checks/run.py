@@ -148,6 +148,8 @@ def srun(check: str, opts: list[str], command: list[str], asked: str, bound: flo
     busy = re.search(r"Unable to allocate resources|Immediate execution impossible|Requested nodes are busy|"
                      r"queued and waiting", err)
     if timed_out or (proc.returncode != 0 and busy and not started):
+        if ids:  # now, not at exit: the other checks should not wait behind it
+            sh(["scancel", *sorted(ids)], timeout=30)
         part = _default_partition()
         job = f" (job {', '.join(sorted(ids))}, cancelled)" if ids else ""
         if timed_out and started:
