@@ -318,7 +318,7 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
               help="where the GPU nodes run: generic (your machines) or a managed Kubernetes")
 @click.option("--bare-metal/--no-bare-metal", default=None, help="generic only: machines you own and cable")
 @click.option("--nodes", type=click.IntRange(1, 65536), default=None, help="GPU nodes")
-@click.option("--gpu-type", default=None, help="GPU model as a GRES type (h100, a100, l40s ...)")
+@click.option("--gpu-type", default=None, help="GPU model as a GRES type (h100, a100, l40s ...; a near miss of one orchgen knows is refused)")
 @click.option("--gpus-per-node", type=click.IntRange(1, 64), default=None)
 @click.option("--fabric", type=click.Choice(["infiniband", "roce", "ethernet"]), default=None)
 @click.option("--training-nodes", type=click.IntRange(0, 65536), default=None,
@@ -329,12 +329,30 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
               help=f"bare metal: the hosts' OS; slurm_version is the release it packages (default {DEFAULT_OS})")
 def init(output: Path, force: bool, **given) -> None:
     """Write a commented workload.yaml from a few questions (or the flags; no prompt when stdin
-    is not a terminal: the defaults fill what no flag gives)."""
-    from .starter import Answers, workload_yaml
+    is not a terminal: the defaults fill what no flag gives). Each answer is checked as it is given
+    and only that question asked again; a bad or contradicting flag is refused before any question."""
+    from .starter import Answers, check_gpu_type, check_hostname, check_name, workload_yaml
 
     ask = sys.stdin.isatty()
     defaults = Answers()
     answers: dict = {}
+    checks = {"name": check_name, "gpu_type": check_gpu_type, "slurm_controller": check_hostname}
+    flag = {"name": "--name (metadata.name)", "gpu_type": "--gpu-type",
+            "slurm_controller": "--slurm-controller (fleet.slurm.controllers)"}
+
+    for key, check in checks.items():  # a bad flag value: one line naming the flag, before any question
+        if given.get(key) is not None and (why := check(given[key])):
+            raise click.BadParameter(why, param_hint=flag[key])
+    _refuse_contradictions(given)
+
+    def checked(check):
+        def proc(value: str) -> str:
+            value = value.strip()
+            why = check(value)
+            if why:
+                raise click.BadParameter(why)  # click prints "Error: <why>" and asks this question again
+            return value
+        return proc
 
     def pick(key: str, text: str, **kw):
         value = given.get(key)
@@ -348,34 +366,89 @@ def init(output: Path, force: bool, **given) -> None:
     _not_a_link(output)
     if output.exists() and not force:
         raise OrchgenError("exists; pass --force to replace it", str(output))
-    pick("name", "Fleet name")
-    pick("provider", "Provider", type=click.Choice(providers.NAMES))
+    bare_implied = given["bare_metal"] or given["slurm_controller"] is not None or given["os_"] is not None
+    pick("name", "Fleet name", value_proc=checked(check_name))
+    if given["provider"] is None and bare_implied:
+        answers["provider"] = "generic"  # --bare-metal, --slurm-controller, --os: the site's own machines
+    else:
+        pick("provider", "Provider", type=click.Choice(providers.NAMES))
     if answers["provider"] == "generic":
-        pick("bare_metal", "Bare metal (your machines, Slurm for multi-node jobs)?", type=bool)
+        if given["bare_metal"] is None and bare_implied:
+            answers["bare_metal"] = True
+        else:
+            pick("bare_metal", "Bare metal (your machines, Slurm for multi-node jobs)?", type=bool)
     else:
         answers["bare_metal"] = False
+    bare = answers["provider"] == "generic" and answers["bare_metal"]
+    if not bare:  # a question's answer contradicts a flag: the flag is named
+        for key, name in (("slurm_controller", "--slurm-controller"), ("os_", "--os")):
+            if given[key] is not None:
+                raise click.UsageError(f"{name} is for a bare-metal fleet (provider generic, bare metal)")
     pick("nodes", "GPU nodes", type=click.IntRange(1, 65536))
-    pick("gpu_type", "GPU type (GRES name)")
+    pick("gpu_type", "GPU type (GRES name)", value_proc=checked(check_gpu_type))
     pick("gpus_per_node", "GPUs per node", type=click.IntRange(1, 64))
     pick("fabric", "Fabric", type=click.Choice(["infiniband", "roce", "ethernet"]))
+    if given["training_nodes"] is not None and given["training_nodes"] > answers["nodes"]:
+        raise click.BadParameter(f"{given['training_nodes']} is more than the fleet's {answers['nodes']} GPU nodes",
+                                 param_hint="--training-nodes")
     pick("training_nodes", "Nodes of one training job (0: none)", type=click.IntRange(0, answers["nodes"]))
     pick("service", "An inference service too?", type=bool)
-    if answers["provider"] == "generic" and answers["bare_metal"]:
+    if _service_without_a_node(bare, answers):
+        if given["training_nodes"] is not None or not ask:
+            raise click.BadParameter(
+                f"a bare-metal fleet with an inference service keeps a node for it: at most "
+                f"{answers['nodes'] - 1} of its {answers['nodes']} nodes (or --no-service)", param_hint="--training-nodes")
+        click.echo(f"Error: the inference service needs a node of its own: at most {answers['nodes'] - 1}", err=True)
+        answers["training_nodes"] = click.prompt("Nodes of one training job (0: none)", default=answers["nodes"] - 1,
+                                                 type=click.IntRange(0, answers["nodes"] - 1))
+    if bare:
         value = given.get("slurm_controller")
         if value is None and ask:
             value = click.prompt("Slurm controller's short hostname (empty: later)", default="",
-                                 show_default=False) or None
-        answers["controller"] = value
+                                 show_default=False, value_proc=lambda v: checked(check_hostname)(v) if v.strip() else "")
+        answers["controller"] = value or None
         answers["os"] = given.get("os_") or DEFAULT_OS
-    answers["training_nodes"] = min(answers["training_nodes"], answers["nodes"])
     text = workload_yaml(Answers(**answers))
+    _plans_or_refuse(text, output.name)
     _write_file(output, text)
-    try:
-        _load_plan(str(output), warnings=[])  # what init writes plans; a bad answer is named by its line
-    except OrchgenError:
-        output.unlink()
-        raise
     click.echo(f"wrote {output}; next: orchgen recommend {output}, then orchgen plan {output} -o out/")
+
+
+def _refuse_contradictions(given: dict) -> None:
+    """init's flags that cannot all hold: one line naming them (exit 2), before any question."""
+    cloud = given["provider"] not in (None, "generic")
+    if cloud and given["bare_metal"]:
+        raise click.UsageError(f"--bare-metal is for provider generic (your own machines), not --provider "
+                               f"{given['provider']}")
+    for key, name in (("slurm_controller", "--slurm-controller"), ("os_", "--os")):
+        if given[key] is None:
+            continue
+        if cloud:
+            raise click.UsageError(f"{name} is for a bare-metal fleet, not --provider {given['provider']}")
+        if given["bare_metal"] is False:
+            raise click.UsageError(f"{name} is for a bare-metal fleet, not --no-bare-metal")
+    if given["nodes"] is not None and given["training_nodes"] is not None and given["training_nodes"] > given["nodes"]:
+        raise click.UsageError(f"--training-nodes {given['training_nodes']} is more than --nodes {given['nodes']}")
+
+
+def _service_without_a_node(bare: bool, a: dict) -> bool:
+    """A bare-metal fleet gives an inference service a node of its own: a training job over every node of a
+    fleet of two or more leaves the Kubernetes plane none (the planner refuses that split)."""
+    return bare and a["service"] and a["nodes"] >= 2 and a["training_nodes"] >= a["nodes"]
+
+
+def _plans_or_refuse(text: str, name: str) -> None:
+    """What init would write plans (checked on a copy in a temporary folder: a refusal names the field,
+    never a file that was not written)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="orchgen-init-") as tmp:
+        path = Path(tmp) / name
+        path.write_text(text, encoding="utf-8")
+        try:
+            _load_plan(str(path), warnings=[])
+        except OrchgenError as err:
+            raise OrchgenError(f"the answers do not plan, nothing written: {err.message}", field=err.field) from None
 
 
 @cli.command()
