@@ -318,7 +318,8 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
               help="where the GPU nodes run: generic (your machines) or a managed Kubernetes")
 @click.option("--bare-metal/--no-bare-metal", default=None, help="generic only: machines you own and cable")
 @click.option("--nodes", type=click.IntRange(1, 65536), default=None, help="GPU nodes")
-@click.option("--gpu-type", default=None, help="GPU model as a GRES type (h100, a100, l40s ...; a near miss of one orchgen knows is refused)")
+@click.option("--gpu-type", default=None,
+              help="GPU model as a GRES type (h100, a100, l40s ...; a near miss of one orchgen knows is refused)")
 @click.option("--gpus-per-node", type=click.IntRange(1, 64), default=None)
 @click.option("--fabric", type=click.Choice(["infiniband", "roce", "ethernet"]), default=None)
 @click.option("--training-nodes", type=click.IntRange(0, 65536), default=None,
@@ -397,9 +398,11 @@ def init(output: Path, force: bool, **given) -> None:
         if given["training_nodes"] is not None or not ask:
             raise click.BadParameter(
                 f"a bare-metal fleet with an inference service keeps a node for it: at most "
-                f"{answers['nodes'] - 1} of its {answers['nodes']} nodes (or --no-service)", param_hint="--training-nodes")
+                f"{answers['nodes'] - 1} of its {answers['nodes']} nodes (or --no-service)",
+                param_hint="--training-nodes")
         click.echo(f"Error: the inference service needs a node of its own: at most {answers['nodes'] - 1}", err=True)
-        answers["training_nodes"] = click.prompt("Nodes of one training job (0: none)", default=answers["nodes"] - 1,
+        answers["training_nodes"] = click.prompt("Nodes of one training job (0: none)",
+                                                 default=answers["nodes"] - 1,
                                                  type=click.IntRange(0, answers["nodes"] - 1))
     if bare:
         value = given.get("slurm_controller")
