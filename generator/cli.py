@@ -27,6 +27,26 @@ _INPUT_ROOT = click.option(
     "folder of workload.yaml is allowed (repeatable)")
 
 
+class _Format(click.Choice):
+    """`--format text|json`, spelt the same on every command that prints results. `table`, the old name of
+    text on recommend and simulate, is still accepted (for one release) and means text."""
+
+    def __init__(self) -> None:
+        super().__init__(["text", "json", "table"])
+
+    def get_metavar(self, *args, **kwargs) -> str:
+        return "[text|json]"
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        return "text" if value == "table" else value
+
+
+def _format(help_: str):
+    return click.option("--format", "fmt", type=_Format(), default="text", show_default=True,
+                        help=f"{help_} (`table`, the old name of text, is accepted until the next release)")
+
+
 def _planned(fleet, path: str):
     """make_plan, plus the warnings of the loader's version checks (spec.inputs): a Slurm,
     Kubernetes or chart version orchgen does not know plans, with a warning (an error under strict)."""
@@ -91,7 +111,7 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_format("text, or JSON: the decisions, reasons and add-ons per workload and for the fleet")
 @click.option("--simulate", "sim", is_flag=True, help="also quote `orchgen simulate --compare`'s figures: "
               "queue wait p50/p95 and GPU utilization for the plan and its alternatives (replays the demand)")
 @click.option("--seed", type=int, default=0, show_default=True, help="with --simulate: seed of the demand's draws")
@@ -188,8 +208,7 @@ def _show_workloads(workloads, fmt: str, name: str):
 @click.option("--diff", "show_diff", is_flag=True,
               help="write nothing; print each file's diff against the directory and what each change does to "
                    "the running site; exit 1 if anything would change")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text, or JSON for CI: what was written; with --check the differences; with --diff the impact")
+@_format("text, or JSON for CI: what was written; with --check the differences; with --diff the impact")
 @click.option("--charts", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="with --diff: unpacked Helm charts (<chart>/<version>/) to render for rollouts "
                    "(default: $ORCHGEN_CHARTS)")
@@ -271,8 +290,10 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
 @click.option("--allow-repo", "allow_repos", metavar="URL", multiple=True,
               help="also fetch charts from this https:// or oci:// repository (by default only from the one "
               "orchgen's catalog pins for each chart); repeatable")
+@_format("text (path:line: message), or one JSON document: findings (file, line, severity, message), "
+         "notices, the re-plan, a summary")
 def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None, old_bundle: str | None,
-             offline: bool, no_fetch: bool, allow_repos: tuple[str, ...]) -> None:
+             offline: bool, no_fetch: bool, allow_repos: tuple[str, ...], fmt: str = "text") -> None:
     """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors.
     Without --crds / --chart-defaults, the CRDs and default values of the chart versions the bundle
     pins are fetched once from the charts' repositories into a cache ($XDG_CACHE_HOME/orchgen/charts;
@@ -298,6 +319,11 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
             if defaults is None and found:
                 defaults = charts.defaults_view(found, Path(tmp))
         report = validate_bundle(bundle_dir, registry, defaults, against=old_bundle)
+    if fmt == "json":
+        click.echo(json.dumps(_validate_json(report), indent=2))
+        if report.errors:
+            sys.exit(Exit.DIFF)
+        return
     for line in report.replan:
         click.echo(fit_to_print(line))
     for notice in report.notices:
@@ -307,6 +333,20 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
     click.echo(fit_to_print(report.summary()))
     if report.errors:
         sys.exit(Exit.DIFF)
+
+
+def _validate_json(report) -> dict:
+    """`validate --format json`: the text's lines as data (each message fit to print, as the text's)."""
+    e, w = len(report.errors), len(report.warnings)
+    return {
+        "bundle": report.root,
+        "findings": [{"file": f.path, "line": f.line, "severity": f.severity, "message": fit_to_print(f.message)}
+                     for f in report.findings],
+        "notices": [fit_to_print(n) for n in report.notices],
+        "replan": [fit_to_print(line) for line in report.replan],
+        "summary": {"ok": not e, "errors": e, "warnings": w, "files_checked": report.files,
+                    "checks_skipped": len(report.notices), "text": fit_to_print(report.summary())},
+    }
 
 
 @cli.command()
@@ -462,7 +502,7 @@ def _plans_or_refuse(text: str, name: str) -> None:
 @click.option("--hours", type=click.FloatRange(min=0.01, max=24 * 366), default=168.0, show_default=True,
               help="hours of arrivals drawn from the demand")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the demand's random draws")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_format("text, or JSON: each report's figures")
 @click.option("--compare", is_flag=True, help="the same demand against options.split's modes, the gang "
               "schedulers and each workload pinned to the other plane, in one table")
 def simulate(workload: str, trace: str | None, hours: float, seed: int, fmt: str, compare: bool) -> None:
