@@ -129,3 +129,41 @@ def test_plan_uses_a_wide_terminal(tmp_path):
     listing = [line for line in proc.stdout.splitlines() if re.match(r"  \S+/\s+\d+ files?: ", line)]
     assert listing and max(len(line) for line in listing) > 100 and max(map(len, proc.stdout.splitlines())) <= 160
 
+
+# --- simulate says what its figures rest on -----------------------------------------------------------------
+
+def test_a_plane_of_services_only_shows_the_gpus_they_hold_and_says_so():
+    """research-lab's Kubernetes plane runs only a long-lived service: its replay has no span, which used to
+    read as 0.0% utilization; it is the GPUs the service holds over the horizon, marked as such."""
+    src = REPO / "examples/research-lab.yaml"
+    doc = json.loads(run_orchgen("simulate", src, "--hours", "4", "--format", "json", check=True).stdout)
+    kube = next(p for p in doc["planes"] if p["plane"] == "kubernetes")
+    assert kube["utilization_of"] == "services" and kube["gpu_utilization"] > 0, kube
+    slurm = next(p for p in doc["planes"] if p["plane"] == "slurm")
+    assert "utilization_of" not in slurm and slurm["gpu_utilization"] > 0
+    text = run_orchgen("simulate", src, "--hours", "4", check=True).stdout
+    assert f"{kube['gpu_utilization']:.1%} (services)" in text and "0.0%" not in text
+    assert "its GPU utilization is the GPUs its services hold" in " ".join(text.split())
+    compare = run_cli(["simulate", src, "--hours", "4", "--compare"], env={"COLUMNS": "200"},
+                      capture_output=True, text=True).stdout
+    assert "kubernetes: 6.2% (services)" in compare and "kubernetes: 0.0%" not in compare
+
+
+def test_simulate_says_when_the_demand_is_orchgens_default(tmp_path):
+    import yaml
+
+    src = REPO / "examples/research-lab.yaml"
+    text = " ".join(run_orchgen("simulate", src, "--hours", "4", check=True).stdout.split())
+    assert "demand: orchgen's default for pretrain-70b" in text and "workloads[].jobs_per_day and runtime" in text
+    data = yaml.safe_load(src.read_text())
+    for w in data["workloads"]:
+        if not w.get("long_lived_services"):
+            w.update(jobs_per_day=2, runtime="01:00:00")
+    own = tmp_path / "demand.yaml"
+    own.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = run_orchgen("simulate", own, "--hours", "4", check=True)
+    assert "orchgen's default" not in proc.stdout
+    doc = json.loads(run_orchgen("simulate", own, "--hours", "4", "--format", "json", check=True).stdout)
+    assert doc["default_demand"] == []
+    assert json.loads(run_orchgen("simulate", src, "--hours", "4", "--format", "json",
+                                  check=True).stdout)["default_demand"][0] == "pretrain-70b"
