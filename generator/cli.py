@@ -17,6 +17,7 @@ import click
 from . import providers
 from .errors import Exit, OrchgenError, cut, fit_to_print
 from .starter import BRINGUP_OS_SLURM, DEFAULT_OS
+from .terminal import fold, width as terminal_width
 
 MAX_LINE = 2_000  # characters of one line orchgen prints about the input
 
@@ -25,6 +26,26 @@ _INPUT_ROOT = click.option(
     "--input-root", "input_roots", multiple=True, type=click.Path(file_okay=False, path_type=str),
     help="also read files workload.yaml names (fabric.from) from this folder; by default only the "
     "folder of workload.yaml is allowed (repeatable)")
+
+
+class _Format(click.Choice):
+    """`--format text|json`, spelt the same on every command that prints results. `table`, the old name of
+    text on recommend and simulate, is still accepted (for one release) and means text."""
+
+    def __init__(self) -> None:
+        super().__init__(["text", "json", "table"])
+
+    def get_metavar(self, *args, **kwargs) -> str:
+        return "[text|json]"
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        return "text" if value == "table" else value
+
+
+def _format(help_: str):
+    return click.option("--format", "fmt", type=_Format(), default="text", show_default=True,
+                        help=f"{help_} (`table`, the old name of text, is accepted until the next release)")
 
 
 def _planned(fleet, path: str):
@@ -91,7 +112,7 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_format("text, or JSON: the decisions, reasons and add-ons per workload and for the fleet")
 @click.option("--simulate", "sim", is_flag=True, help="also quote `orchgen simulate --compare`'s figures: "
               "queue wait p50/p95 and GPU utilization for the plan and its alternatives (replays the demand)")
 @click.option("--seed", type=int, default=0, show_default=True, help="with --simulate: seed of the demand's draws")
@@ -188,8 +209,7 @@ def _show_workloads(workloads, fmt: str, name: str):
 @click.option("--diff", "show_diff", is_flag=True,
               help="write nothing; print each file's diff against the directory and what each change does to "
                    "the running site; exit 1 if anything would change")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text, or JSON for CI: what was written; with --check the differences; with --diff the impact")
+@_format("text, or JSON for CI: what was written; with --check the differences; with --diff the impact")
 @click.option("--charts", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="with --diff: unpacked Helm charts (<chart>/<version>/) to render for rollouts "
                    "(default: $ORCHGEN_CHARTS)")
@@ -215,7 +235,9 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         if fmt == "json":
             click.echo(impact.to_json())  # nothing to change: the same document, its lists empty
         elif impact:
-            click.echo(impact.text(str(output)), nl=False)
+            room = terminal_width()
+            click.echo(impact.text(str(output), lambda line: fold(
+                line, room, " " * (len(line) - len(line.lstrip(" ")) + 4))), nl=False)
         else:
             click.echo("No changes.")
         sys.exit(Exit.DIFF if impact else 0)
@@ -241,13 +263,15 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         click.echo(json.dumps({"fleet": the_plan.name, "output": str(output),
                                "planes": {n: {"nodes": len(p.nodes)} for n, p in the_plan.planes.items()},
                                "files": sorted(files), "removed": gone if force else [],
-                               "warnings": warnings, "next": next_steps(the_plan, output, len(warnings))},
+                               "warnings": warnings, "next": next_steps(the_plan, output, len(warnings), 100)},
                               indent=2))
         for line in warnings:
             click.echo(line, err=True)
         return
     planes = ", ".join(f"{n} ({_nodes(len(p.nodes))})" for n, p in the_plan.planes.items())
-    click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
+    for line in fold(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"),
+                     terminal_width(), "  "):
+        click.echo(line)
     if not quiet:
         for line in listing(files):
             click.echo(line)
@@ -271,8 +295,10 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
 @click.option("--allow-repo", "allow_repos", metavar="URL", multiple=True,
               help="also fetch charts from this https:// or oci:// repository (by default only from the one "
               "orchgen's catalog pins for each chart); repeatable")
+@_format("text (path:line: message), or one JSON document: findings (file, line, severity, message), "
+         "notices, the re-plan, a summary")
 def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None, old_bundle: str | None,
-             offline: bool, no_fetch: bool, allow_repos: tuple[str, ...]) -> None:
+             offline: bool, no_fetch: bool, allow_repos: tuple[str, ...], fmt: str = "text") -> None:
     """Check a bundle (ours or hand-edited): every finding as path:line: message; exit 1 on errors.
     Without --crds / --chart-defaults, the CRDs and default values of the chart versions the bundle
     pins are fetched once from the charts' repositories into a cache ($XDG_CACHE_HOME/orchgen/charts;
@@ -298,6 +324,11 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
             if defaults is None and found:
                 defaults = charts.defaults_view(found, Path(tmp))
         report = validate_bundle(bundle_dir, registry, defaults, against=old_bundle)
+    if fmt == "json":
+        click.echo(json.dumps(_validate_json(report), indent=2))
+        if report.errors:
+            sys.exit(Exit.DIFF)
+        return
     for line in report.replan:
         click.echo(fit_to_print(line))
     for notice in report.notices:
@@ -309,6 +340,20 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
         sys.exit(Exit.DIFF)
 
 
+def _validate_json(report) -> dict:
+    """`validate --format json`: the text's lines as data (each message fit to print, as the text's)."""
+    e, w = len(report.errors), len(report.warnings)
+    return {
+        "bundle": report.root,
+        "findings": [{"file": f.path, "line": f.line, "severity": f.severity, "message": fit_to_print(f.message)}
+                     for f in report.findings],
+        "notices": [fit_to_print(n) for n in report.notices],
+        "replan": [fit_to_print(line) for line in report.replan],
+        "summary": {"ok": not e, "errors": e, "warnings": w, "files_checked": report.files,
+                    "checks_skipped": len(report.notices), "text": fit_to_print(report.summary())},
+    }
+
+
 @cli.command()
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True,
               help="the file to write")
@@ -318,7 +363,8 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
               help="where the GPU nodes run: generic (your machines) or a managed Kubernetes")
 @click.option("--bare-metal/--no-bare-metal", default=None, help="generic only: machines you own and cable")
 @click.option("--nodes", type=click.IntRange(1, 65536), default=None, help="GPU nodes")
-@click.option("--gpu-type", default=None, help="GPU model as a GRES type (h100, a100, l40s ...)")
+@click.option("--gpu-type", default=None,
+              help="GPU model as a GRES type (h100, a100, l40s ...; a near miss of one orchgen knows is refused)")
 @click.option("--gpus-per-node", type=click.IntRange(1, 64), default=None)
 @click.option("--fabric", type=click.Choice(["infiniband", "roce", "ethernet"]), default=None)
 @click.option("--training-nodes", type=click.IntRange(0, 65536), default=None,
@@ -329,12 +375,30 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
               help=f"bare metal: the hosts' OS; slurm_version is the release it packages (default {DEFAULT_OS})")
 def init(output: Path, force: bool, **given) -> None:
     """Write a commented workload.yaml from a few questions (or the flags; no prompt when stdin
-    is not a terminal: the defaults fill what no flag gives)."""
-    from .starter import Answers, workload_yaml
+    is not a terminal: the defaults fill what no flag gives). Each answer is checked as it is given
+    and only that question asked again; a bad or contradicting flag is refused before any question."""
+    from .starter import Answers, check_gpu_type, check_hostname, check_name, workload_yaml
 
     ask = sys.stdin.isatty()
     defaults = Answers()
     answers: dict = {}
+    checks = {"name": check_name, "gpu_type": check_gpu_type, "slurm_controller": check_hostname}
+    flag = {"name": "--name (metadata.name)", "gpu_type": "--gpu-type",
+            "slurm_controller": "--slurm-controller (fleet.slurm.controllers)"}
+
+    for key, check in checks.items():  # a bad flag value: one line naming the flag, before any question
+        if given.get(key) is not None and (why := check(given[key])):
+            raise click.BadParameter(why, param_hint=flag[key])
+    _refuse_contradictions(given)
+
+    def checked(check):
+        def proc(value: str) -> str:
+            value = value.strip()
+            why = check(value)
+            if why:
+                raise click.BadParameter(why)  # click prints "Error: <why>" and asks this question again
+            return value
+        return proc
 
     def pick(key: str, text: str, **kw):
         value = given.get(key)
@@ -348,34 +412,93 @@ def init(output: Path, force: bool, **given) -> None:
     _not_a_link(output)
     if output.exists() and not force:
         raise OrchgenError("exists; pass --force to replace it", str(output))
-    pick("name", "Fleet name")
-    pick("provider", "Provider", type=click.Choice(providers.NAMES))
+    bare_implied = given["bare_metal"] or given["slurm_controller"] is not None or given["os_"] is not None
+    pick("name", "Fleet name", value_proc=checked(check_name))
+    if given["provider"] is None and bare_implied:
+        answers["provider"] = "generic"  # --bare-metal, --slurm-controller, --os: the site's own machines
+    else:
+        pick("provider", "Provider", type=click.Choice(providers.NAMES))
     if answers["provider"] == "generic":
-        pick("bare_metal", "Bare metal (your machines, Slurm for multi-node jobs)?", type=bool)
+        if given["bare_metal"] is None and bare_implied:
+            answers["bare_metal"] = True
+        else:
+            pick("bare_metal", "Bare metal (your machines, Slurm for multi-node jobs)?", type=bool)
     else:
         answers["bare_metal"] = False
+    bare = answers["provider"] == "generic" and answers["bare_metal"]
+    if not bare:  # a question's answer contradicts a flag: the flag is named
+        for key, name in (("slurm_controller", "--slurm-controller"), ("os_", "--os")):
+            if given[key] is not None:
+                raise click.UsageError(f"{name} is for a bare-metal fleet (provider generic, bare metal)")
     pick("nodes", "GPU nodes", type=click.IntRange(1, 65536))
-    pick("gpu_type", "GPU type (GRES name)")
+    pick("gpu_type", "GPU type (GRES name)", value_proc=checked(check_gpu_type))
     pick("gpus_per_node", "GPUs per node", type=click.IntRange(1, 64))
     pick("fabric", "Fabric", type=click.Choice(["infiniband", "roce", "ethernet"]))
+    if given["training_nodes"] is not None and given["training_nodes"] > answers["nodes"]:
+        raise click.BadParameter(f"{given['training_nodes']} is more than the fleet's {answers['nodes']} GPU nodes",
+                                 param_hint="--training-nodes")
     pick("training_nodes", "Nodes of one training job (0: none)", type=click.IntRange(0, answers["nodes"]))
     pick("service", "An inference service too?", type=bool)
-    if answers["provider"] == "generic" and answers["bare_metal"]:
+    if _service_without_a_node(bare, answers):
+        if given["training_nodes"] is not None or not ask:
+            raise click.BadParameter(
+                f"a bare-metal fleet with an inference service keeps a node for it: at most "
+                f"{answers['nodes'] - 1} of its {answers['nodes']} nodes (or --no-service)",
+                param_hint="--training-nodes")
+        click.echo(f"Error: the inference service needs a node of its own: at most {answers['nodes'] - 1}", err=True)
+        answers["training_nodes"] = click.prompt("Nodes of one training job (0: none)",
+                                                 default=answers["nodes"] - 1,
+                                                 type=click.IntRange(0, answers["nodes"] - 1))
+    if bare:
         value = given.get("slurm_controller")
         if value is None and ask:
             value = click.prompt("Slurm controller's short hostname (empty: later)", default="",
-                                 show_default=False) or None
-        answers["controller"] = value
+                                 show_default=False, value_proc=lambda v: checked(check_hostname)(v) if v.strip() else "")
+        answers["controller"] = value or None
         answers["os"] = given.get("os_") or DEFAULT_OS
-    answers["training_nodes"] = min(answers["training_nodes"], answers["nodes"])
     text = workload_yaml(Answers(**answers))
+    _plans_or_refuse(text, output.name)
     _write_file(output, text)
-    try:
-        _load_plan(str(output), warnings=[])  # what init writes plans; a bad answer is named by its line
-    except OrchgenError:
-        output.unlink()
-        raise
-    click.echo(f"wrote {output}; next: orchgen recommend {output}, then orchgen plan {output} -o out/")
+    for line in fold(fit_to_print(f"wrote {output}; next: orchgen recommend {output}, then orchgen plan {output} "
+                                  "-o out/"), terminal_width(), "  "):
+        click.echo(line)
+
+
+def _refuse_contradictions(given: dict) -> None:
+    """init's flags that cannot all hold: one line naming them (exit 2), before any question."""
+    cloud = given["provider"] not in (None, "generic")
+    if cloud and given["bare_metal"]:
+        raise click.UsageError(f"--bare-metal is for provider generic (your own machines), not --provider "
+                               f"{given['provider']}")
+    for key, name in (("slurm_controller", "--slurm-controller"), ("os_", "--os")):
+        if given[key] is None:
+            continue
+        if cloud:
+            raise click.UsageError(f"{name} is for a bare-metal fleet, not --provider {given['provider']}")
+        if given["bare_metal"] is False:
+            raise click.UsageError(f"{name} is for a bare-metal fleet, not --no-bare-metal")
+    if given["nodes"] is not None and given["training_nodes"] is not None and given["training_nodes"] > given["nodes"]:
+        raise click.UsageError(f"--training-nodes {given['training_nodes']} is more than --nodes {given['nodes']}")
+
+
+def _service_without_a_node(bare: bool, a: dict) -> bool:
+    """A bare-metal fleet gives an inference service a node of its own: a training job over every node of a
+    fleet of two or more leaves the Kubernetes plane none (the planner refuses that split)."""
+    return bare and a["service"] and a["nodes"] >= 2 and a["training_nodes"] >= a["nodes"]
+
+
+def _plans_or_refuse(text: str, name: str) -> None:
+    """What init would write plans (checked on a copy in a temporary folder: a refusal names the field,
+    never a file that was not written)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="orchgen-init-") as tmp:
+        path = Path(tmp) / name
+        path.write_text(text, encoding="utf-8")
+        try:
+            _load_plan(str(path), warnings=[])
+        except OrchgenError as err:
+            raise OrchgenError(f"the answers do not plan, nothing written: {err.message}", field=err.field) from None
 
 
 @cli.command()
@@ -386,7 +509,7 @@ def init(output: Path, force: bool, **given) -> None:
 @click.option("--hours", type=click.FloatRange(min=0.01, max=24 * 366), default=168.0, show_default=True,
               help="hours of arrivals drawn from the demand")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the demand's random draws")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_format("text, or JSON: each report's figures")
 @click.option("--compare", is_flag=True, help="the same demand against options.split's modes, the gang "
               "schedulers and each workload pinned to the other plane, in one table")
 def simulate(workload: str, trace: str | None, hours: float, seed: int, fmt: str, compare: bool) -> None:
@@ -446,13 +569,15 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
         if len(others) > _MAX_PROBLEMS:  # a binary or foreign file: the first ones say enough
             _say(f"orchgen: ... and {len(others) - _MAX_PROBLEMS} more problems like these")
         raise
-    for line in report.lines():
-        click.echo(cut(fit_to_print(line), MAX_LINE))
+    room = terminal_width()
+    for line in report.lines():  # each item wrapped under its word (modelled, carried ...) to the terminal
+        for part in fold(cut(fit_to_print(line), MAX_LINE), room, " " * 10):
+            click.echo(part)
     _write_file(output, text)
     n = len(report.modelled), len(report.carried), len(report.refused), len(report.added)
-    click.echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, {n[3]} "
-                            "added by orchgen; "
-                            f"next: orchgen plan {output} -o out/"))
+    for part in fold(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, "
+                                  f"{n[3]} added by orchgen; next: orchgen plan {output} -o out/"), room, "  "):
+        click.echo(part)
 
 
 @cli.command()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .contract import BRINGUP_OS_SLURM
 from .providers import NAMES as PROVIDERS
+from .spec.mig import PROFILES as MIG_PROFILES
 
 DEFAULT_OS = "debian-13"
 # Slurm on Kubernetes, or no bare-metal Slurm: the release orchgen writes by default (options.slurm_version)
@@ -103,3 +104,47 @@ def workload_yaml(a: Answers) -> str:
         "  kubernetes_version: \"1.33\"",
     ]
     return "\n".join(lines) + "\n"
+
+
+# GPU models as GRES types (lower case; Slurm keeps the case a site writes): the MIG table's, plus the
+# data-centre GPUs without MIG. A GRES type is free-form (AutoDetect names such as GV100GL are types too),
+# so `init` accepts a name it does not know, unless it is one typo away from one it does (h1000, a10o).
+KNOWN_GPU_TYPES: tuple[str, ...] = tuple(sorted({
+    *MIG_PROFILES,
+    "v100", "t4", "a10", "a10g", "a40", "l4", "l40", "l40s", "h20", "b100", "b300", "gb300", "rtx6000",
+    "rtx-pro-6000", "mi250x", "mi300x", "mi325x", "mi355x", "gaudi2", "gaudi3"}))
+
+
+def check_name(value: str) -> str | None:
+    """Why `value` cannot be metadata.name (a DNS-1123 label), or None."""
+    from .spec.models import _dns_label
+
+    try:
+        _dns_label(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def check_gpu_type(value: str) -> str | None:
+    """Why `value` cannot be the pool's GPU type: not a GRES name, or a near miss of a known GPU."""
+    import difflib
+
+    from .spec.models import _gpu_type
+
+    try:
+        _gpu_type(value)
+    except ValueError as exc:
+        return str(exc)
+    low = value.lower()
+    if low in KNOWN_GPU_TYPES:
+        return None
+    close = difflib.get_close_matches(low, KNOWN_GPU_TYPES, n=1, cutoff=0.8)
+    if close:
+        return f"unknown GPU type {value!r} (did you mean {close[0]!r}?)"
+    return None
+
+
+def check_hostname(value: str) -> str | None:
+    """Why `value` cannot be a short hostname (SlurmctldHost: a DNS-1123 label), or None."""
+    return check_name(value)

@@ -17,7 +17,7 @@ import yaml
 
 from .conftest import REPO, all_examples, run_orchgen
 from .test_bad_input import BASE, CASES, LATE
-from tests.support import orchgen_argv
+from tests.support import orchgen_argv, run_cli
 
 # The recommend JSON of every example as it was before this issue's table changes (made with the
 # previous commit's code): `--format json` stays byte for byte.
@@ -94,15 +94,17 @@ def test_plan_lists_by_folder_warns_last_and_says_what_next(tmp_path):
     out = tmp_path / "out"
     proc = run_orchgen("plan", path, "-o", out, check=True)
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("lab: slurm") and f"to {out}/" in lines[0]
+    # the first line, wrapped to the terminal (80 columns here): a long output path goes on the next line
+    assert lines[0].startswith("lab: slurm") and f"to {out}/" in " ".join(" ".join(lines[:2]).split())
     listing = [line for line in lines if re.match(r"  \S+/\s+\d+ files?: ", line)]
     folders = [line.split()[0] for line in listing]
     assert "slurm/" in folders and "./" in folders and len(folders) == len(set(folders))
     named = sum(int(line.split()[1]) for line in listing)
     assert named == sum(1 for p in out.rglob("*") if p.is_file() and p.name != ".orchgen-bundle")
-    nxt = next(i for i, line in enumerate(lines) if line.startswith(f"next: read {out}/README.md"))
+    nxt = next(i for i, line in enumerate(lines) if line.startswith("next: read"))
     assert nxt > max(lines.index(line) for line in listing)
-    rest = "\n".join(lines[nxt:])
+    rest = " ".join(" ".join(lines[nxt:]).split())  # wrapped to 80 columns: a long path on a line of its own
+    assert rest.startswith(f"next: read {out}/README.md")
     assert f"orchgen validate {out}" in rest and "slurm: install Slurm" in rest and "2 warnings above" in rest
     assert proc.stderr.startswith("orchgen: warning: ")
     quiet = run_orchgen("plan", path, "-o", out, "-q", check=True)
@@ -203,6 +205,80 @@ def test_init_asks_in_a_terminal(tmp_path):
     assert data["metadata"]["name"] == "uni-lab"
     assert data["fleet"]["pools"][0]["gpu"] == {"type": "a100", "count": 4}
     assert data["fleet"]["slurm"]["controllers"] == ["lab-head"]
+
+
+def _init_in_a_terminal(tmp_path: Path, answers: list[str], *flags: str) -> tuple[int, str, Path]:
+    """`orchgen init` with a terminal on stdin, answering each prompt in turn: (exit code, what it showed, file)."""
+    main, sub = pty.openpty()
+    target = tmp_path / "w.yaml"
+    proc = subprocess.Popen([*orchgen_argv(), "init", "-o", str(target), *flags],
+                            stdin=sub, stdout=sub, stderr=sub, cwd=tmp_path)
+    os.close(sub)
+    replies = iter(answers)
+    seen = b""
+    while proc.poll() is None:
+        ready, _, _ = select.select([main], [], [], 10)
+        if not ready:
+            break
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        seen += chunk
+        if chunk.rstrip().endswith((b":", b"]:", b"?")) or re.search(rb"[:?] ?(\[[^\]]*\])?: ?$", chunk):
+            os.write(main, (next(replies, "") + "\n").encode())
+    proc.wait(timeout=30)
+    os.close(main)
+    return proc.returncode, seen.decode(errors="replace").replace("\r", ""), target
+
+
+def test_init_checks_each_answer_when_given_and_asks_only_that_again(tmp_path):
+    """Issue 39: a bad answer is refused at once with its reason, that question alone asked again, and the
+    other answers kept (no nine questions thrown away at the end)."""
+    answers = ["Uni_Lab", "uni-lab", "generic", "y", "8", "h1000", "a100", "4", "ethernet", "2", "n",
+               "Lab_Head!", "lab-head"]
+    rc, seen, target = _init_in_a_terminal(tmp_path, answers)
+    assert rc == 0, seen
+    assert "(did you mean 'h100'?)" in seen and "is not a DNS-1123 label" in seen, seen
+    assert seen.count("Fleet name") == 2 and seen.count("GPU type (GRES name)") == 2 and seen.count("GPU nodes") == 1, seen
+    assert seen.count("Slurm controller") == 2, seen
+    data = yaml.safe_load(target.read_text())
+    assert data["metadata"]["name"] == "uni-lab"
+    assert data["fleet"]["pools"][0]["gpu"] == {"type": "a100", "count": 4}
+    assert data["fleet"]["pools"][0]["nodes"] == 8
+    assert data["fleet"]["slurm"]["controllers"] == ["lab-head"]
+
+
+def test_init_in_a_terminal_keeps_a_node_for_the_service(tmp_path):
+    """Training over every node of a bare-metal fleet with a service cannot be planned: the training
+    question is asked again (it used to fail after every question, naming a file never written)."""
+    rc, seen, target = _init_in_a_terminal(tmp_path, ["lab", "generic", "y", "3", "h100", "8", "infiniband",
+                                                      "3", "y", "1", ""])
+    assert rc == 0, seen
+    assert "needs a node of its own" in seen and seen.count("Nodes of one training job") == 2, seen
+    assert yaml.safe_load(target.read_text())["workloads"][0]["nodes"] == 1
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--gpu-type", "h1000"], "--gpu-type"),
+    (["--name", "Bad_Name"], "--name"),
+    (["--slurm-controller", "Head_01"], "--slurm-controller"),
+    (["--provider", "eks", "--bare-metal"], "--bare-metal"),
+    (["--provider", "gke", "--slurm-controller", "head01"], "--slurm-controller"),
+    (["--no-bare-metal", "--os", "debian-12"], "--os"),
+    (["--nodes", "2", "--training-nodes", "5"], "--training-nodes"),
+    (["--nodes", "3", "--training-nodes", "3"], "--training-nodes"),
+    (["--nodes", "0"], "--nodes"),
+], ids=["gpu-typo", "name", "controller", "bare-metal-on-eks", "controller-on-gke", "os-not-bare",
+        "training-over-nodes", "service-without-a-node", "zero-nodes"])
+def test_init_refuses_a_bad_or_contradicting_flag_up_front(tmp_path, flags, named):
+    """Without a terminal: one line naming the flag, exit 2, no file, and no file named that is not there."""
+    target = tmp_path / "w.yaml"
+    proc = run_cli(["init", "-o", target, *flags], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and named in proc.stderr, proc.stderr
+    assert str(target) not in proc.stderr and "w.yaml" not in proc.stderr, proc.stderr
+    assert not target.exists() and not list(tmp_path.iterdir())
 
 
 # --- the schema ----------------------------------------------------------------------------------

@@ -88,16 +88,25 @@ def _collect(report: dict, plan: Plan, plane: str, replay: Replay, sched: Any, o
     span = max(replay.env.now, 1e-9)
     nodes = replay.nodes
     cap = np.array([int(nodes.cap[nodes.pool == i].sum()) for i in range(len(nodes.pools))], dtype=float)
+    # a plane whose replay has no span (only long-lived services: they start at 0 and never end) is as busy
+    # as the GPUs its services hold, over the whole horizon; busy GPU-seconds over a span of 0 would say 0%
+    services_only = replay.env.now <= 0 and bool(replay.jobs) and all(j.service for j in replay.jobs)
+    if services_only:
+        busy, span = replay.held_gpus, 1.0
+    else:
+        busy = replay.busy_gs
+    basis = {"utilization_of": "services"} if services_only else {}  # the report says what the figure rests on
     for i, pool in enumerate(nodes.pools):
         report["pools"].append({
             "plane": plane, "pool": pool, "gpus": int(cap[i]),
-            "gpu_utilization": round(float(replay.busy_gs[i] / (cap[i] * span)), 4) if cap[i] else 0.0,
-            "idle_gpu_hours_while_jobs_waited": round(float(replay.idle_waiting_gs[i]) / 3600, 2),
+            "gpu_utilization": round(float(busy[i] / (cap[i] * span)), 4) if cap[i] else 0.0,
+            "idle_gpu_hours_while_jobs_waited": round(float(replay.idle_waiting_gs[i]) / 3600, 2), **basis,
         })
     total = float(cap.sum())
-    report["planes"].append({"plane": plane, "gpus": int(total), "hours": round(span / 3600, 2),
-                             "gpu_utilization": round(float(replay.busy_gs.sum() / (total * span)), 4)
-                             if total else 0.0})
+    hours = round(max(replay.env.now, 1e-9) / 3600, 2)
+    report["planes"].append({"plane": plane, "gpus": int(total), "hours": hours,
+                             "gpu_utilization": round(float(busy.sum() / (total * span)), 4)
+                             if total else 0.0, **basis})
     never = {j.id for j in replay.never}
     for j in replay.jobs:
         outcomes.append((j, "never" if j.start is None or j.id in never else "started"))

@@ -30,22 +30,52 @@ def run(workload: str, trace: str | None, hours: float, seed: int, fmt: str, com
 
 
 def _run(fleet, plan, workload: str, trace: str | None, hours: float, seed: int, fmt: str, compare: bool) -> None:
+    defaults = [] if trace else default_demand(fleet, plan)
     if not compare:
         jobs = _jobs(plan, trace, hours, seed)
         with _progress(len([j for j in jobs if not j.service])) as tick:
             report = simulate(plan, jobs, progress=tick)
-        report.update(seed=seed, hours=hours if trace is None else None, trace=trace)
+        report.update(seed=seed, hours=hours if trace is None else None, trace=trace, default_demand=defaults)
         if fmt == "json":
             click.echo(json.dumps(report, indent=2))
         else:
             _table(report)
+            _basis(report["planes"], defaults)
         return
     rows = compare_variants(fleet, plan, workload, trace, hours, seed)
     if fmt == "json":
         click.echo(json.dumps({"seed": seed, "hours": hours if trace is None else None, "trace": trace,
-                               "variants": rows}, indent=2))
+                               "default_demand": defaults, "variants": rows}, indent=2))
     else:
         _compare_table(rows)
+        _basis([p for r in rows for p in r.get("planes", ())], defaults)
+
+
+def default_demand(fleet, plan) -> list[str]:
+    """The replayed batch workloads whose demand is orchgen's default (workload.yaml gives none of
+    jobs_per_day, jobs_at_once, runtime): one job at a time, each running half its time limit."""
+    given = {w.name for w in fleet.workloads
+             if w.jobs_per_day is not None or w.jobs_at_once is not None or w.runtime is not None}
+    return [d.name for d in plan.workloads if d.plane in ("slurm", "kubernetes", "k3s") and d.name not in given
+            and d.workload_class != "service" and d.serving is None]
+
+
+def _basis(planes: list[dict], defaults: list[str]) -> None:
+    """What the figures rest on, a line each: utilization of a plane of services only; a default demand."""
+    from ..terminal import fold, width
+
+    lines = []
+    if any(p.get("utilization_of") == "services" for p in planes):
+        lines.append("(services): a plane that runs only long-lived services has no replayed span; its GPU "
+                     "utilization is the GPUs its services hold, over the whole horizon")
+    if defaults:
+        lines.append(f"demand: orchgen's default for {', '.join(defaults)} (one job at a time, each running half "
+                     "its time limit): set workloads[].jobs_per_day and runtime (or jobs_at_once) in "
+                     "workload.yaml to replay yours")
+    room = width()
+    for line in lines:
+        for part in fold(line, room, "  "):
+            click.echo(part)
 
 
 def compare_variants(fleet, plan, workload: str, trace: str | None, hours: float, seed: int) -> list[dict]:
@@ -77,7 +107,8 @@ def brief(rows: list[dict]) -> list[str]:
         waits = "; ".join(f"{w['workload']} {_fmt_wait(w['wait_p50_s'])} / {_fmt_wait(w['wait_p95_s'])}"
                           + (f" ({w['never_started']} never start)" if w["never_started"] else "")
                           for w in r["workloads"])
-        util = ", ".join(f"{p['plane']} {p['gpu_utilization']:.0%}" for p in r["planes"])
+        util = ", ".join(f"{p['plane']} {p['gpu_utilization']:.0%}"
+                         + (" (services)" if p.get("utilization_of") == "services" else "") for p in r["planes"])
         out.append(f"{r['variant']}: wait p50 / p95: {waits or '-'}; GPU utilization: {util or '-'}")
     return out
 
@@ -129,12 +160,17 @@ def _fmt_wait(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
+def _fmt_util(p: dict) -> str:
+    """A utilization figure; `(services)` where it is the GPUs long-lived services hold (no replayed span)."""
+    return f"{p['gpu_utilization']:.1%}" + (" (services)" if p.get("utilization_of") == "services" else "")
+
+
 def _table(report: dict) -> None:
     from rich.table import Table
 
     from ..terminal import console as make_console
 
-    console = make_console(width=max(120, make_console().width))
+    console = make_console()  # the terminal's width (COLUMNS honoured; 80 when not a terminal)
     t = Table(title=f"{report['plan']}: queue waits ({report['jobs']} jobs, seed {report['seed']})")
     for col in ("workload", "plane", "pool", "jobs", "wait p50", "wait p95", "never started"):
         t.add_column(col)
@@ -146,10 +182,9 @@ def _table(report: dict) -> None:
     for col in ("plane", "pool", "GPUs", "utilization", "idle GPU-h while jobs waited"):
         t.add_column(col)
     for p in report["pools"]:
-        t.add_row(p["plane"], p["pool"], str(p["gpus"]), f"{p['gpu_utilization']:.1%}",
-                  f"{p['idle_gpu_hours_while_jobs_waited']:.1f}")
+        t.add_row(p["plane"], p["pool"], str(p["gpus"]), _fmt_util(p), f"{p['idle_gpu_hours_while_jobs_waited']:.1f}")
     for p in report["planes"]:
-        t.add_row(p["plane"], "(plane)", str(p["gpus"]), f"{p['gpu_utilization']:.1%}", "")
+        t.add_row(p["plane"], "(plane)", str(p["gpus"]), _fmt_util(p), "")
     console.print(t)
     pre = [p for p in report.get("preemptions", ()) if p["preemptions"]]
     if report.get("preemptions"):
@@ -171,26 +206,40 @@ def _table(report: dict) -> None:
         console.print(t)
 
 
+# simulate --compare's columns, in the order they are dropped when the terminal is too narrow for all of
+# them (the last first): (header, the width it needs to be worth keeping, the cell of one report)
+_COMPARE_COLUMNS: tuple[tuple[str, int, Any], ...] = (
+    ("variant", 0, lambda r: r["variant"]),
+    ("wait p50 / p95 per workload", 0,
+     lambda r: "\n".join(f"{w['workload']}: {_fmt_wait(w['wait_p50_s'])} / {_fmt_wait(w['wait_p95_s'])}"
+                         for w in r["workloads"])),
+    ("never started", 0, lambda r: str(sum(w["never_started"] for w in r["workloads"]))),
+    ("GPU utilization", 0, lambda r: "\n".join(f"{p['plane']}: {_fmt_util(p)}" for p in r["planes"])),
+    ("idle GPU-h while waiting", 100, lambda r: f"{sum(p['idle_gpu_hours_while_jobs_waited'] for p in r['pools']):.1f}"),
+    ("preemptions (GPU-h lost)", 120,
+     lambda r: "\n".join(f"{p['workload']}: {p['preemptions']} ({p['gpu_hours_lost']:.1f})"
+                         for p in r.get("preemptions", ()) if p["preemptions"]) or "0"),
+)
+
+
 def _compare_table(rows: list[dict]) -> None:
     from rich.table import Table
 
     from ..terminal import console as make_console
 
-    console = make_console(width=max(140, make_console().width))
+    console = make_console()  # the terminal's width (COLUMNS honoured; 80 when not a terminal)
+    columns = [c for c in _COMPARE_COLUMNS if console.width >= c[1]]  # the low-priority ones only where they fit
     t = Table(title="the same demand against the alternatives", show_lines=True)
-    for col in ("variant", "wait p50 / p95 per workload", "never started", "GPU utilization", "idle GPU-h while waiting",
-                "preemptions (GPU-h lost)"):
-        t.add_column(col)
+    for header, _, _ in columns:
+        t.add_column(header, overflow="fold")  # a long name folds onto the next line, never cut with an ellipsis
     for r in rows:
         if "refused" in r:
-            t.add_row(r["variant"], f"refused: {r['refused']}", "", "", "", "")
+            t.add_row(r["variant"], f"refused: {r['refused']}", *[""] * (len(columns) - 2))
             continue
-        waits = "\n".join(f"{w['workload']}: {_fmt_wait(w['wait_p50_s'])} / {_fmt_wait(w['wait_p95_s'])}"
-                          for w in r["workloads"])
-        never = str(sum(w["never_started"] for w in r["workloads"]))
-        util = "\n".join(f"{p['plane']}: {p['gpu_utilization']:.1%}" for p in r["planes"])
-        idle = f"{sum(p['idle_gpu_hours_while_jobs_waited'] for p in r['pools']):.1f}"
-        pre = "\n".join(f"{p['workload']}: {p['preemptions']} ({p['gpu_hours_lost']:.1f})"
-                        for p in r.get("preemptions", ()) if p["preemptions"]) or "0"
-        t.add_row(r["variant"], waits, never, util, idle, pre)
+        t.add_row(*(cell(r) for _, _, cell in columns))
     console.print(t)
+    kept = {header for header, _, _ in columns}
+    dropped = [header for header, _, _ in _COMPARE_COLUMNS if header not in kept]
+    if dropped:
+        console.print(f"(left out at {console.width} columns: {', '.join(dropped)}; a wider terminal or "
+                      "--format json shows them)")

@@ -52,6 +52,7 @@ class Replay:
     partial_gs = property(lambda self: np.array(self._partial))
     waiting_gpus = property(lambda self: np.array(self._waiting))
     partial_gpus = property(lambda self: np.array(self._partial_now))
+    held_gpus = property(lambda self: np.array(self._pool_cap) - np.array(self._pool_free))  # per pool, now
 
     # -- the clock's integrals
     def account(self) -> None:
