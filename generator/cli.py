@@ -17,7 +17,6 @@ import click
 from . import providers
 from .errors import Exit, OrchgenError, cut, fit_to_print
 from .starter import BRINGUP_OS_SLURM, DEFAULT_OS
-from .terminal import fold, width as terminal_width
 
 MAX_LINE = 2_000  # characters of one line orchgen prints about the input
 
@@ -235,9 +234,7 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         if fmt == "json":
             click.echo(impact.to_json())  # nothing to change: the same document, its lists empty
         elif impact:
-            room = terminal_width()
-            click.echo(impact.text(str(output), lambda line: fold(
-                line, room, " " * (len(line) - len(line.lstrip(" ")) + 4))), nl=False)
+            click.echo(impact.text(str(output)), nl=False)
         else:
             click.echo("No changes.")
         sys.exit(Exit.DIFF if impact else 0)
@@ -263,15 +260,13 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         click.echo(json.dumps({"fleet": the_plan.name, "output": str(output),
                                "planes": {n: {"nodes": len(p.nodes)} for n, p in the_plan.planes.items()},
                                "files": sorted(files), "removed": gone if force else [],
-                               "warnings": warnings, "next": next_steps(the_plan, output, len(warnings), 100)},
+                               "warnings": warnings, "next": next_steps(the_plan, output, len(warnings))},
                               indent=2))
         for line in warnings:
             click.echo(line, err=True)
         return
     planes = ", ".join(f"{n} ({_nodes(len(p.nodes))})" for n, p in the_plan.planes.items())
-    for line in fold(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"),
-                     terminal_width(), "  "):
-        click.echo(line)
+    click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
     if not quiet:
         for line in listing(files):
             click.echo(line)
@@ -459,9 +454,7 @@ def init(output: Path, force: bool, **given) -> None:
     text = workload_yaml(Answers(**answers))
     _plans_or_refuse(text, output.name)
     _write_file(output, text)
-    for line in fold(fit_to_print(f"wrote {output}; next: orchgen recommend {output}, then orchgen plan {output} "
-                                  "-o out/"), terminal_width(), "  "):
-        click.echo(line)
+    click.echo(f"wrote {output}; next: orchgen recommend {output}, then orchgen plan {output} -o out/")
 
 
 def _refuse_contradictions(given: dict) -> None:
@@ -569,15 +562,13 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
         if len(others) > _MAX_PROBLEMS:  # a binary or foreign file: the first ones say enough
             _say(f"orchgen: ... and {len(others) - _MAX_PROBLEMS} more problems like these")
         raise
-    room = terminal_width()
-    for line in report.lines():  # each item wrapped under its word (modelled, carried ...) to the terminal
-        for part in fold(cut(fit_to_print(line), MAX_LINE), room, " " * 10):
-            click.echo(part)
+    for line in report.lines():
+        click.echo(cut(fit_to_print(line), MAX_LINE))
     _write_file(output, text)
     n = len(report.modelled), len(report.carried), len(report.refused), len(report.added)
-    for part in fold(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, "
-                                  f"{n[3]} added by orchgen; next: orchgen plan {output} -o out/"), room, "  "):
-        click.echo(part)
+    click.echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, {n[3]} "
+                            "added by orchgen; "
+                            f"next: orchgen plan {output} -o out/"))
 
 
 @cli.command()

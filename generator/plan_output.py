@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+import textwrap
 from pathlib import Path
 
-from .terminal import fold, width as terminal_width
-
+WIDTH = 100
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}  # the README's headings
 
 
-def listing(files: dict[str, bytes], width: int | None = None) -> list[str]:
-    """One entry per folder, its file names after it (wrapped to `width`: the terminal's), folders in
-    the bundle's order."""
-    width = width or terminal_width()
+def listing(files: dict[str, bytes]) -> list[str]:
+    """One entry per folder, its file names after it (wrapped), folders in the bundle's order."""
     folders: dict[str, list[str]] = {}
     for path in files:
         folder, name = posixpath.split(path)
@@ -24,15 +22,13 @@ def listing(files: dict[str, bytes], width: int | None = None) -> list[str]:
     for folder, names in folders.items():
         head = f"  {folder:<{pad}}"
         body = f"{len(names)} file{'s' if len(names) > 1 else ''}: " + ", ".join(names)
-        indent = " " * len(head) if width - len(head) >= 24 else "    "  # narrow: names under the folder
-        out += fold(body, width, indent, head)
+        out += textwrap.wrap(body, WIDTH, initial_indent=head, subsequent_indent=" " * len(head),
+                             break_long_words=False, break_on_hyphens=False)
     return out
 
 
-def next_steps(plan, output: Path, warnings: int, width: int | None = None) -> list[str]:
-    """The next step after `plan`, per plane: read the bundle README, validate, install, check (wrapped
-    to `width`: the terminal's)."""
-    width = width or terminal_width()
+def next_steps(plan, output: Path, warnings: int) -> list[str]:
+    """The next step after `plan`, per plane: read the bundle README, validate, install, check."""
     out = shlex.quote(str(output))
     lines = [f"next: read {out}/README.md (a checklist per plane); then:"]
     if warnings:
@@ -60,4 +56,5 @@ def next_steps(plan, output: Path, warnings: int, width: int | None = None) -> l
             how = f"bash {out}/kubernetes/node-labels.sh, then cd {out}/pulumi && pulumi up " \
                   f"(or helm install: README, \"{PLANE_TITLES.get(kube.name, kube.name)}: checklist\")"
         lines.append(f"  {step}. {what}: on an existing cluster, {how}")
-    return [w for line in lines for w in fold(line, width, "     ")]
+    return [w for line in lines for w in textwrap.wrap(line, WIDTH, subsequent_indent="     ",
+                                                         break_long_words=False, break_on_hyphens=False)]

@@ -72,17 +72,13 @@ class Impact:
             out += [f"  {what}: {path}" for path, what in others]
         return out
 
-    def text(self, where: str, fit=None) -> str:
-        """The summary and impact lines, then each file's unified diff. `fit` (the CLI's: the terminal's
-        width) turns one summary line into the lines that fit; the diffs are content and stay as they are."""
+    def text(self, where: str) -> str:
         lines = [f"{where}: {len(self.files)} file(s) would change"]
         bad = self.disruptive()
         if bad:
             lines.append(f"disruptive ({len(bad)}), apply these with care:")
             lines += [f"  {b}" for b in bad]
         lines += self.impact_lines()
-        if fit is not None:
-            lines = [part for line in lines for part in fit(line)]
         body = "\n".join(lines) + "\n"
         body += "".join(f.diff or ("" if f.note else f"binary file {f.path} {f.status}\n") for f in self.files)
         return printable_text(body)  # file content is no one's terminal: escapes shown, newlines and tabs kept

@@ -170,7 +170,7 @@ def _table(report: dict) -> None:
 
     from ..terminal import console as make_console
 
-    console = make_console()  # the terminal's width (COLUMNS honoured; 80 when not a terminal)
+    console = make_console(width=max(120, make_console().width))
     t = Table(title=f"{report['plan']}: queue waits ({report['jobs']} jobs, seed {report['seed']})")
     for col in ("workload", "plane", "pool", "jobs", "wait p50", "wait p95", "never started"):
         t.add_column(col)
@@ -206,40 +206,26 @@ def _table(report: dict) -> None:
         console.print(t)
 
 
-# simulate --compare's columns, in the order they are dropped when the terminal is too narrow for all of
-# them (the last first): (header, the width it needs to be worth keeping, the cell of one report)
-_COMPARE_COLUMNS: tuple[tuple[str, int, Any], ...] = (
-    ("variant", 0, lambda r: r["variant"]),
-    ("wait p50 / p95 per workload", 0,
-     lambda r: "\n".join(f"{w['workload']}: {_fmt_wait(w['wait_p50_s'])} / {_fmt_wait(w['wait_p95_s'])}"
-                         for w in r["workloads"])),
-    ("never started", 0, lambda r: str(sum(w["never_started"] for w in r["workloads"]))),
-    ("GPU utilization", 0, lambda r: "\n".join(f"{p['plane']}: {_fmt_util(p)}" for p in r["planes"])),
-    ("idle GPU-h while waiting", 100, lambda r: f"{sum(p['idle_gpu_hours_while_jobs_waited'] for p in r['pools']):.1f}"),
-    ("preemptions (GPU-h lost)", 120,
-     lambda r: "\n".join(f"{p['workload']}: {p['preemptions']} ({p['gpu_hours_lost']:.1f})"
-                         for p in r.get("preemptions", ()) if p["preemptions"]) or "0"),
-)
-
-
 def _compare_table(rows: list[dict]) -> None:
     from rich.table import Table
 
     from ..terminal import console as make_console
 
-    console = make_console()  # the terminal's width (COLUMNS honoured; 80 when not a terminal)
-    columns = [c for c in _COMPARE_COLUMNS if console.width >= c[1]]  # the low-priority ones only where they fit
+    console = make_console(width=max(140, make_console().width))
     t = Table(title="the same demand against the alternatives", show_lines=True)
-    for header, _, _ in columns:
-        t.add_column(header, overflow="fold")  # a long name folds onto the next line, never cut with an ellipsis
+    for col in ("variant", "wait p50 / p95 per workload", "never started", "GPU utilization", "idle GPU-h while waiting",
+                "preemptions (GPU-h lost)"):
+        t.add_column(col)
     for r in rows:
         if "refused" in r:
-            t.add_row(r["variant"], f"refused: {r['refused']}", *[""] * (len(columns) - 2))
+            t.add_row(r["variant"], f"refused: {r['refused']}", "", "", "", "")
             continue
-        t.add_row(*(cell(r) for _, _, cell in columns))
+        waits = "\n".join(f"{w['workload']}: {_fmt_wait(w['wait_p50_s'])} / {_fmt_wait(w['wait_p95_s'])}"
+                          for w in r["workloads"])
+        never = str(sum(w["never_started"] for w in r["workloads"]))
+        util = "\n".join(f"{p['plane']}: {p['gpu_utilization']:.1%}" for p in r["planes"])
+        idle = f"{sum(p['idle_gpu_hours_while_jobs_waited'] for p in r['pools']):.1f}"
+        pre = "\n".join(f"{p['workload']}: {p['preemptions']} ({p['gpu_hours_lost']:.1f})"
+                        for p in r.get("preemptions", ()) if p["preemptions"]) or "0"
+        t.add_row(r["variant"], waits, never, util, idle, pre)
     console.print(t)
-    kept = {header for header, _, _ in columns}
-    dropped = [header for header, _, _ in _COMPARE_COLUMNS if header not in kept]
-    if dropped:
-        console.print(f"(left out at {console.width} columns: {', '.join(dropped)}; a wider terminal or "
-                      "--format json shows them)")
