@@ -62,8 +62,6 @@ def default_demand(fleet, plan) -> list[str]:
 
 def _basis(planes: list[dict], defaults: list[str]) -> None:
     """What the figures rest on, a line each: utilization of a plane of services only; a default demand."""
-    from ..terminal import fold, width
-
     lines = []
     if any(p.get("utilization_of") == "services" for p in planes):
         lines.append("(services): a plane that runs only long-lived services has no replayed span; its GPU "
@@ -72,10 +70,8 @@ def _basis(planes: list[dict], defaults: list[str]) -> None:
         lines.append(f"demand: orchgen's default for {', '.join(defaults)} (one job at a time, each running half "
                      "its time limit): set workloads[].jobs_per_day and runtime (or jobs_at_once) in "
                      "workload.yaml to replay yours")
-    room = width()
     for line in lines:
-        for part in fold(line, room, "  "):
-            click.echo(part)
+        click.echo(line)
 
 
 def compare_variants(fleet, plan, workload: str, trace: str | None, hours: float, seed: int) -> list[dict]:
@@ -223,7 +219,7 @@ def _compare_table(rows: list[dict]) -> None:
         waits = "\n".join(f"{w['workload']}: {_fmt_wait(w['wait_p50_s'])} / {_fmt_wait(w['wait_p95_s'])}"
                           for w in r["workloads"])
         never = str(sum(w["never_started"] for w in r["workloads"]))
-        util = "\n".join(f"{p['plane']}: {p['gpu_utilization']:.1%}" for p in r["planes"])
+        util = "\n".join(f"{p['plane']}: {_fmt_util(p)}" for p in r["planes"])
         idle = f"{sum(p['idle_gpu_hours_while_jobs_waited'] for p in r['pools']):.1f}"
         pre = "\n".join(f"{p['workload']}: {p['preemptions']} ({p['gpu_hours_lost']:.1f})"
                         for p in r.get("preemptions", ()) if p["preemptions"]) or "0"
