@@ -85,7 +85,9 @@ while i < len(args) and args[i].startswith("-"):
         opts[args[i]] = args[i + 1]
         i += 1
     i += 1
-if mode == "never":  # a busy partition, and an srun that never gives up
+if mode == "never":  # a busy partition, and an srun that never gives up (until its job is cancelled)
+    with open(os.path.join(d, "srun-4242.pid"), "w") as f:
+        f.write(str(os.getpid()))
     print("srun: job 4242 queued and waiting for resources", file=sys.stderr, flush=True)
     time.sleep(600)
 if mode == "busy":  # what srun --immediate says when the nodes stay busy
@@ -122,9 +124,17 @@ import sys
 print("gpu*" if "%P" in sys.argv else "")
 '''
 FAKE_SCANCEL = r'''
-import os, sys
-with open(os.path.join(os.environ["FAKE_DIR"], "scancel.log"), "a") as f:
+import os, signal, sys
+d = os.environ["FAKE_DIR"]
+with open(os.path.join(d, "scancel.log"), "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\n")
+for job in sys.argv[1:]:  # as on a real cluster, the cancelled job's srun ends (no sleeper left behind)
+    pidfile = os.path.join(d, f"srun-{job}.pid")
+    if os.path.exists(pidfile):
+        try:
+            os.kill(int(open(pidfile).read()), signal.SIGTERM)
+        except (ProcessLookupError, ValueError):
+            pass
 '''
 
 
