@@ -294,10 +294,12 @@ def _fleet_text(options: str) -> str:
 
 @pytest.mark.parametrize("options,field,pattern", [
     ("  metrics: site\n", "options.metrics", "needs options.prometheus_url"),
+    # a credential in any field is refused at load, before the field's own check (issue 40)
     ("  metrics: site\n  prometheus_url: https://admin:hunter2@prom.example.com\n", "options.prometheus_url",
-     "must not carry credentials"),
+     "looks like a credential (a user or password in a URL)"),
     ("  metrics: site\n  prometheus_url: ftp://prom\n", "options.prometheus_url", "not an http"),
-    ("  metrics: site\n  prometheus_url: https://prom/api?token=hunter2\n", "options.prometheus_url", "not an http"),
+    ("  metrics: site\n  prometheus_url: https://prom/api?token=hunter2\n", "options.prometheus_url",
+     "looks like a credential (a token in a URL's query string)"),
     ("  prometheus_url: http://prom:9090\n", "options.prometheus_url", "options.metrics install"),
     ("  metrics: bring-your-own\n", "options.metrics", ""),
 ])

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -90,6 +91,10 @@ class Site:
         self.node_port_base, self.ctld_port, self.dbd_port = base, base + 38, base + 39
         self.home = work / "home"  # the operator's home on the machine running Ansible (HOME of every run)
         self.home.mkdir(parents=True, exist_ok=True)
+        # ssh's ControlPath is a Unix socket (at most 107 bytes): Ansible puts it under ~/.ansible/cp, and HOME
+        # under pytest's per-worker temp folders is too deep for it ("too long for Unix domain socket"). A
+        # short folder of its own, as a user's short HOME gives; the bundle is not changed.
+        self.control_dir = tempfile.mkdtemp(prefix="orchgen-cp-", dir="/tmp")
         self.log = work / "bringup.log"
 
     def install(self, bundle: Path) -> Path:
@@ -107,7 +112,7 @@ class Site:
     def _run(self, argv: list[str], what: str, timeout: float) -> subprocess.CompletedProcess:
         env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_NOCOLOR": "1",
                "ANSIBLE_LOCAL_TEMP": str(self.work / "ansible-tmp"), "ANSIBLE_HOME": str(self.work / "ansible-home"),
-               "HOME": str(self.home)}
+               "HOME": str(self.home), "ANSIBLE_SSH_CONTROL_PATH_DIR": self.control_dir}
         env.pop("ORCHGEN_MUNGE_KEY_HEX", None)
         t = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
