@@ -514,3 +514,13 @@ def test_plan_diff_renders_charts_only_from_inside_the_charts_folder(tmp_path):
     for chart, version in (("..", "x"), ("kueue", ".."), ("../../etc", "1.0.0"), ("kueue", "0.19.2/../../x"),
                            ("", "1.0.0"), (None, "1.0.0")):
         assert _chart_dir(charts, {"chart": chart, "version": version}) is None
+
+
+def test_a_huge_repository_in_a_bundle_is_cut_in_the_refusal(tmp_path, repo):
+    """A bundle's repository is echoed cut, as every value from input is (issue 40: a 10 MB value echoed whole)."""
+    name, version, _ = KUEUE
+    huge = "https://" + "a" * 100_000 + ".example.invalid/charts"
+    bundle = small_bundle(tmp_path / "b", name, version, huge)
+    line = refused(run("validate", bundle, env=cache_env(tmp_path)), r"^orchgen: ")
+    assert len(line) < 2_100 and line.endswith("more)"), len(line)  # the CLI's 2,000-character cap
+    assert repo.connections == 0

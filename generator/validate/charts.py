@@ -53,7 +53,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from ..errors import OrchgenError
+from ..errors import OrchgenError, cut
 from ..spec.inputs import CHART_VERSION
 
 MIRROR_ENV = "ORCHGEN_CHART_MIRROR"
@@ -484,9 +484,11 @@ def resolve(releases: list[dict], offline: bool, allowed: tuple[str, ...] = ()) 
             if isinstance(exc, (TimeoutError, socket.timeout)) or isinstance(reason, (TimeoutError, socket.timeout)):
                 reason = "timed out"
             refused = isinstance(exc, FetchError) and not repo_allowed(pin, allowed)
+            # the repository and the reason come from a bundle nobody reviewed: cut, as every echoed value is
+            where, repo = cut(os.environ.get(MIRROR_ENV) or pin.repo, 200), cut(pin.repo, 200)
             raise OrchgenError(
-                f"cannot fetch {pin} from {os.environ.get(MIRROR_ENV) or pin.repo}: {reason}; "
-                + (f"pass --allow-repo {pin.repo} to fetch from it, or " if refused else "pass ")
+                f"cannot fetch {pin} from {where}: {cut(str(reason), 300)}; "
+                + (f"pass --allow-repo {repo} to fetch from it, or " if refused else "pass ")
                 + f"--crds and --chart-defaults, set {MIRROR_ENV} to a reachable mirror, or --no-fetch to skip the "
                 "checks that need them", field="validate") from None
         if path is None:
