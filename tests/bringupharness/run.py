@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 import yaml
@@ -95,6 +96,7 @@ class Site:
         # under pytest's per-worker temp folders is too deep for it ("too long for Unix domain socket"). A
         # short folder of its own, as a user's short HOME gives; the bundle is not changed.
         self.control_dir = tempfile.mkdtemp(prefix="orchgen-cp-", dir="/tmp")
+        weakref.finalize(self, shutil.rmtree, self.control_dir, True)  # removed with the Site
         self.log = work / "bringup.log"
 
     def install(self, bundle: Path) -> Path:
