@@ -20,7 +20,7 @@ import pytest
 
 from tests._consumers import require
 from tests.bringupharness.hosts import Hosts
-from tests.bringupharness.run import Site, plan, recap
+from tests.bringupharness.run import Site, failure, plan, recap
 
 FLEET = Path(__file__).parent / "data" / "bringup" / "fleet.yaml"
 pytestmark = [pytest.mark.slurm, pytest.mark.chroot]
@@ -72,7 +72,7 @@ def _munge_stopped_on_one_node_is_repaired(hosts: Hosts, site, bundle: Path) -> 
                        "kill -0 $pid 2>/dev/null || exit 0; sleep 0.1; done; exit 1")
     assert hosts.ssh("gpu02", "munge -n", check=False).returncode != 0  # stopped indeed
     run = site.up(bundle, "--skip-tags", "checks")
-    assert run.returncode == 0, run.stdout[-4000:]
+    assert run.returncode == 0, failure(run)
     changed = {h: r["changed"] for h, r in recap(run.stdout).items()}
     assert changed["gpu02"] > 0 and changed["gpu01"] == 0 and changed["ctl1"] == 0, changed
     cred = hosts.ssh("ctl1", "munge -n").stdout.strip()
@@ -86,7 +86,7 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     t0 = time.monotonic()
     bundle = site.install(plan(FLEET, tmp_path / "plan1", "22.05"))
     first = site.up(bundle, "-e", "orchgen_check_args='--skip nccl'")
-    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    assert first.returncode == 0, failure(first)
     rc = recap(first.stdout)
     assert set(rc) == {"ctl1", "db1", "gpu01", "gpu02"} and all(r["changed"] > 0 for r in rc.values()), rc
     # the production checks ran as the last step and passed (nccl needs GPUs and a fabric: test_checks.py)
@@ -110,7 +110,7 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
 
     t = time.monotonic()
     second = site.up(bundle, "--skip-tags", "checks")
-    assert second.returncode == 0, second.stdout[-4000:]
+    assert second.returncode == 0, failure(second)
     assert {h: r["changed"] for h, r in recap(second.stdout).items()} == dict.fromkeys(rc, 0), second.stdout[-4000:]
     print(f"second run, nothing changed: {time.monotonic() - t:.0f} s")
 
@@ -133,7 +133,7 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
         (tmp_path / f"{name}.json").write_text(json.dumps(changes))
         t = time.monotonic()
         out = site.apply(new, tmp_path / f"{name}.json", "--skip-tags", "checks")
-        assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-2000:]
+        assert out.returncode == 0, failure(out)
         actions = [line for line in out.stdout.splitlines() if line.startswith("apply: ")]
         print(f"re-plan {name} ({time.monotonic() - t:.0f} s):", *actions, sep="\n  ")
         assert _running(hosts, running), f"job {running} did not survive re-plan {name}"
@@ -184,7 +184,7 @@ def test_debian13_bare_os_to_cluster(tmp_path):
         t0 = time.monotonic()
         bundle = site.install(plan(FLEET, tmp_path / "plan", "24.11"))
         first = site.up(bundle, "-e", "orchgen_check_args='--skip nccl'")
-        assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+        assert first.returncode == 0, failure(first)
         assert "/usr/sbin/nhc passed on 2 nodes" in first.stdout
         print(f"Debian 13 bring-up from bare OS: {time.monotonic() - t0:.0f} s")
         job = hosts.ssh("ctl1", "srun -N2 --gres=gpu:2 sh -c 'echo $SLURM_JOB_ID $(hostname) $CUDA_VISIBLE_DEVICES'")
