@@ -34,6 +34,7 @@ from .errors import OrchgenError, secret_in
 from .spec import hostlist, slurmconf
 from .spec.inputs import Refused, read_bounded
 from .spec.models import MAX_POOLS
+from .spec.site import SiteLine
 from .spec.site import (CREDENTIAL_KEYS, ORCHGEN_BETTER, ORCHGEN_BETTER_CGROUP, ORCHGEN_BETTER_NODES,  # noqa: F401
                          ORCHGEN_WRITES, authinfo_unknown)  # re-exported for the tests
 from .spec.slurm_keys import CGROUP_KNOWN, GRES_KNOWN, KNOWN
@@ -837,6 +838,9 @@ def _carry(doc: dict, out: Path, g: dict[str, slurmconf.Record], nodes: list[_No
            site_keys: list[dict], lines: list[dict], report: Report, src: Sources,
            origin: dict[str, str] | None = None) -> dict:
     rendered = _render(doc, out, src.slurm_conf, origin or {})
+    plugstack = _plugstack(g, src, "plugstack.conf.d/pyxis.conf" in rendered, report)
+    if plugstack is not None:  # its lines go into the bundle's plugstack.conf, which Slurm reads by default
+        g = {k: v for k, v in g.items() if k != "plugstackconfig"}
     ours = slurmconf.parse(rendered.get("slurm.conf", ""), "slurm.conf")
     ours_last = {r.kind: r for r in ours if len(r.pairs) == 1}
     for kind, record in g.items():
@@ -947,10 +951,73 @@ def _carry(doc: dict, out: Path, g: dict[str, slurmconf.Record], nodes: list[_No
             report.carried.append(Item("cgroup.conf", f"ConstrainRAMSpace=no: {why}"))
         if carried:
             site[name.replace(".", "_")] = carried
+    if plugstack:
+        site["plugstack_conf"] = {"lines": plugstack}
     files = _site_files(g, src, report)
     if files:
         site["files"] = files
     return site
+
+
+_PYXIS = re.compile(r"(^|/)spank_pyxis\.so$")
+
+
+def _plugstack(g: dict[str, slurmconf.Record], src: Sources, pyxis: bool, report: Report) -> list[dict] | None:
+    """The site's plugstack.conf (PlugStackConfig's file, else the one beside slurm.conf; spank(8)): each line
+    carried into the bundle's plugstack.conf, merged with orchgen's pyxis where the plan enables it, or
+    refused, with its line. None: the site has no plugstack.conf here to read (a PlugStackConfig key naming
+    a file that is not beside slurm.conf is then carried as it is)."""
+    key = g.get("plugstackconfig")
+    name = Path(key.pairs[0].value).name if key else "plugstack.conf"
+    path = src.slurm_conf.parent / name
+    if not path.is_file():
+        if pyxis and not key:
+            report.added.append(Item("plugstack.conf", f"pyxis: {ORCHGEN_BETTER['PlugStackConfig']}"))
+        if key:
+            report.refused.append(Item(key.where, f"PlugStackConfig: {name} is not beside slurm.conf, so its "
+                                       "plugins are not read: give the file there and import again"))
+        return None
+    if key:
+        report.modelled.append(Item(key.where, f"PlugStackConfig: {name}'s lines go into the bundle's plugstack.conf, "
+                                    "which Slurm reads beside slurm.conf"))
+    text = _read(path, "plugstack.conf")
+    out = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        body = raw.split("#", 1)[0].strip()
+        where = f"{path}:{number}"
+        if not body:
+            continue
+        words = body.split()
+        if secret_in(body):
+            report.refused.append(Item(where, f"holds what looks like a credential ({secret_in(body)}); not written"))
+            continue
+        if words[0] == "include" and len(words) == 2:
+            folder = words[1].rsplit("/", 1)[0] if "/" in words[1] else ""
+            if pyxis and Path(folder).name == "plugstack.conf.d":
+                report.modelled.append(Item(where, f"include {words[1]}: orchgen's `include plugstack.conf.d/*.conf` "
+                                            "reads that folder (the site's *.conf files there keep loading)"))
+                continue
+        elif words[0] not in ("required", "optional") or len(words) < 2:
+            report.refused.append(Item(where, "not a SPANK line (required|optional PLUGIN [ARGS], or include GLOB; "
+                                       "spank(8)); not written"))
+            continue
+        elif pyxis and _PYXIS.search(words[1]):  # loaded once: a second line would load the plugin twice
+            args = " ".join(words[2:])
+            if args:
+                report.refused.append(Item(where, f"pyxis's arguments ({args[:80]}): orchgen's plugstack.conf.d/"
+                                           "pyxis.conf loads pyxis with its own; not written: give them there"))
+            else:
+                report.modelled.append(Item(where, "pyxis: orchgen's plugstack.conf.d/pyxis.conf loads it"))
+            continue
+        try:
+            _ = SiteLine.model_validate({"line": body, "reason": "x"})
+        except ValueError as exc:
+            report.refused.append(Item(where, f"cannot be written back as it is: {str(exc).splitlines()[-1][:120]}"))
+            continue
+        out.append({"line": body, "from": where, "reason": "the site's SPANK plugin, loaded as the site loads it"
+                    + (" (beside orchgen's pyxis)" if pyxis else "")})
+        report.carried.append(Item(where, f"plugstack.conf: {words[0]} {words[1][:80]}, kept"))
+    return out
 
 
 def _cgroup_added(cgroup: slurmconf.Config | None, rendered: str, report: Report, skip: set[str]) -> None:

@@ -434,3 +434,36 @@ def test_a_node_name_orchgen_refuses_names_the_sites_node_line(tmp_path):
     site = MINIMAL + "NodeName=multiple_spot-st-c4-[1-2] CPUs=2\n"
     err = _one_line_refusal(_import(tmp_path, site), tmp_path, "slurm.conf:6:", "fleet.pools[1].hostnames")
     assert ".orchgen-import" not in err
+
+
+def test_the_sites_plugstack_is_read_merged_with_pyxis_and_its_other_plugins_kept(tmp_path):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "plugstack.conf").write_text(
+        "# the site's SPANK plugins\n"
+        "required /usr/lib64/slurm/private-tmpdir.so base=/tmp/slurm mount=/var/tmp mount=/tmp\n"
+        "optional /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so\n"
+        "include /etc/slurm/plugstack.conf.d/*\n"
+        "not a spank line\n")
+    done = _import(tmp_path, MINIMAL + "PlugStackConfig=/etc/slurm/plugstack.conf\n")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout
+    assert re.search(r"carried .*plugstack.conf:2: plugstack.conf: required /usr/lib64/slurm/private-tmpdir.so", said)
+    assert re.search(r"modelled .*plugstack.conf:3: pyxis: orchgen's plugstack.conf.d/pyxis.conf loads it", said)
+    assert re.search(r"modelled .*plugstack.conf:4: include /etc/slurm/plugstack.conf.d/\*", said)
+    assert re.search(r"refused .*plugstack.conf:5: not a SPANK line", said)
+    out = _plan(tmp_path)
+    text = (out / "slurm" / "plugstack.conf").read_text()
+    body = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    # orchgen's pyxis (one include of its folder) and the site's private-tmpdir, each once
+    assert body == ["include plugstack.conf.d/*.conf",
+                    "required /usr/lib64/slurm/private-tmpdir.so base=/tmp/slurm mount=/var/tmp mount=/tmp"]
+    assert "spank_pyxis.so" in (out / "slurm" / "plugstack.conf.d" / "pyxis.conf").read_text()
+    # slurm.conf names no other PlugStackConfig: Slurm reads this one, beside it
+    assert slurmconf.read(out / "slurm" / "slurm.conf").last("PlugStackConfig") is None
+    done = run_orchgen("validate", out)
+    assert done.returncode == 0 and "plugstack.conf" not in done.stdout, done.stdout
+
+
+def test_a_site_without_plugstack_is_told_that_pyxis_is_added(tmp_path):
+    done = _import(tmp_path, MINIMAL)
+    assert done.returncode == 0 and re.search(r"^added +plugstack.conf: pyxis: ", done.stdout, re.M), done.stdout

@@ -259,10 +259,14 @@ class Site(_Model):
     slurm_conf: SiteFile | None = Field(default=None, description="carried into slurm.conf")
     gres_conf: SiteFile | None = Field(default=None, description="carried into gres.conf")
     cgroup_conf: SiteFile | None = Field(default=None, description="carried into cgroup.conf")
+    plugstack_conf: SiteFile | None = Field(
+        default=None, description="the site's SPANK lines (spank(8): `required|optional PLUGIN [ARGS]`, `include "
+        "GLOB`), added to the bundle's plugstack.conf after orchgen's own (pyxis), or its only lines")
     files: dict[Annotated[str, AfterValidator(_file_name)], Annotated[str, AfterValidator(_file_text)]] = Field(
         default_factory=dict, max_length=64,
         description="files the site ships beside slurm.conf (job_submit.lua ...), written verbatim into "
         "the bundle's slurm/ folder")
 
     def of(self, name: str) -> SiteFile | None:
-        return {"slurm.conf": self.slurm_conf, "gres.conf": self.gres_conf, "cgroup.conf": self.cgroup_conf}.get(name)
+        return {"slurm.conf": self.slurm_conf, "gres.conf": self.gres_conf, "cgroup.conf": self.cgroup_conf,
+                "plugstack.conf": self.plugstack_conf}.get(name)

@@ -35,6 +35,14 @@ def apply(site: Site | None, files: dict[str, str], pool_hosts: dict[str, set[st
         entries = site.of(name)
         if entries is not None and name in out:
             out[name] = _emit(name, out[name], entries, pool_hosts)
+    if site.plugstack_conf is not None and site.plugstack_conf.lines:
+        # the site's SPANK plugins beside orchgen's: Slurm reads plugstack.conf from slurm.conf's folder when
+        # slurm.conf sets no PlugStackConfig (slurm.conf(5)), and loads every line's plugin (spank(8))
+        text = out.get("plugstack.conf") or (
+            "# plugstack.conf: the SPANK plugins srun, salloc, sbatch and slurmd load (spank(8)); beside slurm.conf,\n"
+            "# where Slurm reads it when slurm.conf sets no PlugStackConfig (slurm.conf(5)).\n")
+        lines = [HEADER] + [x for e in site.plugstack_conf.lines for x in (_why(e), e.line)]
+        out["plugstack.conf"] = text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
     for name, text in sorted(site.files.items()):
         if name in out or any(other.startswith(name + "/") for other in out):  # spec/site.py refuses these first
             raise OrchgenError(f"{name} is a file orchgen writes itself; give the site's file another name",
