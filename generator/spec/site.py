@@ -201,8 +201,9 @@ ORCHGEN_WRITES: dict[str, str] = {
 
 
 def orchgen_better_markdown() -> str:
-    """The README's list of what a regenerated site gains or says differently, from the tables above (the
-    README block between the `orchgen-better` markers is this text; tests/test_import_slurm.py checks it)."""
+    """The documented list of what a regenerated site gains or says differently, from the tables above
+    (docs/slurm-admins.md's block between the `orchgen-better` markers is this text; tests/test_import_slurm.py
+    checks it)."""
     out = ["Improvements (each can be turned off in workload.yaml; the real-Slurm test allows only these):", ""]
     out += [f"- slurm.conf `{k}`: {why}" for k, why in ORCHGEN_BETTER.items()]
     out += [f"- node lines `{k}`: {why}" for k, why in ORCHGEN_BETTER_NODES.items()]
