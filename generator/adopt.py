@@ -287,6 +287,8 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
             continue
         if kind == "controladdr" or kind == "backupaddr":  # the address of ControlMachine/BackupController
             controller_addrs[kind] = record.pairs[0].value
+            report.modelled.append(Item(where, f"{key}: the controller's address, written with it as "
+                                        "SlurmctldHost=name(addr)"))
             continue
         globals_[kind] = record  # the last one wins, as in Slurm
 

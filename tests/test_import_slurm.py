@@ -467,3 +467,13 @@ def test_the_sites_plugstack_is_read_merged_with_pyxis_and_its_other_plugins_kep
 def test_a_site_without_plugstack_is_told_that_pyxis_is_added(tmp_path):
     done = _import(tmp_path, MINIMAL)
     assert done.returncode == 0 and re.search(r"^added +plugstack.conf: pyxis: ", done.stdout, re.M), done.stdout
+
+
+def test_the_old_controlmachine_and_controladdr_become_one_slurmctldhost_line(tmp_path):
+    site = MINIMAL.replace("SlurmctldHost=ctl", "ControlMachine=head1\nControlAddr=10.0.0.5")
+    done = _import(tmp_path, site)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"modelled .*slurm.conf:3: ControlAddr: the controller's address", done.stdout)
+    conf = slurmconf.read(_plan(tmp_path) / "slurm" / "slurm.conf")
+    assert [r.pairs[0].value for r in conf.every("SlurmctldHost")] == ["head1(10.0.0.5)"]
+    assert conf.last("ControlAddr") is None and conf.last("ControlMachine") is None
