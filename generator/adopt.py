@@ -17,8 +17,8 @@ every key of the site whose value orchgen does not write the same is carried in 
 verbatim, with the reason, and emitted in place. So "modelled" means "orchgen writes the site's value
 itself", checked, not assumed; "carried" means "kept verbatim"; "refused" means "not written", each
 with its file:line. What orchgen writes that the site did not set is `ORCHGEN_BETTER`: the one list
-of the differences a regenerated site has on purpose, each with its reason (README, "Adopting a Slurm
-site"; tests/test_import_slurm_real.py holds the real slurmctld to it).
+of the differences a regenerated site has on purpose, each with its reason (docs/slurm-admins.md,
+"Adopting a running Slurm site"; tests/test_import_slurm_real.py holds the real slurmctld to it).
 """
 from __future__ import annotations
 

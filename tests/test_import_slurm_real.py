@@ -3,7 +3,7 @@ tests/data/sites/, the original configuration and plan(import(original)) are boo
 the host's Slurm 22.05 (and one on 26.05, in its chroot) through the same loopback overlay (tests/slurmharness/overlay.py), and what
 slurmctld took from them is compared: `scontrol show config`, `scontrol show nodes`, `scontrol show
 partition`. The only differences allowed are generator.adopt.ORCHGEN_BETTER (keys orchgen writes on
-purpose where the site set nothing; README, "Adopting a Slurm site"). Jobs with the site's own
+purpose where the site set nothing; docs/slurm-admins.md). Jobs with the site's own
 partition names and GRES strings get the same answer from both.
 
 "The original" is the site's files as Slurm 22.05 reads them: where a file uses a key 22.05 refuses
