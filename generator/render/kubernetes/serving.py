@@ -32,7 +32,7 @@ from ...decide.serving import VLLM_IMAGE
 from ...errors import OrchgenError
 from ...yamlio import dump_yaml
 from . import fabric_wiring, gang, metrics, pod_security, priority, ray
-from .common import RAY_VERSION, PodShape, dns1035, meta, namespace_of, node_selector, resources, tolerations
+from .common import RAY_AUTH_OPTIONS, RAY_VERSION, PodShape, dns1035, meta, namespace_of, node_selector, resources, tolerations
 
 WORKLOAD_LABEL = "orchgen.io/workload"
 ROLE_LABEL = "orchgen.io/role"
@@ -310,7 +310,8 @@ def _ray_pod(plan: Plan, w: WorkloadDecision, name: str, shape: PodShape, labels
                                    {"name": "dashboard-agent", "containerPort": RAY_AGENT_PORT, "protocol": "TCP"}],
                          "resources": resources(shape, limits_cpu_memory=True),
                          "readinessProbe": _probe(RAY_SERVE_HEALTH, sv.port, READINESS),
-                         "livenessProbe": _probe("/api/local_raylet_healthz", RAY_AGENT_PORT, LIVENESS),
+                         # no livenessProbe: KubeRay adds its own raylet health check to a Ray container
+                         # without one, the form it keeps working under token auth (RAY_AUTH_OPTIONS)
                          "env": [{"name": "HOME", "value": "/tmp"}]}
     _, mounts = _weights(sv)
     c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}, *mounts]
@@ -348,7 +349,8 @@ def _ray_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     return {"apiVersion": "ray.io/v1", "kind": "RayService",
             "metadata": meta(name_of(w), namespace_of(w.tenant), labels=gang.for_raycluster(plan, w.tenant)),
             "spec": {"serveConfigV2": _serve_config(sv),
-                     "rayClusterConfig": {"rayVersion": RAY_VERSION, "enableInTreeAutoscaling": elastic,
+                     "rayClusterConfig": {"rayVersion": RAY_VERSION, "authOptions": dict(RAY_AUTH_OPTIONS),
+                                          "enableInTreeAutoscaling": elastic,
                                           "headGroupSpec": {"rayStartParams": {"num-gpus": "0"},
                                                             "template": head_pod},
                                           "workerGroupSpecs": [group]}}}
