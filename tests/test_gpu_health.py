@@ -129,12 +129,21 @@ def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_pat
         if p["metadata"]["name"].startswith("gpu-health-h100")) == sorted(NODES), timeout=60)
     before = {n: kube.get("node", n) for n in NODES}
 
-    # the ServiceAccount's own token (TokenRequest), as the kubelet mounts it into the pod
-    sa = tmp_path / "sa"
-    sa.mkdir()
-    token = kube.kubectl("create", "token", gpu_health.NAME, "-n", gpu_health.NAMESPACE).stdout.strip()
-    (sa / "token").write_text(token)
-    shutil.copy(kube.certs / "ca.crt", sa / "ca.crt")
+    # the ServiceAccount's token bound to the checker pod on a node (TokenRequest with the pod as bound
+    # object), as the kubelet mounts it into that pod: the API server reads the pod's node from it, and
+    # the own-node admission policy holds the checker to that node
+    pod_on = {p["spec"]["nodeName"]: p["metadata"]["name"] for p in kube.get("pods", "-n", gpu_health.NAMESPACE)["items"]
+              if p["metadata"]["name"].startswith("gpu-health-h100")}
+
+    def sa_dir(node: str) -> Path:
+        sa = tmp_path / f"sa-{node}"
+        if not sa.is_dir():
+            sa.mkdir()
+            token = kube.kubectl("create", "token", gpu_health.NAME, "-n", gpu_health.NAMESPACE,
+                                 "--bound-object-kind", "Pod", "--bound-object-name", pod_on[node]).stdout.strip()
+            (sa / "token").write_text(token)
+            shutil.copy(kube.certs / "ca.crt", sa / "ca.crt")
+        return sa
     server = yaml.safe_load(kube.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
     host, port = server.removeprefix("https://").rsplit(":", 1)
     cm = next(o for o in objs if o["kind"] == "ConfigMap")
@@ -148,13 +157,18 @@ def test_failing_gpu_node_is_cordoned_and_tainted_by_the_service_account(tmp_pat
         (tmp_path / "bin" / name).chmod(0o755)
     env_of = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
 
-    def check(node: str, fail: bool) -> subprocess.CompletedProcess:
-        env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "NODE_NAME": node, "SERVICEACCOUNT_DIR": str(sa),
+    def check(node: str, fail: bool, token_of: str | None = None) -> subprocess.CompletedProcess:
+        env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "NODE_NAME": node,
+               "SERVICEACCOUNT_DIR": str(sa_dir(token_of or node)),
                "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
                "GPU_COUNT": env_of["GPU_COUNT"], "GPU_TYPE": env_of["GPU_TYPE"], **({"SMI_FAIL": "1"} if fail else {})}
         return subprocess.run([sys.executable, str(scripts / "gpu-quarantine.py"), "--once"],
                               capture_output=True, text=True, env=env, timeout=60)
 
+    # a checker cannot quarantine another node: the token of gpu-good's pod is refused on gpu-bad
+    stray = check("gpu-bad", True, token_of="gpu-good")
+    assert stray.returncode == 2 and "403" in stray.stderr, (stray.returncode, stray.stderr)
+    assert kube.get("node", "gpu-bad")["spec"] == before["gpu-bad"]["spec"]
     good, bad = check("gpu-good", False), check("gpu-bad", True)
     assert (good.returncode, bad.returncode) == (0, 1), (good.stderr, bad.stderr)
     assert good.stdout.strip() == "gpu-good: ok: 8x h100 GPUs: 8x NVIDIA H100 80GB HBM3", good.stdout

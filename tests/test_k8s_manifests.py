@@ -496,7 +496,8 @@ def test_k3s_single_tenant_without_gang_gets_no_queues():
     assert plan.kube_plane.name == "k3s" and plan.gang_scheduler is None
     assert sorted(p for p in files if "manifests" in p) == [
         "kubernetes/manifests/00-namespaces.yaml", "kubernetes/manifests/01-priorities.yaml",
-        "kubernetes/manifests/10-quotas.yaml", "kubernetes/manifests/38-gpu-health.yaml"]
+        "kubernetes/manifests/05-network-policies.yaml", "kubernetes/manifests/10-quotas.yaml",
+        "kubernetes/manifests/38-gpu-health.yaml"]
     quota = yaml.safe_load(files["kubernetes/manifests/10-quotas.yaml"])
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "2"}  # nominal: no quota manager
     job = yaml.safe_load(files["kubernetes/workloads/ci-smoke.yaml"])
@@ -763,7 +764,8 @@ def test_every_custom_resource_group_is_installed_by_a_release(pid):
         pytest.skip("no Helm renderer registered")
     groups = {g for r in yaml.safe_load(files["kubernetes/helm/releases.yaml"])["releases"] for g in r["crds"]}
     used = {o["apiVersion"].split("/")[0] for _, o in docs(files, "kubernetes/manifests/") if "/" in o["apiVersion"]}
-    builtin_groups = {"apps", "batch", "admissionregistration.k8s.io", "scheduling.k8s.io", "rbac.authorization.k8s.io"}
+    builtin_groups = {"apps", "batch", "admissionregistration.k8s.io", "scheduling.k8s.io", "rbac.authorization.k8s.io",
+                      "networking.k8s.io"}
     assert used - builtin_groups <= groups
 
 

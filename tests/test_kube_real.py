@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import tenant_walls
 from tests.kubeenv import bundle as kb
 from tests.kubeenv.fixture import kube, kube_factory  # noqa: F401
 from tests._consumers import require
@@ -90,6 +91,9 @@ def test_example_applies(example: Path, tmp_path: Path, kube) -> None:
     # let the controllers and the scheduler act on what was applied, then check where pods went
     time.sleep(5)
     assert_placement(kube)
+    # the walls between tenants, on this cluster (tests/tenant_walls.py): NetworkPolicies as stored,
+    # against the documented rule; can-i; Pod Security; the GPU checker's own-node policy
+    tenant_walls.check(kube, out)
 
 
 # The guide's deadlock: 8 one-GPU nodes, two 5-pod all-or-nothing jobs (10 GPUs asked, 8 there).

@@ -38,6 +38,11 @@ def fleet(tmp_path: Path) -> Path:
     doc["tenants"] = [t for t in doc["tenants"] if t["name"] == "chat"]
     w = next(w for w in doc["workloads"] if w["name"] == NAME)
     w["gpus"] = 16
+    # the issue 34 form: a tightly coupled service of 2 nodes, no serving.nodes_per_replica. The plan's
+    # "gang REQUIRED" becomes one LeaderWorkerSet replica over both nodes (decide/serving.py _nodes),
+    # its templates asking Kueue's TAS for one leaf switch as a training gang does
+    del w["serving"]["nodes_per_replica"]
+    w.update(nodes=2, tightly_coupled=True)
     w["serving"].update(min_replicas=2, max_replicas=2)
     doc["workloads"] = [w]
     doc["options"] = {"gang_scheduler": "kueue", "metrics": "site",
@@ -69,6 +74,9 @@ def test_each_lws_replica_is_admitted_whole(tmp_path: Path, kube_factory) -> Non
     lws_obj = next(o for o in yaml.safe_load_all((out / "kubernetes" / "workloads" / f"{NAME}.yaml").read_text())
                    if o and o["kind"] == "LeaderWorkerSet")
     assert lws_obj["spec"]["replicas"] == 2 and lws_obj["spec"]["leaderWorkerTemplate"]["size"] == 2
+    lwt = lws_obj["spec"]["leaderWorkerTemplate"]
+    assert all(t["metadata"]["annotations"]["kueue.x-k8s.io/podset-preferred-topology"]
+               for t in (lwt["leaderTemplate"], lwt["workerTemplate"]))
     kb.apply_bundle(kube, workload, out)
 
     def one_whole() -> bool:

@@ -281,7 +281,9 @@ def test_the_stack_reads_right_to_its_controllers(planned, workload):
             assert all(pr["httpGet"]["port"] in ports for pr in probes), (workload, c["name"])
     for p in serving_pods:
         for c in p["spec"]["containers"]:
-            assert "readinessProbe" in c and "livenessProbe" in c
+            # a Ray container's liveness is KubeRay's own (it adds one where none is set), the form that
+            # holds under Ray token auth
+            assert "readinessProbe" in c and ("livenessProbe" in c) == (sv.stack != "rayservice")
             assert c["readinessProbe"]["httpGet"]["port"] == sv.port
     # the PDB covers the pods, one at a time
     assert pdb["spec"]["maxUnavailable"] == 1
@@ -399,14 +401,19 @@ def test_a_multi_node_replica_is_wired_to_volcano_and_kai_as_their_groupers_read
             assert yaml.safe_load(files["kubernetes/helm/lws.values.yaml"]) == {
                 "gangSchedulingManagement": {"schedulerProvider": "volcano"}}
         else:
-            assert md["labels"]["kai.scheduler/queue"] == "chat" and "annotations" not in md
+            assert md["labels"]["kai.scheduler/queue"] == "chat"
             assert all(t["metadata"]["labels"]["kai.scheduler/queue"] == "chat" for t in templates)
-    # Kueue needs neither: the namespace's LocalQueue takes the group (its LWS integration)
+            # the topology rule of a training gang: KAI's LWS grouper starts from its default grouper,
+            # which reads the preferred placement on the top owner
+            assert set(md["annotations"]) == {"kai.scheduler/topology", "kai.scheduler/topology-preferred-placement"}
+    # Kueue needs no queue wiring: the namespace's LocalQueue takes the group (its LWS integration); the
+    # topology preference is on both pod sets' templates, where that integration reads it
     lws = one(objects_of(render(plan_of(_doc(**{"options": {"gang_scheduler": "kueue"}}))), "llama-405b"),
               "LeaderWorkerSet")
     assert "annotations" not in lws["metadata"]
-    assert all("schedulerName" not in t["spec"] for t in (lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"],
-                                                           lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]))
+    templates = (lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"], lws["spec"]["leaderWorkerTemplate"]["workerTemplate"])
+    assert all("schedulerName" not in t["spec"] for t in templates)
+    assert all(set(t["metadata"]["annotations"]) == {"kueue.x-k8s.io/podset-preferred-topology"} for t in templates)
 
 
 # ---- the fabric of a multi-node replica (RDMA, as the training starters) -------------------------

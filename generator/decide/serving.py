@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from ..errors import OrchgenError
 from ..spec.models import Fleet, Serving
-from . import sizing
+from . import sizing, vllm
 from .plan import ServingDecision, Tenant, Warning_, WorkloadDecision
 
 # vLLM's OpenAI-compatible server: /health answers once the model is loaded, /metrics carries
@@ -26,7 +26,8 @@ from .plan import ServingDecision, Tenant, Warning_, WorkloadDecision
 VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
 # Ray Serve LLM (ray.serve.llm:build_openai_app) ships in Ray's LLM image of the KubeRay release's Ray
 RAY_LLM_IMAGE = "rayproject/ray-llm:2.52.0-py311-cu128"
-PLACEHOLDER_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # a small public model: replace with yours
+# a small public model whose heads split over every GPU count orchgen writes (decide/vllm.py): replace with yours
+PLACEHOLDER_MODEL = vllm.PLACEHOLDER_MODEL
 DEFAULT_TARGET = {"requests_in_flight": 16, "gpu_utilization": 80, "queue_depth": 4}
 
 STACKS = ("rayservice", "kserve", "plain", "lws")
@@ -34,7 +35,7 @@ STACKS = ("rayservice", "kserve", "plain", "lws")
 KSERVE_ONLY_WEIGHTS = ("https://", "oci://", "pvc://")
 
 
-def _stack(w: WorkloadDecision, sv: Serving, fleet_choice: str, k3s: bool) -> tuple[str, str]:
+def _stack(w: WorkloadDecision, sv: Serving, nodes: int, fleet_choice: str, k3s: bool) -> tuple[str, str]:
     python = w.facts.python_native_pipeline
     # the workload's own stack first; then a Python-native service is Ray's; then the fleet's option
     asked = sv.stack if sv.stack != "auto" else ("auto" if python else fleet_choice)
@@ -43,8 +44,8 @@ def _stack(w: WorkloadDecision, sv: Serving, fleet_choice: str, k3s: bool) -> tu
         why = (f"{where}=ray" if asked == "ray" else "a Python-native service")
         return "rayservice", (f"{why}: Ray Serve in a RayService (KubeRay), its replicas autoscaled by Ray Serve "
                               "on ongoing requests per replica")
-    if sv.nodes_per_replica > 1:
-        return "lws", (f"a replica spans {sv.nodes_per_replica} nodes: a LeaderWorkerSet starts each replica as one "
+    if nodes > 1:
+        return "lws", (f"a replica spans {nodes} nodes: a LeaderWorkerSet starts each replica as one "
                        "leader and its workers, created, admitted and restarted as a group"
                        + (f" ({where}={asked} serves one pod per replica)" if asked != "auto" else ""))
     if asked == "plain" or (asked == "auto" and k3s):
@@ -79,11 +80,19 @@ def _serving(fleet: Fleet, d: WorkloadDecision, sv: Serving, k3s: bool, i: int, 
     per_node = pool.gpu.count if pool.gpu else 0
     sh = d.shape
     assert sh is not None
-    stack, why = _stack(d, sv, fleet.options.serving, k3s)
-    nodes = sv.nodes_per_replica
+    from ..spec.hardware import node_hardware
+
+    hw = node_hardware(pool)
+    nodes, nodes_field = _nodes(d, sv, i, hw.mig is not None)
+    stack, why = _stack(d, sv, nodes, fleet.options.serving, k3s)
+    if nodes_field != f"{at}.nodes_per_replica":
+        why += (f" (a tightly coupled service of {nodes} nodes: one replica spans them, with the gang and "
+                "topology rules of a training job)")
     if nodes > pool.nodes:
         raise OrchgenError(f"a replica spans {nodes} nodes but pool {pool.name!r} has {pool.nodes}", file, None,
-                           f"{at}.nodes_per_replica")
+                           nodes_field)
+    if hw.mig is not None:
+        return _mig_serving(fleet, d, sv, pool, hw, stack, why, i, file, tenants, warnings)
     gpus = sv.gpus_per_replica if sv.gpus_per_replica is not None else (
         nodes * per_node if nodes > 1 else min(sh.gpus, per_node) if per_node else 0)
     if per_node and (gpus > nodes * per_node or (nodes > 1 and gpus % nodes)):
@@ -95,19 +104,54 @@ def _serving(fleet: Fleet, d: WorkloadDecision, sv: Serving, k3s: bool, i: int, 
     per_pod = gpus // nodes
     # one pod of a replica: the node share its GPUs stand for (sizing's rule), all of a node's when it
     # takes every GPU of it
-    from ..spec.hardware import node_hardware
-
-    hw = node_hardware(pool)
-    mig = (hw.mig.resource, hw.mig.per_gpu) if hw.mig else ()
-    pod = sizing.pod_shape(1, per_pod, per_node, hw.allocatable_cpus, hw.allocatable_memory_gib, *mig)
+    pod = sizing.pod_shape(1, per_pod, per_node, hw.allocatable_cpus, hw.allocatable_memory_gib)
     # the replicas `gpus` holds (the service's declared demand is all its replicas' GPUs)
     held = max(1, d.gpus // gpus) if gpus else sh.pods
+    return _decision(d, sv, stack, why, gpus, nodes, pod, held, at, file, tenants, warnings)
+
+
+def _nodes(d: WorkloadDecision, sv: Serving, i: int, mig: bool) -> tuple[int, str]:
+    """(nodes one replica spans, the field that says so). serving.nodes_per_replica where given; else a
+    tightly coupled service of several nodes (`nodes` > 1: planned as a gang) is one replica over them,
+    unless serving.gpus_per_replica sizes its replicas otherwise. A MIG pool's replica is one instance."""
+    if "nodes_per_replica" in sv.model_fields_set or sv.gpus_per_replica is not None or mig:
+        return sv.nodes_per_replica, f"workloads[{i}].serving.nodes_per_replica"
+    if d.facts.tightly_coupled and d.facts.nodes > 1:
+        return d.facts.nodes, f"workloads[{i}].nodes"
+    return sv.nodes_per_replica, f"workloads[{i}].serving.nodes_per_replica"
+
+
+def _mig_serving(fleet: Fleet, d: WorkloadDecision, sv: Serving, pool, hw, stack: str, why: str, i: int,
+                 file: str, tenants: list[Tenant], warnings: list[Warning_]) -> ServingDecision:
+    """On a MIG pool a replica is one MIG instance: a CUDA process enumerates a single MIG device, however
+    many a container is given (NVIDIA MIG User Guide, "CUDA Device Enumeration":
+    https://docs.nvidia.com/datacenter/tesla/mig-user-guide/), so vLLM runs with TP 1 on one slice."""
+    at = f"workloads[{i}].serving"
+    if sv.nodes_per_replica > 1:
+        raise OrchgenError(f"pool {pool.name!r} is cut into MIG instances and a replica is one instance: "
+                           "nodes_per_replica must be 1", file, None, f"{at}.nodes_per_replica")
+    if sv.gpus_per_replica is not None and sv.gpus_per_replica != 1:
+        raise OrchgenError(f"pool {pool.name!r} is cut into MIG instances and a replica is one instance (a CUDA "
+                           f"process uses one MIG device): gpus_per_replica must be 1, not {sv.gpus_per_replica}",
+                           file, None, f"{at}.gpus_per_replica")
+    per_node = pool.gpu.count * hw.mig.per_gpu  # instances of a node
+    # one instance's share of the node (sizing's rule: less 20 % for the node's own daemons)
+    pod = sizing.pod_shape(1, 1, per_node, hw.allocatable_cpus, hw.allocatable_memory_gib, hw.mig.resource, 1)
+    held = max(1, d.gpus * hw.mig.per_gpu)  # the instances the service's `gpus` (whole GPUs) hold
+    why += f"; one {hw.mig.profile} MIG instance per replica (a CUDA process uses a single MIG device)"
+    return _decision(d, sv, stack, why, 1, 1, pod, held, at, file, tenants, warnings,
+                     quota_scale=hw.mig.per_gpu)
+
+
+def _decision(d: WorkloadDecision, sv: Serving, stack: str, why: str, gpus: int, nodes: int, pod, held: int,
+              at: str, file: str, tenants: list[Tenant], warnings: list[Warning_],
+              quota_scale: int = 1) -> ServingDecision:
     lo = sv.min_replicas or 1
     hi = sv.max_replicas or max(lo, held)
     if lo > hi:
         raise OrchgenError(f"min_replicas {lo} is above max_replicas {hi} (the replicas `gpus` holds)", file,
                            None, f"{at}.min_replicas")
-    _quota_warning(d, tenants, gpus, hi, at, warnings)
+    _quota_warning(d, tenants, gpus, hi, at, warnings, quota_scale)
     if stack != "kserve" and sv.weights.startswith(KSERVE_ONLY_WEIGHTS):
         raise OrchgenError(f"weights {sv.weights.split('://')[0]}:// are fetched by KServe's storage initializer, "
                            f"and this service is a {stack}: use pvc:NAME, hf://, s3://, gs:// or baked, or stack: "
@@ -129,16 +173,18 @@ def _serving(fleet: Fleet, d: WorkloadDecision, sv: Serving, k3s: bool, i: int, 
 
 
 def _quota_warning(d: WorkloadDecision, tenants: list[Tenant], gpus: int, hi: int, at: str,
-                   warnings: list[Warning_]) -> None:
+                   warnings: list[Warning_], scale: int = 1) -> None:
     """max_replicas beyond the tenant's guaranteed GPUs on the pool: the replicas above it run on
     quota borrowed from other tenants (reclaimable) or stay pending."""
     tenant = next((t for t in tenants if t.name == d.tenant), None)
     quota = tenant.quotas.get(d.pool) if tenant else None
-    if quota is None or not gpus or hi * gpus <= quota.gpus:
+    # scale: devices per whole GPU (a MIG pool's replica is one instance, its quota whole GPUs)
+    if quota is None or not gpus or hi * gpus <= quota.gpus * scale:
         return
-    fits = quota.gpus // gpus
+    fits = quota.gpus * scale // gpus
+    unit = "GPUs" if scale == 1 else "MIG instances"
     warnings.append(Warning_(
-        f"max_replicas {hi} x {gpus} GPUs = {hi * gpus} is above tenant {d.tenant}'s guaranteed {quota.gpus} "
-        f"GPUs on pool {d.pool}: {fits} replica(s) fit its quota, the rest run only on GPUs borrowed from other "
+        f"max_replicas {hi} x {gpus} {unit} = {hi * gpus} is above tenant {d.tenant}'s guaranteed "
+        f"{quota.gpus * scale} {unit} on pool {d.pool}: {fits} replica(s) fit its quota, the rest run only on GPUs borrowed from other "
         "tenants (and are reclaimed when they need them) or stay pending; lower max_replicas or raise the "
         "tenant's share or `gpus`", f"{at}.max_replicas"))

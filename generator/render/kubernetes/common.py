@@ -43,6 +43,12 @@ SLURM_TAINT = {"key": fabric.LABEL_PLANE, "value": "slurm", "effect": "NoSchedul
 TRAIN_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
 RAY_VERSION = "2.52.0"  # the ray-cluster chart 1.7.0 default
 RAY_IMAGE = f"rayproject/ray:{RAY_VERSION}"
+# Ray token authentication (Ray 2.52+, KubeRay 1.5.1+: spec.authOptions): KubeRay makes a Secret with a
+# random token in the cluster's namespace and sets RAY_AUTH_MODE/RAY_AUTH_TOKEN on every Ray container, so
+# the dashboard, the Jobs API and Ray Client answer only holders of the token (a tenant's Role reads the
+# Secrets of its own namespace only). Off by default in Ray 2.52: https://docs.ray.io/en/latest/cluster/
+# kubernetes/user-guides/kuberay-auth.html
+RAY_AUTH_OPTIONS = {"mode": "token"}
 
 
 def meta(name: str, namespace: str | None = None, labels: dict[str, str] | None = None,

@@ -18,7 +18,9 @@ smallest thing that does the remediation itself, on the check Slurm's NHC alread
   pending retirement, and the kernel log's Xids, which is why the pod keeps CAP_SYSLOG, below) and,
   on its first FAIL line, cordons its own node and taints it
   nvidia.com/gpu-health=failed:NoSchedule, the line kept in the annotation orchgen.io/gpu-health;
-- a ServiceAccount whose ClusterRole allows `get` and `patch` on nodes and nothing else;
+- a ServiceAccount whose ClusterRole allows `get` and `patch` on nodes and nothing else, and a
+  ValidatingAdmissionPolicy that holds that `patch` to the pod's own node and to quarantining it
+  (`_own_node_policy`: RBAC cannot name the caller's node);
 - the one privilege the check needs: reading the kernel log (dmesg: syslog(2), which the kernel allows
   only with CAP_SYSLOG under kernel.dmesg_restrict=1, the default on Debian and Ubuntu), so the
   container runs as root with every capability dropped but SYSLOG, no privilege escalation and a
@@ -115,6 +117,59 @@ def daemonset(plan: Plan, s: Any) -> dict[str, Any]:
                      "template": {"metadata": {"labels": {**labels}}, "spec": spec}}}
 
 
+# What a bound service account token tells the API server about its pod's node (Kubernetes 1.30+,
+# ServiceAccountTokenPodNodeInfo: the token's node claim becomes this user-info extra;
+# https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/#bound-service-account-tokens)
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+
+
+def _own_node_policy(plan: Plan) -> list[dict[str, Any]]:
+    """RBAC cannot say "your own node" (a ClusterRole names resources, never the caller's node), so the
+    checker's `patch nodes` is held by a ValidatingAdmissionPolicy: its service account may change only
+    the node its pod runs on (the token's node-name extra), and only to quarantine it: cordon it (never
+    uncordon), add the health taint (never remove or change another), set the health annotation (no other
+    annotation or label). [] before Kubernetes 1.30 (no v1 policy API, no node claim in the token)."""
+    from .tenancy import ADMISSION_API, policies_available
+
+    if not policies_available(plan):
+        return []
+    name = f"orchgen-{NAME}-own-node"
+    user = f"system:serviceaccount:{NAMESPACE}:{NAME}"
+    extra = f"request.userInfo.extra['{NODE_NAME_EXTRA}']"
+    ann = "(has({o}.metadata.annotations) ? {o}.metadata.annotations : {{}})"
+    new_ann, old_ann = ann.format(o="object"), ann.format(o="oldObject")
+    lab = "(has({o}.metadata.labels) ? {o}.metadata.labels : {{}})"
+    taints = "(has({o}.spec.taints) ? {o}.spec.taints : [])"
+    new_t, old_t = taints.format(o="object"), taints.format(o="oldObject")
+    validations = [
+        {"expression": f"'{NODE_NAME_EXTRA}' in request.userInfo.extra && size({extra}) == 1 && "
+                       f"{extra}[0] == object.metadata.name",
+         "message": "the GPU health check may change only the node its own pod runs on", "reason": "Forbidden"},
+        {"expression": f"{lab.format(o='object')} == {lab.format(o='oldObject')}",
+         "message": "the GPU health check may not change a node's labels", "reason": "Forbidden"},
+        {"expression": f"{new_ann}.all(k, k == '{ANNOTATION}' || (k in {old_ann} && {old_ann}[k] == {new_ann}[k])) "
+                       f"&& {old_ann}.all(k, k == '{ANNOTATION}' || k in {new_ann})",
+         "message": f"the GPU health check may set only the {ANNOTATION} annotation", "reason": "Forbidden"},
+        {"expression": f"{old_t}.all(t, t in {new_t}) && {new_t}.all(t, t in {old_t} || "
+                       f"(t.key == '{TAINT['key']}' && t.effect == '{TAINT['effect']}'))",
+         "message": f"the GPU health check may only add the {TAINT['key']} taint", "reason": "Forbidden"},
+        {"expression": "!(has(oldObject.spec.unschedulable) && oldObject.spec.unschedulable) || "
+                       "(has(object.spec.unschedulable) && object.spec.unschedulable)",
+         "message": "the GPU health check may cordon a node, never uncordon it", "reason": "Forbidden"},
+    ]
+    return [
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                          "operations": ["UPDATE"], "resources": ["nodes"]}]},
+                  "matchConditions": [{"name": "gpu-health-checker",
+                                       "expression": f"request.userInfo.username == '{user}'"}],
+                  "validations": validations}},
+        {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": meta(name),
+         "spec": {"policyName": name, "validationActions": ["Deny"]}},
+    ]
+
+
 def objects(plan: Plan) -> list[dict[str, Any]]:
     pools = gpu_pools(plan)
     if not pools:
@@ -128,7 +183,8 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
         {"apiVersion": "v1", "kind": "Namespace", "metadata": ns},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, NAMESPACE)},
         # get: read its node's taints; patch: cordon, taint and annotate it. Nothing else (no list,
-        # no other resource): https://kubernetes.io/docs/reference/access-authn-authz/rbac/
+        # no other resource): https://kubernetes.io/docs/reference/access-authn-authz/rbac/. Which node
+        # and which change: the admission policy below (_own_node_policy)
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(role),
          "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(role),
@@ -136,6 +192,7 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(NAME, NAMESPACE), "data": scripts(plan)},
         *[daemonset(plan, s) for s in pools],
+        *_own_node_policy(plan),
     ]
 
 

@@ -4,6 +4,9 @@ kubernetes/node-labels.sh (Helm releases and their values are helm.py's, beside 
 Manifests are applied in file-name order (by Pulumi or GitOps), each file one multi-document YAML:
   00-namespaces.yaml  a Namespace per tenant
   01-priorities.yaml  the PriorityClasses every starter names (services, batch, preemptible)
+  05-network-policies.yaml  per tenant namespace: deny all ingress, then allow its own pods, the
+                      platform namespaces that call in (monitoring, KubeRay, JupyterHub) and a model
+                      server's port (tenancy.network_policies)
   10-quotas.yaml      a ResourceQuota on GPU requests per tenant namespace
   15-access.yaml      a Role and RoleBinding per tenant namespace for the tenant's kubernetes_group,
                       and the policy holding privileged (RDMA) tenant namespaces to baseline + IPC_LOCK
@@ -43,7 +46,7 @@ MODULES = {m.__name__.rsplit(".", 1)[-1]: m for m in (kueue, volcano, kai)}
 def manifests(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """File name (under kubernetes/manifests/) -> its objects, in apply order."""
     files = {"00-namespaces.yaml": tenancy.namespaces(plan), "01-priorities.yaml": priority.objects(plan),
-             "10-quotas.yaml": tenancy.quotas(plan),
+             "05-network-policies.yaml": tenancy.network_policies(plan), "10-quotas.yaml": tenancy.quotas(plan),
              "15-access.yaml": tenancy.access(plan) + tenancy.pod_security_guard(plan)}
     if queues_enabled(plan):
         module = MODULES[gang.scheduler(plan).module]

@@ -21,7 +21,7 @@ from ... import schedulers
 from ...decide import sizing
 from ...decide.plan import Plan, WorkloadDecision
 from . import fabric_wiring, gang, pod_security, priority
-from .common import (KUEUE_PREFERRED_TOPOLOGY, RAY_IMAGE, RAY_VERSION, PodShape, dns1035, has_topology, meta,
+from .common import (KUEUE_PREFERRED_TOPOLOGY, RAY_AUTH_OPTIONS, RAY_IMAGE, RAY_VERSION, PodShape, dns1035, has_topology, meta,
                      namespace_of, node_selector, pool_has_topology, preferred_level, resources, shape, slice_of,
                      tolerations, topology_levels, topology_name)
 
@@ -96,6 +96,7 @@ def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
                          annotations=annotations or None),
         "spec": {
             "rayVersion": RAY_VERSION,
+            "authOptions": dict(RAY_AUTH_OPTIONS),  # token auth on the dashboard, Jobs API, Ray Client
             "enableInTreeAutoscaling": False,
             "headGroupSpec": {"rayStartParams": {},
                               "template": _pod(plan, w, "ray-head", _head_shape(plan, w), RAY_IMAGE)},

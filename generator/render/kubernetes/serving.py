@@ -27,11 +27,12 @@ from typing import Any
 
 from ... import schedulers
 from ...decide.plan import Plan, ServingDecision, WorkloadDecision
+from ...decide import vllm
 from ...decide.serving import VLLM_IMAGE
 from ...errors import OrchgenError
 from ...yamlio import dump_yaml
 from . import fabric_wiring, gang, metrics, pod_security, priority, ray
-from .common import RAY_VERSION, PodShape, dns1035, meta, namespace_of, node_selector, resources, tolerations
+from .common import RAY_AUTH_OPTIONS, RAY_VERSION, PodShape, dns1035, meta, namespace_of, node_selector, resources, tolerations
 
 WORKLOAD_LABEL = "orchgen.io/workload"
 ROLE_LABEL = "orchgen.io/role"
@@ -160,6 +161,19 @@ def _selector(w: WorkloadDecision) -> dict[str, str]:
     return {WORKLOAD_LABEL: w.name}
 
 
+def parallel_sizes(sv: ServingDecision) -> tuple[int, int]:
+    """(tensor, pipeline) parallel sizes of one replica: from the model's config where orchgen knows it
+    (the placeholder: decide/vllm.py checks vLLM's head rule), else a pod's GPUs and the replica's pods."""
+    return vllm.parallelism(sv.model, sv.pod.gpus, sv.nodes_per_replica)
+
+
+def _parallel_args(sv: ServingDecision) -> list[str]:
+    """vLLM's flags for parallel_sizes (none at 1: its default)."""
+    tp, pp = parallel_sizes(sv)
+    return ((["--tensor-parallel-size", str(tp)] if tp > 1 or pp > 1 else [])
+            + (["--pipeline-parallel-size", str(pp)] if pp > 1 else []))
+
+
 def _vllm_command(sv: ServingDecision) -> list[str] | None:
     """vLLM's own CLI for the default image; your image keeps its entrypoint (it reads MODEL)."""
     return ["vllm", "serve"] if _default_image(sv) else None
@@ -173,8 +187,7 @@ def _single_pod_server(plan: Plan, w: WorkloadDecision, container: str, kserve: 
     sv = w.serving
     assert sv is not None
     command = _vllm_command(sv)
-    tp = ["--tensor-parallel-size", str(sv.pod.gpus)] if sv.pod.gpus > 1 else []
-    args = _vllm_args(sv, _model_ref(sv, kserve), tp) if command else None
+    args = _vllm_args(sv, _model_ref(sv, kserve), _parallel_args(sv)) if command else None
     return _server(sv, container, kserve=kserve, command=command, args=args)
 
 
@@ -213,8 +226,7 @@ def _leader_worker_set(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     # LWS_LEADER_ADDRESS in every pod of a group
     script = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
     default = _default_image(sv)
-    parallel = ["--tensor-parallel-size", str(sv.pod.gpus), "--pipeline-parallel-size", str(sv.nodes_per_replica)]
-    serve = " ".join(["vllm", "serve", *_vllm_args(sv, _model_ref(sv, False), parallel)])
+    serve = " ".join(["vllm", "serve", *_vllm_args(sv, _model_ref(sv, False), _parallel_args(sv))])
     leader = _server(sv, "leader", command=["bash", "-c"] if default else None,
                      args=[f"{script} leader --ray_cluster_size=$(LWS_GROUP_SIZE); {serve}"] if default else None)
     worker = _server(sv, "worker", command=["bash", "-c"] if default else None,
@@ -227,13 +239,17 @@ def _leader_worker_set(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     # the plan sets one up (fabric_wiring: the device resource, IPC_LOCK, NCCL's variables)
     wiring = gang.for_lws(plan, w.tenant)
     fabric = fabric_wiring.network_of(plan, w) is not None
+    top_annotations, pod_annotations = _lws_topology(plan, w)
     leader_t, worker_t = (
         fabric_wiring.wire(plan, w, sv.pod, _template(plan, w, _pod_spec(plan, w, [c], fabric),
                                                       {**_selector(w), ROLE_LABEL: role}, wiring))
         for c, role in ((leader, "leader"), (worker, "worker")))
+    for t in (leader_t, worker_t):
+        if pod_annotations:
+            t["metadata"].setdefault("annotations", {}).update(pod_annotations)
     return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
             "metadata": meta(name_of(w), namespace_of(w.tenant), labels=wiring.labels,
-                             annotations=wiring.annotations or None),
+                             annotations={**wiring.annotations, **top_annotations} or None),
             "spec": {"replicas": sv.min_replicas,
                      # workers start once the leader pod exists (they need its address)
                      "startupPolicy": "LeaderCreated",
@@ -250,14 +266,31 @@ def _leader_worker_set(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
                                               "leaderTemplate": leader_t, "workerTemplate": worker_t}}}
 
 
+def _lws_topology(plan: Plan, w: WorkloadDecision) -> tuple[dict[str, str], dict[str, str]]:
+    """(LeaderWorkerSet annotations, leader and worker template annotations) that keep a group on one
+    leaf switch (or the provider's narrowest shared level) when it fits, as a training gang's
+    (workloads._tas_annotations, ray.topology_wiring), on a pool whose nodes carry the topology:
+    - Kueue: its LWS integration reads each template's `kueue.x-k8s.io/podset-preferred-topology`
+      into the leader and worker pod sets' topology requests (kueue pkg/controller/jobs/
+      leaderworkerset/leaderworkerset_reconciler.go, newPodSet);
+    - KAI: its LWS grouper starts from the default grouper (pkg/podgrouper/podgrouper/plugins/
+      leaderworkerset/lws_grouper.go), which takes `kai.scheduler/topology` and the preferred placement
+      from the top owner's annotations (the RayCluster's rule, ray.py).
+    Volcano's LWS PodGroup gets none (the LWS provider writes no networkTopology)."""
+    labels, top, pod = ray.topology_wiring(plan, w)
+    del labels  # KubeRay's Volcano label: a RayCluster's only
+    return top, pod
+
+
 def _serve_config(sv: ServingDecision) -> str:
     """Ray Serve LLM's OpenAI app (docs.ray.io, "Serving LLMs"): Serve's autoscaling_config bounds the
     replicas and targets ongoing requests per replica; one replica spans nodes_per_replica nodes
     through pipeline parallelism (Ray places its workers by placement group)."""
     source = _model_ref(sv, False) or sv.model
-    engine: dict[str, Any] = {"tensor_parallel_size": max(1, sv.pod.gpus)}
-    if sv.nodes_per_replica > 1:
-        engine["pipeline_parallel_size"] = sv.nodes_per_replica
+    tp, pp = parallel_sizes(sv)
+    engine: dict[str, Any] = {"tensor_parallel_size": tp}
+    if pp > 1:
+        engine["pipeline_parallel_size"] = pp
     llm = {"model_loading_config": {"model_id": sv.model, "model_source": source},
            "engine_kwargs": engine,
            "deployment_config": {"autoscaling_config": {"min_replicas": sv.min_replicas,
@@ -277,7 +310,8 @@ def _ray_pod(plan: Plan, w: WorkloadDecision, name: str, shape: PodShape, labels
                                    {"name": "dashboard-agent", "containerPort": RAY_AGENT_PORT, "protocol": "TCP"}],
                          "resources": resources(shape, limits_cpu_memory=True),
                          "readinessProbe": _probe(RAY_SERVE_HEALTH, sv.port, READINESS),
-                         "livenessProbe": _probe("/api/local_raylet_healthz", RAY_AGENT_PORT, LIVENESS),
+                         # no livenessProbe: KubeRay adds its own raylet health check to a Ray container
+                         # without one, the form it keeps working under token auth (RAY_AUTH_OPTIONS)
                          "env": [{"name": "HOME", "value": "/tmp"}]}
     _, mounts = _weights(sv)
     c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}, *mounts]
@@ -315,7 +349,8 @@ def _ray_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     return {"apiVersion": "ray.io/v1", "kind": "RayService",
             "metadata": meta(name_of(w), namespace_of(w.tenant), labels=gang.for_raycluster(plan, w.tenant)),
             "spec": {"serveConfigV2": _serve_config(sv),
-                     "rayClusterConfig": {"rayVersion": RAY_VERSION, "enableInTreeAutoscaling": elastic,
+                     "rayClusterConfig": {"rayVersion": RAY_VERSION, "authOptions": dict(RAY_AUTH_OPTIONS),
+                                          "enableInTreeAutoscaling": elastic,
                                           "headGroupSpec": {"rayStartParams": {"num-gpus": "0"},
                                                             "template": head_pod},
                                           "workerGroupSpecs": [group]}}}

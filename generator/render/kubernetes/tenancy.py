@@ -215,3 +215,79 @@ def pod_security_guard(plan: Plan) -> list[dict[str, Any]]:
         {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": meta(name),
          "spec": {"policyName": name, "validationActions": ["Deny"]}},
     ]
+
+
+# --- the network wall between tenants: NetworkPolicies per tenant namespace --------------------
+
+NETWORK_API = "networking.k8s.io/v1"
+NS_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace, not editable
+# the label a site puts on its own Prometheus's namespace (options.metrics site) to scrape tenant pods
+SITE_MONITORING_LABEL = "orchgen.io/monitoring"
+
+
+def _from_namespace(ns: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {NS_NAME_LABEL: ns}}}
+
+
+def _callers(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
+    """(why, peer) of each namespace outside the tenant's whose pods call into tenant pods."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    metrics_ns = plan.charts["kube-prometheus-stack"].namespace if "kube-prometheus-stack" in plan.charts else None
+    if metrics_ns:
+        out.append(("monitoring: kube-prometheus-stack's Prometheus scrapes the servers' /metrics",
+                    _from_namespace(metrics_ns)))
+    else:
+        out.append((f"monitoring: the site's Prometheus, in a namespace labelled {SITE_MONITORING_LABEL}=true",
+                    {"namespaceSelector": {"matchLabels": {SITE_MONITORING_LABEL: "true"}}}))
+    if "kuberay-operator" in plan.charts:
+        out.append(("KubeRay's operator reads a RayService's Ray dashboard (8265) to deploy and watch Serve",
+                    _from_namespace(plan.charts["kuberay-operator"].namespace)))
+    if "jupyterhub" in plan.charts:
+        out.append(("JupyterHub's hub and proxy reach the notebook servers it starts in the tenant's namespace",
+                    _from_namespace(plan.charts["jupyterhub"].namespace)))
+    return out
+
+
+def network_policies(plan: Plan) -> list[dict[str, Any]]:
+    """Per tenant namespace (https://kubernetes.io/docs/concepts/services-networking/network-policies/):
+    - `default-deny-ingress`: selects every pod and allows no ingress, so a pod is reachable only as
+      another policy allows ("Default deny all ingress traffic"). Policies are additive (a connection is
+      allowed if any policy selecting the pod allows it), so the allows below open exactly their peers;
+    - `allow-same-namespace`: the tenant's own pods (its gangs' collectives, Ray heads and workers);
+    - `allow-platform`: the platform namespaces that call into tenant pods (`_callers`), selected by
+      the API server's immutable kubernetes.io/metadata.name label, so no tenant can pose as one;
+    - `allow-serving-<workload>`: a model server's port from anywhere in the cluster (the ingress
+      controller or Gateway of the site, wherever it runs): the port a Service, Ingress or HTTPRoute
+      already exposes, nothing else of the pod.
+    Egress stays open (DNS, the API server, model and image downloads): every tenant namespace denies
+    ingress, which already stops a pod of one tenant reaching another's. The control plane's admission
+    webhooks run in the operators' own namespaces, which no policy here selects. Enforced only by a CNI
+    with NetworkPolicy support (Calico, Cilium, the clouds' policy engines); without one the objects
+    are stored and do nothing."""
+    if plan.kube_plane is None:
+        return []
+    from .serving import name_of, serving_workloads  # serving imports tenancy's neighbours
+
+    callers = _callers(plan)
+    out: list[dict[str, Any]] = []
+    for t in plan.tenants:
+        ns = namespace_of(t.name)
+        out.append({"apiVersion": NETWORK_API, "kind": "NetworkPolicy", "metadata": meta("default-deny-ingress", ns),
+                    "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}})
+        out.append({"apiVersion": NETWORK_API, "kind": "NetworkPolicy", "metadata": meta("allow-same-namespace", ns),
+                    "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
+                             "ingress": [{"from": [{"podSelector": {}}]}]}})
+        out.append({"apiVersion": NETWORK_API, "kind": "NetworkPolicy",
+                    "metadata": meta("allow-platform", ns,
+                                     annotations={"orchgen.io/why": "; ".join(why for why, _ in callers)}),
+                    "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
+                             "ingress": [{"from": [peer for _, peer in callers]}]}})
+        for w in serving_workloads(plan):
+            if w.tenant != t.name or w.serving is None:
+                continue
+            out.append({"apiVersion": NETWORK_API, "kind": "NetworkPolicy",
+                        "metadata": meta(f"allow-serving-{name_of(w)}", ns),
+                        "spec": {"podSelector": {"matchLabels": {"orchgen.io/workload": w.name}},
+                                 "policyTypes": ["Ingress"],
+                                 "ingress": [{"ports": [{"protocol": "TCP", "port": w.serving.port}]}]}})
+    return out

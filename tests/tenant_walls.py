@@ -1,0 +1,207 @@
+"""The walls between tenants, checked on the real API server after a bundle is applied (issue 34); called by
+tests/test_kube_real.py for every example, on the cluster that test already booted.
+
+- NetworkPolicy: the policies the API server stored, evaluated with the rule Kubernetes documents
+  (https://kubernetes.io/docs/concepts/services-networking/network-policies/: a pod selected by an
+  Ingress policy accepts only what some such policy's rule allows; a rule's `from` peers are a
+  podSelector in the policy's namespace, a namespaceSelector, or both together; no `ports` means every
+  port; policies add up). No policy engine runs in the test control plane (KWOK pods have no network),
+  so this is the objects against the documented rule, not packets.
+- RBAC: `kubectl auth can-i` as each tenant's group and as the GPU checker's service account.
+- Pod Security: a privileged pod is refused in every tenant namespace (server-side dry run: admission
+  runs, nothing is stored).
+- The GPU checker's admission policy: with a token bound to one of its pods (so carrying that pod's
+  node), it may cordon and taint that node and nothing else.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+TENANT_LABEL = "orchgen.io/tenant"
+NS_NAME = "kubernetes.io/metadata.name"
+# ports an intruder would try on another tenant's pods: Ray's dashboard / Jobs API, Ray Client, GCS,
+# torchrun's rendezvous, a model server
+PROBE_PORTS = (8265, 10001, 6379, 29500, 8000)
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d] if path.is_file() else []
+
+
+def _templates(obj: Any) -> Iterator[dict[str, Any]]:
+    """Every pod template's labels inside an object (Jobs, LWS, RayClusters, RayServices ...)."""
+    if isinstance(obj, dict):
+        md = obj.get("metadata")
+        if isinstance(md, dict) and "spec" in obj and isinstance(obj["spec"], dict) and "containers" in obj["spec"]:
+            yield dict(md.get("labels") or {})
+        for v in obj.values():
+            yield from _templates(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _templates(v)
+
+
+def selects(sel: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    if sel is None:
+        return False
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or []:
+        k, op, vals = e["key"], e["operator"], e.get("values") or []
+        if op == "In" and labels.get(k) not in vals or op == "NotIn" and labels.get(k) in vals \
+                or op == "Exists" and k not in labels or op == "DoesNotExist" and k in labels:
+            return False
+    return True
+
+
+def allowed(policies: list[dict[str, Any]], ns_labels: dict[str, dict[str, str]],
+            src: tuple[str, dict[str, str]], dst: tuple[str, dict[str, str]], port: int) -> bool:
+    """Whether a TCP connection from pod src=(namespace, labels) to dst on `port` is allowed."""
+    dst_ns, dst_labels = dst
+    src_ns, src_labels = src
+    isolating = [p for p in policies if p["metadata"]["namespace"] == dst_ns
+                 and "Ingress" in (p["spec"].get("policyTypes") or ["Ingress"])
+                 and selects(p["spec"].get("podSelector", {}), dst_labels)]
+    if not isolating:
+        return True
+    for p in isolating:
+        for rule in p["spec"].get("ingress") or []:
+            ports = rule.get("ports")
+            if ports and not any((pt.get("protocol") or "TCP") == "TCP" and (
+                    pt.get("port") is None or pt["port"] == port
+                    or (pt.get("endPort") and pt["port"] <= port <= pt["endPort"])) for pt in ports):
+                continue
+            peers = rule.get("from")
+            if not peers:
+                return True
+            for peer in peers:
+                pod_sel, ns_sel = peer.get("podSelector"), peer.get("namespaceSelector")
+                if ns_sel is None and pod_sel is None:
+                    continue  # an ipBlock: not a pod of the cluster
+                ns_ok = selects(ns_sel, ns_labels.get(src_ns, {})) if ns_sel is not None else src_ns == dst_ns
+                pod_ok = selects(pod_sel, src_labels) if pod_sel is not None else True
+                if ns_ok and pod_ok:
+                    return True
+    return False
+
+
+def check(kube, bundle: Path) -> dict[str, int]:
+    """Every wall of the applied bundle; returns what was checked (counts)."""
+    man = bundle / "kubernetes" / "manifests"
+    tenants = {o["metadata"]["name"]: o for o in _docs(man / "00-namespaces.yaml")
+               if o["kind"] == "Namespace" and TENANT_LABEL in o["metadata"].get("labels", {})}
+    counts = {"pairs": 0, "can_i": 0, "psa": 0, "gpu_health": 0}
+    if not tenants:
+        return counts
+    # --- NetworkPolicy: as stored by the API server, with the namespaces' real labels
+    written = _docs(man / "05-network-policies.yaml")
+    assert {o["metadata"]["namespace"] for o in written} == set(tenants), "a tenant namespace without policies"
+    policies = [kube.get("networkpolicy", o["metadata"]["name"], "-n", o["metadata"]["namespace"]) for o in written]
+    ns_labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in kube.get("namespaces")["items"]}
+    served: dict[str, list[tuple[dict[str, str], int]]] = {ns: [] for ns in tenants}
+    pods: dict[str, list[dict[str, str]]] = {ns: [{}] for ns in tenants}
+    for f in sorted((bundle / "kubernetes" / "workloads").glob("*.yaml")) + sorted(man.glob("*.yaml")):
+        for o in _docs(f):
+            ns = o.get("metadata", {}).get("namespace")
+            if ns not in tenants:
+                continue
+            for labels in _templates(o.get("spec")):
+                # KubeRay labels a cluster's head pod so; the dashboard and client listen there
+                pods[ns].append({**labels, "ray.io/node-type": "head"} if o["kind"].startswith("Ray") else labels)
+    plan = json.loads((bundle / "plan.json").read_text())
+    for w in plan.get("workloads", []):
+        sv = w.get("serving")
+        if sv and w.get("tenant") in served:
+            served[w["tenant"]].append(({"orchgen.io/workload": w["name"]}, sv["port"]))
+    for a in tenants:
+        for b in tenants:
+            for dst in pods[b]:
+                for port in PROBE_PORTS:
+                    got = allowed(policies, ns_labels, (a, {"orchgen.io/workload": "intruder"}), (b, dst), port)
+                    exposed = any(p == port and all(dst.get(k) == v for k, v in sel.items()) for sel, p in served[b])
+                    assert got == (a == b or exposed), (a, b, dst, port, got)
+                    counts["pairs"] += 1
+    # the platform's callers: Prometheus (where the bundle installs it) reaches every tenant pod
+    if (bundle / "kubernetes" / "helm").is_dir() and "monitoring" in ns_labels and any(
+            "kube-prometheus-stack" in line for line in (bundle / "kubernetes" / "helm" / "releases.yaml").read_text()
+            .splitlines()):
+        for b in tenants:
+            assert allowed(policies, ns_labels, ("monitoring", {}), (b, pods[b][-1]), 8000), b
+    # --- RBAC: a tenant's group works in its namespace only, and cannot take its own walls down
+    for t, ns_obj in tenants.items():
+        for role in _docs(man / "15-access.yaml"):
+            if role["kind"] != "RoleBinding" or role["metadata"]["namespace"] != t:
+                continue
+            group = role["subjects"][0]["name"]
+            as_group = ["--as", f"{group}-member", "--as-group", group]
+            for verb, res, ns, want in (("create", "pods", t, "yes"), ("delete", "networkpolicies", t, "no"),
+                                        ("patch", "namespaces", None, "no"), ("patch", "nodes", None, "no")):
+                args = ["auth", "can-i", verb, res, *as_group] + (["-n", ns] if ns else [])
+                got = kube.kubectl(*args, check=False).stdout.strip()
+                assert got == want, (t, verb, res, got)
+                counts["can_i"] += 1
+            for other in tenants:
+                if other != t:
+                    got = kube.kubectl("auth", "can-i", "create", "pods", *as_group, "-n", other, check=False).stdout.strip()
+                    assert got == "no", (t, other, got)
+                    counts["can_i"] += 1
+    # --- Pod Security: a privileged pod is refused in every tenant namespace: by Pod Security Admission,
+    # or, in a namespace enforcing `privileged` for RDMA pods' IPC_LOCK, by the guard policy
+    for t, ns_obj in tenants.items():
+        enforce = ns_obj["metadata"]["labels"].get("pod-security.kubernetes.io/enforce")
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wall-privileged", "namespace": t},
+               "spec": {"containers": [{"name": "c", "image": "busybox",
+                                        "securityContext": {"privileged": True}}]}}
+        r = kube.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+        why = "violates PodSecurity" if enforce != "privileged" else "no privileged container"
+        assert r.returncode != 0 and why in r.stderr, (t, enforce, r.stderr[-500:])
+        counts["psa"] += 1
+    counts["gpu_health"] = _gpu_health(kube, bundle)
+    return counts
+
+
+def _gpu_health(kube, bundle: Path) -> int:
+    """The checker's service account: get/patch nodes by RBAC, and by admission only its own node, only
+    to quarantine it."""
+    objs = _docs(bundle / "kubernetes" / "manifests" / "38-gpu-health.yaml")
+    if not any(o["kind"] == "ValidatingAdmissionPolicy" for o in objs):
+        return 0
+    ns = next(o["metadata"]["name"] for o in objs if o["kind"] == "Namespace")
+    sa = f"system:serviceaccount:{ns}:gpu-health"
+    for verb, want in (("patch", "yes"), ("get", "yes"), ("delete", "no"), ("list", "no")):
+        got = kube.kubectl("auth", "can-i", verb, "nodes", "--as", sa, check=False).stdout.strip()
+        assert got == want, (verb, got)
+    pods = kube.wait_for("a GPU checker pod bound to a node", lambda: [
+        p for p in kube.get("pods", "-n", ns)["items"] if p["spec"].get("nodeName")], timeout=60)
+    pod = pods[0]
+    own = pod["spec"]["nodeName"]
+    others = [n["metadata"]["name"] for n in kube.get("nodes")["items"] if n["metadata"]["name"] != own]
+    token = kube.kubectl("create", "token", "gpu-health", "-n", ns, "--bound-object-kind", "Pod",
+                         "--bound-object-name", pod["metadata"]["name"]).stdout.strip()
+
+    def patch(node: str, body: dict[str, Any]):
+        return kube.kubectl("--token", token, "patch", "node", node, "--type", "merge", "--dry-run=server",
+                            "-p", json.dumps(body), check=False)
+
+    quarantine = {"metadata": {"annotations": {"orchgen.io/gpu-health": "FAIL test"}},
+                  "spec": {"unschedulable": True,
+                           "taints": [*(kube.get("node", own)["spec"].get("taints") or []),
+                                      {"key": "nvidia.com/gpu-health", "value": "failed", "effect": "NoSchedule"}]}}
+    r = patch(own, quarantine)
+    assert r.returncode == 0, r.stderr
+    checked = 1
+    if others:
+        r = patch(others[0], {"spec": {"unschedulable": True}})
+        assert r.returncode != 0 and "only the node its own pod runs on" in r.stderr, r.stderr
+        checked += 1
+    r = patch(own, {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": ""}}})
+    assert r.returncode != 0 and "labels" in r.stderr, r.stderr
+    r = patch(own, {"spec": {"taints": []}})
+    if kube.get("node", own)["spec"].get("taints"):
+        assert r.returncode != 0 and "taint" in r.stderr, r.stderr
+    return checked + 2
