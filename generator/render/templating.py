@@ -33,7 +33,10 @@ class _Bytecode(jinja2.FileSystemBytecodeCache):
 
 
 def _bytecode_cache() -> _Bytecode | None:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    except (RuntimeError, KeyError):  # no home folder to be found: no cache
+        return None
     return _Bytecode(str(Path(base) / "orchgen" / "templates"))
 
 

@@ -68,11 +68,11 @@ def _with_cached_grammar(make: Any) -> Any:
 
     if celparser.CELParser.CEL_PARSER is not None:
         return make()
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchgen" / "cel"
     try:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orchgen" / "cel"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         writable = os.access(folder, os.W_OK)
-    except OSError:
+    except (OSError, RuntimeError, KeyError):  # no home folder, or none that can be written
         writable = False
     if not writable:
         return make()

@@ -34,13 +34,16 @@ def load_yaml(text: str, derive: Callable[[str], str] | None = None, kind: str =
     A parse error is raised as yaml.YAMLError, as from yaml.load."""
     head = f"{_FORMAT}\0{yaml.__version__}\0{kind}\0".encode()
     digest = hashlib.sha256(head + text.encode("utf-8", "surrogatepass"))
-    path = cache_dir() / f"{digest.hexdigest()}.json"
     try:
-        return json.loads(path.read_bytes())
+        path: Path | None = cache_dir() / f"{digest.hexdigest()}.json"
+        return json.loads(path.read_bytes())  # type: ignore[union-attr]
+    except (RuntimeError, KeyError):  # no home folder to be found: no cache
+        path = None
     except (OSError, ValueError, RecursionError):
         pass
     data = yaml.load(derive(text) if derive else text, Loader=_Loader)
-    _keep(path, data)
+    if path is not None:
+        _keep(path, data)
     return data
 
 
