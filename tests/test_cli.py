@@ -48,3 +48,14 @@ def test_plan_and_recommend_do_not_import_heavy_packages(example):
         out = subprocess.run([sys.executable, "-c", code % (str(example("cloud-training")), tmp + "/o")],
                              capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "HEAVY:", out.stdout
+
+
+def test_help_builds_no_models():
+    """Every user and test spawns orchgen: its start-up (`--help`, click's parsing, a usage error) imports
+    neither the pydantic models of workload.yaml nor Jinja2; a command imports what it uses when it runs."""
+    code = ("import sys; from generator.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('LOADED:' + ','.join(m for m in ('pydantic', 'generator.spec.models', 'jinja2', 'yaml')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "LOADED:", out.stdout

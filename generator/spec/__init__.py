@@ -12,7 +12,26 @@
 May import: errors, catalog and the standard library / PyYAML / pydantic. Never the decision
 (generator.decide) nor a renderer: the input is described before anything is decided about it.
 """
-from .load import load, load_located
-from .models import Fleet, Pool, Tenant, Workload, format_path, json_schema
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .load import load, load_located
+    from .models import Fleet, Pool, Tenant, Workload, format_path, json_schema
 
 __all__ = ["load", "load_located", "Fleet", "Pool", "Tenant", "Workload", "format_path", "json_schema"]
+
+# Imported on first use (PEP 562): building the pydantic models is most of a command's start-up, and
+# a command that needs only a submodule (`init`'s spec.mig, `--help`) should not pay for it.
+_LAZY = {"load": ".load", "load_located": ".load", "Fleet": ".models", "Pool": ".models", "Tenant": ".models",
+         "Workload": ".models", "format_path": ".models", "json_schema": ".models"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value

@@ -360,17 +360,25 @@ def _foreign_line(path: str, text: str) -> tuple[int, str] | None:
 
 
 def _scripts(bundle: Bundle) -> Iterator[Finding]:
+    scripts = []
     for path in bundle.files:
         if not path.endswith((".sh", ".sbatch")):
             continue
         text = bundle.text(path)
-        if text is None:
-            continue
+        if text is not None:
+            scripts.append((path, text))
+    # bash -n and shellcheck of every script at once (each is a process that mostly waits to start):
+    # run one after another they were most of validate's wall time; the findings keep the scripts' order
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(scripts)))) as pool:
+        syntax = list(pool.map(lambda script: list(_shell_syntax(bundle, *script)), scripts))
+    for (path, text), found in zip(scripts, syntax):
         foreign = _foreign_line(path, text)
         if foreign:
             yield error(path, foreign[0], "a line orchgen does not write: the script was edited by hand "
                         "(re-run orchgen plan, or move site additions to a script of your own)")
-        yield from _shell_syntax(bundle, path, text)
+        yield from found
 
 
 def _shell_syntax(bundle: Bundle, path: str, text: str) -> Iterator[Finding]:

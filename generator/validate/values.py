@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
+from .parsed import load_yaml
 
 __all__ = ["unknown_keys", "load_defaults", "FREE_FORM_KEYS"]
 
@@ -36,7 +36,7 @@ FREE_FORM_KEYS = frozenset({
 
 def load_defaults(path: str | Path) -> dict[str, Any]:
     """A chart's default values.yaml as a dict ({} for an empty file)."""
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    data = load_yaml(Path(path).read_text(encoding="utf-8"))  # parsed once per content (validate.parsed)
     if data is None:
         return {}
     if not isinstance(data, dict):
