@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from reprlib import repr as _short  # quotes a long range or name as '1-9999...9999'
 
 __all__ = ["MAX_HOSTS", "HostlistError", "compress", "count", "expand"]
@@ -180,7 +181,14 @@ def _group(stem: str, runs: list[str], first: str, lo: int, hi: int) -> str:
 
 def compress(names: Iterable[str]) -> str:
     """The hostlist Slurm 22.05 (and `expand`) reads back as exactly `names`, in their order."""
-    names = list(names)
+    return _compress(tuple(names))
+
+
+@lru_cache(maxsize=256)
+def _compress(names_: tuple[str, ...]) -> str:
+    """compress, once per list of names: a plan's renderers ask for the same pools' and planes' hostlists
+    many times (cProfile, 16,384 nodes: 1,862 calls, ~8% of `plan`)."""
+    names = list(names_)
     _check_names(names)
     out: list[str] = []
     # The open group: its prefix (None: none open) and its finished runs. Runs are kept as
