@@ -188,3 +188,91 @@ def test_roce_keys_on_infiniband_are_refused(tmp_path, orchgen):
     src.write_text(yaml.safe_dump(doc({"platform": "dgx-h100"}, fabric={"traffic_class": 104}), sort_keys=False))
     proc = orchgen("plan", src, "-o", tmp_path / "out")
     assert proc.returncode == 2 and "fleet.fabric.traffic_class: " in proc.stderr and "roce" in proc.stderr
+
+
+# ------------------------------------------------------------------ Kubernetes from the facts
+
+
+def kube_doc(pool: dict, kind: str = "infiniband") -> dict:
+    return {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "kplat"},
+            "fleet": {"bare_metal": True, "fabric": {"kind": kind, "nodes_per_leaf": 2,
+                                                     "rdma_network": {"subnet": "172.20.0.0/16"}},
+                      "pools": [{"name": "gpu", "nodes": 4, "hostnames": "dgx-[01-04]", **pool}]},
+            "tenants": [{"name": "llm"}],
+            "workloads": [{"name": "pretrain", "nodes": 2, "tightly_coupled": True, "bare_metal": False,
+                           "tenant": "llm"}]}
+
+
+def rail_objects(out: Path) -> tuple[list[dict], list[dict], list[dict]]:
+    net = list(yaml.safe_load_all((out / "kubernetes/manifests/35-network.yaml").read_text()))
+    pools = list(yaml.safe_load_all((out / "kubernetes/operator-resources/35-network.yaml").read_text()))
+    pods = []
+    for doc_ in yaml.safe_load_all((out / "kubernetes/workloads/pretrain.yaml").read_text()):
+        text = json.dumps(doc_)
+        if doc_ and "k8s.v1.cni.cncf.io/networks" in text:
+            pods.append(doc_)
+    return net, pools, pods
+
+
+def templates(obj: dict) -> list[dict]:
+    """Every pod template under an object (a Job's, a JobSet's replicated jobs', ...)."""
+    out = []
+    if isinstance(obj, dict):
+        if "spec" in obj and isinstance(obj["spec"], dict) and "containers" in obj["spec"]:
+            out.append(obj)
+        for v in obj.values():
+            out += templates(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            out += templates(v)
+    return out
+
+
+def test_kubernetes_gets_one_network_and_resource_per_rail(tmp_path, orchgen):
+    from tests._consumers import reference_dir
+
+    out, proc = plan(tmp_path, orchgen, kube_doc({"platform": "dgx-h100"}))
+    assert proc.returncode == 0, proc.stderr
+    net, pools, pods = rail_objects(out)
+    dgx = platforms.PLATFORMS["dgx-h100"].compute
+    nads = [o for o in net if o["kind"] == "NetworkAttachmentDefinition"]
+    configs = {o["metadata"]["name"]: json.loads(o["spec"]["config"]) for o in nads}
+    assert {o["metadata"]["namespace"] for o in nads} == {"llm"}
+    # each rail's network has its master: the port's netdev from the DGX user guide (ibp24s0, ...), not ib0
+    assert [(c["name"], c["master"], c["type"]) for c in configs.values()] == [
+        (f"rdma-rail-{i}", n.netdev, "ipoib") for i, n in enumerate(dgx)]
+    (policy,) = [o for o in net if o["kind"] == "NicClusterPolicy"]
+    plugin = json.loads(policy["spec"]["rdmaSharedDevicePlugin"]["config"])["configList"]
+    assert [(c["resourceName"], c["selectors"]["ifNames"]) for c in plugin] == [
+        (f"rdma_rail_{i}", [n.netdev]) for i, n in enumerate(dgx)]
+    assert [p["spec"]["subnet"] for p in pools] == [f"172.20.{32 * i}.0/19" for i in range(8)]
+    assert [p["metadata"]["name"] for p in pools] == [f"rdma-rail-{i}" for i in range(8)]
+    # the training pods ask for every rail, attach every rail's network, and NCCL takes exactly those HCAs
+    tmpls = [t for o in pods for t in templates(o)]
+    assert tmpls
+    for t in tmpls:
+        assert t["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == ",".join(configs)
+        for c in t["spec"]["containers"]:
+            assert {k: v for k, v in c["resources"]["limits"].items() if k.startswith("rdma/")} == {
+                f"rdma/rdma_rail_{i}": "1" for i in range(8)}
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            assert env["NCCL_IB_HCA"] == "=" + ",".join(n.hca for n in dgx)
+    # the NADs and the policy pass their CRDs (shared/reference), as `orchgen validate` checks them
+    proc = orchgen("validate", out, "--crds", reference_dir(), "--chart-defaults", reference_dir())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_roce_rails_need_their_ethernet_netdevs(tmp_path, orchgen):
+    # the DGX guide names its ports in InfiniBand mode: on RoCE they are not known, so one shared network stays
+    out, proc = plan(tmp_path, orchgen, kube_doc({"platform": "dgx-h100"}, "roce"))
+    assert proc.returncode == 0, proc.stderr
+    net, _, _ = rail_objects(out)
+    assert [o["metadata"]["name"] for o in net if o["kind"] == "NetworkAttachmentDefinition"] == ["rdma-fabric"]
+    # the site's own nics with their netdevs: one macvlan per rail, each with its master
+    nics = [{"device": f"mlx5_{i}", "rate_gbps": 400, "netdev": f"enp{i}s0np0"} for i in range(2)]
+    out, proc = plan(tmp_path / "own", orchgen, kube_doc({"platform": "dgx-h100", "nics": nics}, "roce"))
+    assert proc.returncode == 0, proc.stderr
+    net, _, _ = rail_objects(out)
+    configs = [json.loads(o["spec"]["config"]) for o in net if o["kind"] == "NetworkAttachmentDefinition"]
+    assert [(c["name"], c["type"], c["master"], c["mode"]) for c in configs] == [
+        ("rdma-rail-0", "macvlan", "enp0s0np0", "bridge"), ("rdma-rail-1", "macvlan", "enp1s0np0", "bridge")]

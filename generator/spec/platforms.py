@@ -39,6 +39,13 @@ class Nic:
     port: int = 1
     netdev: str | None = None  # None: the source does not name it
     gpu: int | None = None  # the GPU behind the same PCIe switch (GPUDirect RDMA), where known
+    # the link layer `netdev` is named for (a source's table names the ports in InfiniBand mode, and an
+    # Ethernet port's netdev differs); None: the site's own (pool.nics), true on its fabric
+    netdev_link: str | None = None
+
+    def netdev_on(self, kind: str) -> str | None:
+        """The netdev on a fabric of `kind` (infiniband | roce), where known."""
+        return self.netdev if self.netdev_link in (None, kind) else None
 
     @property
     def hca(self) -> str:
@@ -79,7 +86,7 @@ _DGX_H_GUIDE = ("NVIDIA DGX H100/H200 User Guide, Introduction (component table:
 _DGX_H_COMPUTE = (("mlx5_0", "ibp24s0", 0), ("mlx5_3", "ibp64s0", 1), ("mlx5_4", "ibp79s0", 2),
                   ("mlx5_5", "ibp94s0", 3), ("mlx5_6", "ibp154s0", 4), ("mlx5_9", "ibp192s0", 5),
                   ("mlx5_10", "ibp206s0", 6), ("mlx5_11", "ibp220s0", 7))
-_DGX_H_NICS = tuple(Nic(dev, 400, COMPUTE, 1, netdev, gpu) for dev, netdev, gpu in _DGX_H_COMPUTE) + tuple(
+_DGX_H_NICS = tuple(Nic(dev, 400, COMPUTE, 1, netdev, gpu, "infiniband") for dev, netdev, gpu in _DGX_H_COMPUTE) + tuple(
     Nic(dev, 400, STORAGE) for dev in ("mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8"))
 _EIGHT_TWO_SOCKETS = (0, 0, 0, 0, 1, 1, 1, 1)
 
