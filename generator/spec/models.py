@@ -359,7 +359,8 @@ class Nic(_Model):
 
 class Pool(_Model):
     name: Name
-    platform: Annotated[str, AfterValidator(_platform_name)] | None = Field(
+    platform: Annotated[str, AfterValidator(_platform_name),
+                        WithJsonSchema({"type": "string", "enum": sorted(platforms.PLATFORMS)})] | None = Field(
         default=None, description="the server platform (generator/spec/platforms.py), e.g. dgx-h100: gives the CPU "
         "layout, the GPUs and their sockets, the RDMA rails and the NVLink domain; the pool's own fields win "
         "where the platform leaves a fact to the buyer")
