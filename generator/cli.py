@@ -55,10 +55,13 @@ def _planned(fleet, path: str):
     from .decide import make_plan
     from .decide.plan import Warning_
     from .spec.inputs import version_warnings
+    from .spec.platforms import fact_warnings
 
     plan = make_plan(fleet, path)
     extra = tuple(Warning_(message, field) for message, field in version_warnings(fleet))
-    return replace(plan, warnings=extra + plan.warnings) if extra else plan
+    # what the bundle guesses about the nodes (spec/platforms.py): after the plan's own, bundle only
+    guessed = tuple(Warning_(message, field, bundle_only=True) for message, field in fact_warnings(fleet, plan))
+    return replace(plan, warnings=extra + plan.warnings + guessed) if extra or guessed else plan
 
 
 def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots: tuple[str, ...] = (),

@@ -262,8 +262,10 @@ def test_late_refusals_name_the_line(tmp_path, orchgen, name, text, line, patter
 
 
 def test_hardware_base_is_valid(tmp_path, orchgen):
-    """The issue's hardware fields, all given and agreeing, plan without a word on stderr."""
-    text = hw("      reserved: {cores: 4, memory_gib: 64}\n" + slurmd_c(DGX_C),
+    """The issue's hardware fields, all given and agreeing (the RDMA rails too: issue 35), plan without a
+    word on stderr."""
+    rails = "".join(f"        - {{device: mlx5_{i}, rate_gbps: 400}}\n" for i in range(8))
+    text = hw("      reserved: {cores: 4, memory_gib: 64}\n" + slurmd_c(DGX_C) + "      nics:\n" + rails,
               BASE.replace("      cpus: 224\n", LAYOUT)
               .replace("  bare_metal: true\n", "  bare_metal: true\n  slurm: {controllers: [head01, head02], accounting: head01}\n")
               .replace("count: 8}", "count: 8, sockets: [0, 0, 0, 0, 1, 1, 1, 1], autodetect: off}"))
@@ -281,7 +283,8 @@ def test_missing_controllers_warn_on_plan_refuse_under_strict_and_never_bother_r
     writes nothing, says nothing about it."""
     path = tmp_path / "fleet.yaml"
     packaged = 'options:\n  slurm_version: "24.11"\n'  # a release the bring-up installs: the one warning is this
-    path.write_text(BASE + packaged)
+    base = BASE.replace("      cpus: 224\n", "      platform: dgx-h100\n")  # its nodes described: no guess to warn of
+    path.write_text(base + packaged)
     proc = orchgen("plan", path, "-o", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith(f"orchgen: warning: {path}:5: fleet.slurm.controllers: not given: ")
@@ -291,7 +294,7 @@ def test_missing_controllers_warn_on_plan_refuse_under_strict_and_never_bother_r
     assert readme.index("## First: name the Slurm controllers") < readme.index("## Decision")
     rec = orchgen("recommend", path)
     assert rec.returncode == 0 and rec.stderr == ""
-    path.write_text(BASE + packaged + "  strict: true\n")
+    path.write_text(base + packaged + "  strict: true\n")
     proc = orchgen("plan", path, "-o", tmp_path / "strict")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith(f"orchgen: {path}:5: fleet.slurm.controllers: ") and "options.strict" in proc.stderr

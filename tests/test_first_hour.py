@@ -90,7 +90,9 @@ def test_recommend_refuses_what_plan_refuses_with_the_same_line(tmp_path):
 
 def test_plan_lists_by_folder_warns_last_and_says_what_next(tmp_path):
     path = tmp_path / "fleet.yaml"
-    path.write_text(BASE)  # bare-metal Slurm without fleet.slurm, of 25.11 (no bring-up OS packages it): two warnings
+    # bare-metal Slurm without fleet.slurm, of 25.11 (no bring-up OS packages it): two warnings; its nodes
+    # described by their platform, so no third about what the plan guesses of them
+    path.write_text(BASE.replace("      cpus: 224\n", "      platform: dgx-h100\n"))
     out = tmp_path / "out"
     proc = run_orchgen("plan", path, "-o", out, check=True)
     lines = proc.stdout.splitlines()

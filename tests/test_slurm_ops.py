@@ -201,7 +201,8 @@ def test_a_backup_controller_needs_a_shared_state_save_location(tmp_path):
     shared = doc(controllers=["ctl1", "ctl2"], slurm={"state_save_location": "/shared/slurm/state"})
     src.write_text(yaml.safe_dump(shared, sort_keys=False))
     result = orchgen("plan", str(src), "-o", str(tmp_path / "out3"))
-    assert result.returncode == 0 and "warning" not in result.stderr
+    # no word on the state any more (its GPU pool's guessed CPU layout and rails still warn: issue 35)
+    assert result.returncode == 0 and "state_save_location" not in result.stderr, result.stderr
     conf = (tmp_path / "out3" / "slurm" / "slurm.conf").read_text()
     assert "StateSaveLocation=/shared/slurm/state" in conf.splitlines()
     assert "The 2 controllers keep one state" in conf

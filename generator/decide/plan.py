@@ -237,6 +237,18 @@ class Warning_:
 
 
 @dataclass(frozen=True)
+class RdmaRail:
+    """One compute rail as a Kubernetes network: its NetworkAttachmentDefinition and nv-ipam pool
+    (`name`), the RDMA shared device plugin resource over its HCA alone, its master netdev."""
+
+    name: str  # rdma-rail-N
+    resource: str  # rdma/rdma_rail_N
+    hca: str  # device:port, as NCCL_IB_HCA names it
+    netdev: str  # the port's network interface on the nodes (the CNI's master)
+    subnet: str  # its nv-ipam pool
+
+
+@dataclass(frozen=True)
 class Network:
     """The fabric tightly coupled multi-node pods use, and what a pod asks for to get it."""
 
@@ -248,6 +260,9 @@ class Network:
     cni: str | None = None  # ipoib | macvlan
     interface: str | None = None  # the parent netdev (None: macvlan's default-route interface)
     subnet: str | None = None  # the nv-ipam pool
+    # one network and one device resource per compute rail, where every fabric node's rails are known
+    # (their platform or pool.nics); then `resource` is the rails' common prefix and `attachment` lists them
+    rails: tuple[RdmaRail, ...] = ()
 
     def devices(self, pool: str, gpus: int, gpus_per_node: int) -> int:
         """What a pod with `gpus` of a node's `gpus_per_node` requests: its share, at least one."""
@@ -290,7 +305,9 @@ class Platform:
             "network": None if net is None else {
                 "kind": net.kind, "resource": net.resource, "per_node": net.per_node,
                 "attachment": net.attachment, "interface": net.interface, "subnet": net.subnet,
-                "workloads": list(self.fabric_workloads)},
+                "workloads": list(self.fabric_workloads),
+                **({"rails": [{"name": r.name, "resource": r.resource, "hca": r.hca, "netdev": r.netdev,
+                               "subnet": r.subnet} for r in net.rails]} if net.rails else {})},
         }
 
 

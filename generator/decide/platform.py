@@ -18,7 +18,7 @@ from ..spec import fabric as fabric_mod
 from ..spec import hostlist
 from ..spec.checks import pool_node_labels
 from ..spec.models import Fleet
-from .plan import Network, Plane, Platform, Warning_, WorkloadDecision
+from .plan import Network, Plane, Platform, RdmaRail, Warning_, WorkloadDecision
 
 # Kubernetes topology labels the providers put on GPU nodes, broadest level first (Kueue and KAI
 # want that order; kubernetes.io/hostname is appended by the Topology builder), and the level a gang
@@ -193,8 +193,44 @@ def _network(fleet: Fleet, kube: Plane, placed: list[WorkloadDecision], fabric_w
         f"{spec.fabric.kind} for {names}: the NVIDIA Network Operator's RDMA shared device plugin ({RDMA_SHARED_RESOURCE}) "
         f"and a secondary {'IPoIB' if ib else 'macvlan'} network {FABRIC_NETWORK} on "
         f"{iface or 'the default-route interface'} ({subnet}), so NCCL uses the fabric, not the pod network")
+    rails = _rails(kube, spec.fabric.kind, subnet) if not (net and net.interface) else ()
+    if rails:
+        reasons[-1] = (
+            f"{spec.fabric.kind} for {names}: one {'IPoIB' if ib else 'macvlan'} network and one RDMA shared device "
+            f"plugin resource per compute rail ({len(rails)}: {', '.join(r.netdev for r in rails)}, from the pools' "
+            f"platform or nics), each pod of those asking for every rail, so NCCL uses all of them")
+        env = (("NCCL_SOCKET_IFNAME", "net1"), ("NCCL_IB_HCA", "=" + ",".join(r.hca for r in rails)))
+        return Network("rdma-shared", RAIL_RESOURCE_PREFIX, {s.pool: 1 for s in kube.slices}, env,
+                       ",".join(r.name for r in rails), "ipoib" if ib else "macvlan", None, subnet, rails)
     return Network("rdma-shared", RDMA_SHARED_RESOURCE, {s.pool: 1 for s in kube.slices}, RDMA_ENV,
                    FABRIC_NETWORK, "ipoib" if ib else "macvlan", iface, subnet)
+
+
+# Per-rail networks (issue 35): rdma-rail-N, each over one compute HCA (k8s-rdma-shared-dev-plugin
+# selects a resource's devices by `ifNames`), its nv-ipam pool a slice of fabric.rdma_network.subnet.
+RAIL_NETWORK = "rdma-rail-{}"
+RAIL_RESOURCE_PREFIX = "rdma/rdma_rail_"
+
+
+def _rails(kube: Plane, kind: str, subnet: str) -> tuple[RdmaRail, ...]:
+    """The compute rails every GPU node of the plane shares, as networks; () where any GPU pool's
+    rails, or a rail's netdev on this fabric, are not known (then one shared network over every HCA)."""
+    import ipaddress
+    import math
+
+    sets = {tuple((n.hca, n.netdev_on(kind)) for n in s.hardware.compute_rails) for s in kube.slices if s.gpu_type}
+    if len(sets) != 1:
+        return ()
+    ports = sets.pop()
+    if not ports or any(netdev is None for _, netdev in ports):
+        return ()
+    net = ipaddress.ip_network(subnet)
+    prefix = net.prefixlen + math.ceil(math.log2(len(ports))) if len(ports) > 1 else net.prefixlen
+    if prefix > 28:  # too few addresses to give each rail a pool: one shared network
+        return ()
+    blocks = list(net.subnets(new_prefix=prefix))
+    return tuple(RdmaRail(RAIL_NETWORK.format(i), f"{RAIL_RESOURCE_PREFIX}{i}", hca, netdev, str(blocks[i]))
+                 for i, (hca, netdev) in enumerate(ports))
 
 
 def _efa(fleet: Fleet, kube: Plane, placed: list[WorkloadDecision], fabric_wl: tuple[str, ...],

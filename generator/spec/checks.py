@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import catalog, providers
-from . import hardware, hostlist
+from . import hardware, hostlist, platforms
 from .models import MAX_FLEET_NODES, Fleet, Path_, Pool, _dns_label
 
 # Namespaces a tenant cannot take: Kubernetes' own and the ones our releases install into.
@@ -99,9 +99,13 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
                 yield f"hostname {name!r} is {where}: a node can be defined once", (*at, "hostnames")
                 break
             owner[name] = pool.name
-        for message, where in hardware.problems(pool, fleet.options.slurm_version):
+        for message, where in (*platforms.problems(pool), *platforms.nic_problems(pool)):
             yield message, (*at, *where)
             break
+        else:
+            for message, where in hardware.problems(pool, fleet.options.slurm_version):
+                yield message, (*at, *where)
+                break
         if pool.nvlink_domain_nodes > 1:
             if pool.gpu is None:
                 yield "an NVLink domain needs GPUs: this pool has no gpu", (*at, "nvlink_domain_nodes")
@@ -141,6 +145,10 @@ def _platform(fleet: Fleet) -> Iterator[Problem]:
     if spec.provider in MANAGED_PROVIDERS and spec.kubernetes_distribution != "upstream":
         yield (f"{spec.provider} runs its own Kubernetes, not {spec.kubernetes_distribution}: leave "
                "kubernetes_distribution at upstream"), ("fleet", "kubernetes_distribution")
+    for key in ("traffic_class", "service_level"):
+        if getattr(spec.fabric, key) is not None and spec.fabric.kind != "roce":
+            yield (f"{key} marks NCCL's RoCE packets for the switches' lossless class: it has no meaning on "
+                   f"{spec.fabric.kind}; drop it or set fabric.kind to roce"), ("fleet", "fabric", key)
     net = spec.fabric.rdma_network
     if net is not None and spec.fabric.kind == "ethernet":
         yield ("an Ethernet fabric without RDMA has no RDMA network: set fabric.kind to infiniband or roce, "

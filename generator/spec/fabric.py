@@ -106,6 +106,9 @@ class FabricModel:
     _leaf_of: dict[str, Leaf] = field(default_factory=dict, compare=False, repr=False)
     _domain_of: dict[str, NvlinkDomain] = field(default_factory=dict, compare=False, repr=False)
     _pool_nodes: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
+    # RoCE's lossless class for NCCL (fleet.fabric.traffic_class, service_level); None: the default
+    traffic_class: int | None = None
+    service_level: int | None = None
 
     def __post_init__(self) -> None:
         for pool in self.pool_of.values():
@@ -263,6 +266,14 @@ def _chunked_domains(pools: list[tuple[str, list[str], int]]) -> tuple[NvlinkDom
 def resolve(fleet: Fleet, base: Path | None, imported: ImportedFabric | None = None) -> FabricModel:
     """The fabric model of a checked fleet. `base`: the directory of workload.yaml (`from` paths are
     relative to it); None reads no file (then `from` is refused). Raises FabricProblem."""
+    model = _resolve(fleet, base, imported)
+    fab = fleet.fleet.fabric
+    object.__setattr__(model, "traffic_class", fab.traffic_class)  # frozen; set once, as it is built
+    object.__setattr__(model, "service_level", fab.service_level)
+    return model
+
+
+def _resolve(fleet: Fleet, base: Path | None, imported: ImportedFabric | None = None) -> FabricModel:
     from .checks import pool_hostnames
 
     fab = fleet.fleet.fabric

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import mig as mig_table
+from . import platforms
 from .models import Path_, Pool
 
 DEFAULT_CPUS = 64
@@ -137,8 +138,14 @@ class NodeHardware:
     gpu_sockets: tuple[int, ...] = ()  # the socket of each GPU; empty: not given
     autodetect: str = "off"  # gres.conf's AutoDetect: off | nvml | nvidia
     mig: MigLayout | None = None
-    described_by: str = "cpus"  # slurmd_c | cpu | cpus: what the input gave
+    described_by: str = "cpus"  # slurmd_c | cpu | platform | cpus: what the input gave
     cpus_are_cores: bool = False  # pool.cpu_count: cores: a Slurm CPU is a core (slurm.conf CPUs=cores)
+    # the RDMA ports (pool.nics, else its platform's; spec/platforms.py); None: not known
+    rails: tuple[platforms.Nic, ...] | None = None
+
+    @property
+    def compute_rails(self) -> tuple[platforms.Nic, ...]:
+        return tuple(n for n in self.rails or () if n.role == platforms.COMPUTE)
 
     @property
     def cores(self) -> int:
@@ -170,16 +177,21 @@ class NodeHardware:
 def node_hardware(pool: Pool) -> NodeHardware:
     """The pool's hardware; the pool must have passed `problems` (load does that)."""
     c = parse_slurmd_c(pool.slurmd_c, pool.cpu_count == "cores") if pool.slurmd_c else None
+    plat = platforms.of(pool)
     if c is not None:
         shape, by = (c.sockets, c.cores_per_socket, c.threads_per_core), "slurmd_c"
     elif pool.cpu is not None:
         shape, by = (pool.cpu.sockets, pool.cpu.cores_per_socket, pool.cpu.threads_per_core), "cpu"
+    elif plat is not None:
+        shape, by = (plat.sockets, plat.cores_per_socket, plat.threads_per_core), "platform"
     else:
         shape, by = (1, pool.cpus or DEFAULT_CPUS, 1), "cpus"
     if pool.memory_gib is not None:
         memory = pool.memory_gib
+    elif c is not None:
+        memory = math.ceil(c.real_memory / 1024)
     else:
-        memory = math.ceil(c.real_memory / 1024) if c is not None else DEFAULT_MEMORY_GIB
+        memory = plat.memory_gib if plat is not None else DEFAULT_MEMORY_GIB
     gpu = pool.gpu
     mig = MigLayout(gpu.mig.profile, gpu.mig.per_gpu) if gpu is not None and gpu.mig is not None else None
     autodetect = (gpu.autodetect if gpu is not None and gpu.autodetect else ("nvml" if mig else "off"))
@@ -188,8 +200,21 @@ def node_hardware(pool: Pool) -> NodeHardware:
         boards=c.boards if c is not None else None, reported_mib=c.real_memory if c is not None else None,
         reserved_cores=pool.reserved.cores if pool.reserved else 0,
         reserved_memory_gib=pool.reserved.memory_gib if pool.reserved else 0,
-        gpu_sockets=tuple(gpu.sockets or ()) if gpu is not None else (), autodetect=autodetect, mig=mig,
-        described_by=by, cpus_are_cores=pool.cpu_count == "cores")
+        gpu_sockets=_gpu_sockets(pool, plat, shape[0]), autodetect=autodetect, mig=mig,
+        described_by=by, cpus_are_cores=pool.cpu_count == "cores", rails=platforms.rails(pool))
+
+
+def _gpu_sockets(pool: Pool, plat, sockets: int) -> tuple[int, ...]:
+    """The socket of each GPU: the pool's gpu.sockets, else its platform's (not with MIG, whose
+    devices and cores only NVML gives, nor where the platform's would not fit the node given)."""
+    gpu = pool.gpu
+    if gpu is None:
+        return ()
+    if gpu.sockets is not None:
+        return tuple(gpu.sockets)
+    if plat is None or gpu.mig is not None or gpu.count != plat.gpu_count or max(plat.gpu_sockets) >= sockets:
+        return ()
+    return plat.gpu_sockets
 
 
 def problems(pool: Pool, slurm_version: str | None = None) -> Iterator[tuple[str, Path_]]:

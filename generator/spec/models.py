@@ -8,11 +8,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema, field_validator,
+                      model_validator)
 
 from .. import providers, schedulers
 from ..errors import cut, mask_urls
-from . import slurmtime
+from . import platforms, slurmtime
 from .site import Site
 
 API_VERSION = "orchgen/v1alpha1"
@@ -328,8 +329,41 @@ class Taint(_Model):
                     "that do not tolerate it)")
 
 
+_RDMA_DEVICE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+def _rdma_device(value: str) -> str:
+    if not _RDMA_DEVICE.fullmatch(value):
+        raise ValueError(f"{_short(value)} is not an RDMA device name as `ibv_devices` prints it (e.g. mlx5_0)")
+    return value
+
+
+def _platform_name(value: str) -> str:
+    return platforms.check_name(value)
+
+
+class Nic(_Model):
+    """One RDMA port of the pool's nodes, as `ibdev2netdev` shows it (`mlx5_0 port 1 ==> ibp24s0 (Up)`)."""
+
+    device: Annotated[str, AfterValidator(_rdma_device)] = Field(description="the RDMA device, e.g. mlx5_0")
+    port: int = Field(default=1, ge=1, le=2, description="the device's port (1 on single-port adapters)")
+    netdev: IfName | None = Field(default=None, description="its network interface, e.g. ibp24s0 (the master of "
+                                  "the port's Kubernetes network)")
+    rate_gbps: int = Field(ge=1, le=3_200, description="line rate in Gb/s, as /sys/class/infiniband/DEV/ports/"
+                           "PORT/rate starts (400 for NDR or 400GbE)")
+    role: Literal["compute", "storage"] = Field(
+        default="compute", description="compute: a GPU rail (NCCL, health checks, one Kubernetes network each); "
+        "storage: storage or in-band traffic, never NCCL's")
+    gpu: int | None = Field(default=None, ge=0, le=63, description="the GPU beside it (same PCIe switch), if known")
+
+
 class Pool(_Model):
     name: Name
+    platform: Annotated[str, AfterValidator(_platform_name),
+                        WithJsonSchema({"type": "string", "enum": sorted(platforms.PLATFORMS)})] | None = Field(
+        default=None, description="the server platform (generator/spec/platforms.py), e.g. dgx-h100: gives the CPU "
+        "layout, the GPUs and their sockets, the RDMA rails and the NVLink domain; the pool's own fields win "
+        "where the platform leaves a fact to the buyer")
     cpu_count: Literal["threads", "cores"] = Field(
         default="threads", description="what a Slurm CPU is on this pool's nodes: threads (CPUs= every "
         "hardware thread, Slurm's default) or cores (CPUs= the cores of a hyperthreaded node, the common "
@@ -353,6 +387,9 @@ class Pool(_Model):
     nvlink_domain_nodes: int = Field(
         default=1, ge=1, le=1_024, description="nodes per NVLink domain (18 for GB200 NVL72)"
     )
+    nics: list[Nic] | None = Field(
+        default=None, min_length=1, max_length=32,
+        description="the nodes' RDMA ports (default: the platform's): compute rails and storage adapters")
     node_labels: NodeLabels | None = Field(
         default=None, max_length=16,
         description="labels the provisioner puts on this pool's nodes (a cloud node group's, e.g. "
@@ -365,6 +402,12 @@ class Pool(_Model):
         "them. Absent: the provider's default for a GPU pool (eks nvidia.com/gpu=true, gke nvidia.com/gpu=present, "
         "aks sku=gpu, all NoSchedule; none on bare metal, oke or a CPU pool); [] for none",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _platform_facts(cls, data: Any) -> Any:
+        # a platform's GPUs and NVLink domain where the pool gives none (spec/platforms.py)
+        return platforms.fill(data)
 
 
 class RdmaNetwork(_Model):
@@ -422,6 +465,12 @@ class Fabric(_Model):
                                        "instead of leaves/spines")
     rdma_network: RdmaNetwork | None = Field(
         default=None, description="Kubernetes' secondary network on an RDMA fabric (bare metal)")
+    traffic_class: int | None = Field(
+        default=None, ge=0, le=255, description="RoCE only: the IP traffic class byte NCCL marks its RDMA packets with "
+        "(NCCL_IB_TC; DSCP x 4), the one the switches treat as lossless; default 104 (DSCP 26, the RoCE class of "
+        "NVIDIA's switch QoS defaults)")
+    service_level: int | None = Field(
+        default=None, ge=0, le=7, description="RoCE only: NCCL_IB_SL, the priority of that lossless class; default 3")
     topograph: bool = Field(
         default=False, description="the site runs NVIDIA Topograph (Kubernetes engine), which labels the nodes "
         "fabric.topograph.run/tier-N (tier 0 the switch closest to the node) and accelerator.topograph.run/domain: "

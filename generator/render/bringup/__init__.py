@@ -41,6 +41,12 @@ STATIC = ("site.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "appl
 # port likewise, and of a 100 GbE port on plain Ethernet (NCCL's sockets path). A site tunes it in
 # checks/checks.json; nccl-tests' README ("Performance") defines busbw.
 BUSBW_FLOOR_GBPS = {"infiniband": 20.0, "roce": 15.0, "ethernet": 5.0}
+# Where every GPU node's compute rails are known (a platform or pool.nics), the floor is a share of what
+# the rails carry instead: all_reduce's busbw between two nodes is bounded by a node's compute rails
+# together (nccl-tests doc/PERFORMANCE.md: busbw = algbw x 2(n-1)/n, "the speed of the slowest link";
+# NCCL runs one ring channel per rail, so a node's rails carry its busbw side by side), in GB/s = Gb/s / 8.
+# A healthy pair reaches 85-95% of that; a rail down or a ring over TCP falls far below.
+BUSBW_RAIL_SHARE = 0.8
 # The transport NCCL must log for the inter-node ring (NCCL_DEBUG=INFO "via NET/<name>"): IB verbs on
 # InfiniBand and RoCE (both are NET/IB in NCCL), sockets only on plain Ethernet.
 TRANSPORT = {"infiniband": "NET/IB", "roce": "NET/IB", "ethernet": "NET/Socket"}
@@ -162,10 +168,34 @@ def checks(plan: Plan) -> dict[str, object]:
         "leaves": leaves,
         "fabric": fabric,
         "nccl_transport": TRANSPORT[fabric],
-        "busbw_floor_gbps": BUSBW_FLOOR_GBPS[fabric],
+        **busbw_floor(m.groups, fabric),
         "accounts": [a.name for a in m.accounts],
         "health_program": ops.nhc_program if ops and ops.health else None,
     }
+
+
+def busbw_floor(groups, fabric: str) -> dict[str, object]:
+    """checks.json's bus-bandwidth floor, with what it was computed from (busbw_floor_source)."""
+    gpu_groups = [g for g in groups if g.gpu_type]
+    rails = [g.hw.compute_rails for g in gpu_groups]
+    if fabric in ("infiniband", "roce") and gpu_groups and all(rails):
+        expected = min(sum(n.rate_gbps for n in r) / 8 for r in rails)  # the slowest GPU node's rails
+        worst = min(gpu_groups, key=lambda g: sum(n.rate_gbps for n in g.hw.compute_rails))
+        ports = worst.hw.compute_rails
+        return {"busbw_floor_gbps": round(BUSBW_RAIL_SHARE * expected, 1),
+                "busbw_expected_gbps": expected,
+                "busbw_floor_source": (f"{BUSBW_RAIL_SHARE:.0%} of pool {worst.pool}'s {len(ports)} compute rails "
+                                       f"({_rates(ports)} = {expected:g} GB/s): "
+                                       "all_reduce busbw between two nodes is bounded by their rails together "
+                                       "(nccl-tests doc/PERFORMANCE.md)")}
+    return {"busbw_floor_gbps": BUSBW_FLOOR_GBPS[fabric],
+            "busbw_floor_source": (f"the {fabric} default (no platform or nics gives every GPU node's rails): about half "
+                                   "of one port's line rate (nccl-tests doc/PERFORMANCE.md defines busbw)")}
+
+
+def _rates(ports) -> str:
+    rates = sorted({n.rate_gbps for n in ports})
+    return f"{len(ports)} x {rates[0]} Gb/s" if len(rates) == 1 else "+".join(str(n.rate_gbps) for n in ports) + " Gb/s"
 
 
 def kube_checks(plan: Plan) -> dict[str, object]:

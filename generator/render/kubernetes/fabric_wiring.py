@@ -43,10 +43,13 @@ def wire(plan: Plan, w: WorkloadDecision, sh: PodShape, template: dict[str, Any]
     if net is None:
         return template
     count = str(devices(plan, w, sh))
+    # one of each rail's resource where the network is per rail (every HCA, an interface on each)
+    wanted = {r.resource: "1" for r in net.rails} if net.rails else {net.resource: count}
     for c in template["spec"]["containers"]:
         res = c.setdefault("resources", {})
-        res.setdefault("requests", {})[net.resource] = count
-        res.setdefault("limits", {})[net.resource] = count
+        for resource, n in wanted.items():
+            res.setdefault("requests", {})[resource] = n
+            res.setdefault("limits", {})[resource] = n
         caps = c.setdefault("securityContext", {}).setdefault("capabilities", {}).setdefault("add", [])
         if IPC_LOCK not in caps:
             caps.append(IPC_LOCK)

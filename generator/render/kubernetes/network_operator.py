@@ -26,6 +26,10 @@ InfiniBand or RoCE fabric (`platform.network.kind == "rdma-shared"`).
 - a NetworkAttachmentDefinition (k8s.cni.cncf.io/v1) per tenant namespace with a fabric workload:
   IPoIB on InfiniBand, macvlan on RoCE, configured as the operator's own IPoIBNetwork / MacvlanNetwork
   controllers write them (manifests/state-ipoib-network, state-macvlan-network at the tag).
+- per compute rail, where every fabric node's rails are known (platform or pool.nics; issue 35): one
+  device plugin resource over that rail's port alone (selector `ifNames`, its netdev), one IPPool (a
+  slice of the fabric subnet) and one NetworkAttachmentDefinition whose `master` is the rail's netdev,
+  so a pod asking for every rail gets every HCA with an interface on each.
 """
 from __future__ import annotations
 
@@ -71,8 +75,13 @@ def _component(plan: Plan, image: str) -> dict[str, str]:
 def device_plugin_config(net: Network) -> str:
     """k8s-rdma-shared-dev-plugin's configList: one resource over every Mellanox HCA whose link is
     the fabric's (selectors vendors / linkTypes, Mellanox/k8s-rdma-shared-dev-plugin README)."""
-    name = net.resource.split("/", 1)[1]
     link = "infiniband" if net.cni == "ipoib" else "ether"
+    if net.rails:  # one resource per compute rail, over that rail's port alone (selector ifNames: its netdev)
+        return json.dumps({"configList": [
+            {"resourceName": r.resource.split("/", 1)[1], "rdmaHcaMax": RDMA_HCA_MAX,
+             "selectors": {"vendors": [MELLANOX_VENDOR], "linkTypes": [link], "ifNames": [r.netdev]}}
+            for r in net.rails]}, sort_keys=True)
+    name = net.resource.split("/", 1)[1]
     return json.dumps({"configList": [{"resourceName": name, "rdmaHcaMax": RDMA_HCA_MAX,
                                        "selectors": {"vendors": [MELLANOX_VENDOR], "linkTypes": [link]}}]},
                       sort_keys=True)
@@ -106,27 +115,37 @@ def per_node_block(plan: Plan) -> int:
     return max([2, *(s.gpus_per_node for s in slices(plan))])
 
 
-def ip_pool(plan: Plan, net: Network) -> dict[str, Any]:
-    return {"apiVersion": IPAM_API, "kind": "IPPool",
-            "metadata": meta(net.attachment or "", plan.charts["network-operator"].namespace),
-            "spec": {"subnet": net.subnet, "perNodeBlockSize": per_node_block(plan)}}
+def _networks(net: Network) -> list[tuple[str, str | None, str | None]]:
+    """(name, master netdev, subnet) of each network: one per compute rail, or the one shared network."""
+    if net.rails:
+        return [(r.name, r.netdev, r.subnet) for r in net.rails]
+    return [(net.attachment or "", net.interface, net.subnet)]
 
 
-def cni_config(net: Network) -> str:
-    config: dict[str, Any] = {"cniVersion": "0.3.1", "name": net.attachment, "type": net.cni}
-    if net.interface:  # macvlan without a master uses the node's default-route interface
-        config["master"] = net.interface
+def ip_pool(plan: Plan, net: Network) -> list[dict[str, Any]]:
+    return [{"apiVersion": IPAM_API, "kind": "IPPool",
+             "metadata": meta(name, plan.charts["network-operator"].namespace),
+             "spec": {"subnet": subnet, "perNodeBlockSize": per_node_block(plan)}}
+            for name, _, subnet in _networks(net)]
+
+
+def cni_config(net: Network, name: str | None = None, master: str | None = None) -> str:
+    name = name or net.attachment
+    master = master if name != net.attachment else net.interface
+    config: dict[str, Any] = {"cniVersion": "0.3.1", "name": name, "type": net.cni}
+    if master:  # macvlan without a master uses the node's default-route interface
+        config["master"] = master
     if net.cni == "macvlan":
         config["mode"] = "bridge"
-    config["ipam"] = {"type": "nv-ipam", "poolName": net.attachment}
+    config["ipam"] = {"type": "nv-ipam", "poolName": name}
     return json.dumps(config, sort_keys=True)
 
 
 def attachments(plan: Plan, net: Network) -> list[dict[str, Any]]:
     tenants = sorted({w.tenant for w in plan.workloads if w.name in plan.platform.fabric_workloads})
     return [{"apiVersion": NAD_API, "kind": "NetworkAttachmentDefinition",
-             "metadata": meta(net.attachment or "", namespace_of(t)), "spec": {"config": cni_config(net)}}
-            for t in tenants]
+             "metadata": meta(name, namespace_of(t)), "spec": {"config": cni_config(net, name, master)}}
+            for t in tenants for name, master, _ in _networks(net)]
 
 
 def objects(plan: Plan) -> list[dict[str, Any]]:
@@ -140,7 +159,7 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
 def operator_resources(plan: Plan) -> list[dict[str, Any]]:
     """operator-resources/35-network.yaml: the IPPool, whose CRD the operator creates."""
     net = network(plan)
-    return [ip_pool(plan, net)] if net is not None else []
+    return ip_pool(plan, net) if net is not None else []
 
 
 def runtime_crds(plan: Plan) -> list[str]:

@@ -63,6 +63,14 @@ NCCL: dict[str, tuple[NcclVar, ...]] = {
         _MLX5,
         NcclVar("NCCL_IB_GID_INDEX", "3", "RoCE v2 over IPv4 is GID index 3 on ConnectX (show_gids); NCCL before "
                 "2.21 defaults to 0, a RoCE v1 link-local GID that does not cross a router", "nccl-ib-gid-index"),
+        # RoCE's lossless class when fleet.fabric does not say: DSCP 26 at priority 3, what NVIDIA's switch QoS
+        # ships for RoCE (Cumulus Linux user guide, "RDMA over Converged Ethernet - RoCE": lossless mode trusts
+        # DSCP 26 -> switch priority 3, CNPs at DSCP 48); NCCL_IB_TC carries the DSCP in its upper six bits
+        NcclVar("NCCL_IB_TC", "104", "the IP traffic class of NCCL's RoCE packets, DSCP 26 x 4: the class the "
+                "switches keep lossless (fleet.fabric.traffic_class); NCCL's default 0 rides the lossy queue",
+                "nccl-ib-tc"),
+        NcclVar("NCCL_IB_SL", "3", "the priority of that lossless class (fleet.fabric.service_level); NCCL's "
+                "default 0 is best effort", "nccl-ib-sl"),
     ),
     "ethernet": (
         NcclVar("NCCL_IB_DISABLE", "1", "no RDMA on this fabric: NCCL goes straight to TCP sockets instead of "
@@ -84,12 +92,24 @@ class GpuCheck:
 
 
 @dataclass(frozen=True)
+class RailCheck:
+    """nhc.conf's port checks for one pool whose compute rails are known: each port Active, LinkUp, at its rate."""
+
+    pool: str
+    targets: tuple[str, ...]
+    ports: tuple[tuple[str, int], ...]  # (device:port, rate in Gb/s)
+
+
+@dataclass(frozen=True)
 class HealthCheck:
     interval: int
     node_state: str
     gpus: tuple[GpuCheck, ...]
     fabric_ports: bool  # RDMA ports (InfiniBand or RoCE) must be up
     mounts: tuple[str, ...]
+    rails: tuple[RailCheck, ...] = ()  # pools whose compute rails are known: every rail, at its rate
+    # NHC match strings of the nodes whose rails are not known (("*",) when no pool's are): any one port up
+    any_port: tuple[str, ...] = ("*",)
 
 
 @dataclass(frozen=True)
@@ -152,10 +172,16 @@ def operations(plan: Plan, groups) -> Ops:
     has_gpus = any(g.gpu_type for g in groups)
     fabric = plan.fabric.kind
     health = None
+    rdma = fabric in ("infiniband", "roce")
     if o.health_check:
         gpus = tuple(GpuCheck(g.pool, nhc_targets(g.nodes), g.gpus, g.gpu_type) for g in groups if g.gpu_type)
-        health = HealthCheck(o.health_check_interval, "ANY,CYCLE", gpus, fabric in ("infiniband", "roce"),
-                             tuple(o.health_check_mounts))
+        rails = tuple(RailCheck(g.pool, nhc_targets(g.nodes), tuple((n.hca, n.rate_gbps) for n in g.hw.compute_rails))
+                      for g in groups if g.hw.compute_rails) if rdma else ()
+        railed = {r.pool for r in rails}
+        rest = [n for g in groups if g.pool not in railed for n in g.nodes]
+        any_port = ("*",) if not railed else (nhc_targets(rest) if rest else ())
+        health = HealthCheck(o.health_check_interval, "ANY,CYCLE", gpus, rdma, tuple(o.health_check_mounts),
+                             rails, any_port)
     containers = ("pyxis" if has_gpus else "none") if o.containers == "auto" else o.containers
     mpi = ("pmix" if version >= PMIX_AUTO_MIN else "none") if o.mpi == "auto" else o.mpi
     spanning = [g for g in groups if g.nvlink_domain_nodes > 1]
@@ -169,7 +195,34 @@ def operations(plan: Plan, groups) -> Ops:
     return Ops(health, containers, mpi, o.mpi != "auto", o.containment, o.kill_on_bad_exit,
                o.unkillable_step_timeout, imex, plan.slurm_controllers,
                o.state_save_location or DEFAULT_STATE_SAVE, o.state_save_location is not None, SLURMCTLD_TIMEOUT,
-               fabric, NCCL[fabric] if o.nccl else (), version < PMIX_AUTO_MIN)
+               fabric, nccl_settings(plan, groups) if o.nccl else (), version < PMIX_AUTO_MIN)
+
+
+def exact_hcas(groups) -> tuple[str, ...] | None:
+    """The compute rails every GPU node of the plane shares (device:port), for an exact NCCL_IB_HCA;
+    None where a GPU pool's rails are not known or the pools' differ (then the mlx5 prefix stays)."""
+    sets = {tuple(n.hca for n in g.hw.compute_rails) for g in groups if g.gpu_type}
+    if len(sets) != 1 or () in sets:
+        return None
+    return sets.pop()
+
+
+def nccl_settings(plan: Plan, groups) -> tuple[NcclVar, ...]:
+    """NCCL[fabric], with NCCL_IB_HCA as the exact list of compute rails where the nodes' rails are
+    known, and on RoCE the lossless traffic class and its priority (fleet.fabric.traffic_class,
+    service_level)."""
+    fabric = plan.fabric.kind
+    out = list(NCCL[fabric])
+    hcas = exact_hcas(groups) if fabric in ("infiniband", "roce") else None
+    if hcas:
+        out = [NcclVar("NCCL_IB_HCA", "=" + ",".join(hcas), "exactly the compute rails of the nodes' platform or "
+                       "pool.nics ('=' matches whole names, not prefixes), so storage and in-band HCAs stay out",
+                       "nccl-ib-hca") if v.name == "NCCL_IB_HCA" else v for v in out]
+    if fabric == "roce":
+        given = {"NCCL_IB_TC": plan.fabric.traffic_class, "NCCL_IB_SL": plan.fabric.service_level}
+        out = [NcclVar(v.name, str(given[v.name]), v.why.replace("DSCP 26 x 4", f"DSCP {given[v.name] // 4} x 4"),
+                       v.anchor) if given.get(v.name) is not None else v for v in out]
+    return tuple(out)
 
 
 # ------------------------------------------------------------------ NHC match strings
