@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import catalog
 from .errors import OrchgenError, secret_in
 from .spec import hostlist, slurmconf
 from .spec.inputs import Refused, read_bounded
@@ -121,6 +122,7 @@ class Sources:
     # folders besides slurm.conf's own that its Include lines may read (--input-root)
     roots: tuple[str, ...] = ()
     sacctmgr_qos: Path | None = None  # `sacctmgr -P show qos` output: the QOS definitions a dump lacks
+    fabric: str | None = None  # --fabric: the interconnect, which no Slurm file states (fleet.fabric.kind)
 
 
 def _read(path: Path, what: str) -> str:
@@ -283,6 +285,15 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     fleet["pools"] = pools
     extra: dict[str, bytes] = {}
     fleet["fabric"] = _fabric(src, conf, globals_, out, report, extra, sum(p["nodes"] for p in pools))
+    # A bare-metal fleet states its fabric (spec/checks.py); slurm.conf does not say it, so --fabric does,
+    # or the file says ethernet out loud and the report says what that means
+    fleet["fabric"] = {"kind": src.fabric or "ethernet", **fleet["fabric"]}
+    if src.fabric:
+        report.modelled.append(Item("--fabric", f"fleet.fabric.kind {src.fabric}"))
+    else:
+        report.added.append(Item(str(src.slurm_conf), "fleet.fabric.kind ethernet: no Slurm file says the interconnect, "
+                                 "and on ethernet NCCL gets no RDMA (NCCL_IB_DISABLE=1); pass --fabric infiniband "
+                                 "or roce for an RDMA fabric"))
     doc["fleet"] = fleet
     tenants, accounts = _tenants(src.sacctmgr_dump, report) if src.sacctmgr_dump else ([], {})
     if tenants:
@@ -469,6 +480,10 @@ def _pools(nodes: list[_Node], report: Report) -> tuple[list[dict], dict[str, _N
                 if count:
                     if len(parts) == 3:
                         pool["gpu"] = {"type": parts[1], "count": count}
+                        if not catalog.gpu_type_known(parts[1]):  # the site's own name: what its jobs ask for
+                            pool["gpu"]["custom"] = True
+                            report.modelled.append(Item(where, f"GRES type {parts[1]} is no GPU model orchgen "
+                                                        "knows: kept as the site's own (gpu.custom: true)"))
                     else:
                         pool["gpu"] = {"typed": False, "count": count}
         pools.append(pool)
