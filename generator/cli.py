@@ -218,7 +218,7 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
          fmt: str, charts: Path | None, quiet: bool, input_roots: tuple[str, ...]) -> None:
     """Decide and write the bundle (atomically, byte-identical for the same input)."""
     from . import bundle
-    from .plan_output import listing, next_steps
+    from .plan_output import listing, next_steps, rule_of, workload_lines
 
     warnings: list[str] = []
     the_plan, files = _load_plan(workload, gitops, render=True, roots=input_roots, warnings=warnings)
@@ -259,6 +259,8 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
     if fmt == "json":  # as `recommend --format json`: the result as one document, warnings on stderr
         click.echo(json.dumps({"fleet": the_plan.name, "output": str(output),
                                "planes": {n: {"nodes": len(p.nodes)} for n, p in the_plan.planes.items()},
+                               "workloads": [{"name": d.name, "plane": d.plane, "pool": d.pool, "rule": rule_of(d)}
+                                             for d in the_plan.workloads],
                                "files": sorted(files), "removed": gone if force else [],
                                "warnings": warnings, "next": next_steps(the_plan, output, len(warnings))},
                               indent=2))
@@ -267,6 +269,8 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         return
     planes = ", ".join(f"{n} ({_nodes(len(p.nodes))})" for n, p in the_plan.planes.items())
     click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
+    for line in workload_lines(the_plan):  # per workload: where it runs and the rule that chose it
+        click.echo(fit_to_print(line))
     if not quiet:
         for line in listing(files):
             click.echo(line)

@@ -60,6 +60,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
 
     tenants, default_tenant = placement.tenants_of(fleet)
     warnings.extend(placement.tenant_warnings(fleet, default_tenant))
+    warnings.extend(placement.intent_warnings(fleet))
     default = placement.default_pools(fleet, decisions, slurm, kube)
     placed = [_demand(_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or default_tenant,
                              pools, slurm, kube, w.max_time), w, i, file)

@@ -127,6 +127,7 @@ def decide_workload(name: str, f: Facts, pin: str = "auto") -> WorkloadDecision:
         addons=tuple(addons),
         reasons=tuple(reasons),
         pinned=pin != "auto",
+        rule="pinned" if pin != "auto" else rule.name,
     )
 
 

@@ -569,6 +569,9 @@ class Serving(_Model):
 
 class Workload(_Model):
     name: Name
+    description: str | None = Field(
+        default=None, max_length=1_000, description="what it is, for people; orchgen reads it only to warn where "
+        "the flags seem to say something else (a long-lived workload described as notebooks without interactive)")
     nodes: int = Field(default=1, ge=1, le=MAX_FLEET_NODES, description="nodes one job spans")
     tightly_coupled: bool = False
     bare_metal: bool | None = Field(default=None, description="default: fleet.bare_metal")
