@@ -131,5 +131,52 @@ def decide_workload(name: str, f: Facts, pin: str = "auto") -> WorkloadDecision:
     )
 
 
+# The fleet-level rule (issue 36): a second plane costs its control plane, its operators (GPU Operator,
+# Kueue, Prometheus) and its operators' time. On a bare-metal fleet whose Slurm plane exists anyway, batch
+# that the per-workload rules would send to Kubernetes stays on Slurm: Slurm schedules it as well, and its
+# containers run through pyxis/enroot (options.slurm.containers, NVIDIA's SPANK plugin for srun
+# --container-image). Services, notebooks, Ray pipelines, edge/dev, pins and tightly coupled multi-node
+# gangs keep their rules' plane.
+SLURM_SITE_BATCH = Rule(
+    "slurm-site-batch", "slurm", lambda f: False,
+    "batch on a bare-metal fleet that runs Slurm already ({slurm}): Slurm schedules it, its containers run "
+    "through pyxis/enroot, and no second control plane is carved out for it")
+
+
+def _slurm_site_batch(w: Workload, d: WorkloadDecision) -> bool:
+    f = d.facts
+    return (not d.pinned and d.rule == "kubernetes-default" and not f.long_lived_services and not w.interactive
+            and not (f.tightly_coupled and f.nodes > 1))
+
+
+def fleet_rules(fleet: Fleet, decisions: list[WorkloadDecision]) -> list[WorkloadDecision]:
+    """The per-workload decisions with the fleet-level rule applied (SLURM_SITE_BATCH): the per-workload
+    rules (the guide's, and the seed labeller's cases) are left as they are."""
+    bare_slurm = [d.name for d in decisions if d.primary == "slurm"]
+    if not (fleet.fleet.bare_metal and bare_slurm) or fleet.options.slurm_on_kubernetes in ("slinky", "soperator"):
+        return decisions
+    out = []
+    for w, d in zip(fleet.workloads, decisions):
+        if not _slurm_site_batch(w, d):
+            out.append(d)
+            continue
+        f = d.facts
+        why = SLURM_SITE_BATCH.why.format(slurm=", ".join(bare_slurm))
+        if fleet.options.slurm.containers == "none":
+            why = why.replace("its containers run through pyxis/enroot", "(options.slurm.containers none: no "
+                              "pyxis, so it runs on the hosts' software)")
+        out.append(WorkloadDecision(
+            name=d.name, facts=f, primary="slurm", ray_host=None, gang_scheduler_required=False, hybrid=False,
+            addons=("slurm-topology",) + (("pyxis",) if fleet.options.slurm.containers != "none" else ()),
+            reasons=(f"rule {SLURM_SITE_BATCH.name}: {why} ({_fmt(f, 'long_lived_services', 'multi_tenant', 'nodes')})",
+                     f"not rule kubernetes-default: {_KUBE_DEFAULT_WHY}, which a fleet without Slurm would get; "
+                     "plane: kubernetes pins it there"),
+            rule=SLURM_SITE_BATCH.name))
+    return out
+
+
+_KUBE_DEFAULT_WHY = RULES[-1].why
+
+
 def recommend(fleet: Fleet) -> list[WorkloadDecision]:
-    return [decide_workload(w.name, facts_of(w, fleet), w.plane) for w in fleet.workloads]
+    return fleet_rules(fleet, [decide_workload(w.name, facts_of(w, fleet), w.plane) for w in fleet.workloads])
