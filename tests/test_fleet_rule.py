@@ -116,3 +116,12 @@ def test_examples_superpod_and_university_lab_keep_batch_on_slurm():
     assert sorted(lab.kube_plane.nodes) == [f"l40s-{i:02d}" for i in range(1, 5)]
     doc = yaml.safe_load((EXAMPLES / "research-lab.yaml").read_text())
     assert {w["name"]: w.get("plane") for w in doc["workloads"]}["eval-batch"] == "kubernetes"  # its opt-in
+
+
+def test_a_pin_to_kubernetes_says_which_fleet_rule_it_overrides():
+    plan = make_plan(Fleet.model_validate(with_workloads({"name": "eval", "plane": "kubernetes", "pool": "l40s"})),
+                     "site.yaml")
+    (d,) = [d for d in plan.workloads if d.name == "eval"]
+    assert d.plane == "kubernetes" and d.pinned
+    assert d.reasons[0].startswith("pinned by the input (plane: kubernetes), overriding rule slurm-site-batch: "
+                                   "batch on a bare-metal fleet that runs Slurm already (train)")

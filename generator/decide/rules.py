@@ -13,7 +13,7 @@ pinned plane can run the workload at all is the fleet's question (generator/deci
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .plan import Facts, WorkloadDecision
 from ..spec.models import Fleet, Workload
@@ -157,14 +157,19 @@ def fleet_rules(fleet: Fleet, decisions: list[WorkloadDecision]) -> list[Workloa
         return decisions
     out = []
     for w, d in zip(fleet.workloads, decisions):
-        if not _slurm_site_batch(w, d):
-            out.append(d)
-            continue
         f = d.facts
         why = SLURM_SITE_BATCH.why.format(slurm=", ".join(bare_slurm))
         if fleet.options.slurm.containers == "none":
             why = why.replace("its containers run through pyxis/enroot", "(options.slurm.containers none: no "
                               "pyxis, so it runs on the hosts' software)")
+        if w.plane == "kubernetes" and _slurm_site_batch(w, decide_workload(w.name, f)):
+            # pinned where the fleet rule would keep it on Slurm: the pin's reason names that rule
+            first = f"pinned by the input (plane: kubernetes), overriding rule {SLURM_SITE_BATCH.name}: {why}"
+            out.append(replace(d, reasons=(first, *d.reasons[1:])))
+            continue
+        if not _slurm_site_batch(w, d):
+            out.append(d)
+            continue
         out.append(WorkloadDecision(
             name=d.name, facts=f, primary="slurm", ray_host=None, gang_scheduler_required=False, hybrid=False,
             addons=("slurm-topology",) + (("pyxis",) if fleet.options.slurm.containers != "none" else ()),
