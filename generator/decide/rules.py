@@ -5,6 +5,10 @@ hybrid rule are then applied on top. One deliberate difference from the guide's 
 a tightly coupled multi-node Ray job hosted on k3s requires a gang scheduler too, because the
 guide's invariant says anything tightly coupled and multi-node on a Kubernetes scheduler does.
 
+Then one fleet-level rule (`fleet_rules`, issue 36): on a bare-metal fleet whose Slurm plane exists anyway,
+batch the rules send to Kubernetes stays on Slurm (`slurm-site-batch`), so no second plane is carved out
+for it. It reads the fleet, so it never changes what `decide_workload` says of one workload's facts.
+
 A pin (`workloads[].plane`) overrides the rules and stays the first reason, naming the rule it
 overrode: `slurm` takes the Slurm rule whatever the facts; `kubernetes` skips it, so the facts still
 choose between Ray (on KubeRay), k3s and Kubernetes, and the gang invariant still holds. Whether the
