@@ -17,8 +17,8 @@ every key of the site whose value orchgen does not write the same is carried in 
 verbatim, with the reason, and emitted in place. So "modelled" means "orchgen writes the site's value
 itself", checked, not assumed; "carried" means "kept verbatim"; "refused" means "not written", each
 with its file:line. What orchgen writes that the site did not set is `ORCHGEN_BETTER`: the one list
-of the differences a regenerated site has on purpose, each with its reason (README, "Adopting a Slurm
-site"; tests/test_import_slurm_real.py holds the real slurmctld to it).
+of the differences a regenerated site has on purpose, each with its reason (docs/slurm-admins.md,
+"Adopting a running Slurm site"; tests/test_import_slurm_real.py holds the real slurmctld to it).
 """
 from __future__ import annotations
 
@@ -35,12 +35,31 @@ from .errors import OrchgenError, secret_in
 from .spec import hostlist, slurmconf
 from .spec.inputs import Refused, read_bounded
 from .spec.models import MAX_POOLS
-from .spec.site import CREDENTIAL_KEYS, ORCHGEN_BETTER, ORCHGEN_BETTER_NODES  # noqa: F401 - re-exported for the tests
+from .spec.site import SiteLine
+from .spec.site import (CREDENTIAL_KEYS, ORCHGEN_BETTER, ORCHGEN_BETTER_CGROUP, ORCHGEN_BETTER_NODES,  # noqa: F401
+                         ORCHGEN_WRITES, authinfo_unknown)  # re-exported for the tests
 from .spec.slurm_keys import CGROUP_KNOWN, GRES_KNOWN, KNOWN
 
 # Node keys orchgen writes with a value of its own where the site relies on Slurm's default: the
 # default is carried, so the regenerated node is the site's (Weight decides which nodes a job gets)
-NODE_DEFAULTS = {"weight": ("Weight", "1")}
+NODE_DEFAULTS = {
+    "weight": ("Weight", "1", "Slurm's default Weight, which the site relies on"),
+    # orchgen writes the pool's memory (memory_gib); a site that gives no RealMemory has Slurm's 1 MB, and a
+    # job asking for memory is scheduled by it: kept, so nothing changes without the site saying so
+    "realmemory": ("RealMemory", "1", "Slurm's default RealMemory (1 MB), which the site relies on: give the "
+                   "nodes' memory (slurmd -C) in the pool to schedule memory"),
+}
+# Slurm reads `CPUs=N` with no socket/core layout as N sockets of one core (slurm.conf(5) CPUs; slurmd.c): kept
+_CPUS_ONLY = "Slurm reads CPUs={cpus} alone as {cpus} sockets of 1 core, 1 thread (slurm.conf(5) CPUs), which the " \
+    "site relies on; give the real layout (slurmd -C) so jobs do not share a core's hyperthreads"
+_LAYOUT_KEYS = ("sockets", "boards", "socketsperboard", "corespersocket", "threadspercore")
+
+# slurm.conf keys whose Slurm default a site that sets nothing depends on, where orchgen would write another
+# value: the default is carried (the change is the site's to make, not the import's)
+SLURM_DEFAULTS = {
+    "slurmuser": ("root", "Slurm's default SlurmUser, which the site's slurmctld runs as and its state and spool "
+                  "files belong to (slurm.conf(5) SlurmUser)"),
+}
 
 # Keys Slurm removed or renamed: what the site's line becomes (None: dropped, Slurm ignores it), and why.
 OBSOLETE: dict[str, tuple[str | None, str]] = {
@@ -102,6 +121,7 @@ class Report:
     carried: list[Item] = field(default_factory=list)
     refused: list[Item] = field(default_factory=list)
     added: list[Item] = field(default_factory=list)  # what orchgen writes where the site set nothing
+    asks: list[Item] = field(default_factory=list)  # facts the site's files do not say, left out until given
     fatal: list[Item] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -109,6 +129,7 @@ class Report:
         out += [f"carried   {i}" for i in self.carried]
         out += [f"refused   {i}" for i in self.refused]
         out += [f"added     {i}" for i in self.added]
+        out += [f"asks      {i}" for i in self.asks]
         return out
 
 
@@ -179,6 +200,9 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     seen_hosts: dict[str, slurmconf.Record] = {}
     controllers: list[str] = []
     lines_carried: list[dict] = []
+    nodesets: dict[str, slurmconf.Record] = {}  # NodeSet=name -> its line (partitions may name it)
+    controller_lines: list[slurmconf.Record] = []
+    controller_addrs: dict[str, str] = {}  # ControlAddr / BackupAddr
 
     for record in conf.records:
         kind = record.kind
@@ -222,6 +246,8 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
                 part_defaults.update({p.key.lower(): p.value for p in record.pairs[1:]})
             partitions.append(record)
             continue
+        if kind == "nodeset":
+            nodesets[record.pairs[0].value] = record
         if kind in ("nodeset", "downnodes", "frontendname", "slurmctldparameters") and len(record.pairs) > 1 \
                 or kind in ("nodeset", "downnodes", "frontendname"):
             lines_carried.append({"line": record.text.strip(), "reason": f"{record.pairs[0].key} lines are not "
@@ -246,6 +272,11 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
             report.fatal.append(Item(where, f"{key}: not a slurm.conf key (Slurm 22.05 to 26.05 refuse it: "
                                      "\"Parsing error at unrecognized key\")"))
             continue
+        if kind == "authinfo" and authinfo_unknown(record.pairs[0].value):
+            report.refused.append(Item(where, f"{key}: option {authinfo_unknown(record.pairs[0].value)[0]} is not "
+                                       "one orchgen knows holds no secret (cred_expire, socket, ttl, "
+                                       "use_client_ids: slurm.conf(5)); not written: keep it in the site's file"))
+            continue
         if kind in CREDENTIALS:
             report.refused.append(Item(where, f"{key}: a credential; orchgen never writes one into a committed "
                                    "file (slurmdbd and munge authenticate: README, accounting)"))
@@ -253,10 +284,13 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
         if kind in ("slurmctldhost", "controlmachine", "backupcontroller"):
             host, _, addr = record.pairs[0].value.partition("(")
             controllers.append(host)
+            controller_lines.append(record)
             report.modelled.append(Item(where, f"{key}={host} -> fleet.slurm.controllers"))
-            if addr:
-                report.refused.append(Item(where, f"{key}: the address in ({addr.rstrip(')')}) is not written: "
-                                           "orchgen writes the host name, which slurmd and the clients resolve"))
+            continue
+        if kind == "controladdr" or kind == "backupaddr":  # the address of ControlMachine/BackupController
+            controller_addrs[kind] = record.pairs[0].value
+            report.modelled.append(Item(where, f"{key}: the controller's address, written with it as "
+                                        "SlurmctldHost=name(addr)"))
             continue
         globals_[kind] = record  # the last one wins, as in Slurm
 
@@ -269,6 +303,7 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
         slurm_opts["cluster_name"] = cluster_name.lower()
     if controllers:
         fleet["slurm"] = {"controllers": [_dns(c, "ctld") for c in controllers]}
+        _controllers(controller_lines, controller_addrs, site_keys, report)
     acct_host = globals_.get("accountingstoragehost")
     if acct_host and "slurm" in fleet:
         fleet["slurm"]["accounting"] = _dns(acct_host.pairs[0].value, "dbd")
@@ -285,15 +320,9 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     fleet["pools"] = pools
     extra: dict[str, bytes] = {}
     fleet["fabric"] = _fabric(src, conf, globals_, out, report, extra, sum(p["nodes"] for p in pools))
-    # A bare-metal fleet states its fabric (spec/checks.py); slurm.conf does not say it, so --fabric does,
-    # or the file says ethernet out loud and the report says what that means
-    fleet["fabric"] = {"kind": src.fabric or "ethernet", **fleet["fabric"]}
-    if src.fabric:
+    if src.fabric:  # --fabric: the one fact no Slurm file states, given (a bare-metal fleet states it: spec/checks.py)
+        fleet["fabric"] = {"kind": src.fabric, **fleet["fabric"]}
         report.modelled.append(Item("--fabric", f"fleet.fabric.kind {src.fabric}"))
-    else:
-        report.added.append(Item(str(src.slurm_conf), "fleet.fabric.kind ethernet: no Slurm file says the interconnect, "
-                                 "and on ethernet NCCL gets no RDMA (NCCL_IB_DISABLE=1); pass --fabric infiniband "
-                                 "or roce for an RDMA fabric"))
     doc["fleet"] = fleet
     tenants, accounts = _tenants(src.sacctmgr_dump, report) if src.sacctmgr_dump else ([], {})
     if tenants:
@@ -308,7 +337,16 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     doc["workloads"] = [{"name": "site-jobs", "plane": "slurm", "bare_metal": True}]
     if not tenants:  # orchgen's priority and QOS go with its accounting, which tenants turn on: carried instead
         slurm_opts.pop("priority", None)
-    part_list = _partitions(partitions, part_defaults, pools, nodes, report)
+    # No Slurm file says what the fabric is (topology.conf gives the cabling, not InfiniBand or Ethernet), and
+    # NCCL's settings differ by fabric (NCCL_IB_DISABLE=1 on Ethernet forces TCP on an InfiniBand cluster):
+    # they are left out, and the report asks for the fact instead of assuming one
+    if not src.fabric:
+        slurm_opts["nccl"] = False
+        report.asks.append(Item("fabric", "unknown — NCCL settings left out; give fleet.fabric.kind (infiniband, roce "
+                                "or ethernet; or --fabric) and remove options.slurm.nccl: false for orchgen's NCCL "
+                                "TaskProlog"))
+    part_wheres: list[str] = []
+    part_list = _partitions(partitions, part_defaults, nodesets, nodes, report, part_wheres)
     if part_list:
         slurm_opts["partitions"] = part_list
     # the site's own behaviour where orchgen would add an operation the site's users would notice
@@ -331,8 +369,11 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     for path in written:
         path.write_bytes(extra[path.name])
     try:
+        # where a field of the imported workload came from: a refusal while planning names the site's line
+        origin = {f"options.slurm.partitions[{i}]": w for i, w in enumerate(part_wheres)}
+        origin.update({f"fleet.pools[{i}]": n.record.where for i, n in enumerate(pool_keys.values())})
         site = _carry(doc, out, globals_, nodes, pool_keys, partitions, gres, cgroup, site_keys, lines_carried,
-                      report, src)
+                      report, src, origin)
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)
@@ -349,6 +390,36 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     header = (f"# Imported by `orchgen import slurm` from {src.slurm_conf.name}: pools, fabric, tenants and policy are\n"
               "# modelled; site: carries verbatim what orchgen does not model, each with its reason.\n")
     return header + dump_yaml(doc).decode(), report, extra
+
+
+def _controllers(records: list[slurmconf.Record], addrs: dict[str, str], site_keys: list[dict],
+                 report: Report) -> None:
+    """The site's controller lines, kept as written where orchgen's would differ: fleet.slurm.controllers
+    holds DNS names (lower case, no address), but slurmctld compares SlurmctldHost's name with its own
+    gethostname() case-sensitively ("This host (vm) not a valid controller", slurm.conf(5) SlurmctldHost)
+    and the address in `name(addr)` is where slurmd and the clients reach it. So when any name has
+    upper case or an address (SlurmctldHost=name(addr), or the old ControlAddr/BackupAddr), every
+    controller is carried as `SlurmctldHost=name(addr)`, in the site's order (the first is the primary)."""
+    values = []
+    for i, record in enumerate(records):
+        host, _, addr = record.pairs[0].value.partition("(")
+        addr = addr.rstrip(")") or (addrs.get("controladdr") if i == 0 else addrs.get("backupaddr")
+                                    if record.kind == "backupcontroller" else None) or ""
+        values.append((record, host, addr))
+    if all(host == _dns(host, "ctld") and not addr for _, host, addr in values):
+        return
+    for record, host, addr in values:
+        value = f"{host}({addr})" if addr else host
+        why = []
+        if host != _dns(host, "ctld"):
+            why.append(f"the name's case ({host}): slurmctld compares it with its host name case-sensitively")
+        if addr:
+            why.append(f"the address ({addr}) slurmd and the clients reach the controller at")
+        site_keys.append({"key": "SlurmctldHost", "value": value, "from": record.where,
+                          "reason": _safe("the site's controller as written, " + " and ".join(why or
+                                          ["with the other controllers, in the site's order"]))})
+        report.carried.append(Item(record.where, f"{record.pairs[0].key}: SlurmctldHost={value} as written "
+                                   f"({'; '.join(why) or 'kept in order with the others'})"))
 
 
 def _fatal(item: Item) -> OrchgenError:
@@ -676,15 +747,75 @@ def _qos_set(path: Path, report: Report) -> list[dict]:
     return out
 
 
-def _partitions(records: list[slurmconf.Record], defaults: dict[str, str], pools: list[dict], nodes: list[_Node],
-                report: Report) -> list[dict]:
+def _node_items(expr: str) -> list[str]:
+    """The comma-separated items of a node list, commas inside brackets kept (`a[1-2,5],set1,ALL`)."""
+    items, depth, current = [], 0, ""
+    for ch in expr:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    return [*items, current]
+
+
+def _node_list(expr: str, nodesets: dict[str, slurmconf.Record], nodes: list[_Node], where: str,
+               seen: tuple[str, ...] = ()) -> list[str]:
+    """The host names a node list names, as slurmctld reads a partition's or NodeSet's Nodes=: each
+    comma-separated item is `ALL` (every node), the name of a NodeSet (its Nodes= or the nodes with its
+    Feature=), or a hostlist expression (ranges, several brackets: rack[1-2]gpu[01-08]). Slurm's order,
+    duplicates dropped. Raises ValueError naming what it cannot read."""
+    everyone = [h for n in nodes for h in n.hosts]
+    out: list[str] = []
+    for item in _node_items(expr):
+        if item.upper() == "ALL":
+            names = everyone
+        elif item in nodesets:
+            if item in seen:
+                raise ValueError(f"NodeSet {item} names itself (through {' -> '.join(seen)})")
+            ns = nodesets[item].params()
+            if "nodes" in ns:
+                names = _node_list(ns["nodes"], nodesets, nodes, where, (*seen, item))
+            elif "feature" in ns or "features" in ns:
+                want = ns.get("feature") or ns.get("features") or ""
+                names = [h for n in nodes for h in n.hosts
+                         if want in (n.params.get("features") or n.params.get("feature") or "").split(",")]
+            else:
+                raise ValueError(f"NodeSet {item} gives neither Nodes= nor Feature= (slurm.conf(5) NodeSet)")
+        else:
+            names = hostlist.expand(item)
+        out += names
+    return list(dict.fromkeys(out))
+
+
+def _partitions(records: list[slurmconf.Record], defaults: dict[str, str], nodesets: dict[str, slurmconf.Record],
+                nodes: list[_Node], report: Report, wheres: list[str]) -> list[dict]:
+    """options.slurm.partitions from the site's lines; `wheres` gets each one's file:line, in order."""
     out = []
+    known = {h for n in nodes for h in n.hosts}
     for record in records:
         p = {**defaults, **{x.key.lower(): x.value for x in record.pairs}}
         name = record.pairs[0].value
         if name.upper() == "DEFAULT":
             continue
-        part: dict[str, Any] = {"name": name, "nodes": p.get("nodes", "ALL")}
+        given = p.get("nodes", "")
+        try:
+            names = _node_list(given, nodesets, nodes, record.where) if given else []
+        except ValueError as exc:
+            report.fatal.append(Item(record.where, f"PartitionName={name} Nodes={given}: {exc}"))
+            continue
+        stray = [h for h in names if h not in known]
+        if stray:  # slurmctld: "fatal: Invalid node names in partition"
+            report.fatal.append(Item(record.where, f"PartitionName={name}: node {stray[0]} is on no NodeName line "
+                                     "(slurmctld: \"Invalid node names in partition\")"))
+            continue
+        # the site's Nodes= resolved as slurmctld does (NodeSets, ALL, hostlists); the line itself is carried
+        # verbatim when orchgen's would say it another way (_carry)
+        resolved = "ALL" if given.upper() == "ALL" else hostlist.compress(names) if names else None
+        # (a partition without Nodes= has none in Slurm: ALL stands for it here, and the site's line is carried)
+        part: dict[str, Any] = {"name": name, "nodes": resolved or "ALL"}
+        wheres.append(record.where)
         if p.get("default", "").upper() == "YES":
             part["default"] = True
         for key, f in (("defaulttime", "default_time"), ("maxtime", "max_time")):
@@ -717,8 +848,12 @@ def _norm(value: str) -> str:
 
 def _carry(doc: dict, out: Path, g: dict[str, slurmconf.Record], nodes: list[_Node], pool_nodes: dict[str, _Node],
            partitions: list[slurmconf.Record], gres: slurmconf.Config | None, cgroup: slurmconf.Config | None,
-           site_keys: list[dict], lines: list[dict], report: Report, src: Sources) -> dict:
-    rendered = _render(doc, out)
+           site_keys: list[dict], lines: list[dict], report: Report, src: Sources,
+           origin: dict[str, str] | None = None) -> dict:
+    rendered = _render(doc, out, src.slurm_conf, origin or {})
+    plugstack = _plugstack(g, src, "plugstack.conf.d/pyxis.conf" in rendered, report)
+    if plugstack is not None:  # its lines go into the bundle's plugstack.conf, which Slurm reads by default
+        g = {k: v for k, v in g.items() if k != "plugstackconfig"}
     ours = slurmconf.parse(rendered.get("slurm.conf", ""), "slurm.conf")
     ours_last = {r.kind: r for r in ours if len(r.pairs) == 1}
     for kind, record in g.items():
@@ -740,55 +875,173 @@ def _carry(doc: dict, out: Path, g: dict[str, slurmconf.Record], nodes: list[_No
     for record in ours:  # what orchgen adds where the site relied on Slurm's default: said, never silent
         if len(record.pairs) == 1 and record.kind not in g and record.kind not in _SAID:
             key = record.pairs[0].key
-            why = ORCHGEN_BETTER.get(key, "orchgen's choice where the site relied on Slurm's default: check it, "
-                                     "or set the site's value in workload.yaml")
+            if record.kind in SLURM_DEFAULTS:  # the site's behaviour depends on Slurm's default: kept
+                value, why = SLURM_DEFAULTS[record.kind]
+                site_keys.append({"key": key, "value": value, "from": str(src.slurm_conf),
+                                  "reason": _safe(f"{why} (orchgen would write {record.pairs[0].value})")})
+                report.carried.append(Item(str(src.slurm_conf), f"{key}={value}: {why} (orchgen would write "
+                                           f"{record.pairs[0].value})"))
+                continue
+            why = ORCHGEN_BETTER.get(key) or ORCHGEN_WRITES.get(key) or (
+                "orchgen's choice where the site relied on Slurm's default: check it, or set the site's value in "
+                "workload.yaml")
             report.added.append(Item("slurm.conf", f"{key}={record.pairs[0].value}: {why}"))
+    _cgroup_added(cgroup, rendered.get("cgroup.conf", ""), report, skip={"constrainramspace"} if any(
+        "realmemory" not in n.params for n in pool_nodes.values()) else set())
     # node lines: every key orchgen writes differently, on that pool's line
     our_nodes = [r for r in ours if r.kind == "nodename"]
+    no_memory = False  # a pool keeps Slurm's RealMemory=1: orchgen's ConstrainRAMSpace=yes would hold jobs to 1 MB
     for pool, node in pool_nodes.items():
         hosts = set(node.hosts)
         line = next((r for r in our_nodes if set(hostlist.expand(r.pairs[0].value)) <= hosts), None)
         theirs = line.params() if line else {}
         written = dict(node.written)
-        for k, (key, default) in NODE_DEFAULTS.items():
+        why_default: dict[str, str] = {}
+        for k, (key, default, why) in NODE_DEFAULTS.items():
             if k in theirs and k not in {w.lower() for w in written} and k not in node.params:
-                written[key] = default
+                written[key], why_default[k] = default, why
+                no_memory |= k == "realmemory"
+        cpus = node.params.get("cpus")
+        if cpus and not any(k in node.params for k in _LAYOUT_KEYS):
+            for key, value in (("Sockets", cpus), ("CoresPerSocket", "1"), ("ThreadsPerCore", "1")):
+                written[key], why_default[key.lower()] = value, _CPUS_ONLY.format(cpus=cpus)
         for key, value in written.items():
             k = key.lower()
-            if k == "nodename" or k in ("sockets", "boards", "socketsperboard") and _sockets(theirs) == _sockets(node.params):
+            if k == "feature":  # Slurm's other spelling of Features: it replaces orchgen's Features, not beside it
+                key, k = "Features", "features"
+            if k == "nodename" or k in ("sockets", "boards", "socketsperboard") and k not in why_default \
+                    and _sockets(theirs) == _sockets(node.params):
                 continue  # the same layout said another way (Sockets or Boards x SocketsPerBoard): modelled
             if _norm(theirs.get(k, "\0")) == _norm(value):
                 continue
+            would = f" (orchgen would write {theirs[k]})" if k in theirs else ""
+            reason = f"{why_default[k]}{would}" if k in why_default else f"pool {pool}'s {key} as the site sets it{would}"
             site_keys.append({"key": key, "value": value, "pool": pool, "from": node.record.where,
-                              "reason": _safe(f"pool {pool}'s {key} as the site sets it" +
-                                              (f" (orchgen would write {theirs[k]})" if k in theirs else ""))})
-            report.carried.append(Item(node.record.where, f"NodeName {key}: kept on pool {pool}'s line"))
+                              "reason": _safe(reason)})
+            report.carried.append(Item(node.record.where, f"NodeName {key}={value}: kept on pool {pool}'s line"
+                                       + (f": {reason}" if k in why_default else "")))
     # partitions: orchgen's lines, if they say the same, else the site's lines verbatim
-    our_parts = {r.pairs[0].value: r.params() for r in ours if r.kind == "partitionname"}
-    differ = False
+    our_records = {r.pairs[0].value: r for r in ours if r.kind == "partitionname"}
+    our_parts = {name: r.params() for name, r in our_records.items()}
+    differ: dict[str, str] = {}  # partition -> why orchgen's line is not the site's
+    site_defaults = {p.key.lower(): p.value for r in partitions if r.pairs[0].value.upper() == "DEFAULT"
+                     for p in r.pairs[1:]}
     for record in partitions:
-        mine = our_parts.get(record.pairs[0].value)
-        if mine is None or any(_norm(mine.get(p.key.lower(), "\0")) != _norm(p.value) for p in record.pairs[1:]):
-            differ = True
+        name = record.pairs[0].value
+        if name.upper() == "DEFAULT":
+            continue
+        mine = our_parts.get(name)
+        theirs = {**site_defaults, **{p.key.lower(): p.value for p in record.pairs[1:]}}
+        if mine is None:
+            differ[name] = "orchgen writes no such partition"
+            continue
+        other = [p.key for p in record.pairs[1:] if _norm(mine.get(p.key.lower(), "\0")) != _norm(p.value)]
+        # keys orchgen adds (DefaultTime, DefMemPerCPU, DefCpuPerGPU, DefMemPerGPU ...) change what a job gets
+        # where the site set nothing: not silently, so the site's line is kept instead
+        extra = [f"{p.key}={p.value}" for p in our_records[name].pairs[1:] if p.key.lower() not in theirs]
+        if other or extra:
+            differ[name] = "; ".join(x for x in (f"orchgen would write {', '.join(other)} otherwise" if other else "",
+                                                 f"orchgen would add {' '.join(extra)}" if extra else "") if x)
     if differ:
         for record in partitions:
-            lines.append({"line": record.text.strip(), "reason": "the site's partition as written (limits and "
-                          "options orchgen does not model, e.g. Priority, Shared, PreemptMode, DefMemPerCPU)",
-                          "from": record.where})
-            report.carried.append(Item(record.where, f"PartitionName={record.pairs[0].value}: the line verbatim"))
+            name = record.pairs[0].value
+            why = differ.get(name, "kept with the site's other partitions")
+            lines.append({"line": record.text.strip(), "reason": _safe("the site's partition as written (limits and "
+                          "options orchgen does not model, e.g. Priority, Shared, PreemptMode, DefMemPerCPU): "
+                          + why), "from": record.where})
+            report.carried.append(Item(record.where, f"PartitionName={name}: the line verbatim ({why})"))
     site: dict[str, Any] = {}
     if site_keys or lines:
         site["slurm_conf"] = {k: v for k, v in (("keys", site_keys), ("lines", lines)) if v}
     for name, conf in (("gres.conf", gres), ("cgroup.conf", cgroup)):
-        if conf is None:
-            continue
-        carried = _carry_file(name, conf, rendered.get(name, ""), report)
+        carried = _carry_file(name, conf, rendered.get(name, ""), report) if conf is not None else {}
+        if name == "cgroup.conf" and no_memory and "cgroup.conf" in rendered and not (
+                cgroup and cgroup.last("ConstrainRAMSpace")):
+            why = ("the site's nodes keep Slurm's RealMemory=1 (no RealMemory given): with orchgen's "
+                   "ConstrainRAMSpace=yes every job would be held to 1 MB; give the pools' memory, then drop this")
+            carried.setdefault("keys", []).append({"key": "ConstrainRAMSpace", "value": "no", "reason": why,
+                                                   "from": str(src.slurm_conf)})
+            report.carried.append(Item("cgroup.conf", f"ConstrainRAMSpace=no: {why}"))
         if carried:
             site[name.replace(".", "_")] = carried
+    if plugstack:
+        site["plugstack_conf"] = {"lines": plugstack}
     files = _site_files(g, src, report)
     if files:
         site["files"] = files
     return site
+
+
+_PYXIS = re.compile(r"(^|/)spank_pyxis\.so$")
+
+
+def _plugstack(g: dict[str, slurmconf.Record], src: Sources, pyxis: bool, report: Report) -> list[dict] | None:
+    """The site's plugstack.conf (PlugStackConfig's file, else the one beside slurm.conf; spank(8)): each line
+    carried into the bundle's plugstack.conf, merged with orchgen's pyxis where the plan enables it, or
+    refused, with its line. None: the site has no plugstack.conf here to read (a PlugStackConfig key naming
+    a file that is not beside slurm.conf is then carried as it is)."""
+    key = g.get("plugstackconfig")
+    name = Path(key.pairs[0].value).name if key else "plugstack.conf"
+    path = src.slurm_conf.parent / name
+    if not path.is_file():
+        if pyxis and not key:
+            report.added.append(Item("plugstack.conf", f"pyxis: {ORCHGEN_BETTER['PlugStackConfig']}"))
+        if key:
+            report.refused.append(Item(key.where, f"PlugStackConfig: {name} is not beside slurm.conf, so its "
+                                       "plugins are not read: give the file there and import again"))
+        return None
+    if key:
+        report.modelled.append(Item(key.where, f"PlugStackConfig: {name}'s lines go into the bundle's plugstack.conf, "
+                                    "which Slurm reads beside slurm.conf"))
+    text = _read(path, "plugstack.conf")
+    out = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        body = raw.split("#", 1)[0].strip()
+        where = f"{path}:{number}"
+        if not body:
+            continue
+        words = body.split()
+        if secret_in(body):
+            report.refused.append(Item(where, f"holds what looks like a credential ({secret_in(body)}); not written"))
+            continue
+        if words[0] == "include" and len(words) == 2:
+            folder = words[1].rsplit("/", 1)[0] if "/" in words[1] else ""
+            if pyxis and Path(folder).name == "plugstack.conf.d":
+                report.modelled.append(Item(where, f"include {words[1]}: orchgen's `include plugstack.conf.d/*.conf` "
+                                            "reads that folder (the site's *.conf files there keep loading)"))
+                continue
+        elif words[0] not in ("required", "optional") or len(words) < 2:
+            report.refused.append(Item(where, "not a SPANK line (required|optional PLUGIN [ARGS], or include GLOB; "
+                                       "spank(8)); not written"))
+            continue
+        elif pyxis and _PYXIS.search(words[1]):  # loaded once: a second line would load the plugin twice
+            args = " ".join(words[2:])
+            if args:
+                report.refused.append(Item(where, f"pyxis's arguments ({args[:80]}): orchgen's plugstack.conf.d/"
+                                           "pyxis.conf loads pyxis with its own; not written: give them there"))
+            else:
+                report.modelled.append(Item(where, "pyxis: orchgen's plugstack.conf.d/pyxis.conf loads it"))
+            continue
+        try:
+            _ = SiteLine.model_validate({"line": body, "reason": "x"})
+        except ValueError as exc:
+            report.refused.append(Item(where, f"cannot be written back as it is: {str(exc).splitlines()[-1][:120]}"))
+            continue
+        out.append({"line": body, "from": where, "reason": "the site's SPANK plugin, loaded as the site loads it"
+                    + (" (beside orchgen's pyxis)" if pyxis else "")})
+        report.carried.append(Item(where, f"plugstack.conf: {words[0]} {words[1][:80]}, kept"))
+    return out
+
+
+def _cgroup_added(cgroup: slurmconf.Config | None, rendered: str, report: Report, skip: set[str]) -> None:
+    """An `added` line for each cgroup.conf key orchgen writes that the site's cgroup.conf (or its absence:
+    every Constrain* key is then Slurm's "no") does not set."""
+    theirs = {r.kind for r in cgroup.records} if cgroup else set()
+    for record in slurmconf.parse(rendered, "cgroup.conf"):
+        if len(record.pairs) == 1 and record.kind not in theirs and record.kind not in skip:
+            key, value = record.pairs[0].key, record.pairs[0].value
+            why = ORCHGEN_BETTER_CGROUP.get(key, "orchgen's choice where the site relied on Slurm's default")
+            report.added.append(Item("cgroup.conf", f"{key}={value}: {why}"))
 
 
 def _sockets(params: dict[str, str]) -> int | None:
@@ -842,9 +1095,11 @@ def _site_files(g: dict[str, slurmconf.Record], src: Sources, report: Report) ->
     return out
 
 
-def _render(doc: dict, out: Path) -> dict[str, str]:
+def _render(doc: dict, out: Path, conf: Path, origin: dict[str, str]) -> dict[str, str]:
     """The Slurm files orchgen writes for `doc`, planned exactly as `orchgen plan` would (the same
-    loader, from a file in the folder workload.yaml will be written to)."""
+    loader, from a file in the folder workload.yaml will be written to). A refusal names the site's line
+    the field came from (`origin`: field prefix -> file:line), else the site's slurm.conf: never the
+    temporary file, which is gone when the message is read."""
     from .decide.planner import make_plan
     from .render.slurm.files import slurm_config
     from .spec import load
@@ -858,11 +1113,12 @@ def _render(doc: dict, out: Path) -> dict[str, str]:
         try:
             fleet = load(tmp)
             plan = make_plan(fleet, tmp)
-        except OrchgenError as err:  # the temporary file is nobody's: name the site's file
-            raise OrchgenError(f"the imported workload does not plan: {err.field + ': ' if err.field else ''}"
-                               f"{err.message}", str(out)) from None
-        if plan.slurm_plane is None:
-            return {}
-        return slurm_config(plan)
+            return {} if plan.slurm_plane is None else slurm_config(plan)
+        except OrchgenError as err:  # the temporary file is nobody's: name the site's file and line
+            where = next((w for f, w in origin.items() if err.field and (err.field == f or err.field.startswith(
+                (f + ".", f + "[")))), None)
+            file, _, line = (where or "").rpartition(":")
+            raise OrchgenError(f"the imported configuration does not plan ({err.field or 'workload'}): {err.message}",
+                               file or str(conf), int(line) if line.isdigit() else None) from None
     finally:
         os.unlink(tmp)

@@ -586,9 +586,9 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
     for line in report.lines():
         click.echo(cut(fit_to_print(line), MAX_LINE))
     _write_file(output, text)
-    n = len(report.modelled), len(report.carried), len(report.refused), len(report.added)
+    n = len(report.modelled), len(report.carried), len(report.refused), len(report.added), len(report.asks)
     click.echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, {n[3]} "
-                            "added by orchgen; "
+                            f"added by orchgen, {n[4]} left for you to give; "
                             f"next: orchgen plan {output} -o out/"))
 
 

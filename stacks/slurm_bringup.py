@@ -9,12 +9,14 @@ bringup/pulumi/__main__.py (with requirements.txt beside it); `pulumi stack init
     pulumi config set --secret orchgen:sshPrivateKey < ~/.ssh/id_ed25519
     pulumi up
 
-Resources, each a pulumi-command `local.Command` running ../up.sh for one host (`--limit`), each after the
-previous step: the database (MariaDB on the accounting host), then slurmdbd, then the controllers, then
+Resources, each a pulumi-command `local.Command`: first `impact`, ../up.sh --dry-run, which reads what the
+hosts run now and decides each change's action by the bundle's impact table (apply.py); then ../up.sh for one
+host (`--limit`) with that decision, each after the previous step: the database (MariaDB on the accounting host), then slurmdbd, then the controllers, then
 every node (in parallel), then `checks`: a full run that waits until every node is idle and runs checks/run.py;
 its output is the stack output `checks`. The munge key is a pulumi-random RandomBytes (a secret in the stack's
 state, never in the bundle) handed to the playbook in the environment, like the SSH key. A change to any file
-of the bundle re-runs the steps (`triggers`): the playbook is idempotent, so only what changed is applied.
+of the bundle re-runs the steps (`triggers`): the playbook is idempotent, so only what changed is applied,
+by the action `impact` chose (a node added on 22.05 restarts slurmctld and every slurmd, say).
 Needs pulumi, pulumi-command, pulumi-random, PyYAML and ansible-core (requirements.txt); no orchgen.
 """
 from __future__ import annotations
@@ -90,10 +92,21 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
         "ORCHGEN_HOSTS": hosts_yaml(addresses, user), "ORCHGEN_BRINGUP": str(bringup_dir)}))
     triggers = [bundle_digest(bringup_dir), json.dumps(addresses, sort_keys=True), user]
 
-    def step(name: str, args: str, after: list[pulumi.Resource]) -> command.local.Command:
+    # The re-plan's actions, decided once before any host changes (apply.py --dry-run: what the hosts run now
+    # against this bundle, through the bundle's impact table; "a first bring-up" on bare hosts). Every step
+    # below applies that decision (ORCHGEN_APPLY_PLAN), as `up.sh` does in one run.
+    impact = command.local.Command("impact", create=SCRIPT.format(args="--dry-run"),
+                                   update=SCRIPT.format(args="--dry-run"), environment=env, triggers=triggers)
+    # The per-host steps leave drained nodes drained (ORCHGEN_APPLY_PART=hosts); the last step brings them back
+    # once every host's step is done (finish), then waits until every node is idle and runs the checks.
+    def decided(part: str) -> pulumi.Output:
+        return pulumi.Output.secret(pulumi.Output.all(env, impact.stdout).apply(
+            lambda ed: {**ed[0], "ORCHGEN_APPLY_PLAN": ed[1], "ORCHGEN_APPLY_PART": part}))
+
+    def step(name: str, args: str, after: list[pulumi.Resource], part: str = "hosts") -> command.local.Command:
         return command.local.Command(name, create=SCRIPT.format(args=args), update=SCRIPT.format(args=args),
-                                     environment=env, triggers=triggers,
-                                     opts=pulumi.ResourceOptions(depends_on=after))
+                                     environment=decided(part), triggers=triggers,
+                                     opts=pulumi.ResourceOptions(depends_on=[impact, *after]))
 
     previous: list[pulumi.Resource] = []
     for db in roles["slurmdbd"]:  # the database before slurmdbd, both before the controllers
@@ -102,7 +115,7 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
     controllers = [step(f"slurmctld-{c}", f"--limit {c} --skip-tags checks -e orchgen_wait_idle=false", previous)
                    for c in roles["slurmctld"]]
     nodes = [step(f"slurmd-{n}", f"--limit {n} --skip-tags checks", controllers) for n in roles["slurmd"]]
-    checks = step("checks", "", controllers + nodes)  # every host: changes nothing, waits for idle, runs the checks
+    checks = step("checks", "", controllers + nodes, "finish")  # every host: resumes, waits for idle, runs the checks
     pulumi.export("hosts", wanted)
     pulumi.export("checks", checks.stdout)
 

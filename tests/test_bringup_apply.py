@@ -1,6 +1,8 @@
-"""bringup/apply.py, the re-plan entry point: each impact-table action maps to the playbook's step
-(`orchgen_apply`), every change is logged with the action used, and `impossible` refuses before anything runs.
-The same file runs the three re-plans on a real cluster in tests/test_bringup_real.py."""
+"""bringup/apply.py, the bring-up's one entry point (up.sh runs it): each impact-table action maps to the
+playbook's step (`orchgen_apply`), every change is logged with the action used, and `impossible` refuses
+before anything runs. It runs on the Python standard library alone (`python3 -I -S`: no site-packages, so
+no orchgen and no PyYAML), with the bundle's own copy of the impact table. tests/test_bringup_real.py runs
+it on real clusters, reading what they run from the hosts."""
 from __future__ import annotations
 
 import json
@@ -10,15 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import cli_env, orchgen_argv
+
 DATA = Path(__file__).parent / "data" / "bringup"
 
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("apply") / "out"
-    subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(DATA / "fleet.yaml"), "-o", str(out)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run([*orchgen_argv(), "plan", str(DATA / "fleet.yaml"), "-o", str(out)],
+                   check=True, capture_output=True, timeout=120, env=cli_env())
     return out
+
+
+# the Python standard library only: isolated (-I: no PYTHONPATH, no user site) and no site-packages (-S)
+STDLIB_ONLY = [sys.executable, "-I", "-S"]
 
 
 def change(action: str, nodes=(), key="k") -> dict:
@@ -29,7 +37,7 @@ def change(action: str, nodes=(), key="k") -> dict:
 def apply(bundle: Path, tmp_path: Path, changes: list[dict]) -> subprocess.CompletedProcess:
     path = tmp_path / "changes.json"
     path.write_text(json.dumps(changes))
-    return subprocess.run([sys.executable, str(bundle / "bringup/apply.py"), "hosts.yaml", "--changes", str(path),
+    return subprocess.run([*STDLIB_ONLY, str(bundle / "bringup/apply.py"), "hosts.yaml", "--changes", str(path),
                            "--dry-run"], capture_output=True, text=True, timeout=60)
 
 
@@ -47,20 +55,30 @@ def orchgen_apply(out: str) -> dict:
     ("restart_slurmd", {"drain": [], "reconfigure": False, "restart_slurmctld": True,
                         "restart_slurmd": ["gpu01", "gpu02"]}),
     ("drain_restart", {"drain": ["gpu01", "gpu02"], "reconfigure": False, "restart_slurmctld": True,
-                       "restart_slurmd": ["gpu01", "gpu02"]}),
+                       "restart_slurmd": ["gpu01", "gpu02"], "resume": ["gpu01", "gpu02"]}),
 ])
 def test_each_action_maps_to_its_step(bundle, tmp_path, action, expected):
     out = apply(bundle, tmp_path, [change(action)])
     assert out.returncode == 0, out.stderr
-    assert orchgen_apply(out.stdout) == expected
+    assert orchgen_apply(out.stdout) == {"resume": [], **expected}
     assert f"apply: slurm.conf: k: 'a' -> 'b': {action} (why {action})" in out.stdout
 
 
 def test_node_lists_are_kept(bundle, tmp_path):
     out = apply(bundle, tmp_path, [change("drain_restart", ["gpu02"]), change("reconfigure", key="x")])
     assert orchgen_apply(out.stdout) == {"drain": ["gpu02"], "reconfigure": True, "restart_slurmctld": True,
-                                         "restart_slurmd": ["gpu02"]}
+                                         "restart_slurmd": ["gpu02"], "resume": ["gpu02"]}
     assert "drain_restart on gpu02" in out.stdout
+
+
+def test_a_removed_node_is_drained_and_not_resumed(bundle, tmp_path):
+    """A node the re-plan removes (not in this bundle's slurm.conf) is drained while slurmctld still knows it,
+    never resumed or restarted (it no longer exists for slurmctld), and the log says to stop its slurmd."""
+    out = apply(bundle, tmp_path, [change("drain_restart", ["gpu07"])])
+    assert out.returncode == 0, out.stderr
+    assert orchgen_apply(out.stdout) == {"drain": ["gpu07"], "reconfigure": False, "restart_slurmctld": True,
+                                         "restart_slurmd": [], "resume": []}
+    assert "apply: gpu07: removed by the re-plan" in out.stdout
 
 
 def test_impossible_is_refused_before_anything_runs(bundle, tmp_path):
@@ -90,9 +108,9 @@ def test_old_bundle_goes_through_the_impact_table(tmp_path, release, restart):
         src = tmp_path / f"{name}.yaml"
         src.write_text(yaml.safe_dump(fleet, sort_keys=False))
         bundles[name] = tmp_path / name
-        subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(src), "-o", str(bundles[name]), "-q"],
-                       check=True, capture_output=True, timeout=120)
-    out = subprocess.run([sys.executable, str(bundles["new"] / "bringup/apply.py"), "hosts.yaml", "--old",
+        subprocess.run([*orchgen_argv(), "plan", str(src), "-o", str(bundles[name]), "-q"],
+                       check=True, capture_output=True, timeout=120, env=cli_env())
+    out = subprocess.run([*STDLIB_ONLY, str(bundles["new"] / "bringup/apply.py"), "hosts.yaml", "--old",
                           str(bundles["old"]), "--dry-run"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     got = orchgen_apply(out.stdout)
@@ -100,3 +118,30 @@ def test_old_bundle_goes_through_the_impact_table(tmp_path, release, restart):
     assert got["restart_slurmd"] == (["gpu01", "gpu02", "gpu03"] if restart else [])
     assert got["reconfigure"] is True
     assert "NodeName" in out.stdout and "gpu03" in out.stdout
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+def test_removing_a_node_drains_it_and_resumes_none(tmp_path, release):
+    """The re-plan drops gpu03: the impact table drains it (its jobs end first); it is not resumed, and no slurmd
+    restart names it (apply.py and the table from the bundle alone, the standard library only)."""
+    import yaml
+
+    fleet = yaml.safe_load((DATA / "fleet.yaml").read_text())
+    fleet.setdefault("options", {})["slurm_version"] = release
+    bundles = {}
+    for name, n in (("old", 3), ("new", 2)):
+        pool = fleet["fleet"]["pools"][0]
+        pool["nodes"], pool["hostnames"] = n, f"gpu[01-{n:02d}]"
+        fleet["fleet"]["fabric"]["leaves"][0]["nodes"] = f"gpu[01-{n:02d}]"
+        src = tmp_path / f"{name}.yaml"
+        src.write_text(yaml.safe_dump(fleet, sort_keys=False))
+        bundles[name] = tmp_path / name
+        subprocess.run([*orchgen_argv(), "plan", str(src), "-o", str(bundles[name]), "-q"],
+                       check=True, capture_output=True, timeout=120, env=cli_env())
+    out = subprocess.run([*STDLIB_ONLY, str(bundles["new"] / "bringup/apply.py"), "hosts.yaml", "--old",
+                          str(bundles["old"]), "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = orchgen_apply(out.stdout)
+    assert got["drain"] == ["gpu03"] and got["resume"] == [] and "gpu03" not in got["restart_slurmd"]
+    assert got["restart_slurmctld"] is True
+    assert "apply: gpu03: removed by the re-plan" in out.stdout

@@ -255,3 +255,225 @@ def test_round_trip_import_of_a_plan_plans_the_same_slurm_configuration(tmp_path
                 sorted((q["nodes"], q["node_count"], json.dumps(q["gpu"])) for q in p["planes"]["slurm"]["pools"]))
                for p in plans]
     assert decided[0] == decided[1], "plan.json: the Slurm plane's decisions"
+
+
+# --- issue 37: NodeSets, values as Slurm reads them, nothing changed silently ---------------------------------
+
+NODESETS = """ClusterName=cloud
+SlurmctldHost=head
+GresTypes=gpu
+NodeName=gpu-st-p4d-[1-2] CPUs=96 Sockets=2 CoresPerSocket=24 ThreadsPerCore=2 RealMemory=1100000 Feature=static,p4d Gres=gpu:a100:8
+NodeName=rack[1-2]cpu[01-02] CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=30000 Feature=cpu
+NodeSet=gpu_nodes Nodes=gpu-st-p4d-[1-2]
+NodeSet=cpu_nodes Feature=cpu
+NodeSet=every Nodes=ALL
+PartitionName=gpu Nodes=gpu_nodes Default=YES MaxTime=INFINITE State=UP
+PartitionName=cpu Nodes=cpu_nodes MaxTime=INFINITE State=UP
+PartitionName=mixed Nodes=gpu_nodes,rack[1-2]cpu[01-02] MaxTime=INFINITE State=UP
+PartitionName=all Nodes=ALL MaxTime=INFINITE State=UP
+PartitionName=also Nodes=every MaxTime=INFINITE State=UP
+"""
+
+
+def _plan(tmp_path: Path) -> Path:
+    run_orchgen("plan", tmp_path / "workload.yaml", "-o", tmp_path / "out", "-q", check=True)
+    return tmp_path / "out"
+
+
+def test_partitions_over_nodesets_all_and_multi_bracket_hostlists_import_plan_and_validate(tmp_path):
+    done = _import(tmp_path, NODESETS)
+    assert done.returncode == 0, done.stderr
+    doc = yaml.safe_load((tmp_path / "workload.yaml").read_text())
+    nodes = {p["name"]: p["nodes"] for p in doc["options"]["slurm"]["partitions"]}
+    # each partition's Nodes= resolved as slurmctld does: NodeSet Nodes=, NodeSet Feature=, a mix, ALL
+    assert nodes == {"gpu": "gpu-st-p4d-[1-2]", "cpu": "rack1cpu[01-02],rack2cpu[01-02]",
+                     "mixed": "gpu-st-p4d-[1-2],rack1cpu[01-02],rack2cpu[01-02]", "all": "ALL",
+                     "also": "gpu-st-p4d-[1-2],rack1cpu[01-02],rack2cpu[01-02]"}
+    out = _plan(tmp_path)
+    conf = slurmconf.read(out / "slurm" / "slurm.conf")
+    kinds = [r.kind for r in conf.records if r.kind in ("nodeset", "partitionname")]
+    # the site's NodeSet lines, before the partitions that name them (slurmctld reads them in order)
+    assert kinds[:3] == ["nodeset"] * 3 and "nodeset" not in kinds[3:]
+    assert [r.get("Nodes") for r in conf.every("PartitionName")] == \
+        ["gpu_nodes", "cpu_nodes", "gpu_nodes,rack[1-2]cpu[01-02]", "ALL", "every"]
+    # Feature= is Slurm's other spelling of Features=: the site's replaces orchgen's, never beside it
+    line = next(r for r in conf.every("NodeName") if r.pairs[0].value.startswith("gpu"))
+    assert [p.key.lower() for p in line.pairs].count("features") + [p.key.lower() for p in line.pairs].count(
+        "feature") == 1 and line.get("Features") == "static,p4d"
+    done = run_orchgen("validate", out)
+    assert done.returncode == 0 and "partition " not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("partition, words", [
+    ("PartitionName=x Nodes=nosuch_set", ["slurm.conf:9:", "PartitionName=x", "nosuch_set", "no NodeName line"]),
+    ("PartitionName=x Nodes=gpu[01-0", ["slurm.conf:9:", "PartitionName=x", "never closed"]),
+    ("PartitionName=x Nodes=loop", ["slurm.conf:9:", "NodeSet loop names itself"]),
+])
+def test_a_partition_slurm_cannot_resolve_names_the_sites_file_and_line(tmp_path, partition, words):
+    conf = MINIMAL + "NodeSet=loop Nodes=loop2\nNodeSet=loop2 Nodes=loop\nNodeSet=s Nodes=gpu[01-02]\n" + partition + "\n"
+    err = _one_line_refusal(_import(tmp_path, conf), tmp_path, *words)
+    assert ".orchgen-import" not in err
+
+
+def test_a_planning_refusal_names_the_sites_line_never_a_temporary_file(tmp_path):
+    # a partition name Slurm takes but orchgen's model refuses: found while planning the import
+    err = _one_line_refusal(_import(tmp_path, MINIMAL + "PartitionName=bad/name Nodes=ALL\n"), tmp_path,
+                            "slurm.conf:6:", "options.slurm.partitions[1]")
+    assert ".orchgen-import" not in err and ".yaml" not in err.split("slurm.conf:6:")[0]
+
+
+def test_values_with_spaces_are_written_back_quoted_as_slurm_reads_them(tmp_path):
+    site = MINIMAL + 'RebootProgram="/bin/systemctl reboot"\nPartitionName=maint Nodes=gpu01 Hidden=YES ' \
+        'State=DOWN Reason="disk swap"\n'
+    assert _import(tmp_path, site).returncode == 0
+    out = _plan(tmp_path)
+    text = (out / "slurm" / "slurm.conf").read_text()
+    assert 'RebootProgram="/bin/systemctl reboot"' in text.splitlines()
+    assert 'Reason="disk swap"' in text
+    # the one lexer that follows Slurm's parse_config.c reads back the site's value whole
+    conf = slurmconf.read(out / "slurm" / "slurm.conf")
+    assert conf.problems == [] and all(not r.leftover for r in conf.records)
+    assert conf.last("RebootProgram").pairs[0].value == "/bin/systemctl reboot"
+    assert run_orchgen("validate", out).returncode == 0
+
+
+def test_controller_names_keep_their_case_and_address_in_order(tmp_path):
+    site = MINIMAL.replace("SlurmctldHost=ctl", "SlurmctldHost=VM(10.1.2.3)\nSlurmctldHost=vm-backup")
+    done = _import(tmp_path, site)
+    assert done.returncode == 0, done.stderr
+    assert "SlurmctldHost=VM(10.1.2.3) as written" in done.stdout
+    assert not re.search(r"^refused .*SlurmctldHost", done.stdout, re.M)
+    conf = slurmconf.read(_plan(tmp_path) / "slurm" / "slurm.conf")
+    assert [r.pairs[0].value for r in conf.every("SlurmctldHost")] == ["VM(10.1.2.3)", "vm-backup"]
+
+
+def test_a_lower_case_controller_without_address_is_modelled_not_carried(tmp_path):
+    assert _import(tmp_path, MINIMAL).returncode == 0
+    doc = yaml.safe_load((tmp_path / "workload.yaml").read_text())
+    assert doc["fleet"]["slurm"]["controllers"] == ["ctl"]
+    assert not [k for k in doc.get("site", {}).get("slurm_conf", {}).get("keys", []) if k["key"] == "SlurmctldHost"]
+
+
+def test_nothing_changes_silently(tmp_path):
+    # a site relying on Slurm's defaults: no RealMemory, CPUs alone, no SlurmUser, no cgroup.conf, no fabric
+    site = "ClusterName=lab\nSlurmctldHost=ctl\nGresTypes=gpu\nNodeName=gpu[01-02] CPUs=32 Gres=gpu:a100:4\n" \
+           "PartitionName=batch Nodes=ALL Default=YES MaxTime=1-00:00:00 State=UP\n"
+    done = _import(tmp_path, site)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout
+    assert re.search(r"carried .*NodeName RealMemory=1: .*Slurm's default RealMemory", said)
+    assert re.search(r"carried .*NodeName Sockets=32: .*Slurm reads CPUs=32 alone as 32 sockets", said)
+    assert re.search(r"carried .*SlurmUser=root: Slurm's default SlurmUser", said)
+    assert re.search(r"carried .*PartitionName=batch: the line verbatim \(orchgen would add DefaultTime=", said)
+    assert re.search(r"carried .*cgroup.conf: ConstrainRAMSpace=no: ", said)
+    assert re.search(r"added .*cgroup.conf: ConstrainDevices=yes: ", said)
+    assert "asks      fabric: unknown — NCCL settings left out; give fleet.fabric" in said
+    # every `added` line has its reason from the one table, none the catch-all
+    assert "orchgen's choice where the site relied on Slurm's default" not in said
+    out = _plan(tmp_path)
+    conf = slurmconf.read(out / "slurm" / "slurm.conf")
+    node = conf.every("NodeName")[0]
+    assert (node.get("RealMemory"), node.get("Sockets"), node.get("CoresPerSocket"), node.get("ThreadsPerCore")) \
+        == ("1", "32", "1", "1")
+    assert conf.last("SlurmUser").pairs[0].value == "root"
+    part = conf.every("PartitionName")[0]
+    assert part.get("DefMemPerCPU") is None and part.get("DefaultTime") is None
+    # no fabric assumed: no NCCL settings at all (NCCL_IB_DISABLE=1 would force TCP on InfiniBand)
+    assert conf.last("TaskProlog") is None and not (out / "slurm" / "nccl.env").exists()
+    assert "NCCL_IB_DISABLE" not in "".join(p.read_text() for p in (out / "slurm").rglob("*") if p.is_file())
+    cgroup = slurmconf.read(out / "slurm" / "cgroup.conf")
+    assert cgroup.last("ConstrainRAMSpace").pairs[0].value == "no"
+
+
+def test_the_documented_list_of_improvements_is_the_table(tmp_path):
+    from generator.spec.site import orchgen_better_markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "slurm-admins.md").read_text()
+    block = readme.split("<!-- orchgen-better:begin -->\n", 1)[1].split("<!-- orchgen-better:end -->", 1)[0]
+    assert block == orchgen_better_markdown()
+
+
+@pytest.mark.parametrize("value, kept", [("cred_expire=70", True), ("socket=/run/munge/munge.socket.2,ttl=60", True),
+                                         ("jwt_key=/etc/slurm/jwt.key", False)])
+def test_authinfo_lifetimes_are_kept_other_options_refused(tmp_path, value, kept):
+    done = _import(tmp_path, MINIMAL + f"AuthInfo={value}\n")
+    assert done.returncode == 0, done.stderr
+    doc = yaml.safe_load((tmp_path / "workload.yaml").read_text())
+    keys = {k["key"]: k["value"] for k in doc.get("site", {}).get("slurm_conf", {}).get("keys", [])}
+    assert (keys.get("AuthInfo") == value) is kept
+    if not kept:
+        assert "refused" in done.stdout and "jwt_key is not one orchgen knows holds no secret" in done.stdout
+    else:
+        conf = slurmconf.read(_plan(tmp_path) / "slurm" / "slurm.conf")
+        assert conf.last("AuthInfo").pairs[0].value == value
+
+
+def test_validate_reads_partition_default_as_slurmctld_does(tmp_path):
+    # Nodes= given once on PartitionName=DEFAULT applies to the partitions after it (slurm.conf(5))
+    site = MINIMAL.replace("PartitionName=batch Nodes=ALL Default=YES MaxTime=2-00:00:00 State=UP",
+                           "PartitionName=DEFAULT Nodes=ALL State=UP\nPartitionName=batch Default=YES "
+                           "MaxTime=2-00:00:00\nPartitionName=short MaxTime=04:00:00\n"
+                           "NodeSet=tagged Feature=fast\nPartitionName=fast Nodes=tagged MaxTime=04:00:00")
+    site = site.replace("Gres=gpu:h100:8", "Gres=gpu:h100:8 Features=fast")
+    done = _import(tmp_path, site)
+    assert done.returncode == 0, done.stderr
+    done = run_orchgen("validate", _plan(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_validate_accepts_the_sites_own_task_prolog(tmp_path):
+    done = _import(tmp_path, MINIMAL + "TaskProlog=/etc/slurm/site-taskprolog.sh\n")
+    assert done.returncode == 0, done.stderr
+    done = run_orchgen("validate", _plan(tmp_path))
+    assert done.returncode == 0 and "TaskProlog" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_a_node_name_orchgen_refuses_names_the_sites_node_line(tmp_path):
+    # ParallelCluster's older queue names hold '_': Slurm takes the node name, fleet.pools[].hostnames does not
+    site = MINIMAL + "NodeName=multiple_spot-st-c4-[1-2] CPUs=2\n"
+    err = _one_line_refusal(_import(tmp_path, site), tmp_path, "slurm.conf:6:", "fleet.pools[1].hostnames")
+    assert ".orchgen-import" not in err
+
+
+def test_the_sites_plugstack_is_read_merged_with_pyxis_and_its_other_plugins_kept(tmp_path):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "plugstack.conf").write_text(
+        "# the site's SPANK plugins\n"
+        "required /usr/lib64/slurm/private-tmpdir.so base=/tmp/slurm mount=/var/tmp mount=/tmp\n"
+        "optional /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so\n"
+        "include /etc/slurm/plugstack.conf.d/*\n"
+        "not a spank line\n")
+    done = _import(tmp_path, MINIMAL + "PlugStackConfig=/etc/slurm/plugstack.conf\n")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout
+    assert re.search(r"carried .*plugstack.conf:2: plugstack.conf: required /usr/lib64/slurm/private-tmpdir.so", said)
+    assert re.search(r"modelled .*plugstack.conf:3: pyxis: orchgen's plugstack.conf.d/pyxis.conf loads it", said)
+    assert re.search(r"modelled .*plugstack.conf:4: include /etc/slurm/plugstack.conf.d/\*", said)
+    assert re.search(r"refused .*plugstack.conf:5: not a SPANK line", said)
+    out = _plan(tmp_path)
+    text = (out / "slurm" / "plugstack.conf").read_text()
+    body = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    # orchgen's pyxis (one include of its folder) and the site's private-tmpdir, each once
+    assert body == ["include plugstack.conf.d/*.conf",
+                    "required /usr/lib64/slurm/private-tmpdir.so base=/tmp/slurm mount=/var/tmp mount=/tmp"]
+    assert "spank_pyxis.so" in (out / "slurm" / "plugstack.conf.d" / "pyxis.conf").read_text()
+    # slurm.conf names no other PlugStackConfig: Slurm reads this one, beside it
+    assert slurmconf.read(out / "slurm" / "slurm.conf").last("PlugStackConfig") is None
+    done = run_orchgen("validate", out)
+    assert done.returncode == 0 and "plugstack.conf" not in done.stdout, done.stdout
+
+
+def test_a_site_without_plugstack_is_told_that_pyxis_is_added(tmp_path):
+    done = _import(tmp_path, MINIMAL)
+    assert done.returncode == 0 and re.search(r"^added +plugstack.conf: pyxis: ", done.stdout, re.M), done.stdout
+
+
+def test_the_old_controlmachine_and_controladdr_become_one_slurmctldhost_line(tmp_path):
+    site = MINIMAL.replace("SlurmctldHost=ctl", "ControlMachine=head1\nControlAddr=10.0.0.5")
+    done = _import(tmp_path, site)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"modelled .*slurm.conf:3: ControlAddr: the controller's address", done.stdout)
+    conf = slurmconf.read(_plan(tmp_path) / "slurm" / "slurm.conf")
+    assert [r.pairs[0].value for r in conf.every("SlurmctldHost")] == ["head1(10.0.0.5)"]
+    assert conf.last("ControlAddr") is None and conf.last("ControlMachine") is None

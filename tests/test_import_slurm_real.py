@@ -3,7 +3,7 @@ tests/data/sites/, the original configuration and plan(import(original)) are boo
 the host's Slurm 22.05 (and one on 26.05, in its chroot) through the same loopback overlay (tests/slurmharness/overlay.py), and what
 slurmctld took from them is compared: `scontrol show config`, `scontrol show nodes`, `scontrol show
 partition`. The only differences allowed are generator.adopt.ORCHGEN_BETTER (keys orchgen writes on
-purpose where the site set nothing; README, "Adopting a Slurm site"). Jobs with the site's own
+purpose where the site set nothing; docs/slurm-admins.md). Jobs with the site's own
 partition names and GRES strings get the same answer from both.
 
 "The original" is the site's files as Slurm 22.05 reads them: where a file uses a key 22.05 refuses
@@ -37,6 +37,10 @@ JOBS = {
              ["-p", "shared", "--gres=gpu:v100:4", "-A", "shared"],
              ["-p", "cryoem", "--gres=gpu:1", "-A", "shared", "-t", "2-00:00:00"]],
     "nvidia-dgx": [["-p", "debug", "--gres=gpu:8"], ["--gres=gpu:2", "-c", "4"]],
+    # ParallelCluster: partitions over NodeSets (`PartitionName=gpu Nodes=gpu_nodes`), the node features its
+    # generator writes, the controller's address (SlurmctldHost=name(addr)) and AuthInfo=cred_expire=70
+    "parallelcluster": [["-p", "gpu", "--gres=gpu:v100:8"], ["-p", "gpu", "--gres=gpu:m60:2", "-C", "static"],
+                        ["-p", "efa", "-C", "efa", "-c", "36"]],
     "import-edge": [["-p", "short", "--gres=gpu:GV100GL:4", "-t", "04:00:00"], ["-p", "long", "-t", "3-00:00:00"],
                     ["-p", "gpu", "--gres=gpu:t4:1", "-C", "mixed"], ["--gres=gpu:a100:2"],
                     ["-p", "gpu", "--switches=1", "-N2", "--gres=gpu:4"]],
@@ -48,7 +52,7 @@ JOBS = {
 # slurmdbd refuse its AccountingStorageEnforce=associations,limit,qos ("Invalid parameter ...: limit";
 # `limits` is the word). So its jobs are held to the same answer from both configurations (the lua's
 # refusal), not to acceptance; the overlay runs it without slurmdbd.
-ACCEPTED = {"nvidia-dgx", "import-edge"}
+ACCEPTED = {"nvidia-dgx", "import-edge", "parallelcluster"}
 
 
 def _original(site: str, into: Path) -> Path:
@@ -69,11 +73,15 @@ def _inlined(original: Path, into: Path) -> Path:
     (an Include is textual): the overlay adapts the node lines of slurm.conf itself only."""
     shutil.copytree(original, into)
     conf = into / "slurm.conf"
-    lines = []
-    for line in conf.read_text().splitlines():
-        m = re.match(r"(?i)^include\s+(\S+)", line)
-        lines += (original / Path(m.group(1)).name).read_text().splitlines() if m else [line]
-    conf.write_text("\n".join(lines) + "\n")
+
+    def lines_of(path: Path) -> list[str]:  # Includes inside Includes too (ParallelCluster nests two deep)
+        out = []
+        for line in path.read_text().splitlines():
+            m = re.match(r"(?i)^include\s+(\S+)", line)
+            out += lines_of(original / Path(m.group(1)).name) if m else [line]
+        return out
+
+    conf.write_text("\n".join(lines_of(conf)) + "\n")
     return into
 
 

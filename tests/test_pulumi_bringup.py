@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests._consumers import require
+from tests.support import cli_env, orchgen_argv
 
 DATA = Path(__file__).parent / "data" / "bringup"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
@@ -30,8 +30,8 @@ except ImportError as e:  # pragma: no cover
 def bundle(tmp_path_factory) -> Path:
     require(pulumi_mocks, "pulumi, pulumi-command or pulumi-random not importable (pip install -e '.[test]')")
     out = tmp_path_factory.mktemp("pulumi-bringup") / "out"
-    subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(DATA / "fleet.yaml"), "-o", str(out)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run([*orchgen_argv(), "plan", str(DATA / "fleet.yaml"), "-o", str(out)],
+                   check=True, capture_output=True, timeout=120, env=cli_env())
     return out
 
 
@@ -54,10 +54,13 @@ def test_declares_every_host_in_dependency_order(bundle):
     commands = {d.name: d for d in r.of_type("command:local:Command")}
     # registration order among the slurmd hosts is the engine's (they resolve concurrently); the order that
     # matters is the dependency edges below
-    assert sorted(commands) == ["checks", "database-db1", "slurmctld-ctl1", "slurmd-gpu01", "slurmd-gpu02",
-                                "slurmdbd-db1"]
+    assert sorted(commands) == ["checks", "database-db1", "impact", "slurmctld-ctl1", "slurmd-gpu01",
+                                "slurmd-gpu02", "slurmdbd-db1"]
     urn = {name: d.urn for name, d in commands.items()}
     deps = {name: set(d.dependencies) for name, d in commands.items()}
+    # the re-plan's actions are decided once, before any host changes, by up.sh --dry-run (apply.py)
+    assert "--dry-run" in commands["impact"].inputs["create"] and not deps["impact"] & set(urn.values())
+    assert all(urn["impact"] in deps[n] for n in commands if n != "impact")
     assert urn["database-db1"] in deps["slurmdbd-db1"]
     assert urn["slurmdbd-db1"] in deps["slurmctld-ctl1"]
     assert {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu01"] and {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu02"]

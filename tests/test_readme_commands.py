@@ -1,7 +1,8 @@
-"""The README's commands run as written, as a new user runs them (issue 25): in a copy of this
+"""The README's and docs/' commands run as written, as a new user runs them (issue 25): in a copy of this
 working tree (a fresh clone's files: tracked and untracked-not-ignored, no .venv, no out/), the
-README's first line (a fresh venv, `pip install -e .`, the first plan), then every command of its
-`bash` blocks in one shell, in order. Only `./scripts/test.sh` (this test suite itself) is left out.
+README's first line (a fresh venv, `pip install .` as a user installs, the first plan), then every command
+of the `bash` blocks of the README, then of each file of docs/ in DOCS order, in one shell. Only
+`./scripts/test.sh` (this test suite itself) is left out.
 
 Harness change: `validate` fetches the pinned charts, so ORCHGEN_CHART_MIRROR points it at
 ../shared/charts served on loopback (tests/test_validate_fetch.py's repository) and XDG_CACHE_HOME at
@@ -21,16 +22,32 @@ from ._consumers import REPO
 from .test_validate_fetch import chart_repo  # noqa: F401 (the fixture)
 
 NOT_RUN = ("./scripts/test.sh",)  # the whole test suite: not a user's first hour, and this test is in it
+# the docs by reader, in the order their commands run (after the README's, in the shell it leaves)
+DOCS = ("workload-yaml.md", "decision-and-simulate.md", "applying-and-replanning.md", "slurm-admins.md",
+        "ci-and-untrusted-input.md", "developers.md")
 
 
-def readme_commands() -> list[str]:
-    text = (REPO / "README.md").read_text()
+def commands_of(path) -> list[str]:
     lines = []
-    for block in re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M):
+    for block in re.findall(r"^```bash\n(.*?)^```", path.read_text(), re.S | re.M):
         for line in block.splitlines():
             if line.strip() and not line.lstrip().startswith("#") and not line.startswith(NOT_RUN):
                 lines.append(line)
     return lines
+
+
+def readme_commands() -> list[str]:
+    return commands_of(REPO / "README.md") + [c for d in DOCS for c in commands_of(REPO / "docs" / d)]
+
+
+def test_every_doc_is_linked_from_the_readme_and_run():
+    """docs/ is the README's reading list: each file is linked from it and in DOCS (its commands run)."""
+    readme = (REPO / "README.md").read_text()
+    docs = sorted(p.name for p in (REPO / "docs").glob("*.md"))
+    assert docs == sorted(DOCS)
+    for name in docs:
+        assert f"](docs/{name})" in readme, name
+        assert "](../README.md)" in (REPO / "docs" / name).read_text(), name
 
 
 def test_the_readme_has_the_commands_a_new_user_needs():

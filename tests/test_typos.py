@@ -106,9 +106,10 @@ def test_init_writes_an_unknown_gpu_type_as_the_sites_own(tmp_path):
 
 # --- import slurm ----------------------------------------------------------------------------------
 
-def test_import_keeps_the_sites_gpu_names_and_says_the_fabric(tmp_path):
-    """An imported site's GRES types are its own (custom: true where the catalog does not know them), and the
-    interconnect, which no Slurm file states, is written out loud: ethernet with an `added` line, or --fabric."""
+def test_import_keeps_the_sites_gpu_names_and_asks_for_the_fabric(tmp_path):
+    """An imported site's GRES types are its own (custom: true where the catalog does not know them). The
+    interconnect, which no Slurm file states, is asked for (NCCL settings left out, which the fabric rule
+    accepts), or given with --fabric (then orchgen's NCCL settings for it)."""
     out = tmp_path / "w.yaml"
     proc = run_cli(["import", "slurm", REPO / "tests/data/import-edge/slurm.conf", "-o", out],
                    capture_output=True, text=True)
@@ -116,11 +117,22 @@ def test_import_keeps_the_sites_gpu_names_and_says_the_fabric(tmp_path):
     doc = yaml.safe_load(out.read_text())
     gpus = {p["gpu"]["type"]: p["gpu"].get("custom", False) for p in doc["fleet"]["pools"] if "type" in p.get("gpu", {})}
     assert gpus and all(custom is not catalog.gpu_type_known(t) for t, custom in gpus.items()), gpus
-    assert doc["fleet"]["fabric"]["kind"] == "ethernet"
-    assert any(line.startswith("added") and "fleet.fabric.kind ethernet" in line and "--fabric" in line
+    assert "kind" not in doc["fleet"]["fabric"] and doc["options"]["slurm"]["nccl"] is False
+    assert any(line.startswith("asks") and "fleet.fabric.kind" in line and "--fabric" in line
                for line in proc.stdout.splitlines()), proc.stdout
+    assert run_cli(["plan", out, "-o", tmp_path / "out", "-q"], capture_output=True, text=True).returncode == 0
     again = tmp_path / "ib.yaml"
     proc = run_cli(["import", "slurm", REPO / "tests/data/import-edge/slurm.conf", "--fabric", "infiniband",
                     "-o", again], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert yaml.safe_load(again.read_text())["fleet"]["fabric"]["kind"] == "infiniband"
+    doc = yaml.safe_load(again.read_text())
+    assert doc["fleet"]["fabric"]["kind"] == "infiniband" and "nccl" not in doc.get("options", {}).get("slurm", {})
+    assert not any(line.startswith("asks") and "fabric" in line for line in proc.stdout.splitlines()), proc.stdout
+
+
+def test_the_fabric_may_stay_unsaid_only_without_nccl_settings(tmp_path):
+    """options.slurm.nccl: false writes no NCCL settings (an adopted site's fabric not known yet): then a
+    bare-metal fleet may leave fabric.kind out; with NCCL settings it may not."""
+    text = BASE.replace("    kind: infiniband\n", "")
+    assert _plan(tmp_path, text + "options:\n  slurm: {nccl: false}\n").returncode == 0
+    assert _plan(tmp_path, text).returncode == 2

@@ -2,7 +2,9 @@
 directory to a running cluster, from ONE table (`TABLE`) keyed by file, setting and release, each
 row citing the man page of the release it follows.
 
-Interface (issue 26's bring-up applies re-plans with it):
+Interface (issue 26's bring-up applies re-plans with it; every bundle with a bring-up ships this file as
+bringup/slurm_impact.py, with generator/spec/hostlist.py as bringup/hostlist.py, which bringup/apply.py
+imports: so it needs the standard library only, outside `_files`, which orchgen's own callers use):
 
     slurm_impact(old_dir, new_dir, release) -> list[SlurmChange]   # sorted, deterministic
 
@@ -255,9 +257,16 @@ def _tokens(line: str) -> dict[str, str]:
     return out
 
 
-def _expand(expr: str) -> list[str]:
-    from generator.spec import hostlist
+def _hostlist():
+    try:
+        from generator.spec import hostlist
+    except ImportError:  # in a bundle: bringup/hostlist.py, generator/spec/hostlist.py byte for byte
+        import hostlist  # type: ignore[no-redef]
+    return hostlist
 
+
+def _expand(expr: str) -> list[str]:
+    hostlist = _hostlist()
     try:
         return hostlist.expand(expr)
     except Exception:  # noqa: BLE001 - a hand-edited list we cannot read: one name
@@ -324,7 +333,7 @@ def _change(file: str, key: str, old: str | None, new: str | None, row: Row,
 
 
 def _compress(nodes) -> str:
-    from generator.spec import hostlist
+    hostlist = _hostlist()
 
     try:
         return hostlist.compress(sorted(nodes))
@@ -467,6 +476,11 @@ def impact_of_files(old: dict[str, str], new: dict[str, str], release: str) -> l
         else:
             out += _generic(name, va, vb, release)
     return sorted(out, key=lambda c: (c.file, c.key, ACTIONS.index(c.action), c.old or "", c.new or "", c.nodes))
+
+
+def conf_nodes(text: str) -> list[str]:
+    """The nodes a slurm.conf defines (its NodeName lines' hostlists), sorted."""
+    return sorted(_parse_slurm_conf(text).nodes)
 
 
 def worst(changes: list[SlurmChange]) -> str:

@@ -141,9 +141,10 @@ def _platform(fleet: Fleet) -> Iterator[Problem]:
     if spec.provider in MANAGED_PROVIDERS and spec.kubernetes_distribution != "upstream":
         yield (f"{spec.provider} runs its own Kubernetes, not {spec.kubernetes_distribution}: leave "
                "kubernetes_distribution at upstream"), ("fleet", "kubernetes_distribution")
-    if spec.bare_metal and "kind" not in spec.fabric.model_fields_set:
+    if spec.bare_metal and "kind" not in spec.fabric.model_fields_set and fleet.options.slurm.nccl:
         # The default, ethernet, gives Slurm jobs NCCL_IB_DISABLE=1: on an InfiniBand cluster NCCL would
-        # fall back to TCP sockets unnoticed. The site's own machines are cabled one way: say which.
+        # fall back to TCP sockets unnoticed. The site's own machines are cabled one way: say which. (With
+        # options.slurm.nccl: false no NCCL setting is written: an adopted site whose fabric is not known yet.)
         yield ("a bare-metal fleet states its interconnect: set fleet.fabric.kind to infiniband, roce or ethernet "
                "(ethernet gives NCCL no RDMA: NCCL_IB_DISABLE=1)"), ("fleet", "fabric", "kind")
     net = spec.fabric.rdma_network

@@ -533,7 +533,7 @@ DnsName = Annotated[str, AfterValidator(_dns_label)]
 
 class Serving(_Model):
     """workloads[].serving: how a long-lived workload serves (generator/decide/serving.py decides the
-    stack; the README's "Serving" section says what each field becomes). All optional."""
+    stack; docs/workload-yaml.md's "Serving" section says what each field becomes). All optional."""
 
     stack: Literal["auto", "ray", "kserve", "plain"] = Field(
         default="auto", description="auto: options.serving; ray: a RayService (Ray Serve); kserve: a KServe "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 # parse_config.c's key pattern ([[:alnum:]_.]+)
 _KEY = re.compile(r"^[A-Za-z0-9_.]{1,64}$")
@@ -56,9 +56,20 @@ def slurm_value(value: str) -> str:
     return f'"{value}"' if " " in value or not value else value
 
 
-# Keys whose value is a credential (slurm.conf(5): AccountingStoragePass, JobCompPass; AuthInfo's
-# cred_expire/socket options sit beside munge's key file): never written into a committed file.
-CREDENTIAL_KEYS = frozenset({"accountingstoragepass", "jobcomppass", "authinfo"})
+# Keys whose value is a credential (slurm.conf(5): AccountingStoragePass, JobCompPass): never written into a
+# committed file.
+CREDENTIAL_KEYS = frozenset({"accountingstoragepass", "jobcomppass"})
+# AuthInfo's options (slurm.conf(5) AuthInfo, auth/munge): `cred_expire=` (a job step credential's lifetime,
+# seconds), `socket=` (the MUNGE daemon's socket path), `ttl=` (a credential's lifetime) and, from 23.02,
+# `use_client_ids`: settings, not secrets, so a site's AuthInfo is kept. Any other option (auth/jwt's
+# `jwt_key=`, a key file; what a later release adds) is refused: orchgen cannot tell it holds no secret.
+AUTHINFO_OPTIONS = frozenset({"cred_expire", "socket", "ttl", "use_client_ids"})
+
+
+def authinfo_unknown(value: str) -> list[str]:
+    """The options of an AuthInfo value that are not AUTHINFO_OPTIONS (empty: the value may be kept)."""
+    return [item.partition("=")[0] for item in value.split(",") if item.partition("=")[0].strip().lower()
+            not in AUTHINFO_OPTIONS]
 
 
 def _key(value: str) -> str:
@@ -150,12 +161,73 @@ ORCHGEN_BETTER_NODES: dict[str, str] = {
 }
 
 
+# The same for cgroup.conf: keys orchgen writes where the site's cgroup.conf (or its absence) relies on Slurm's
+# default ("no" for each Constrain* key, cgroup.conf(5)). The import prints each as an `added` line.
+ORCHGEN_BETTER_CGROUP: dict[str, str] = {
+    "ConstrainCores": "yes: a job's tasks stay on the cores Slurm gave it, so two jobs on a node do not share "
+                      "cores (cgroup.conf(5) ConstrainCores)",
+    "ConstrainDevices": "yes: a job sees only the GPUs Slurm gave it, whatever CUDA_VISIBLE_DEVICES says "
+                        "(cgroup.conf(5) ConstrainDevices)",
+    "ConstrainRAMSpace": "yes: a job is held to the memory it asked for, so one job cannot push its neighbours "
+                         "into the OOM killer (cgroup.conf(5) ConstrainRAMSpace)",
+}
+
+# slurm.conf keys orchgen writes out where the site relied on Slurm's default, that are not improvements but
+# orchgen's layout or Slurm's own default written down. The import prints each as an `added` line with this
+# reason; the real-Slurm test does not allow them as differences (where one differs from Slurm's default,
+# the loopback overlay sets it for both boots alike: host paths, users, auth).
+ORCHGEN_WRITES: dict[str, str] = {
+    "AuthType": "auth/munge, Slurm's default, written out",
+    "CredType": "cred/munge, Slurm's default, written out",
+    "SchedulerType": "sched/backfill, Slurm's default, written out",
+    "SlurmctldTimeout": "120 s, Slurm's default, written out (more controllers: options.slurm.slurmctld_timeout)",
+    "SlurmdSpoolDir": "/var/spool/slurmd, Slurm's default, written out",
+    "SlurmctldPidFile": "/run/slurmctld.pid: Slurm's default /var/run/slurmctld.pid is the same file where /var/run "
+                        "links to /run (Debian, Ubuntu, RHEL)",
+    "SlurmdPidFile": "/run/slurmd.pid: the same file as Slurm's default /var/run/slurmd.pid where /var/run links to /run",
+    "SlurmctldLogFile": "a log file under /var/log/slurm instead of Slurm's default, syslog",
+    "SlurmdLogFile": "a log file under /var/log/slurm instead of Slurm's default, syslog",
+    "StateSaveLocation": "/var/spool/slurmctld: a site that gives none keeps its state in Slurm's default place; "
+                         "copy it, or set options.slurm.state_save_location to it, before the regenerated "
+                         "slurmctld starts (it starts with no jobs otherwise)",
+    "SelectType": "select/cons_tres: GPUs are allocated as GRES per job and cores per task (Slurm's default before "
+                  "23.02 is select/linear, whole nodes; slurm.conf(5) SelectType)",
+    "SelectTypeParameters": "CR_Core_Memory: cores and memory are what jobs consume (slurm.conf(5) "
+                            "SelectTypeParameters)",
+    "ProctrackType": "proctrack/cgroup: every process of a job is found and ended with it",
+    "TaskPlugin": "task/cgroup,task/affinity: tasks are confined to their cores, GPUs and memory (with cgroup.conf) "
+                  "and bound to their cores",
+}
+
+
+def orchgen_better_markdown() -> str:
+    """The documented list of what a regenerated site gains or says differently, from the tables above
+    (docs/slurm-admins.md's block between the `orchgen-better` markers is this text; tests/test_import_slurm.py
+    checks it)."""
+    out = ["Improvements (each can be turned off in workload.yaml; the real-Slurm test allows only these):", ""]
+    out += [f"- slurm.conf `{k}`: {why}" for k, why in ORCHGEN_BETTER.items()]
+    out += [f"- node lines `{k}`: {why}" for k, why in ORCHGEN_BETTER_NODES.items()]
+    out += [f"- cgroup.conf `{k}`: {why}" for k, why in ORCHGEN_BETTER_CGROUP.items()]
+    out += ["", "Written out where the site relied on Slurm's default (the import prints each as `added`):", ""]
+    out += [f"- slurm.conf `{k}`: {why}" for k, why in ORCHGEN_WRITES.items()]
+    return "\n".join(out) + "\n"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
 
 class SiteKey(_Model):
     """One `Key=Value` of the site, kept as written."""
+
+    @model_validator(mode="after")
+    def _authinfo(self) -> "SiteKey":
+        unknown = authinfo_unknown(self.value) if self.key.lower() == "authinfo" else []
+        if unknown:
+            raise ValueError(f"AuthInfo option {unknown[0][:40]!r} is not one orchgen knows holds no secret "
+                             f"({', '.join(sorted(AUTHINFO_OPTIONS))}, slurm.conf(5)): keep it in the site's "
+                             "slurm.conf as it is")
+        return self
 
     key: Key = Field(description="the key as the site writes it (Slurm reads keys in any case)")
     value: ConfValue = Field(description="the value, verbatim (written in quotes where it holds a space)")
@@ -188,10 +260,14 @@ class Site(_Model):
     slurm_conf: SiteFile | None = Field(default=None, description="carried into slurm.conf")
     gres_conf: SiteFile | None = Field(default=None, description="carried into gres.conf")
     cgroup_conf: SiteFile | None = Field(default=None, description="carried into cgroup.conf")
+    plugstack_conf: SiteFile | None = Field(
+        default=None, description="the site's SPANK lines (spank(8): `required|optional PLUGIN [ARGS]`, `include "
+        "GLOB`), added to the bundle's plugstack.conf after orchgen's own (pyxis), or its only lines")
     files: dict[Annotated[str, AfterValidator(_file_name)], Annotated[str, AfterValidator(_file_text)]] = Field(
         default_factory=dict, max_length=64,
         description="files the site ships beside slurm.conf (job_submit.lua ...), written verbatim into "
         "the bundle's slurm/ folder")
 
     def of(self, name: str) -> SiteFile | None:
-        return {"slurm.conf": self.slurm_conf, "gres.conf": self.gres_conf, "cgroup.conf": self.cgroup_conf}.get(name)
+        return {"slurm.conf": self.slurm_conf, "gres.conf": self.gres_conf, "cgroup.conf": self.cgroup_conf,
+                "plugstack.conf": self.plugstack_conf}.get(name)

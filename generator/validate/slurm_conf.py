@@ -88,6 +88,7 @@ class NodeLine:
     expr: str
     names: list[str]
     gres: dict[tuple[str, str | None], int]
+    features: tuple[str, ...] = ()  # Features= (or Slurm's other spelling, Feature=), NodeName=DEFAULT's applied
 
 
 @dataclass
@@ -116,6 +117,8 @@ class SlurmConf:
 def parse_slurm_conf(path: str, text: str, problems: list[Finding]) -> SlurmConf:
     conf = SlurmConf(path)
     node_default: dict[str, str] = {}
+    part_default: dict[str, str] = {}  # PartitionName=DEFAULT: its values apply to the lines after it, as in Slurm
+    nodesets: list[Line] = []
     for ln in parse_lines(path, text, problems):
         first = next(iter(ln.params))
         if first == "nodename":
@@ -128,21 +131,35 @@ def parse_slurm_conf(path: str, text: str, problems: list[Finding]) -> SlurmConf
                 problems.append(error(path, ln.line, f"malformed Gres={params['gres']}"))
                 gres = {}
             names = expand(path, ln.line, ln.params["nodename"], problems)
-            conf.nodes.append(NodeLine(ln.line, ln.params["nodename"], names, gres))
+            features = (params.get("features") or params.get("feature") or "").split(",")
+            conf.nodes.append(NodeLine(ln.line, ln.params["nodename"], names, gres, tuple(f for f in features if f)))
             for name in names:
                 conf.node_line.setdefault(name, ln.line)
         elif first == "partitionname":
-            if ln.params["partitionname"].upper() != "DEFAULT":
-                conf.partitions.append(ln)
+            if ln.params["partitionname"].upper() == "DEFAULT":
+                part_default.update({k: v for k, v in ln.params.items() if k != "partitionname"})
+            else:
+                conf.partitions.append(Line(ln.line, {"partitionname": ln.params["partitionname"], **part_default,
+                                                      **ln.params}))
         elif first == "nodeset":
-            conf.nodesets[ln.params["nodeset"]] = expand(path, ln.line, ln.get("nodes") or "", problems) \
-                if ln.get("nodes") else []
+            nodesets.append(ln)
         elif first in ("downnodes", "frontendname"):
             continue
         else:
             for key, value in ln.params.items():
                 conf.params[key] = (value, ln.line)
                 conf.every.setdefault(key, []).append((value, ln.line))
+    for ln in nodesets:  # slurm.conf(5) NodeSet: Nodes= (a hostlist or ALL) or Feature= (the nodes with it)
+        expr, feature = ln.get("nodes"), ln.get("feature") or ln.get("features")
+        if expr and expr.upper() == "ALL":
+            names = [n for node in conf.nodes for n in node.names]
+        elif expr:
+            names = expand(path, ln.line, expr, problems)
+        elif feature:
+            names = [n for node in conf.nodes if feature in node.features for n in node.names]
+        else:
+            names = []
+        conf.nodesets[ln.params["nodeset"]] = names
     return conf
 
 

@@ -154,8 +154,10 @@ def _state_save(conf: SlurmConf) -> Iterator[Finding]:
 
 def _task_prolog(bundle: Bundle, conf: SlurmConf) -> Iterator[Finding]:
     prolog, line = conf.param("TaskProlog")
-    if prolog and prolog.startswith(_ETC) and not bundle.has(f"slurm/{prolog[len(_ETC):]}"):
-        yield error(CONF, line, f"TaskProlog={prolog}, but the bundle has no slurm/{prolog[len(_ETC):]}")
+    # orchgen's own TaskProlog must ship with the bundle; another name is the site's own program (`orchgen
+    # import slurm` carries the site's TaskProlog as written, and says so), which the site installs
+    if prolog == _ETC + "task-prolog.sh" and not bundle.has(TASK_PROLOG):
+        yield error(CONF, line, f"TaskProlog={prolog}, but the bundle has no {TASK_PROLOG}")
     if bundle.has(TASK_PROLOG) and "nccl.env" in (bundle.text(TASK_PROLOG) or "") and not bundle.has(NCCL_ENV):
         yield error(TASK_PROLOG, 0, f"reads nccl.env beside it, but the bundle has no {NCCL_ENV}")
 

@@ -6,7 +6,8 @@ slurmctld, slurmdbd and slurmd compare with SlurmctldHost/DbdHost/NodeName), mou
 /dev/pts) and PID (its daemons see only their own processes: pidfiles and `pgrep` mean what they mean on a
 host). Its sshd is PID 1 and listens on the host's own loopback address 127.0.0.<N>; the hosts share this
 machine's network namespace so that apt reaches the Debian mirror with no NAT, which is why the bundle's
-daemons get distinct ports (the one list of such changes: tests/slurmharness/overlay.py, BRINGUP_CHANGES).
+daemons get distinct ports (the one list of such changes: tests/slurmharness/overlay.py, BRINGUP_CHANGES for
+the bundle's copy, HOST_CHANGES for the hosts).
 
 Teardown kills each host's PID 1 (the kernel then kills every process of its PID namespace) and unmounts
 its overlay; nothing is left running or mounted.
@@ -136,6 +137,9 @@ class Hosts:
         policy.write_text("#!/bin/sh\n# tests/bringupharness: what a booted Debian host runs at package install\n"
                           "for a; do case \"$a\" in \"(\"*\")\") exit 101 ;; esac; done\nexit 0\n")
         policy.chmod(0o755)
+        # MariaDB's init script waits 30 s for the server where mariadb.service waits 900 s (HOST_CHANGES)
+        (r / "etc/default/mariadb").write_text("# tests/slurmharness/overlay.py HOST_CHANGES: mariadb.service's "
+                                               "TimeoutStartSec\nMYSQLD_STARTUP_TIMEOUT=900\n")
         # apt keeps what it downloads (the archive dir is shared by the suite's hosts and runs)
         (r / "etc/apt/apt.conf.d/99orchgen-keep").write_text('Binary::apt::APT::Keep-Downloaded-Packages "true";\n')
         if host.gpus:

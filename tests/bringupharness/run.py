@@ -133,6 +133,19 @@ class Site:
                           *extra], "apply.py", timeout)
 
 
+def failure(proc: subprocess.CompletedProcess, tail: int = 3000) -> str:
+    """What an assertion on a failed run shows: every failed task's block in full (the task's name and
+    Ansible's `fatal:`/`failed:` answer, wherever in the run it came), then the run's tail and stderr. The
+    tail alone can miss the first failure: a host that failed early drops out of the later plays."""
+    out = proc.stdout
+    blocks = []
+    for m in re.finditer(r"^(?:fatal|failed): \[", out, re.M):
+        start = out.rfind("\nTASK [", 0, m.start())
+        end = out.find("\n\n", m.end())
+        blocks.append(out[start + 1 if start >= 0 else m.start():end if end >= 0 else len(out)][:6000])
+    return "\n...\n".join(["exit %d" % proc.returncode, *blocks, out[-tail:], proc.stderr[-2000:]])
+
+
 def recap(output: str) -> dict[str, dict[str, int]]:
     """Ansible's PLAY RECAP: {host: {ok, changed, failed, ...}}."""
     out = {}

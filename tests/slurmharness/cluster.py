@@ -510,10 +510,12 @@ class SlurmCluster:
             bad = {n: s for n, s in states.items() if "INVAL" in s["state"]}
             if bad:  # an invalid registration never heals by itself
                 raise SlurmBootError(self._not_idle_report("registered as INVALID", bad))
-            if states and all(s["state"] == "IDLE" for s in states.values()):
+            # IDLE+CLOUD: a CLOUD node (State=CLOUD, ParallelCluster's and slurm-gcp's nodes) whose slurmd
+            # registered is as idle as any other
+            if states and all(s["state"] in ("IDLE", "IDLE+CLOUD") for s in states.values()):
                 return
             time.sleep(0.2)
-        waiting = {n: s for n, s in states.items() if s["state"] != "IDLE"}
+        waiting = {n: s for n, s in states.items() if s["state"] not in ("IDLE", "IDLE+CLOUD")}
         raise SlurmBootError(self._not_idle_report(f"not IDLE after {self.wait_idle_s}s", waiting))
 
     def _not_idle_report(self, what: str, nodes: dict[str, dict]) -> str:

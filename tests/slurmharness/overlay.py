@@ -674,6 +674,18 @@ BRINGUP_CHANGES = (
 # stays at vars.yaml's own ~/.config/orchgen path, expanded by the playbook (the harness runs Ansible with HOME
 # in the test's work dir, as an operator's own home).
 
+# What the harness changes on the hosts themselves (tests/bringupharness/hosts.py applies each), never in the
+# bundle: what a booted Debian host has and these roots, started without an init system, lack.
+HOST_CHANGES = (
+    ("/sbin/runlevel answering `N 2`, /usr/sbin/policy-rc.d allowing what rc2.d enables",
+     "no init system runs in the roots, so invoke-rc.d would start nothing at package install; with these it "
+     "starts what a booted host's init starts (munged, MariaDB), as on a fresh Debian"),
+    ("/etc/default/mariadb: MYSQLD_STARTUP_TIMEOUT=900",
+     "without systemd, MariaDB starts at install from /etc/init.d/mariadb, which gives up after 30 s by default "
+     "and fails the package's postinst; a booted host starts it from mariadb.service, whose TimeoutStartSec is "
+     "900 (Debian's mariadb-server 10.11 and 11.8). A loaded CI machine once took longer than 30 s"),
+)
+
 
 def bringup_overlay(bundle: Path, *, legacy: bool, node_port_base: int, ctld_port: int, dbd_port: int,
                     nhc_source: Path | None) -> None:

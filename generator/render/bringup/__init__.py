@@ -4,8 +4,11 @@ Only for a plan with a bare-metal Slurm plane. Ansible (ansible-core) runs it: H
 idempotent by construction (a second run reports `changed=0`), and its inventory is where each site's own
 host addresses, SSH user and key live, outside the bundle. The files:
 
-- bringup/site.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt: copied byte for byte from
-  templates/bringup (the playbook, its one command, and the re-plan entry point);
+- bringup/site.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt: copied byte for
+  byte from templates/bringup (the playbook, its one command, apply.py, which reads what the cluster runs
+  and applies the difference by its impact); bringup/slurm_impact.py and hostlist.py: generator/impact/slurm.py,
+  the one impact table, and generator/spec/hostlist.py, byte for byte (apply.py imports them; standard
+  library only);
 - bringup/inventory.yaml: the plan's Slurm hosts in the groups slurmctld, slurmdbd, slurmd, by name only
   (no address, user or key: the operator's inventory or the Pulumi stack's config gives those);
 - bringup/vars.yaml: what the playbook installs where: the Slurm release, the packages of each role, every
@@ -31,7 +34,7 @@ from .manual import not_installed
 from ..slurm.model import STORAGE_PASS_FILE, model
 from ..slurm.ops import ETC
 
-STATIC = ("site.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt")
+STATIC = ("site.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt")
 
 # nccl-tests all_reduce_perf bus bandwidth (GB/s) below which the two-node check fails, per fabric kind:
 # about half the line rate of one 400 Gb/s NDR port (50 GB/s) per GPU rail on InfiniBand, a 400 GbE RoCE
@@ -41,6 +44,14 @@ BUSBW_FLOOR_GBPS = {"infiniband": 20.0, "roce": 15.0, "ethernet": 5.0}
 # The transport NCCL must log for the inter-node ring (NCCL_DEBUG=INFO "via NET/<name>"): IB verbs on
 # InfiniBand and RoCE (both are NET/IB in NCCL), sockets only on plain Ethernet.
 TRANSPORT = {"infiniband": "NET/IB", "roce": "NET/IB", "ethernet": "NET/Socket"}
+
+
+@cache
+def impact_table() -> tuple[bytes, bytes]:
+    """generator/impact/slurm.py and the hostlist reader it uses, byte for byte: apply.py's impact table, so
+    that a re-plan is applied by the same table `plan --diff` prints, with no orchgen where the bring-up runs."""
+    return (resources.files("generator.impact").joinpath("slurm.py").read_bytes(),
+            resources.files("generator.spec").joinpath("hostlist.py").read_bytes())
 
 
 @cache
@@ -170,6 +181,7 @@ def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
         return {"checks/run.py": static("checks.py"), "checks/checks.json": dump_json(kube)}
     slurm_files = {p.removeprefix("slurm/"): data for p, data in files.items() if p.startswith("slurm/")}
     out = {f"bringup/{name}": static(name) for name in STATIC}
+    out["bringup/slurm_impact.py"], out["bringup/hostlist.py"] = impact_table()
     out["bringup/inventory.yaml"] = dump_yaml(inventory(plan))
     out["bringup/vars.yaml"] = dump_yaml(vars_data(plan, slurm_files))
     # the Pulumi program that runs the bring-up over SSH (stacks/slurm_bringup.py), its own project

@@ -20,6 +20,9 @@ from ...errors import OrchgenError
 from ...spec import hostlist, slurmconf
 from ...spec.site import Site, SiteFile, slurm_value
 
+# slurm.conf keys given once per line, several lines in order (slurm.conf(5): "SlurmctldHost ... may be specified
+# multiple times, the first entry will run the primary slurmctld")
+_LIST_KEYS = ("slurmctldhost",)
 HEADER = "# --- carried from the site (workload.yaml site:): not modelled by orchgen, kept as the site wrote it ---"
 
 
@@ -32,6 +35,14 @@ def apply(site: Site | None, files: dict[str, str], pool_hosts: dict[str, set[st
         entries = site.of(name)
         if entries is not None and name in out:
             out[name] = _emit(name, out[name], entries, pool_hosts)
+    if site.plugstack_conf is not None and site.plugstack_conf.lines:
+        # the site's SPANK plugins beside orchgen's: Slurm reads plugstack.conf from slurm.conf's folder when
+        # slurm.conf sets no PlugStackConfig (slurm.conf(5)), and loads every line's plugin (spank(8))
+        text = out.get("plugstack.conf") or (
+            "# plugstack.conf: the SPANK plugins srun, salloc, sbatch and slurmd load (spank(8)); beside slurm.conf,\n"
+            "# where Slurm reads it when slurm.conf sets no PlugStackConfig (slurm.conf(5)).\n")
+        lines = [HEADER] + [x for e in site.plugstack_conf.lines for x in (_why(e), e.line)]
+        out["plugstack.conf"] = text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
     for name, text in sorted(site.files.items()):
         if name in out or any(other.startswith(name + "/") for other in out):  # spec/site.py refuses these first
             raise OrchgenError(f"{name} is a file orchgen writes itself; give the site's file another name",
@@ -65,7 +76,23 @@ def _emit(name: str, text: str, entries: SiteFile, pool_hosts: dict[str, set[str
 
     added: list[str] = []
     node_keys: dict[int, list] = {}
+    # keys Slurm reads once per line, in order (SlurmctldHost: the first is the primary): the site's lines,
+    # all of them, stand where orchgen's first one was, and orchgen's others go
+    for key in _LIST_KEYS:
+        site_lines = [e for e in entries.keys if e.pool is None and e.key.lower() == key]
+        if not site_lines:
+            continue
+        mine = [r for r in records if r.kind == key and len(r.pairs) == 1]
+        new = [x for e in site_lines for x in (_why(e), f"{e.key}={slurm_value(e.value)}")]
+        if mine:
+            put(mine[0], new)
+            for record in mine[1:]:
+                put(record, [])
+        else:
+            added += new
     for entry in entries.keys:
+        if entry.pool is None and entry.key.lower() in _LIST_KEYS:
+            continue
         if entry.pool is not None:
             hosts = pool_hosts.get(entry.pool, set())
             for record in records:

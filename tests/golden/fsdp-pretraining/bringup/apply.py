@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Apply a re-plan to a running cluster by its impact: the least disruptive action Slurm allows per change.
+"""Bring the bundle's Slurm hosts up, or apply a re-plan to the running cluster by its impact: the least
+disruptive action Slurm allows per change. up.sh runs this; so does the Pulumi program (the same path).
 
-    python3 bringup/apply.py HOSTS.yaml --changes changes.json [ansible-playbook options]
-    python3 bringup/apply.py HOSTS.yaml --old OLD_BUNDLE [...]    # where orchgen is installed: the impact
-                                                                    # table (generator.impact.slurm) computes them
+    python3 bringup/apply.py HOSTS.yaml [ansible-playbook options]   # what the cluster runs now, read from it
+    python3 bringup/apply.py HOSTS.yaml --old OLD_BUNDLE [...]       # the cluster runs OLD_BUNDLE's slurm/
+    python3 bringup/apply.py HOSTS.yaml --changes changes.json [...] # changes given explicitly
+    python3 bringup/apply.py HOSTS.yaml --dry-run                    # say what it would do; run nothing
+    ORCHGEN_APPLY_PLAN="$(... --dry-run)" python3 bringup/apply.py HOSTS.yaml --limit HOST   # that decision
 
-`changes.json` is the impact table's list of changes (generator.impact.slurm.slurm_impact: SlurmChange
-fields file, key, old, new, action, nodes, reason, cite). Actions, from least to most disruptive:
-none; sacctmgr (accounts, shares, QOS: accounts.sh, which the playbook runs every time); reconfigure
-(`scontrol reconfigure`); restart_slurmctld; restart_slurmd (the nodes listed, or every node); drain_restart
-(drain the nodes, wait for their jobs, restart their slurmd, resume them); impossible (refused: exit 2,
-nothing done). Each change is logged with the action used, then site.yml runs once with `orchgen_apply`
-(restart_slurmctld, restart_slurmd, drain, reconfigure), which also installs the new files and brings up
-hosts the re-plan added. Standard library only.
+By default the cluster's own files are read first (running.yml: each file of slurm/ as installed on the
+first host that has it). None there (bare hosts): a first bring-up. Otherwise each difference from this
+bundle's slurm/ is a change, and slurm_impact.py (a copy of orchgen's one impact table,
+generator/impact/slurm.py, shipped in the bundle: this file needs only the Python standard library and
+Ansible) gives its action for the plan's Slurm release. Actions, least to most disruptive: none; sacctmgr
+(accounts.sh, which the playbook runs every time); reconfigure (`scontrol reconfigure`); restart_slurmctld;
+restart_slurmd (the nodes listed, or every node); drain_restart (drain the nodes, wait for their jobs,
+restart their slurmd, resume the ones still in the plan); impossible (refused: exit 2, nothing done). Each
+change is logged with its action, then site.yml runs once with `orchgen_apply`, which also installs the
+new files and brings up hosts the re-plan added.
 """
 from __future__ import annotations
 
@@ -21,28 +26,70 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, is_dataclass
+import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ACTIONS = ("none", "sacctmgr", "reconfigure", "restart_slurmctld", "restart_slurmd", "drain_restart", "impossible")
+sys.path.insert(0, str(HERE))
+import slurm_impact  # noqa: E402  (the bundle's copy of orchgen's impact table: standard library only)
+
+ACTIONS = slurm_impact.ACTIONS
 
 
-def load_changes(args: argparse.Namespace) -> list[dict]:
+def release() -> str:
+    return next(line.split(":", 1)[1].strip().strip("'\"") for line in (HERE / "vars.yaml").read_text().splitlines()
+                if line.startswith("orchgen_slurm_release:"))
+
+
+def files_of(root: Path) -> dict[str, str]:
+    """{name: text} of the regular files directly in `root` (slurm/ has no subfolders that matter here)."""
+    out = {}
+    for path in sorted(root.rglob("*")) if root.is_dir() else ():
+        if path.is_file() and not path.is_symlink():
+            out[path.relative_to(root).as_posix()] = path.read_text(errors="replace")
+    return out
+
+
+def installed(name: str, bundle: Path = HERE.parent) -> bool:
+    """Whether `bundle` installs slurm/`name` on a host (its bringup/vars.yaml's orchgen_files)."""
+    return f"  src: {name}\n" in (bundle / "bringup" / "vars.yaml").read_text()
+
+
+def running_files(hosts: str) -> dict[str, str] | None:
+    """What the cluster runs now (running.yml), or None when it runs nothing yet (a first bring-up)."""
+    with tempfile.TemporaryDirectory(prefix="orchgen-running-") as tmp:
+        env = {**os.environ, "ANSIBLE_CONFIG": str(HERE / "ansible.cfg")}
+        proc = subprocess.run(["ansible-playbook", "-i", str(HERE / "inventory.yaml"), "-i", hosts,
+                               str(HERE / "running.yml"), "-e", json.dumps({"orchgen_running_dir": tmp})],
+                              env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.stdout.write(proc.stdout[-6000:])
+            sys.stderr.write(proc.stderr[-2000:])
+            raise RuntimeError("could not read what the cluster runs now (running.yml above)")
+        found = files_of(Path(tmp))
+    return found if "slurm.conf" in found else None
+
+
+def load_changes(args: argparse.Namespace, hosts: str) -> list[dict] | None:
+    """The re-plan's changes, or None for a first bring-up (nothing runs yet)."""
     if args.changes:
         data = json.loads(Path(args.changes).read_text())
         return [dict(c) for c in data]
-    from generator.impact.slurm import slurm_impact  # orchgen's one impact table (needs orchgen installed)
-
-    release = next(line.split(":", 1)[1].strip().strip('"') for line in (HERE / "vars.yaml").read_text().splitlines()
-                   if line.startswith("orchgen_slurm_release:"))
-    out = slurm_impact(Path(args.old) / "slurm", HERE.parent / "slurm", release)
-    return [asdict(c) if is_dataclass(c) else dict(c) for c in out]
+    new = {k: v for k, v in files_of(HERE.parent / "slurm").items() if installed(k)}
+    if args.old:
+        old = {k: v for k, v in files_of(Path(args.old) / "slurm").items() if installed(k, Path(args.old))}
+    else:
+        old = running_files(hosts)
+        if old is None:
+            return None
+    return [asdict(c) for c in slurm_impact.impact_of_files(old, new, release())]
 
 
 def plan_actions(changes: list[dict], all_nodes: list[str]) -> tuple[dict, list[str]]:
-    """The playbook's `orchgen_apply` for these changes, and one log line per change."""
-    apply = {"restart_slurmctld": False, "restart_slurmd": [], "drain": [], "reconfigure": False}
+    """The playbook's `orchgen_apply` for these changes, and one log line per change. `all_nodes`: the nodes
+    of this bundle; a drained node that is not among them (the re-plan removed it) is not resumed."""
+    apply = {"restart_slurmctld": False, "restart_slurmd": [], "drain": [], "reconfigure": False, "resume": []}
     log = []
     for c in changes:
         action = c["action"]
@@ -62,46 +109,85 @@ def plan_actions(changes: list[dict], all_nodes: list[str]) -> tuple[dict, list[
             apply["restart_slurmd"] += nodes or all_nodes
         log.append(f"apply: {c.get('file')}: {c.get('key')}: {c.get('old')!r} -> {c.get('new')!r}: {action}"
                    + (f" on {','.join(nodes)}" if nodes else "") + (f" ({c['reason']})" if c.get("reason") else ""))
-    apply["restart_slurmd"] = sorted(set(apply["restart_slurmd"]))
+    apply["restart_slurmd"] = sorted(set(apply["restart_slurmd"]) & set(all_nodes))
     apply["drain"] = sorted(set(apply["drain"]))
+    apply["resume"] = [n for n in apply["drain"] if n in all_nodes]
+    for gone in sorted(set(apply["drain"]) - set(all_nodes)):
+        log.append(f"apply: {gone}: removed by the re-plan: drained (its jobs end first), then slurmctld restarts "
+                   f"without it; its slurmd is no longer in this bundle's inventory: stop it on the host "
+                   f"(systemctl disable --now slurmd)")
     return apply, log
 
 
-def nodes_of_inventory() -> list[str]:
-    """The slurmd hosts of the bundle's inventory.yaml (PyYAML comes with ansible-core)."""
-    import yaml
+def nodes_of_bundle() -> list[str]:
+    """The nodes of this bundle's slurm.conf."""
+    return slurm_impact.conf_nodes((HERE.parent / "slurm" / "slurm.conf").read_text())
 
-    data = yaml.safe_load((HERE / "inventory.yaml").read_text())
-    return list(((data["all"]["children"].get("slurmd") or {}).get("hosts") or {}))
+
+def run_decided(decided: str, hosts: str, rest: list[str]) -> int:
+    """site.yml with the actions a `--dry-run` of this file printed before (ORCHGEN_APPLY_PLAN: its output).
+    The Pulumi program decides once, before its first step changes a host, and runs every per-host step with
+    that decision: read afterwards, the controller's files would already be the new ones. ORCHGEN_APPLY_PART:
+    `hosts` (a per-host step: drained nodes stay drained) or `finish` (after them all: only the resumes)."""
+    lines = [ln for ln in decided.splitlines() if ln.startswith("apply: orchgen_apply=")]
+    if not lines and "a first bring-up" not in decided:
+        print("apply: ORCHGEN_APPLY_PLAN holds no decision of `apply.py --dry-run`", file=sys.stderr)
+        return 2
+    apply = json.loads(lines[-1].split("=", 1)[1]) if lines else None
+    part = os.environ.get("ORCHGEN_APPLY_PART", "all")
+    if apply is not None and part == "hosts":  # a per-host step: everything but bringing drained nodes back
+        apply = {**apply, "resume": []}
+    elif apply is not None and part == "finish":  # the last step, after every host's: only the drained nodes back
+        apply = {**{k: ([] if isinstance(v, list) else False) for k, v in apply.items()}, "resume": apply["resume"]}
+    extra = ["-e", json.dumps({"orchgen_apply": apply})] if apply is not None else []
+    env = {**os.environ, "ANSIBLE_CONFIG": str(HERE / "ansible.cfg")}
+    cmd = ["ansible-playbook", "-i", str(HERE / "inventory.yaml"), "-i", hosts, str(HERE / "site.yml"), *extra, *rest]
+    return subprocess.run(cmd, env=env).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="apply a re-plan by its impact")
+    ap = argparse.ArgumentParser(description="bring the Slurm hosts up, or apply a re-plan by its impact")
     ap.add_argument("hosts")
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--changes", help="JSON list of the impact table's changes")
-    src.add_argument("--old", help="the bundle the cluster runs now (orchgen computes the changes)")
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--changes", help="JSON list of the impact table's changes (instead of reading the cluster)")
+    src.add_argument("--old", help="the bundle the cluster runs now (instead of reading the cluster)")
     ap.add_argument("--dry-run", action="store_true", help="log the actions, run nothing")
     args, rest = ap.parse_known_args(argv)
-    changes = load_changes(args)
-    refused = [c for c in changes if c["action"] == "impossible"]
-    for c in refused:
-        print(f"apply: refused: {c.get('file')}: {c.get('key')}: {c.get('reason')} ({c.get('cite')})", file=sys.stderr)
-    if refused:
-        return 2
+    decided = os.environ.get("ORCHGEN_APPLY_PLAN")
+    if decided is not None and not args.dry_run:
+        return run_decided(decided, args.hosts, rest)
     try:
-        apply, log = plan_actions(changes, nodes_of_inventory())
-    except (ValueError, KeyError) as e:
-        print(f"apply: {args.changes or args.old}: {e}", file=sys.stderr)
+        changes = load_changes(args, args.hosts)
+    except (RuntimeError, OSError, ValueError, KeyError) as e:
+        print(f"apply: {e}", file=sys.stderr)
         return 2
-    for line in log:
-        print(line, flush=True)
-    print("apply: orchgen_apply=" + json.dumps(apply, sort_keys=True), flush=True)
+    extra: list[str] = []
+    if changes is None:
+        print("apply: no slurm.conf on the cluster's hosts yet: a first bring-up", flush=True)
+    else:
+        refused = [c for c in changes if c["action"] == "impossible"]
+        for c in refused:
+            print(f"apply: refused: {c.get('file')}: {c.get('key')}: {c.get('reason')} ({c.get('cite')})",
+                  file=sys.stderr)
+        if refused:
+            return 2
+        try:
+            apply, log = plan_actions(changes, nodes_of_bundle())
+        except (ValueError, KeyError) as e:
+            print(f"apply: {args.changes or args.old or 'the running cluster'}: {e}", file=sys.stderr)
+            return 2
+        if not changes:
+            print("apply: the cluster runs this bundle's files already", flush=True)
+        for line in log:
+            print(line, flush=True)
+        print("apply: orchgen_apply=" + json.dumps(apply, sort_keys=True), flush=True)
+        extra = ["-e", json.dumps({"orchgen_apply": apply})]
     if args.dry_run:
         return 0
     env = {**os.environ, "ANSIBLE_CONFIG": str(HERE / "ansible.cfg")}
     cmd = ["ansible-playbook", "-i", str(HERE / "inventory.yaml"), "-i", args.hosts, str(HERE / "site.yml"),
-           "-e", json.dumps({"orchgen_apply": apply}), *rest]
+           *extra, *rest]
+    sys.stdout.flush()
     return subprocess.run(cmd, env=env).returncode
 
 
