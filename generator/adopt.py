@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import catalog
 from .errors import OrchgenError, secret_in
 from .spec import hostlist, slurmconf
 from .spec.inputs import Refused, read_bounded
@@ -142,6 +143,7 @@ class Sources:
     # folders besides slurm.conf's own that its Include lines may read (--input-root)
     roots: tuple[str, ...] = ()
     sacctmgr_qos: Path | None = None  # `sacctmgr -P show qos` output: the QOS definitions a dump lacks
+    fabric: str | None = None  # --fabric: the interconnect, which no Slurm file states (fleet.fabric.kind)
 
 
 def _read(path: Path, what: str) -> str:
@@ -318,6 +320,9 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     fleet["pools"] = pools
     extra: dict[str, bytes] = {}
     fleet["fabric"] = _fabric(src, conf, globals_, out, report, extra, sum(p["nodes"] for p in pools))
+    if src.fabric:  # --fabric: the one fact no Slurm file states, given (a bare-metal fleet states it: spec/checks.py)
+        fleet["fabric"] = {"kind": src.fabric, **fleet["fabric"]}
+        report.modelled.append(Item("--fabric", f"fleet.fabric.kind {src.fabric}"))
     doc["fleet"] = fleet
     tenants, accounts = _tenants(src.sacctmgr_dump, report) if src.sacctmgr_dump else ([], {})
     if tenants:
@@ -335,9 +340,11 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     # No Slurm file says what the fabric is (topology.conf gives the cabling, not InfiniBand or Ethernet), and
     # NCCL's settings differ by fabric (NCCL_IB_DISABLE=1 on Ethernet forces TCP on an InfiniBand cluster):
     # they are left out, and the report asks for the fact instead of assuming one
-    slurm_opts["nccl"] = False
-    report.asks.append(Item("fabric", "unknown — NCCL settings left out; give fleet.fabric.kind (infiniband, roce "
-                            "or ethernet) and remove options.slurm.nccl: false for orchgen's NCCL TaskProlog"))
+    if not src.fabric:
+        slurm_opts["nccl"] = False
+        report.asks.append(Item("fabric", "unknown — NCCL settings left out; give fleet.fabric.kind (infiniband, roce "
+                                "or ethernet; or --fabric) and remove options.slurm.nccl: false for orchgen's NCCL "
+                                "TaskProlog"))
     part_wheres: list[str] = []
     part_list = _partitions(partitions, part_defaults, nodesets, nodes, report, part_wheres)
     if part_list:
@@ -544,6 +551,10 @@ def _pools(nodes: list[_Node], report: Report) -> tuple[list[dict], dict[str, _N
                 if count:
                     if len(parts) == 3:
                         pool["gpu"] = {"type": parts[1], "count": count}
+                        if not catalog.gpu_type_known(parts[1]):  # the site's own name: what its jobs ask for
+                            pool["gpu"]["custom"] = True
+                            report.modelled.append(Item(where, f"GRES type {parts[1]} is no GPU model orchgen "
+                                                        "knows: kept as the site's own (gpu.custom: true)"))
                     else:
                         pool["gpu"] = {"typed": False, "count": count}
         pools.append(pool)

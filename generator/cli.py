@@ -221,7 +221,7 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
          fmt: str, charts: Path | None, quiet: bool, input_roots: tuple[str, ...]) -> None:
     """Decide and write the bundle (atomically, byte-identical for the same input)."""
     from . import bundle
-    from .plan_output import listing, next_steps
+    from .plan_output import listing, next_steps, rule_of, workload_lines
 
     warnings: list[str] = []
     the_plan, files = _load_plan(workload, gitops, render=True, roots=input_roots, warnings=warnings)
@@ -262,6 +262,8 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
     if fmt == "json":  # as `recommend --format json`: the result as one document, warnings on stderr
         click.echo(json.dumps({"fleet": the_plan.name, "output": str(output),
                                "planes": {n: {"nodes": len(p.nodes)} for n, p in the_plan.planes.items()},
+                               "workloads": [{"name": d.name, "plane": d.plane, "pool": d.pool, "rule": rule_of(d)}
+                                             for d in the_plan.workloads],
                                "files": sorted(files), "removed": gone if force else [],
                                "warnings": warnings, "next": next_steps(the_plan, output, len(warnings))},
                               indent=2))
@@ -270,6 +272,8 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         return
     planes = ", ".join(f"{n} ({_nodes(len(p.nodes))})" for n, p in the_plan.planes.items())
     click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
+    for line in workload_lines(the_plan):  # per workload: where it runs and the rule that chose it
+        click.echo(fit_to_print(line))
     if not quiet:
         for line in listing(files):
             click.echo(line)
@@ -431,7 +435,12 @@ def init(output: Path, force: bool, **given) -> None:
     pick("nodes", "GPU nodes", type=click.IntRange(1, 65536))
     pick("gpu_type", "GPU type (GRES name)", value_proc=checked(check_gpu_type))
     pick("gpus_per_node", "GPUs per node", type=click.IntRange(1, 64))
-    pick("fabric", "Fabric", type=click.Choice(["infiniband", "roce", "ethernet"]))
+    if answers["provider"] == "eks":  # EC2 has no InfiniBand or RoCE: EFA is its RDMA (EKS device-management-efa)
+        if given["fabric"] not in (None, "ethernet"):
+            raise click.UsageError(_EKS_FABRIC.format(given["fabric"]))
+        answers["fabric"] = "ethernet"
+    else:
+        pick("fabric", "Fabric", type=click.Choice(["infiniband", "roce", "ethernet"]))
     if given["training_nodes"] is not None and given["training_nodes"] > answers["nodes"]:
         raise click.BadParameter(f"{given['training_nodes']} is more than the fleet's {answers['nodes']} GPU nodes",
                                  param_hint="--training-nodes")
@@ -460,9 +469,18 @@ def init(output: Path, force: bool, **given) -> None:
     click.echo(f"wrote {output}; next: orchgen recommend {output}, then orchgen plan {output} -o out/")
 
 
+# Amazon EC2 offers no InfiniBand or RoCE fabric to its instances: multi-node GPU traffic takes EFA, which the
+# EKS user guide's "Manage EFA devices on Amazon EKS" (device-management-efa) attaches through the EFA device
+# plugin; orchgen installs it for provider eks whatever fleet.fabric.kind says, and kind stays ethernet there.
+_EKS_FABRIC = ("--fabric {} is not a fabric EKS offers: EC2 instances have no InfiniBand or RoCE, multi-node jobs "
+               "use EFA (which orchgen sets up for --provider eks); leave --fabric out, or give ethernet")
+
+
 def _refuse_contradictions(given: dict) -> None:
     """init's flags that cannot all hold: one line naming them (exit 2), before any question."""
     cloud = given["provider"] not in (None, "generic")
+    if given["provider"] == "eks" and given["fabric"] not in (None, "ethernet"):
+        raise click.UsageError(_EKS_FABRIC.format(given["fabric"]))
     if cloud and given["bare_metal"]:
         raise click.UsageError(f"--bare-metal is for provider generic (your own machines), not --provider "
                                f"{given['provider']}")
@@ -536,6 +554,9 @@ def import_() -> None:
 @click.option("--sacctmgr-qos", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="`sacctmgr -P show qos` output: the site's QOS and their limits (a dump has none)")
 @click.option("--slurm-version", default=None, help="the Slurm release the site runs (options.slurm_version)")
+@click.option("--fabric", type=click.Choice(["infiniband", "roce", "ethernet"]), default=None,
+              help="the GPU nodes' interconnect (fleet.fabric.kind), which no Slurm file states; default ethernet, "
+              "said in the report")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True,
               help="the workload.yaml to write")
 @click.option("--force", is_flag=True, help="replace an existing file")
@@ -544,7 +565,7 @@ def import_() -> None:
               "of SLURM_CONF (repeatable)")
 def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path | None,
                  sacctmgr_dump: Path | None, slurm_version: str | None, output: Path, force: bool,
-                 input_roots: tuple[str, ...], sacctmgr_qos: Path | None = None) -> None:
+                 input_roots: tuple[str, ...], sacctmgr_qos: Path | None = None, fabric: str | None = None) -> None:
     """Read a site's slurm.conf (Includes followed), gres.conf, topology and cgroup.conf and write a
     workload.yaml that plans back into them: what it modelled, carried verbatim (site:) and refused
     is printed, each with its file:line."""
@@ -555,7 +576,7 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
         raise OrchgenError("exists; pass --force to replace it", str(output))
     if not output.parent.is_dir():
         raise OrchgenError("no such directory to write workload.yaml into", str(output.parent))
-    src = Sources(slurm_conf, gres, topology, cgroup, sacctmgr_dump, input_roots, sacctmgr_qos)
+    src = Sources(slurm_conf, gres, topology, cgroup, sacctmgr_dump, input_roots, sacctmgr_qos, fabric)
     try:
         text, report, extra = run(src, output, slurm_version)
     except OrchgenError as err:

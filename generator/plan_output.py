@@ -27,6 +27,21 @@ def listing(files: dict[str, bytes]) -> list[str]:
     return out
 
 
+def rule_of(d) -> str:
+    """The rule that chose a workload's plane, in words: `rule <name>`, or the pin that overrode the rules."""
+    if d.rule == "pinned" or (not d.rule and d.pinned):
+        return f"pinned (plane: {d.plane})"
+    return f"rule {d.rule}" if d.rule else "rule ?"
+
+
+def workload_lines(plan) -> list[str]:
+    """One line per workload: its plane, its pool and the rule that chose the plane."""
+    width = max((len(d.name) for d in plan.workloads), default=0)
+    kube = plan.kube_plane
+    return [f"  {d.name + ':':<{width + 1}} {d.plane}{f' + {kube.name} (services)' if d.hybrid and kube else ''}, "
+            f"pool {d.pool}, {rule_of(d)}" for d in plan.workloads]
+
+
 def next_steps(plan, output: Path, warnings: int) -> list[str]:
     """The next step after `plan`, per plane: read the bundle README, validate, install, check."""
     out = shlex.quote(str(output))

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .catalog import GPU_TYPES, gpu_type_hint, gpu_type_known
 from .contract import BRINGUP_OS_SLURM
 from .providers import NAMES as PROVIDERS
-from .spec.mig import PROFILES as MIG_PROFILES
 
 DEFAULT_OS = "debian-13"
 # Slurm on Kubernetes, or no bare-metal Slurm: the release orchgen writes by default (options.slurm_version)
@@ -58,7 +58,9 @@ def workload_yaml(a: Answers) -> str:
                       "  #   controllers: [head01]      #   and `plan` warns: set it before installing Slurm"]
     lines += [
         "  fabric:",
-        f"    kind: {a.fabric}            # infiniband | roce | ethernet: the GPU nodes' interconnect",
+        (f"    kind: {a.fabric}            # EFA is EKS's RDMA (the EFA device plugin, set up for provider eks); "
+         "EC2 has no InfiniBand or RoCE" if a.provider == "eks" else
+         f"    kind: {a.fabric}            # infiniband | roce | ethernet: the GPU nodes' interconnect"),
         f"    nodes_per_leaf: {max(1, min(a.nodes, 32))}            # nodes per leaf switch, by position; or list"
         " `leaves:` as cabled",
         "  pools:",
@@ -69,7 +71,10 @@ def workload_yaml(a: Answers) -> str:
         "      cpu: {sockets: 2, cores_per_socket: 32, threads_per_core: 2}   # or slurmd_c: the line"
         " `slurmd -C` prints",
         "      memory_gib: 1024               # installed memory per node",
-        f"      gpu: {{type: {a.gpu_type}, count: {a.gpus_per_node}}}      # GRES type and GPUs per node",
+        (f"      gpu: {{type: {a.gpu_type}, count: {a.gpus_per_node}}}      # GRES type and GPUs per node"
+         if gpu_type_known(a.gpu_type) else
+         f"      gpu: {{type: {a.gpu_type}, custom: true, count: {a.gpus_per_node}}}   # the site's own GRES type "
+         "(custom: not a model orchgen knows) and GPUs per node"),
         *(["      node_labels:                   # how EKS marks the nodes: the instance type gives the EFA count",
            "        node.kubernetes.io/instance-type: p5.48xlarge"]
           if a.provider == "eks" and (a.gpu_type, a.gpus_per_node) == ("h100", 8) else []),
@@ -106,13 +111,10 @@ def workload_yaml(a: Answers) -> str:
     return "\n".join(lines) + "\n"
 
 
-# GPU models as GRES types (lower case; Slurm keeps the case a site writes): the MIG table's, plus the
-# data-centre GPUs without MIG. A GRES type is free-form (AutoDetect names such as GV100GL are types too),
-# so `init` accepts a name it does not know, unless it is one typo away from one it does (h1000, a10o).
-KNOWN_GPU_TYPES: tuple[str, ...] = tuple(sorted({
-    *MIG_PROFILES,
-    "v100", "t4", "a10", "a10g", "a40", "l4", "l40", "l40s", "h20", "b100", "b300", "gb300", "rtx6000",
-    "rtx-pro-6000", "mi250x", "mi300x", "mi325x", "mi355x", "gaudi2", "gaudi3"}))
+# GPU models as GRES types: the catalog's (generator/catalog.py GPU_TYPES). A GRES type is free-form
+# (AutoDetect names such as GV100GL are types too), so `init` accepts a name it does not know, unless it
+# is one typo away from one it does (h1000, a10o), and writes it with `custom: true`.
+KNOWN_GPU_TYPES: tuple[str, ...] = GPU_TYPES
 
 
 def check_name(value: str) -> str | None:
@@ -128,20 +130,17 @@ def check_name(value: str) -> str | None:
 
 def check_gpu_type(value: str) -> str | None:
     """Why `value` cannot be the pool's GPU type: not a GRES name, or a near miss of a known GPU."""
-    import difflib
-
     from .spec.models import _gpu_type
 
     try:
         _gpu_type(value)
     except ValueError as exc:
         return str(exc)
-    low = value.lower()
-    if low in KNOWN_GPU_TYPES:
+    if gpu_type_known(value):
         return None
-    close = difflib.get_close_matches(low, KNOWN_GPU_TYPES, n=1, cutoff=0.8)
+    close = gpu_type_hint(value)
     if close:
-        return f"unknown GPU type {value!r} (did you mean {close[0]!r}?)"
+        return f"unknown GPU type {value!r} (did you mean {close!r}?)"
     return None
 
 

@@ -45,6 +45,25 @@ def plan_of_file(tmp_path: Path, doc: dict[str, Any], name: str | None = "fleet.
     return plan_of(path)
 
 
+def on_kubernetes(example: str, *workloads: str, tmp_path: Path | None = None, **options: Any):
+    """examples/<example>.yaml with `workloads` pinned to Kubernetes (plane: kubernetes: the opt-in that keeps
+    batch off Slurm on a bare-metal Slurm fleet, issue 36's rule slurm-site-batch) and `options` set: its
+    Plan, or with `tmp_path` the path of the file written there (for the CLI)."""
+    from generator.decide import make_plan
+    from generator.spec.models import Fleet
+
+    doc = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / f"{example}.yaml").read_text())
+    for w in doc["workloads"]:
+        if w["name"] in workloads:
+            w["plane"] = "kubernetes"
+    doc.setdefault("options", {}).update(options)
+    if tmp_path is not None:
+        path = tmp_path / f"{example}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+    return make_plan(Fleet.model_validate(doc), f"{example}.yaml")
+
+
 def orchgen_argv() -> list[str]:
     """How the tests run the real `orchgen` CLI: the installed product when scripts/test.sh built the wheel
     and installed it into a fresh venv (ORCHGEN_BIN, its console script: what `pip install orchgen` gives a

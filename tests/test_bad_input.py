@@ -176,6 +176,18 @@ CASES = [
     ("python-tag", BASE.replace("  name: lab", "  name: !!python/object:os.system lab"), 4, r"unsupported YAML tag"),
     ("binary", "\xff\xfe", None, r"not UTF-8|malformed"),
     *HARDWARE,
+    # issue 36: typos that used to plan (and break the site) are refused, with the likeliest meaning
+    ("gpu-type-typo", BASE.replace("type: h100,", "type: h1000,"), 14,
+     r"fleet\.pools\[0\]\.gpu\.type: unknown GPU type 'h1000' \(did you mean 'h100'\?\).*custom: true"),
+    ("gpu-type-typo-in-nvml-name", BASE.replace("type: h100,", "type: nvidia_h1000_80gb_hbm3,"), 14,
+     r"gpu\.type: unknown GPU type 'nvidia_h1000_80gb_hbm3' \(did you mean 'nvidia_h100_80gb_hbm3'\?\)"),
+    ("gpu-type-unknown", BASE.replace("type: h100,", "type: zork9,"), 14,
+     r"gpu\.type: unknown GPU type 'zork9' \(orchgen knows a10, a100, .*GPU_TYPES\).*custom: true"),
+    ("bare-metal-without-fabric-kind", BASE.replace("    kind: infiniband\n", ""), 7,
+     r"fleet\.fabric\.kind: a bare-metal fleet states its interconnect: set fleet\.fabric\.kind to infiniband, "
+     r"roce or ethernet \(ethernet gives NCCL no RDMA: NCCL_IB_DISABLE=1\)"),
+    ("bare-metal-without-fabric", BASE.replace("  fabric:\n    kind: infiniband\n    nodes_per_leaf: 4\n", ""), 5,
+     r"fleet\.fabric\.kind: a bare-metal fleet states its interconnect"),
     # Slurm policy (issue 12): time strings as Slurm reads them, with a time limit backfill can plan with
     ("max-time-format", BASE.replace("    pool: h100", "    pool: h100\n    max_time: 2days"), 25,
      r"workloads\[0\]\.max_time: '2days' is not a Slurm time: write MM, MM:SS, HH:MM:SS, D-HH"),

@@ -91,6 +91,7 @@ def test_recommend_json_shape_and_order(tmp_path, example):
     for w in data["workloads"]:
         assert set(w) == {"name", "primary", "ray_host", "gang_scheduler_required", "hybrid", "addons", "reasons",
                           "plane", "pinned"}
-        assert w["plane"] in {"slurm", "kubernetes", "k3s"} and w["pinned"] is False
+        assert w["plane"] in {"slurm", "kubernetes", "k3s"}
+        assert w["pinned"] is (w["name"] == "eval-batch")  # pinned to kubernetes beside the model API (issue 36)
         assert w["primary"] in {"slurm", "kubernetes", "k3s", "ray"}
         assert w["ray_host"] in {"kubernetes", "k3s", None}

@@ -44,7 +44,7 @@ def write(tmp_path: Path, doc: dict, name: str = "fleet.yaml") -> Path:
     return path
 
 
-from .support import plan_of  # noqa: E402
+from .support import on_kubernetes, plan_of  # noqa: E402
 
 
 def leaves(plan) -> dict[str, str]:
@@ -304,7 +304,7 @@ def test_kueue_and_kai_levels_follow_the_model(tmp_path):
     lab = plan_of(EXAMPLES / "university-lab.yaml")
     topo = yaml.safe_load(render(lab)["kubernetes/manifests/18-topology.yaml"])
     assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]] == [LABEL_LEAF, "kubernetes.io/hostname"]
-    pod = plan_of(EXAMPLES / "superpod.yaml")
+    pod = on_kubernetes("superpod", "eval-harness")  # its eval on Kubernetes, as before issue 36
     topo = yaml.safe_load(render(pod)["kubernetes/manifests/18-topology.yaml"])
     assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]] == [LABEL_SPINE, LABEL_LEAF, "kubernetes.io/hostname"]
 
@@ -325,7 +325,8 @@ def test_deterministic(tmp_path, orchgen):
 @pytest.fixture
 def superpod_bundle(tmp_path, orchgen) -> Path:
     out = tmp_path / "superpod"
-    orchgen("plan", EXAMPLES / "superpod.yaml", "-o", out, check=True)
+    # its eval pinned to Kubernetes (as before issue 36): a plane on one node of an SU to hold the labels to
+    orchgen("plan", on_kubernetes("superpod", "eval-harness", tmp_path=tmp_path), "-o", out, check=True)
     assert not [f for f in check(out).errors]
     return out
 

@@ -23,6 +23,7 @@ import yaml
 
 from generator.spec.importers import load as import_file
 from tests.slurmharness import SlurmCluster, expand_hostlist, parse, require_slurm
+from tests.support import on_kubernetes
 from tests.test_slurm_real import (Planned, bundle, check_blocks, check_clean_log, check_nodes, check_partitions,
                                    check_tree, gpu_job, nodes_of_batch, busy, switches_job)
 
@@ -54,8 +55,10 @@ def booted_tree(c: SlurmCluster, *args: str) -> tuple[dict[str, set[str]], dict[
 @pytest.mark.chroot
 def test_superpod_as_cabled_keeps_every_su_on_slurm_but_the_eval_node_2411(tmp_path):
     require_slurm("trixie")
-    doc = yaml.safe_load((EXAMPLES / "superpod.yaml").read_text())
-    out = bundle(tmp_path, EXAMPLES / "superpod.yaml")
+    # its eval pinned to Kubernetes (issue 36's rule keeps it on Slurm otherwise): the one-node split is the subject
+    source = on_kubernetes("superpod", "eval-harness", tmp_path=tmp_path)
+    doc = yaml.safe_load(source.read_text())
+    out = bundle(tmp_path, source)
     p = Planned(out)
     assert p.plan["planes"]["kubernetes"]["nodes"] == ["dgx128"]  # the eval's one node, not an SU
     leaves, spines = input_tree(doc)
@@ -114,7 +117,9 @@ def test_two_pools_share_each_leaf_2205(tmp_path):
 
 def test_one_switch_lab_plans_both_planes_and_boots_only_its_slurm_nodes_2205(tmp_path):
     require_slurm("bookworm")
-    out = bundle(tmp_path, EXAMPLES / "university-lab.yaml")
+    # model-eval and data-prep pinned to Kubernetes (issue 36's rule keeps them on Slurm otherwise), so the A100
+    # pool is split by node on the one switch, which is the subject here
+    out = bundle(tmp_path, on_kubernetes("university-lab", "model-eval", "data-prep", tmp_path=tmp_path))
     p = Planned(out)
     assert set(p.plan["planes"]) == {"slurm", "kubernetes"}
     assert p.nodes == expand_hostlist("a100-[01-07]")

@@ -179,11 +179,17 @@ def test_single_node_job_pinned_to_slurm_stays_on_slurm(tmp_path, orchgen):
     assert "slurm (pinned)" in table and "pinned by the input" in table
 
 
-def test_without_the_pin_the_eval_job_goes_to_kubernetes(tmp_path):
+def test_without_the_pin_the_eval_job_stays_on_slurm_by_the_fleet_rule(tmp_path):
+    """Issue 36: on a bare-metal fleet that runs Slurm, single-node batch stays there unpinned (rule
+    slurm-site-batch) instead of carving a one-node Kubernetes plane; plane: kubernetes still takes it there."""
     path = tmp_path / "pod.yaml"
     path.write_text(SUPERPOD.replace("    plane: slurm\n", ""))
     plan = plan_of(path)
-    assert plan.workloads[1].plane == "kubernetes" and not plan.workloads[1].pinned
+    ev = plan.workloads[1]
+    assert (ev.plane, ev.rule, ev.pinned) == ("slurm", "slurm-site-batch", False) and list(plan.planes) == ["slurm"]
+    path.write_text(SUPERPOD.replace("    plane: slurm\n", "    plane: kubernetes\n"))
+    plan = plan_of(path)
+    assert plan.workloads[1].plane == "kubernetes" and plan.workloads[1].pinned
 
 
 def test_coupled_job_pinned_to_kubernetes_gets_a_gang(tmp_path):
@@ -298,7 +304,7 @@ fleet:
 workloads:
   - {name: big, nodes: 4, tightly_coupled: true, pool: a}
   - {name: svc-train, nodes: 2, tightly_coupled: true, long_lived_services: true, pool: b}
-  - {name: batch}
+  - {name: batch, plane: kubernetes}
 """
     path = tmp_path / "moved.yaml"
     path.write_text(text)
@@ -324,7 +330,7 @@ fleet:
     - {name: cpu, nodes: 4}
 workloads:
   - {name: big, nodes: 4, tightly_coupled: true, pool: a}
-  - {name: batch}
+  - {name: batch, plane: kubernetes}
 """
     path = tmp_path / "nogpu.yaml"
     path.write_text(text)
@@ -354,7 +360,7 @@ workloads:
   - {name: api, long_lived_services: true, pool: l40s}
   - {name: train, nodes: 2, tightly_coupled: true, pool: h100}
   - {name: sweep, nodes: 2, tightly_coupled: true}
-  - {name: batch}
+  - {name: batch, plane: kubernetes}
 """
     path = tmp_path / "defaults.yaml"
     path.write_text(text)

@@ -249,6 +249,7 @@ def test_pools_are_split_by_the_jobs_at_once(tmp_path):
     pool: h100
     bare_metal: false
     multi_tenant: true
+    plane: kubernetes   # a Slurm site keeps unpinned batch on Slurm (rule slurm-site-batch)
 """
     def k8s_nodes(extra: str) -> int:
         src = tmp_path / "w.yaml"

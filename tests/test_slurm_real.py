@@ -319,6 +319,26 @@ def test_slurm_side_of_a_hybrid_2205(tmp_path):
         switches_job(c, p, "h100")
 
 
+def test_batch_of_a_slurm_site_runs_on_slurm_2205(tmp_path):
+    """Issue 36's rule slurm-site-batch on a real slurmctld: university-lab's model evaluation (one A100 node)
+    and data preparation (CPU nodes) stay on the Slurm plane instead of carving Kubernetes a slice of the
+    A100 pool and the CPU pool, and run there as the batch jobs they are."""
+    require_slurm("bookworm")
+    out = bundle(tmp_path, EXAMPLES / "university-lab.yaml")
+    p = Planned(out)
+    planes = {w["name"]: w["plane"] for w in p.plan["workloads"]}
+    assert planes == {"ddp-training": "slurm", "thesis-runs": "slurm", "notebooks": "kubernetes",
+                      "model-eval": "slurm", "data-prep": "slurm"}
+    assert set(p.pools) == {"a100", "cpu"} and len(p.pools["a100"]) == 8  # the whole A100 pool, no split
+    with SlurmCluster(out / "slurm") as c:
+        check_clean_log(c, p)
+        check_nodes(c, p)
+        check_partitions(c, p)
+        gpu_job(c, p, "a100", nodes=1)  # model-eval: one node, its 8 GPUs
+        gpu_job(c, p, "a100", nodes=2)  # ddp-training beside it
+        c.job("-N", "1", "-p", "cpu", "true")  # data-prep
+
+
 # ------------------------------------------------------------------ newer Slurm in a chroot
 
 

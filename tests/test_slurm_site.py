@@ -33,7 +33,8 @@ def keys(conf: str) -> dict[str, str]:
 def green(**slurm) -> dict:
     """A small green-field fleet: one H100 pool, one tenant."""
     return {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "lab"},
-            "fleet": {"bare_metal": True, "pools": [{"name": "h100", "nodes": 2, "gpu": {"type": "h100", "count": 8}}]},
+            "fleet": {"bare_metal": True, "fabric": {"kind": "infiniband"},
+                      "pools": [{"name": "h100", "nodes": 2, "gpu": {"type": "h100", "count": 8}}]},
             "tenants": [{"name": "nlp"}],
             "workloads": [{"name": "train", "nodes": 2, "tightly_coupled": True, "pool": "h100"}],
             "options": {"slurm": slurm}}

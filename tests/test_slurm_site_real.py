@@ -73,7 +73,8 @@ def site_fleet(version: str) -> dict:
         "fleet": {"bare_metal": True, "slurm": {"controllers": ["head01"]},
                   "fabric": {"kind": "infiniband", "nodes_per_leaf": 4},
                   "pools": [
-                      {"name": "v100", "nodes": 2, "hostnames": "gv[01-02]", "gpu": {"type": "GV100GL", "count": 4},
+                      {"name": "v100", "nodes": 2, "hostnames": "gv[01-02]",
+                       "gpu": {"type": "GV100GL", "custom": True, "count": 4},  # the site's own GRES name
                        "cpu": {"sockets": 2, "cores_per_socket": 8, "threads_per_core": 1}, "memory_gib": 192},
                       {"name": "a100", "nodes": 2, "hostnames": "ga[01-02]", "gpu": {"typed": False, "count": 8},
                        "cpus": 32, "memory_gib": 512},

@@ -270,11 +270,11 @@ def test_random_splits(data):
 # ------------------------------------------------------------------ the fleets of the issue
 
 
-from .support import plan_of  # noqa: E402
+from .support import on_kubernetes, plan_of  # noqa: E402
 
 
 def test_the_one_switch_lab_plans_both_planes():
-    plan = plan_of(EXAMPLES / "university-lab.yaml")
+    plan = on_kubernetes("university-lab", "model-eval", "data-prep")
     check_split(plan)
     assert [leaf.name for leaf in plan.fabric.leaves] == ["ib-lab"] and not plan.fabric.spines
     assert plan.slurm_plane.nodes == hostlist.expand("a100-[01-07]")
@@ -286,13 +286,13 @@ def test_the_one_switch_lab_plans_both_planes():
     # whole leaves cannot do it: with options.split: leaf the one leaf's A100s all go to Slurm (the
     # larger demand), and model-eval, which names the a100 pool, is refused rather than moved
     with pytest.raises(OrchgenError) as refused:
-        plan_of(EXAMPLES / "university-lab.yaml", split="leaf")
+        on_kubernetes("university-lab", "model-eval", "data-prep", split="leaf")
     assert refused.value.field == "workloads[3].pool"
     assert "the split gave all 8 nodes of a100 to slurm" in refused.value.message
 
 
 def test_superpod_eval_takes_one_node_not_a_scalable_unit():
-    plan = plan_of(EXAMPLES / "superpod.yaml")
+    plan = on_kubernetes("superpod", "eval-harness")
     check_split(plan)
     assert plan.kube_plane.nodes == ["dgx128"]
     assert plan.slurm_plane.nodes == hostlist.expand("dgx[001-031,033-127]")
@@ -300,7 +300,7 @@ def test_superpod_eval_takes_one_node_not_a_scalable_unit():
     assert shared.leaf == "su4-leaf" and shared.nodes == {"slurm": "dgx[097-127]", "kubernetes": "dgx128"}
     assert "31 of its 32 nodes" in shared.cost
     # whole leaves: Kubernetes would take a whole SU (the old behaviour, still options.split: leaf)
-    whole = plan_of(EXAMPLES / "superpod.yaml", split="leaf")
+    whole = on_kubernetes("superpod", "eval-harness", split="leaf")
     assert whole.kube_plane.nodes == hostlist.expand("dgx[097-128]") and not whole.shared_leaves
 
 
@@ -316,7 +316,7 @@ def test_auto_keeps_whole_leaves_where_they_fit():
 
 def test_plan_json_and_readme_say_which_leaves_carry_both_planes(tmp_path, orchgen):
     out = tmp_path / "out"
-    orchgen("plan", EXAMPLES / "superpod.yaml", "-o", out, check=True)
+    orchgen("plan", on_kubernetes("superpod", "eval-harness", tmp_path=tmp_path), "-o", out, check=True)
     import json
 
     data = json.loads((out / "plan.json").read_text())

@@ -23,6 +23,7 @@ starter it writes, and `auto` picks Kueue as soon as one workload needs a gang.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ..errors import OrchgenError
@@ -70,6 +71,28 @@ def tenants_of(fleet: Fleet) -> tuple[list[Tenant], str]:
                    slurm_qos=tuple(t.slurm_qos or ()), slurm_default_qos=t.slurm_default_qos,
                    kubernetes_group=t.kubernetes_group)
             for t in fleet.tenants], default
+
+
+# Words that say a workload is for people at a keyboard (notebooks), in its name or description
+_INTERACTIVE_WORDS = re.compile(r"(?<![a-z])(jupyter[a-z]*|notebooks?|interactive|ipython)(?![a-z])", re.I)
+
+
+def intent_warnings(fleet: Fleet) -> list[Warning_]:
+    """A long-lived workload whose name or description says notebooks, but not `interactive`: it is
+    planned as a model server (vLLM behind an autoscaler), not JupyterHub. An explicit
+    `interactive: false` says the flags are meant."""
+    out = []
+    for i, w in enumerate(fleet.workloads):
+        if not w.long_lived_services or "interactive" in w.model_fields_set:
+            continue
+        found = _INTERACTIVE_WORDS.search(w.name.replace("-", " ")) or _INTERACTIVE_WORDS.search(w.description or "")
+        if found:
+            where = "name" if _INTERACTIVE_WORDS.search(w.name.replace("-", " ")) else "description"
+            out.append(Warning_(
+                f"{w.name} looks interactive (its {where} says {found.group(0)!r}) but is planned as a long-lived "
+                "service, a model server with an autoscaler; set interactive: true for notebooks (JupyterHub on "
+                "its tenant's queue), or interactive: false to keep it a service", f"workloads[{i}].interactive"))
+    return out
 
 
 def tenant_warnings(fleet: Fleet, default: str) -> list[Warning_]:

@@ -107,6 +107,7 @@ class WorkloadDecision:
     ray_head: PodShape | None = None
     serving: ServingDecision | None = None  # a long-lived service on the Kubernetes plane
     interactive: bool = False  # workloads[].interactive: notebooks (JupyterHub on Kubernetes)
+    rule: str = ""  # the rule that chose its plane (decide/rules.py), or "pinned" (workloads[].plane)
 
     def demand_json(self) -> dict[str, Any]:
         """The declared demand, only where the workload declares one (plan.json of a fleet without

@@ -53,13 +53,17 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     slurm_version = _slurm_version(fleet, operator, reasons)
     overridden = [d.name for d in decisions if d.pinned and (d.primary == "slurm") != RULES[0].matches(d.facts)]
     pins = f" (or is pinned there: {', '.join(overridden)})" if overridden else ""
+    kept = [d.name for d in decisions if d.rule == "slurm-site-batch"]
     if slurm and not kube:
-        reasons.append(f"Slurm only: every workload is tightly coupled multi-node batch on bare metal{pins}")
+        reasons.append(f"Slurm only: every workload is tightly coupled multi-node batch on bare metal{pins}"
+                       + (f", or batch kept on Slurm by rule slurm-site-batch ({', '.join(kept)}): no Kubernetes "
+                          "plane is carved out for it" if kept else ""))
     elif kube and not slurm:
         reasons.append(f"{kube} only: no workload is tightly coupled multi-node on bare metal{pins}")
 
     tenants, default_tenant = placement.tenants_of(fleet)
     warnings.extend(placement.tenant_warnings(fleet, default_tenant))
+    warnings.extend(placement.intent_warnings(fleet))
     default = placement.default_pools(fleet, decisions, slurm, kube)
     placed = [_demand(_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or default_tenant,
                              pools, slurm, kube, w.max_time), w, i, file)

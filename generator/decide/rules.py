@@ -5,6 +5,10 @@ hybrid rule are then applied on top. One deliberate difference from the guide's 
 a tightly coupled multi-node Ray job hosted on k3s requires a gang scheduler too, because the
 guide's invariant says anything tightly coupled and multi-node on a Kubernetes scheduler does.
 
+Then one fleet-level rule (`fleet_rules`, issue 36): on a bare-metal fleet whose Slurm plane exists anyway,
+batch the rules send to Kubernetes stays on Slurm (`slurm-site-batch`), so no second plane is carved out
+for it. It reads the fleet, so it never changes what `decide_workload` says of one workload's facts.
+
 A pin (`workloads[].plane`) overrides the rules and stays the first reason, naming the rule it
 overrode: `slurm` takes the Slurm rule whatever the facts; `kubernetes` skips it, so the facts still
 choose between Ray (on KubeRay), k3s and Kubernetes, and the gang invariant still holds. Whether the
@@ -13,7 +17,7 @@ pinned plane can run the workload at all is the fleet's question (generator/deci
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .plan import Facts, WorkloadDecision
 from ..spec.models import Fleet, Workload
@@ -127,8 +131,61 @@ def decide_workload(name: str, f: Facts, pin: str = "auto") -> WorkloadDecision:
         addons=tuple(addons),
         reasons=tuple(reasons),
         pinned=pin != "auto",
+        rule="pinned" if pin != "auto" else rule.name,
     )
 
 
+# The fleet-level rule (issue 36): a second plane costs its control plane, its operators (GPU Operator,
+# Kueue, Prometheus) and its operators' time. On a bare-metal fleet whose Slurm plane exists anyway, batch
+# that the per-workload rules would send to Kubernetes stays on Slurm: Slurm schedules it as well, and its
+# containers run through pyxis/enroot (options.slurm.containers, NVIDIA's SPANK plugin for srun
+# --container-image). Services, notebooks, Ray pipelines, edge/dev, pins and tightly coupled multi-node
+# gangs keep their rules' plane.
+SLURM_SITE_BATCH = Rule(
+    "slurm-site-batch", "slurm", lambda f: False,
+    "batch on a bare-metal fleet that runs Slurm already ({slurm}): Slurm schedules it, its containers run "
+    "through pyxis/enroot, and no second control plane is carved out for it")
+
+
+def _slurm_site_batch(w: Workload, d: WorkloadDecision) -> bool:
+    f = d.facts
+    return (not d.pinned and d.rule == "kubernetes-default" and not f.long_lived_services and not w.interactive
+            and not (f.tightly_coupled and f.nodes > 1))
+
+
+def fleet_rules(fleet: Fleet, decisions: list[WorkloadDecision]) -> list[WorkloadDecision]:
+    """The per-workload decisions with the fleet-level rule applied (SLURM_SITE_BATCH): the per-workload
+    rules (the guide's, and the seed labeller's cases) are left as they are."""
+    bare_slurm = [d.name for d in decisions if d.primary == "slurm"]
+    if not (fleet.fleet.bare_metal and bare_slurm) or fleet.options.slurm_on_kubernetes in ("slinky", "soperator"):
+        return decisions
+    out = []
+    for w, d in zip(fleet.workloads, decisions):
+        f = d.facts
+        why = SLURM_SITE_BATCH.why.format(slurm=", ".join(bare_slurm))
+        if fleet.options.slurm.containers == "none":
+            why = why.replace("its containers run through pyxis/enroot", "(options.slurm.containers none: no "
+                              "pyxis, so it runs on the hosts' software)")
+        if w.plane == "kubernetes" and _slurm_site_batch(w, decide_workload(w.name, f)):
+            # pinned where the fleet rule would keep it on Slurm: the pin's reason names that rule
+            first = f"pinned by the input (plane: kubernetes), overriding rule {SLURM_SITE_BATCH.name}: {why}"
+            out.append(replace(d, reasons=(first, *d.reasons[1:])))
+            continue
+        if not _slurm_site_batch(w, d):
+            out.append(d)
+            continue
+        out.append(WorkloadDecision(
+            name=d.name, facts=f, primary="slurm", ray_host=None, gang_scheduler_required=False, hybrid=False,
+            addons=("slurm-topology",) + (("pyxis",) if fleet.options.slurm.containers != "none" else ()),
+            reasons=(f"rule {SLURM_SITE_BATCH.name}: {why} ({_fmt(f, 'long_lived_services', 'multi_tenant', 'nodes')})",
+                     f"not rule kubernetes-default: {_KUBE_DEFAULT_WHY}, which a fleet without Slurm would get; "
+                     "plane: kubernetes pins it there"),
+            rule=SLURM_SITE_BATCH.name))
+    return out
+
+
+_KUBE_DEFAULT_WHY = RULES[-1].why
+
+
 def recommend(fleet: Fleet) -> list[WorkloadDecision]:
-    return [decide_workload(w.name, facts_of(w, fleet), w.plane) for w in fleet.workloads]
+    return fleet_rules(fleet, [decide_workload(w.name, facts_of(w, fleet), w.plane) for w in fleet.workloads])

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import catalog, providers
 from . import hardware, hostlist, platforms
-from .models import MAX_FLEET_NODES, Fleet, Path_, Pool, _dns_label
+from .models import MAX_FLEET_NODES, Fleet, Path_, Pool, _dns_label, _short
 
 # Namespaces a tenant cannot take: Kubernetes' own and the ones our releases install into.
 RESERVED_NAMESPACES = set(catalog.PLATFORM_NAMESPACES) | {entry.namespace for entry in catalog.CATALOG.values()}
@@ -149,6 +149,12 @@ def _platform(fleet: Fleet) -> Iterator[Problem]:
         if getattr(spec.fabric, key) is not None and spec.fabric.kind != "roce":
             yield (f"{key} marks NCCL's RoCE packets for the switches' lossless class: it has no meaning on "
                    f"{spec.fabric.kind}; drop it or set fabric.kind to roce"), ("fleet", "fabric", key)
+    if spec.bare_metal and "kind" not in spec.fabric.model_fields_set and fleet.options.slurm.nccl:
+        # The default, ethernet, gives Slurm jobs NCCL_IB_DISABLE=1: on an InfiniBand cluster NCCL would
+        # fall back to TCP sockets unnoticed. The site's own machines are cabled one way: say which. (With
+        # options.slurm.nccl: false no NCCL setting is written: an adopted site whose fabric is not known yet.)
+        yield ("a bare-metal fleet states its interconnect: set fleet.fabric.kind to infiniband, roce or ethernet "
+               "(ethernet gives NCCL no RDMA: NCCL_IB_DISABLE=1)"), ("fleet", "fabric", "kind")
     net = spec.fabric.rdma_network
     if net is not None and spec.fabric.kind == "ethernet":
         yield ("an Ethernet fabric without RDMA has no RDMA network: set fabric.kind to infiniband or roce, "
@@ -259,6 +265,8 @@ def _slurm_policy(fleet: Fleet) -> Iterator[Problem]:
         if gpu is not None and gpu.type is None and gpu.typed:
             yield ("needs a type (the GRES type, e.g. h100 or GV100GL), or typed: false for an untyped GRES "
                    "(gpu:N)"), (*at, "type")
+        if gpu is not None and gpu.type is not None and not gpu.custom and not catalog.gpu_type_known(gpu.type):
+            yield gpu_type_problem(gpu.type), (*at, "type")
         if gpu is not None and not gpu.typed and gpu.mig is not None:
             yield ("MIG instances are typed GRES (the profile is the type, gres.html MIG Management): drop "
                    "typed: false or mig"), (*at, "typed")
@@ -323,6 +331,15 @@ def _slurm_policy(fleet: Fleet) -> Iterator[Problem]:
             yield f"SchedulerParameters item {key!r} given twice", (*at, "scheduler_parameters", i)
         if key == "max_switch_wait":
             yield "give it as options.slurm.max_switch_wait", (*at, "scheduler_parameters", i)
+
+
+def gpu_type_problem(name: str) -> str:
+    """Why GRES type `name` is refused: a GPU model orchgen does not know, with the likeliest one."""
+    hint = catalog.gpu_type_hint(name)
+    said = (f"did you mean {hint!r}?" if hint else
+            f"orchgen knows {', '.join(catalog.GPU_TYPES[:12])} ... (generator/catalog.py GPU_TYPES)")
+    return (f"unknown GPU type {_short(name)} ({said}): the GRES type is what jobs ask for and what the GPU health "
+            "check looks for, so a typo drains every node; if it is the site's own name, add custom: true")
 
 
 def _minutes(text: str) -> int:

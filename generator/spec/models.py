@@ -274,6 +274,10 @@ class Gpu(_Model):
         default=True, description="false: the GRES is untyped (slurm.conf Gres=gpu:8, gres.conf without "
         "Type=), as sites whose nodes say gpu:8 have it; `type`, if given, still names the model for the "
         "node's Features and the health check. Not with mig (the profile is the type)")
+    custom: bool = Field(
+        default=False, description="true: `type` is the site's own GRES name, not a GPU model orchgen knows; "
+        "otherwise a type orchgen's catalog does not know (generator/catalog.py GPU_TYPES) is refused as a "
+        "likely typo (h1000 for h100), since NHC's GPU check would then drain every node")
     count: int = Field(ge=1, le=64, description="GPUs per node")
     sockets: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
         default=None, description="the CPU socket of each GPU (from 0), for GPU-CPU affinity (gres.conf Cores=)")
@@ -614,6 +618,9 @@ class Serving(_Model):
 
 class Workload(_Model):
     name: Name
+    description: str | None = Field(
+        default=None, max_length=1_000, description="what it is, for people; orchgen reads it only to warn where "
+        "the flags seem to say something else (a long-lived workload described as notebooks without interactive)")
     nodes: int = Field(default=1, ge=1, le=MAX_FLEET_NODES, description="nodes one job spans")
     tightly_coupled: bool = False
     bare_metal: bool | None = Field(default=None, description="default: fleet.bare_metal")
