@@ -7,6 +7,7 @@ bringup/pulumi/__main__.py (with requirements.txt beside it); `pulumi stack init
     pulumi config set --path 'orchgen:hosts.ctl1' 10.0.0.1     # every host of ../inventory.yaml: its address
     pulumi config set orchgen:sshUser root                     # optional, default root
     pulumi config set --secret orchgen:sshPrivateKey < ~/.ssh/id_ed25519
+    pulumi config set orchgen:checkArgs -- '--skip nccl'           # optional: checks/run.py's options
     pulumi up
 
 Resources, each a pulumi-command `local.Command` running ../up.sh for one host (`--limit`), each after the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,9 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
     if extra:
         raise pulumi.RunError(f"orchgen:hosts names hosts the plan does not have: {', '.join(extra)}")
     user = cfg.get("sshUser") or "root"
+    # checks/run.py's options for the last step (up.sh's `-e orchgen_check_args=...`), e.g. `--skip nccl` where
+    # nccl-tests is not installed; passed as JSON so that Ansible keeps the spaces (key=value splits on them)
+    check_args = cfg.get("checkArgs") or ""
     key = cfg.require_secret("sshPrivateKey")
     # munge.key: 512 random bytes, hex (munged reads the file's bytes; mungekey(8) makes 1024 by default)
     munge = random.RandomBytes("munge-key", length=512)
@@ -102,7 +107,8 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
     controllers = [step(f"slurmctld-{c}", f"--limit {c} --skip-tags checks -e orchgen_wait_idle=false", previous)
                    for c in roles["slurmctld"]]
     nodes = [step(f"slurmd-{n}", f"--limit {n} --skip-tags checks", controllers) for n in roles["slurmd"]]
-    checks = step("checks", "", controllers + nodes)  # every host: changes nothing, waits for idle, runs the checks
+    checks = step("checks", f"-e {shlex.quote(json.dumps({'orchgen_check_args': check_args}))}" if check_args else "",
+                  controllers + nodes)  # every host: changes nothing, waits for idle, runs the checks
     pulumi.export("hosts", wanted)
     pulumi.export("checks", checks.stdout)
 

@@ -35,11 +35,12 @@ def bundle(tmp_path_factory) -> Path:
     return out
 
 
-def run(bundle: Path, addresses: dict[str, str]):
+def run(bundle: Path, addresses: dict[str, str], **extra: str):
     import pulumi
 
     mocks = pulumi_mocks.ValidatingMocks(lambda obj: [])
-    config = {"orchgen:hosts": json.dumps(addresses), "orchgen:sshPrivateKey": KEY}
+    config = {"orchgen:hosts": json.dumps(addresses), "orchgen:sshPrivateKey": KEY,
+              **{f"orchgen:{k}": v for k, v in extra.items()}}
     monitor_run = pulumi_mocks.run_program
     pulumi.runtime.set_all_config(config, ["orchgen:sshPrivateKey"])
     return monitor_run(bundle / "bringup/pulumi/__main__.py", mocks, config, project="bringup-lab-slurm")
@@ -72,6 +73,19 @@ def test_declares_every_host_in_dependency_order(bundle):
     for d in commands.values():
         assert is_secret(d.inputs["environment"]), f"{d.name}: environment (SSH key, munge key) is not secret"
         assert KEY not in json.dumps(d.inputs["create"])
+
+
+def test_check_args_reach_the_checks_step_whole(bundle):
+    """orchgen:checkArgs (up.sh's `-e orchgen_check_args=...`) reaches only the checks step, as one JSON extra var:
+    Ansible's key=value form would split `--skip nccl` at the space. The script runs it as a shell would."""
+    r = run(bundle, ADDRESSES, checkArgs="--skip nccl")
+    commands = {d.name: d for d in r.of_type("command:local:Command")}
+    assert "orchgen_check_args" not in commands["slurmd-gpu01"].inputs["create"]
+    script = commands["checks"].inputs["create"]
+    # the up.sh line, with `sh up.sh` replaced by printing its arguments one a line
+    line = next(ln for ln in script.splitlines() if "up.sh" in ln).replace('sh "$ORCHGEN_BRINGUP/up.sh"', "printf '%s\\n'")
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-2:] == ["-e", '{"orchgen_check_args": "--skip nccl"}'], out
 
 
 def test_no_secret_reaches_the_bundle(bundle):
