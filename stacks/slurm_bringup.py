@@ -85,7 +85,7 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
         raise pulumi.RunError(f"orchgen:hosts names hosts the plan does not have: {', '.join(extra)}")
     user = cfg.get("sshUser") or "root"
     # checks/run.py's options for the last step (up.sh's `-e orchgen_check_args=...`), e.g. `--skip nccl` where
-    # nccl-tests is not installed; passed as JSON so that Ansible keeps the spaces (key=value splits on them)
+    # nccl-tests is not installed
     check_args = cfg.get("checkArgs") or ""
     key = cfg.require_secret("sshPrivateKey")
     # munge.key: 512 random bytes, hex (munged reads the file's bytes; mungekey(8) makes 1024 by default)
@@ -95,6 +95,11 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
         "ORCHGEN_HOSTS": hosts_yaml(addresses, user), "ORCHGEN_BRINGUP": str(bringup_dir)}))
     triggers = [bundle_digest(bringup_dir), json.dumps(addresses, sort_keys=True), user]
 
+    def extra(**values: Any) -> str:
+        """Ansible extra vars as one JSON `-e`: typed (ansible-core 2.19 refuses the string 'false' that
+        `-e key=false` gives in a `when:`) and whole (key=value splits a value at its spaces)."""
+        return f"-e {shlex.quote(json.dumps(values))}"
+
     def step(name: str, args: str, after: list[pulumi.Resource]) -> command.local.Command:
         return command.local.Command(name, create=SCRIPT.format(args=args), update=SCRIPT.format(args=args),
                                      environment=env, triggers=triggers,
@@ -102,12 +107,13 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
 
     previous: list[pulumi.Resource] = []
     for db in roles["slurmdbd"]:  # the database before slurmdbd, both before the controllers
-        database = step(f"database-{db}", f"--limit {db} --skip-tags checks -e orchgen_start_slurmdbd=false", previous)
+        database = step(f"database-{db}", f"--limit {db} --skip-tags checks {extra(orchgen_start_slurmdbd=False)}",
+                        previous)
         previous = [step(f"slurmdbd-{db}", f"--limit {db} --skip-tags checks", [database])]
-    controllers = [step(f"slurmctld-{c}", f"--limit {c} --skip-tags checks -e orchgen_wait_idle=false", previous)
+    controllers = [step(f"slurmctld-{c}", f"--limit {c} --skip-tags checks {extra(orchgen_wait_idle=False)}", previous)
                    for c in roles["slurmctld"]]
     nodes = [step(f"slurmd-{n}", f"--limit {n} --skip-tags checks", controllers) for n in roles["slurmd"]]
-    checks = step("checks", f"-e {shlex.quote(json.dumps({'orchgen_check_args': check_args}))}" if check_args else "",
+    checks = step("checks", extra(orchgen_check_args=check_args) if check_args else "",
                   controllers + nodes)  # every host: changes nothing, waits for idle, runs the checks
     pulumi.export("hosts", wanted)
     pulumi.export("checks", checks.stdout)

@@ -64,7 +64,8 @@ def test_declares_every_host_in_dependency_order(bundle):
     assert {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu01"] and {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu02"]
     assert {urn["slurmd-gpu01"], urn["slurmd-gpu02"], urn["slurmctld-ctl1"]} <= deps["checks"]
     assert "--limit db1" in commands["database-db1"].inputs["create"]
-    assert "orchgen_start_slurmdbd=false" in commands["database-db1"].inputs["create"]
+    assert """-e '{"orchgen_start_slurmdbd": false}'""" in commands["database-db1"].inputs["create"]  # a boolean
+    assert """-e '{"orchgen_wait_idle": false}'""" in commands["slurmctld-ctl1"].inputs["create"]
     assert "--limit gpu02" in commands["slurmd-gpu02"].inputs["create"]
     assert "--limit" not in commands["checks"].inputs["create"]
     # the munge key: one RandomBytes, reaching the steps only through their secret environment
