@@ -11,8 +11,8 @@ bringup/pulumi/__main__.py (with requirements.txt beside it); `pulumi stack init
     pulumi up
 
 Resources, each a pulumi-command `local.Command` running ../up.sh for one host (`--limit`), each after the
-previous step: the database (MariaDB on the accounting host), then slurmdbd, then the controllers, then
-every node (in parallel), then `checks`: a full run that waits until every node is idle and runs checks/run.py;
+previous step: the database (MariaDB on the accounting host), then slurmdbd, then the controllers (one step
+for a controller that is the accounting host too), then every node (in parallel), then `checks`: a full run that waits until every node is idle and runs checks/run.py;
 its output is the stack output `checks`. The munge key is a pulumi-random RandomBytes (a secret in the stack's
 state, never in the bundle) handed to the playbook in the environment, like the SSH key. A change to any file
 of the bundle re-runs the steps (`triggers`): the playbook is idempotent, so only what changed is applied.
@@ -105,13 +105,23 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
                                      environment=env, triggers=triggers,
                                      opts=pulumi.ResourceOptions(depends_on=after))
 
+    def controller(c: str, after: list[pulumi.Resource]) -> command.local.Command:
+        return step(f"slurmctld-{c}", f"--limit {c} --skip-tags checks {extra(orchgen_wait_idle=False)}", after)
+
     previous: list[pulumi.Resource] = []
+    merged: dict[str, command.local.Command] = {}
     for db in roles["slurmdbd"]:  # the database before slurmdbd, both before the controllers
+        if db in roles["slurmctld"]:
+            # accounting on a controller: one step, the playbook's own order on that host (database, slurmdbd,
+            # accounts.sh, slurmctld). A `--limit` run plays every play of the host's groups, so a database-only
+            # step would reach the controller's accounts.sh before slurmdbd runs, and fail.
+            merged[db] = controller(db, previous)
+            previous = [merged[db]]
+            continue
         database = step(f"database-{db}", f"--limit {db} --skip-tags checks {extra(orchgen_start_slurmdbd=False)}",
                         previous)
         previous = [step(f"slurmdbd-{db}", f"--limit {db} --skip-tags checks", [database])]
-    controllers = [step(f"slurmctld-{c}", f"--limit {c} --skip-tags checks {extra(orchgen_wait_idle=False)}", previous)
-                   for c in roles["slurmctld"]]
+    controllers = [merged.get(c) or controller(c, previous) for c in roles["slurmctld"]]
     nodes = [step(f"slurmd-{n}", f"--limit {n} --skip-tags checks", controllers) for n in roles["slurmd"]]
     checks = step("checks", extra(orchgen_check_args=check_args) if check_args else "",
                   controllers + nodes)  # every host: changes nothing, waits for idle, runs the checks

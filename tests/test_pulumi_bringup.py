@@ -76,6 +76,26 @@ def test_declares_every_host_in_dependency_order(bundle):
         assert KEY not in json.dumps(d.inputs["create"])
 
 
+def test_accounting_on_the_controller_is_one_step(tmp_path):
+    """A controller that is the accounting host too gets one step (its database, slurmdbd and slurmctld in the
+    playbook's own order): a database-only `--limit` run would play the controller's accounts.sh before slurmdbd
+    started (the first real `pulumi up` failed so, issue 33)."""
+    import yaml
+
+    require(pulumi_mocks, "pulumi, pulumi-command or pulumi-random not importable (pip install -e '.[test]')")
+    fleet = yaml.safe_load((DATA / "fleet.yaml").read_text())
+    fleet["fleet"]["slurm"]["accounting"] = "ctl1"
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
+    out = tmp_path / "out"
+    subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(tmp_path / "fleet.yaml"), "-o", str(out)],
+                   check=True, capture_output=True, timeout=120)
+    r = run(out, {k: v for k, v in ADDRESSES.items() if k != "db1"})
+    commands = {d.name: d for d in r.of_type("command:local:Command")}
+    assert sorted(commands) == ["checks", "slurmctld-ctl1", "slurmd-gpu01", "slurmd-gpu02"]
+    assert "orchgen_start_slurmdbd" not in commands["slurmctld-ctl1"].inputs["create"]
+    assert commands["slurmctld-ctl1"].urn in set(commands["slurmd-gpu01"].dependencies)
+
+
 def test_check_args_reach_the_checks_step_whole(bundle):
     """orchgen:checkArgs (up.sh's `-e orchgen_check_args=...`) reaches only the checks step, as one JSON extra var:
     Ansible's key=value form would split `--skip nccl` at the space. The script runs it as a shell would."""
