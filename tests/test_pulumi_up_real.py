@@ -224,10 +224,12 @@ def _run(stack: Stack, hosts: Hosts, site: Site, bundle: Path, tmp_path: Path) -
     before = stack_file.read_bytes()
     fleet = json.loads(json.dumps(FLEET))
     fleet["tenants"].append({"name": "speech", "share": 2, "users": ["bob"]})
+    # the impact of the re-plan, as orchgen says it (against the plan as orchgen wrote it, without the harness's
+    # changes): accounts only (sacctmgr), no daemon restarts
+    plan_into(FLEET, tmp_path / "fleet1.yaml", tmp_path / "as-planned")
     (tmp_path / "fleet2.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
-    diff = run_cli(["plan", tmp_path / "fleet2.yaml", "-o", bundle, "--diff"], capture_output=True, text=True,
-                   timeout=300)
-    # the impact of the re-plan, as orchgen says it: accounts only (sacctmgr), no daemon restarts
+    diff = run_cli(["plan", tmp_path / "fleet2.yaml", "-o", tmp_path / "as-planned", "--diff"], capture_output=True,
+                   text=True, timeout=300)
     actions = re.findall(r"(?m)^  (\w+): ", diff.stdout.split("Other files:")[0])
     assert actions and set(actions) == {"sacctmgr"}, diff.stdout[:3000]
     plan_into(fleet, tmp_path / "fleet.yaml", bundle)
