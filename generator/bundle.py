@@ -15,9 +15,9 @@ Every file of an existing bundle folder is read through `read_inside` (links res
 the folder): --check, --diff, `validate` and `validate --against` never print another file's content.
 
 Operator-owned files (`OPERATOR_OWNED`) live in the bundle but belong to the operator: a Pulumi
-stack's config file (`pulumi/Pulumi.<stack>.yaml`) holds the cluster's kubeconfig context, the
-stack's secrets and its passphrase salt, which `pulumi config set` and `pulumi stack init` write
-there. orchgen renders a seed for the bundle's own stack; `write` uses it only where the bundle
+stack's config file (`pulumi/Pulumi.<stack>.yaml`; the Slurm bring-up's `bringup/pulumi/Pulumi.<stack>.yaml`)
+holds the cluster's kubeconfig context (the hosts' addresses), the stack's secrets and its passphrase
+salt, which `pulumi config set` and `pulumi stack init` write there. orchgen renders a seed for the bundle's own stack; `write` uses it only where the bundle
 has no such file yet, and carries every operator-owned file of the previous bundle into the new
 one byte for byte (other stacks' files included). `diff` (--check) ignores them: they are not
 orchgen's to compare.
@@ -60,7 +60,11 @@ Files = dict[str, bytes]
 
 # Bundle paths (fnmatch patterns, `/`-separated) whose files the operator owns once they exist.
 OPERATOR_OWNED = ("pulumi/Pulumi.*.yaml",
-                  "clusters/*/pulumi/Pulumi.*.yaml")  # a plane beyond one cluster: each cluster's stack
+                  "clusters/*/pulumi/Pulumi.*.yaml",  # a plane beyond one cluster: each cluster's stack
+                  # the Slurm bring-up's stack (bringup/pulumi/): its hosts' addresses, the encrypted SSH key and
+                  # the passphrase salt; without it here a re-plan refused the bundle the documented
+                  # `pulumi stack init` had written into (issue 33, the first real `pulumi up`)
+                  "bringup/pulumi/Pulumi.*.yaml")
 
 
 def operator_owned(path: str) -> bool:

@@ -111,6 +111,29 @@ fi
 # --- end issue 27 ---
 phase "Go builds (control plane, LWS, Flux)"
 
+# --- issue 33: a real Pulumi toolchain (tests/test_pulumi_up_real.py runs `pulumi up` for real) -------------
+# No prebuilt Pulumi binary is reachable here: ../shared/pulumi-src/build.sh builds the CLI, the Python language
+# host and the command and random providers from source (its README: minutes cold on 2 cores; not the
+# Kubernetes provider, which no test runs yet) into ~/.cache/orchgen/pulumi/<CLI version>/bin, kept between runs
+# (build.sh skips what is there). Only when a selected test file uses it (ORCHGEN_PULUMI_BIN), as above, and
+# under `nice`: the build is CPU-bound and the rest of the run should not wait on its share.
+pulumi_src="${ORCHGEN_PULUMI_SRC:-../shared/pulumi-src}"
+pulumi_out="${ORCHGEN_PULUMI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchgen/pulumi}/v3.276.0"
+need_pulumi=1
+if [ ${#selected[@]} -gt 0 ] && ! [ -n "$(find "${selected[@]}" -maxdepth 0 -type d 2>/dev/null)" ]; then
+  grep -qs "ORCHGEN_PULUMI_BIN" "${selected[@]}" || need_pulumi=0
+fi
+if [ $need_pulumi = 1 ]; then
+  if ! command -v go >/dev/null || [ ! -x "$pulumi_src/build.sh" ]; then
+    echo "note: no go or no $pulumi_src/build.sh, so no Pulumi toolchain: tests/test_pulumi_up_real.py will skip" >&2
+  else
+    nice "$pulumi_src/build.sh" "$pulumi_out" >/dev/null
+    export ORCHGEN_PULUMI_BIN="$pulumi_out/bin"
+  fi
+fi
+# --- end issue 33 ------------------------------------------------------------------------------------------
+phase "Pulumi toolchain (CLI, Python host, command and random providers)"
+
 # Parallel by default (issue 32): N workers (ORCHGEN_TEST_WORKERS, default 3 on this 2-core machine: the
 # real-consumer tests mostly wait on their daemons), modules that share a fixture kept on one worker and
 # the slow ones sent first (tests/conftest.py). `-n 0` (or -p no:xdist) runs everything in one process.

@@ -85,7 +85,7 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     hosts, site = cluster
     t0 = time.monotonic()
     bundle = site.install(plan(FLEET, tmp_path / "plan1", "22.05"))
-    first = site.up(bundle, "-e", "orchgen_check_args='--skip nccl'")
+    first = site.up(bundle, "-e", '{"orchgen_check_args": "--skip nccl"}')
     assert first.returncode == 0, failure(first)
     rc = recap(first.stdout)
     assert set(rc) == {"ctl1", "db1", "gpu01", "gpu02"} and all(r["changed"] > 0 for r in rc.values()), rc
@@ -186,7 +186,7 @@ def test_debian13_bare_os_to_cluster(tmp_path):
         site = Site(hosts, tmp_path, legacy=False)
         t0 = time.monotonic()
         bundle = site.install(plan(FLEET, tmp_path / "plan", "24.11"))
-        first = site.up(bundle, "-e", "orchgen_check_args='--skip nccl'")
+        first = site.up(bundle, "-e", '{"orchgen_check_args": "--skip nccl"}')
         assert first.returncode == 0, failure(first)
         assert "/usr/sbin/nhc passed on 2 nodes" in first.stdout
         print(f"Debian 13 bring-up from bare OS: {time.monotonic() - t0:.0f} s")

@@ -264,7 +264,9 @@ def test_a_replan_keeps_the_operators_stack_file_byte_for_byte(tmp_path, orchgen
 def test_only_stack_files_are_the_operators(tmp_path, example):
     """The allow-list is narrow: an edited Pulumi.yaml or program is orchgen's and is rewritten."""
     assert bundle.operator_owned("pulumi/Pulumi.research-lab.yaml")
+    assert bundle.operator_owned("bringup/pulumi/Pulumi.bringup-lab.yaml")  # the Slurm bring-up's stack
     for path in ("pulumi/Pulumi.yaml", "pulumi/__main__.py", "Pulumi.x.yaml", "pulumi/sub/Pulumi.x.yaml",
+                 "bringup/pulumi/Pulumi.yaml", "bringup/pulumi/__main__.py", "bringup/Pulumi.x.yaml",
                  "kubernetes/helm/releases.yaml"):
         assert not bundle.operator_owned(path), path
     src, out = example("grpo-rl"), tmp_path / "out"

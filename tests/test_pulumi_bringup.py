@@ -35,11 +35,12 @@ def bundle(tmp_path_factory) -> Path:
     return out
 
 
-def run(bundle: Path, addresses: dict[str, str]):
+def run(bundle: Path, addresses: dict[str, str], **extra: str):
     import pulumi
 
     mocks = pulumi_mocks.ValidatingMocks(lambda obj: [])
-    config = {"orchgen:hosts": json.dumps(addresses), "orchgen:sshPrivateKey": KEY}
+    config = {"orchgen:hosts": json.dumps(addresses), "orchgen:sshPrivateKey": KEY,
+              **{f"orchgen:{k}": v for k, v in extra.items()}}
     monitor_run = pulumi_mocks.run_program
     pulumi.runtime.set_all_config(config, ["orchgen:sshPrivateKey"])
     return monitor_run(bundle / "bringup/pulumi/__main__.py", mocks, config, project="bringup-lab-slurm")
@@ -66,7 +67,8 @@ def test_declares_every_host_in_dependency_order(bundle):
     assert {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu01"] and {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu02"]
     assert {urn["slurmd-gpu01"], urn["slurmd-gpu02"], urn["slurmctld-ctl1"]} <= deps["checks"]
     assert "--limit db1" in commands["database-db1"].inputs["create"]
-    assert "orchgen_start_slurmdbd=false" in commands["database-db1"].inputs["create"]
+    assert """-e '{"orchgen_start_slurmdbd": false}'""" in commands["database-db1"].inputs["create"]  # a boolean
+    assert """-e '{"orchgen_wait_idle": false}'""" in commands["slurmctld-ctl1"].inputs["create"]
     assert "--limit gpu02" in commands["slurmd-gpu02"].inputs["create"]
     assert "--limit" not in commands["checks"].inputs["create"]
     # the munge key: one RandomBytes, reaching the steps only through their secret environment
@@ -75,6 +77,39 @@ def test_declares_every_host_in_dependency_order(bundle):
     for d in commands.values():
         assert is_secret(d.inputs["environment"]), f"{d.name}: environment (SSH key, munge key) is not secret"
         assert KEY not in json.dumps(d.inputs["create"])
+
+
+def test_accounting_on_the_controller_is_one_step(tmp_path):
+    """A controller that is the accounting host too gets one step (its database, slurmdbd and slurmctld in the
+    playbook's own order): a database-only `--limit` run would play the controller's accounts.sh before slurmdbd
+    started (the first real `pulumi up` failed so, issue 33)."""
+    import yaml
+
+    require(pulumi_mocks, "pulumi, pulumi-command or pulumi-random not importable (pip install -e '.[test]')")
+    fleet = yaml.safe_load((DATA / "fleet.yaml").read_text())
+    fleet["fleet"]["slurm"]["accounting"] = "ctl1"
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
+    out = tmp_path / "out"
+    subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(tmp_path / "fleet.yaml"), "-o", str(out)],
+                   check=True, capture_output=True, timeout=120)
+    r = run(out, {k: v for k, v in ADDRESSES.items() if k != "db1"})
+    commands = {d.name: d for d in r.of_type("command:local:Command")}
+    assert sorted(commands) == ["checks", "slurmctld-ctl1", "slurmd-gpu01", "slurmd-gpu02"]
+    assert "orchgen_start_slurmdbd" not in commands["slurmctld-ctl1"].inputs["create"]
+    assert commands["slurmctld-ctl1"].urn in set(commands["slurmd-gpu01"].dependencies)
+
+
+def test_check_args_reach_the_checks_step_whole(bundle):
+    """orchgen:checkArgs (up.sh's `-e orchgen_check_args=...`) reaches only the checks step, as one JSON extra var:
+    Ansible's key=value form would split `--skip nccl` at the space. The script runs it as a shell would."""
+    r = run(bundle, ADDRESSES, checkArgs="--skip nccl")
+    commands = {d.name: d for d in r.of_type("command:local:Command")}
+    assert "orchgen_check_args" not in commands["slurmd-gpu01"].inputs["create"]
+    script = commands["checks"].inputs["create"]
+    # the up.sh line, with `sh up.sh` replaced by printing its arguments one a line
+    line = next(ln for ln in script.splitlines() if "up.sh" in ln).replace('sh "$ORCHGEN_BRINGUP/up.sh"', "printf '%s\\n'")
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-2:] == ["-e", '{"orchgen_check_args": "--skip nccl"}'], out
 
 
 def test_no_secret_reaches_the_bundle(bundle):

@@ -105,19 +105,31 @@ class Site:
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(bundle, dest)
-        nhc = os.environ.get("ORCHGEN_NHC_SOURCE")
-        source = Path(nhc) if nhc else standin_nhc_tree(dest / "slurm", self.work / "nhc-standin")
-        bringup_overlay(dest, legacy=self.legacy, node_port_base=self.node_port_base, ctld_port=self.ctld_port,
-                        dbd_port=self.dbd_port, nhc_source=source)
-        return dest
+        return self.overlay(dest)
 
-    def _run(self, argv: list[str], what: str, timeout: float) -> subprocess.CompletedProcess:
+    def overlay(self, bundle: Path) -> Path:
+        """BRINGUP_CHANGES applied to `bundle` in place (the operator's own bundle folder, re-planned there by
+        `orchgen plan -o` as a user does, so that the files it keeps, a Pulumi stack's config, stay)."""
+        nhc = os.environ.get("ORCHGEN_NHC_SOURCE")
+        source = Path(nhc) if nhc else standin_nhc_tree(bundle / "slurm", self.work / "nhc-standin")
+        bringup_overlay(bundle, legacy=self.legacy, node_port_base=self.node_port_base, ctld_port=self.ctld_port,
+                        dbd_port=self.dbd_port, nhc_source=source)
+        return bundle
+
+    def env(self) -> dict[str, str]:
+        """The environment of the operator's runs here (up.sh, apply.py, `pulumi up`): the test venv's tools
+        (ansible-playbook) on PATH, HOME the operator's home in the work dir, Ansible's folders beside it."""
         env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_NOCOLOR": "1",
                "ANSIBLE_LOCAL_TEMP": str(self.work / "ansible-tmp"), "ANSIBLE_HOME": str(self.work / "ansible-home"),
                "HOME": str(self.home), "ANSIBLE_SSH_CONTROL_PATH_DIR": self.control_dir}
         env.pop("ORCHGEN_MUNGE_KEY_HEX", None)
+        return env
+
+    def _run(self, argv: list[str], what: str, timeout: float, env: dict[str, str] | None = None,
+             cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
         t = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env or self.env(), timeout=timeout, cwd=cwd,
+                              input=stdin)
         with open(self.log, "a") as f:
             f.write(f"\n===== {what} ({time.monotonic() - t:.1f} s, exit {proc.returncode}): {' '.join(argv)}\n")
             f.write(proc.stdout + proc.stderr)

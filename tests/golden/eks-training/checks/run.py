@@ -74,7 +74,7 @@ NCCL_TESTS_STEPS = [
     "NCCL_HOME=/usr",
     "install -m 0755 /usr/local/src/nccl-tests/build/all_reduce_perf /usr/local/bin/  # on the nodes' PATH, or "
     "tell the checks where it is: --nccl-tests PATH or ORCHGEN_NCCL_TESTS=PATH",
-    "or skip the check: checks/run.py --skip nccl (bring-up: -e orchgen_check_args='--skip nccl')",
+    "or skip the check: checks/run.py --skip nccl (bring-up: sh bringup/up.sh HOSTS.yaml -e '{\"orchgen_check_args\": \"--skip nccl\"}')",
 ]
 
 JOBS: set[str] = set()  # Slurm job IDs the checks started, cancelled on exit

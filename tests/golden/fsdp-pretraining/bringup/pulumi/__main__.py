@@ -7,11 +7,13 @@ bringup/pulumi/__main__.py (with requirements.txt beside it); `pulumi stack init
     pulumi config set --path 'orchgen:hosts.ctl1' 10.0.0.1     # every host of ../inventory.yaml: its address
     pulumi config set orchgen:sshUser root                     # optional, default root
     pulumi config set --secret orchgen:sshPrivateKey < ~/.ssh/id_ed25519
+    pulumi config set orchgen:checkArgs -- '--skip nccl'           # optional: checks/run.py's options
     pulumi up
 
 Resources, each a pulumi-command `local.Command`: first `impact`, ../up.sh --dry-run, which reads what the
 hosts run now and decides each change's action by the bundle's impact table (apply.py); then ../up.sh for one
-host (`--limit`) with that decision, each after the previous step: the database (MariaDB on the accounting host), then slurmdbd, then the controllers, then
+host (`--limit`) with that decision, each after the previous step: the database (MariaDB on the accounting
+host), then slurmdbd, then the controllers (one step for a controller that is the accounting host too), then
 every node (in parallel), then `checks`: a full run that waits until every node is idle and runs checks/run.py;
 its output is the stack output `checks`. The munge key is a pulumi-random RandomBytes (a secret in the stack's
 state, never in the bundle) handed to the playbook in the environment, like the SSH key. A change to any file
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +87,9 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
     if extra:
         raise pulumi.RunError(f"orchgen:hosts names hosts the plan does not have: {', '.join(extra)}")
     user = cfg.get("sshUser") or "root"
+    # checks/run.py's options for the last step (up.sh's `-e orchgen_check_args=...`), e.g. `--skip nccl` where
+    # nccl-tests is not installed
+    check_args = cfg.get("checkArgs") or ""
     key = cfg.require_secret("sshPrivateKey")
     # munge.key: 512 random bytes, hex (munged reads the file's bytes; mungekey(8) makes 1024 by default)
     munge = random.RandomBytes("munge-key", length=512)
@@ -103,19 +109,36 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
         return pulumi.Output.secret(pulumi.Output.all(env, impact.stdout).apply(
             lambda ed: {**ed[0], "ORCHGEN_APPLY_PLAN": ed[1], "ORCHGEN_APPLY_PART": part}))
 
+    def extra(**values: Any) -> str:
+        """Ansible extra vars as one JSON `-e`: typed (ansible-core 2.19 refuses the string 'false' that
+        `-e key=false` gives in a `when:`) and whole (key=value splits a value at its spaces)."""
+        return f"-e {shlex.quote(json.dumps(values))}"
+
     def step(name: str, args: str, after: list[pulumi.Resource], part: str = "hosts") -> command.local.Command:
         return command.local.Command(name, create=SCRIPT.format(args=args), update=SCRIPT.format(args=args),
                                      environment=decided(part), triggers=triggers,
                                      opts=pulumi.ResourceOptions(depends_on=[impact, *after]))
 
+    def controller(c: str, after: list[pulumi.Resource]) -> command.local.Command:
+        return step(f"slurmctld-{c}", f"--limit {c} --skip-tags checks {extra(orchgen_wait_idle=False)}", after)
+
     previous: list[pulumi.Resource] = []
+    merged: dict[str, command.local.Command] = {}
     for db in roles["slurmdbd"]:  # the database before slurmdbd, both before the controllers
-        database = step(f"database-{db}", f"--limit {db} --skip-tags checks -e orchgen_start_slurmdbd=false", previous)
+        if db in roles["slurmctld"]:
+            # accounting on a controller: one step, the playbook's own order on that host (database, slurmdbd,
+            # accounts.sh, slurmctld). A `--limit` run plays every play of the host's groups, so a database-only
+            # step would reach the controller's accounts.sh before slurmdbd runs, and fail.
+            merged[db] = controller(db, previous)
+            previous = [merged[db]]
+            continue
+        database = step(f"database-{db}", f"--limit {db} --skip-tags checks {extra(orchgen_start_slurmdbd=False)}",
+                        previous)
         previous = [step(f"slurmdbd-{db}", f"--limit {db} --skip-tags checks", [database])]
-    controllers = [step(f"slurmctld-{c}", f"--limit {c} --skip-tags checks -e orchgen_wait_idle=false", previous)
-                   for c in roles["slurmctld"]]
+    controllers = [merged.get(c) or controller(c, previous) for c in roles["slurmctld"]]
     nodes = [step(f"slurmd-{n}", f"--limit {n} --skip-tags checks", controllers) for n in roles["slurmd"]]
-    checks = step("checks", "", controllers + nodes, "finish")  # every host: resumes, waits for idle, runs the checks
+    checks = step("checks", extra(orchgen_check_args=check_args) if check_args else "",
+                  controllers + nodes, "finish")  # every host: resumes drained nodes, waits for idle, runs the checks
     pulumi.export("hosts", wanted)
     pulumi.export("checks", checks.stdout)
 
