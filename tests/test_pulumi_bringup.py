@@ -90,11 +90,11 @@ def test_accounting_on_the_controller_is_one_step(tmp_path):
     fleet["fleet"]["slurm"]["accounting"] = "ctl1"
     (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
     out = tmp_path / "out"
-    subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(tmp_path / "fleet.yaml"), "-o", str(out)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run([*orchgen_argv(), "plan", str(tmp_path / "fleet.yaml"), "-o", str(out)],
+                   check=True, capture_output=True, timeout=120, env=cli_env())
     r = run(out, {k: v for k, v in ADDRESSES.items() if k != "db1"})
     commands = {d.name: d for d in r.of_type("command:local:Command")}
-    assert sorted(commands) == ["checks", "slurmctld-ctl1", "slurmd-gpu01", "slurmd-gpu02"]
+    assert sorted(commands) == ["checks", "impact", "slurmctld-ctl1", "slurmd-gpu01", "slurmd-gpu02"]
     assert "orchgen_start_slurmdbd" not in commands["slurmctld-ctl1"].inputs["create"]
     assert commands["slurmctld-ctl1"].urn in set(commands["slurmd-gpu01"].dependencies)
 
