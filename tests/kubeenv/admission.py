@@ -82,8 +82,13 @@ def plain_jobs(workload: Path, bundle: Path, namespace: str) -> tuple[list[dict[
             "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: "default"}},
             "spec": {"backoffLimit": 0, "template": {
                 "metadata": {"labels": {"app": name}},
+                # Pod Security `restricted` (the tenant namespaces enforce it unless RDMA pods need IPC_LOCK)
                 "spec": {"restartPolicy": "Never", "nodeSelector": dict(flavor["spec"]["nodeLabels"]),
+                         "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                             "seccompProfile": {"type": "RuntimeDefault"}},
                          "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "600"],
+                                         "securityContext": {"allowPrivilegeEscalation": False,
+                                                             "capabilities": {"drop": ["ALL"]}},
                                          "resources": {"requests": requests, **({"limits": limits} if limits else {})}}]}}}})
         units.append(Unit(f"plain Job {namespace}/{name} on pool {pool}", namespace, {"app": name}, 1, pool,
                           ("Job", name)))
@@ -105,12 +110,48 @@ def kserve_deployment(isvc: dict[str, Any]) -> dict[str, Any]:
                                   "spec": pod}}}
 
 
+def site_volumes(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The claims the pod templates mount that the bundle does not create (`weights: pvc:NAME`: the
+    site's, README), each as the site would give it: a PersistentVolumeClaim bound to a volume."""
+    have = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objs if o["kind"] == "PersistentVolumeClaim"}
+    out: list[dict[str, Any]] = []
+    for o in objs:
+        ns = o["metadata"].get("namespace")
+        for vol in [v for t in _pod_specs(o) for v in t.get("volumes") or []]:
+            claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+            if not claim or (ns, claim) in have:
+                continue
+            have.add((ns, claim))
+            pv = f"site-{ns}-{claim}"[:63].rstrip("-")
+            out.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+                        "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"],
+                                 "storageClassName": "", "hostPath": {"path": f"/srv/{claim}"},
+                                 "claimRef": {"namespace": ns, "name": claim}}})
+            out.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": claim, "namespace": ns},
+                        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": pv,
+                                 "resources": {"requests": {"storage": "1Ti"}}}})
+    return out
+
+
+def _pod_specs(o: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = o.get("spec") or {}
+    if o["kind"] in ("Job", "Deployment", "StatefulSet"):
+        return [spec["template"]["spec"]]
+    if o["kind"] == "InferenceService":
+        return [spec["predictor"]]
+    if o["kind"] == "LeaderWorkerSet":
+        lwt = spec["leaderWorkerTemplate"]
+        return [t["spec"] for t in (lwt.get("leaderTemplate"), lwt.get("workerTemplate")) if t]
+    return []
+
+
 def expected_units(bundle: Path, objs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Unit]]:
-    """(what to create in KServe's place, the units) for the bundle's starters and services, and the
-    RayClusters of manifests/40-ray.yaml."""
+    """(what to create in KServe's and the site's place, the units) for the bundle's starters and
+    services, and the RayClusters of manifests/40-ray.yaml."""
     plan = json.loads((bundle / "plan.json").read_text())
     pool_of = {w["name"]: w.get("pool") for w in plan["workloads"]}
-    extra: list[dict[str, Any]] = []
+    extra: list[dict[str, Any]] = site_volumes(objs)
     units: list[Unit] = []
     for o in objs:
         kind, md, spec = o["kind"], o["metadata"], o.get("spec") or {}
@@ -160,6 +201,10 @@ def _why(cluster, namespaces: set[str]) -> list[str]:
             conds = "; ".join(f"{c.get('type')}={c.get('status')}: {c.get('message', '')}"
                               for c in (w.get("status") or {}).get("conditions", []))
             out.append(f"{ns}/{w['metadata']['name']} not admitted: {conds or 'no condition yet'}")
+        # and why admitted ones have no pod, or no node: the Job controller's and the scheduler's word
+        for e in cluster.get("events", "-n", ns)["items"]:
+            if e.get("reason") in ("FailedCreate", "FailedScheduling"):
+                out.append(f"{ns} {e['involvedObject']['kind']} {e['involvedObject']['name']}: {e['reason']}: {e.get('message', '')}")
     return out
 
 
@@ -200,7 +245,7 @@ def wait_admitted_and_placed(cluster, units: list[Unit], workload: Path, timeout
         if not wrong:
             return
         if time.monotonic() > deadline:
-            why = _why(cluster, {u.namespace for u in units})
+            why = _why(cluster, {u.namespace for u in units})[-40:]
             raise AssertionError("not admitted or not placed:\n  " + "\n  ".join(wrong)
                                  + ("\nKueue says:\n  " + "\n  ".join(why) if why else ""))
         time.sleep(2)
