@@ -25,6 +25,9 @@ KEY = re.compile(r"^([a-z0-9-]+(?:\.[a-z0-9-]+)+/[A-Za-z0-9._-]+)(?:[=:].*)?$")
 NOT_IN_BUNDLE = {
     "helm.sh/resource-policy": "a chart's own CRD annotation (upstream), said to be absent at the pinned version",
     "kueue.x-k8s.io/queue-name": "the label a user sets to pick another LocalQueue they add",
+    "kueue.x-k8s.io/pod-group-name": "the label a user sets on bare pods that must start together",
+    "kueue.x-k8s.io/pod-group-total-count": "the annotation a user sets on bare pods that must start together",
+    "kueue.x-k8s.io/podset-unconstrained-topology": "what Kueue implies for a pod set without a TAS annotation",
     "orchgen.io/plane": "in a non-hybrid plan: what a re-plan into a hybrid would add to the flavors",
     "topology.nebius.com/tier-N": "Soperator's label family, N a tier number (upstream)",
 }

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests import tenant_walls
-from tests.kubeenv import bundle as kb
+from tests.kubeenv import admission, bundle as kb
 from tests.kubeenv.fixture import kube, kube_factory  # noqa: F401
 from tests._consumers import require
 from tests.support import orchgen_argv
@@ -67,13 +67,29 @@ def assert_placement(cluster) -> int:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
-def test_example_applies(example: Path, tmp_path: Path, kube) -> None:
+def test_example_applies(example: Path, tmp_path: Path, kube_factory) -> None:
     out = plan(example, tmp_path / "bundle")
     p = json.loads((out / "plan.json").read_text())
     if not any(k in p["planes"] for k in ("kubernetes", "k3s")) and \
             not any(v.get("host") == "kubernetes" for v in p["planes"].values()):
         pytest.skip(f"{example.name}: no Kubernetes plane in its plan")
-    result = kb.apply_bundle(kube, example, out)
+    # LeaderWorkerSet's controller runs where the bundle installs it, so its model servers get pods
+    kube = kube_factory(lws=any(r["chart"] == "lws" for r in kb.releases(out)))
+    result = kb.apply_bundle(kube, example, out, with_workloads=False)
+    queued = p.get("gang_scheduler") == "kueue"
+    if queued:  # issue 34: the Job a user writes for each pool is admitted and placed there
+        tenant = sorted(t["name"] for t in p["tenants"])[0]
+        jobs, units = admission.plain_jobs(example, out, tenant)
+        kube.apply(jobs)
+        admission.wait_admitted_and_placed(kube, units, example)
+        kube.kubectl("delete", "jobs", "-n", tenant, *[j["metadata"]["name"] for j in jobs], "--wait=true",
+                     "--cascade=foreground", timeout=120)
+    starters = kb.apply_workloads(kube, out)
+    if queued:  # every starter and service of the bundle, admitted and placed on its pool
+        extra, units = admission.expected_units(out, kb.manifests(kube, out) + starters)
+        if extra:
+            kube.apply(extra)
+        admission.wait_admitted_and_placed(kube, units, example)
     # every object of the manifests and the starters is stored as written
     for o in kb.prerequisites(out) + kb.manifests(kube, out) + kb.operator_resources(out) + kb.workloads(out):
         md = o["metadata"]

@@ -251,3 +251,33 @@ def test_content_named_objects_are_replaced_and_a_raycluster_recreates_its_pods(
     actions = {(c.action, c.object.split()[0]) for c in got}
     assert ("replaced", "Topology") in actions and ("recreates_pods", "RayCluster") in actions, got
     assert got[0].action == "recreates_pods"  # the most disruptive first
+
+
+def test_a_renamed_kueue_flavor_says_drain_before_applying(orchgen, tmp_path):
+    """Issue 34: a re-plan that renames a ResourceFlavor (a hybrid turn adds orchgen.io/plane to the
+    flavors' frozen nodeLabels) leaves the workloads admitted on the old flavor outside their tenant's
+    usage: `plan --diff` calls it disruptive and says to drain them, naming the old and new flavor."""
+    from tests.test_replan import REPLANS
+
+    _, before, after = next(r for r in REPLANS if r[0] == "research-lab+kueue:hybrid-turn")
+    (tmp_path / "before.yaml").write_text(yaml.safe_dump(before))
+    (tmp_path / "after.yaml").write_text(yaml.safe_dump(after))
+    out = tmp_path / "out"
+    orchgen("plan", tmp_path / "before.yaml", "-o", out, check=True)
+    old = {o["metadata"]["name"] for o in yaml.safe_load_all((out / "kubernetes/manifests/20-kueue.yaml").read_text())
+           if o and o["kind"] == "ResourceFlavor"}
+    proc = orchgen("plan", tmp_path / "after.yaml", "-o", out, "--diff", "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    drains = [c for c in data["kubernetes"] if c["action"] == "drain"]
+    assert {c["object"] for c in drains} == {f"ResourceFlavor {n}" for n in old}, data["kubernetes"]
+    for c in drains:
+        name = c["object"].split()[-1]
+        assert f"workloads Kueue admitted on {name} keep running but leave their tenant's quota usage" in c["detail"]
+        assert f"kubernetes drain: {c['object']}: {c['detail']}" in data["disruptive"]
+    # and the text form leads with it among the disruptive changes
+    text = orchgen("plan", tmp_path / "after.yaml", "-o", out, "--diff").stdout
+    assert any(line.startswith("  kubernetes drain: ResourceFlavor ") for line in text.splitlines()), text[:3000]
+    # a re-plan that keeps the flavors asks for no drain
+    proc = orchgen("plan", tmp_path / "before.yaml", "-o", out, "--diff", "--format", "json")
+    assert not [c for c in json.loads(proc.stdout)["kubernetes"] if c["action"] == "drain"]

@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 
 KUBE_ACTIONS = ("unchanged", "created", "changed", "upgraded", "replaced", "deleted", "rollout", "recreates_pods",
-                "refused")
-DISRUPTIVE = {"replaced", "deleted", "rollout", "recreates_pods", "refused"}
+                "drain", "refused")
+DISRUPTIVE = {"replaced", "deleted", "rollout", "recreates_pods", "drain", "refused"}
 OBJECT_DIRS = ("kubernetes/manifests/", "kubernetes/workloads/")
 RELEASES = "kubernetes/helm/releases.yaml"
 POD_OWNERS = {"DaemonSet", "Deployment", "StatefulSet", "NodeSet"}
@@ -38,6 +38,13 @@ RAY_CITE = "https://docs.ray.io/en/latest/cluster/kubernetes/getting-started.htm
 NODESET_CITE = "slurm-operator-crds 1.2.1 slinky.slurm.net_nodesets.yaml: updateStrategy, default RollingUpdate"
 CLUSTERPOLICY_CITE = ("GPU Operator: the operator owns one DaemonSet per ClusterPolicy component (driver, "
                       "toolkit, devicePlugin, dcgmExporter, ...) on the GPU nodes and updates it from the policy")
+# A Kueue Workload's admission names its flavor (status.admission.podSetAssignments[].flavors), and a
+# ClusterQueue counts usage only of the flavors it lists: once the queues name a new flavor, workloads
+# admitted on the old one keep running but drop out of their tenant's usage (quota, borrowing and
+# fair sharing undercount). The old flavor's finalizer kueue.x-k8s.io/resource-in-use waits only for
+# the ClusterQueues that list it, not for its workloads (Kueue 0.19.2 pkg/controller/core/
+# resourceflavor_controller.go), so the prune deletes it under them.
+FLAVOR_CITE = "https://kueue.sigs.k8s.io/docs/concepts/resource_flavor/"
 ROLL_CITE = ("Kubernetes: a change to a DaemonSet's or Deployment's .spec.template triggers a rollout "
              "(https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#updating-a-deployment)")
 
@@ -105,6 +112,15 @@ def object_changes(old: dict[str, str], new: dict[str, str]) -> list[KubeChange]
     for g in gone:
         if g not in replaced:
             out.append(KubeChange(a[g][0], _label(g), "deleted", "pruned by the next sync"))
+        if g[:2] == ("kueue.x-k8s.io", "ResourceFlavor"):
+            new_name = next((c[3] for c in came if c[:3] == g[:3] and HASH.sub("", c[3]) == HASH.sub("", g[3])), None)
+            instead = f"the ClusterQueues name {new_name} instead" if new_name else "no ClusterQueue names it any more"
+            out.append(KubeChange(a[g][0], _label(g), "drain",
+                                  f"{instead}: workloads Kueue admitted on {g[3]} keep running but leave their tenant's "
+                                  f"quota usage (a ClusterQueue counts only the flavors it lists). Before applying, "
+                                  f"drain them: `kubectl get workloads -A -o wide` shows each one's flavor; delete or "
+                                  f"let finish the ones on {g[3]} (a Job is requeued on the new flavor when re-created) "
+                                  f"({FLAVOR_CITE})"))
     for c in came:
         if c not in replaced:
             out.append(KubeChange(b[c][0], _label(c), "created"))

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from generator.decide.platform import pool_taints
 from generator.spec import hardware
 from generator.spec.load import load as load_fleet
 from generator.spec.checks import pool_hostnames, pool_node_labels
@@ -61,8 +62,11 @@ def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubern
         hw = hardware.node_hardware(pool)
         cap = {"cpu": str(hw.allocatable_cpus), "memory": f"{hw.allocatable_memory_gib}Gi", "pods": "110"}
         if pool.gpu is not None:
-            per_gpu = pool.gpu.mig.per_gpu if pool.gpu.mig is not None else 1
-            cap["nvidia.com/gpu"] = str(pool.gpu.count * per_gpu)
+            # the device plugin's resource: whole GPUs, or on a MIG pool (the GPU Operator's `mixed`
+            # strategy) nvidia.com/mig-<profile>, per_gpu instances of each GPU
+            mig = pool.gpu.mig
+            resource = f"nvidia.com/mig-{mig.profile}" if mig is not None else "nvidia.com/gpu"
+            cap[resource] = str(pool.gpu.count * (mig.per_gpu if mig is not None else 1))
             if net.get("kind") == "rdma-shared":
                 cap[RDMA_SHARED[0]] = RDMA_SHARED[1]
             elif net.get("kind") == "efa" and (net.get("per_node") or {}).get(pool.name):
@@ -77,9 +81,14 @@ def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubern
             for i, level in enumerate((plan.get("platform") or {}).get("topology") or []):
                 if level != "kubernetes.io/hostname" and not level.startswith("orchgen.io/"):
                     labels.setdefault(level, f"{pool.name}-{i}")
+        # the taints the provisioner registers the pool's nodes with: the pool's `taints`, else the
+        # provider's default GPU-pool taint (EKS nvidia.com/gpu=true, GKE nvidia.com/gpu=present, AKS
+        # sku=gpu; generator/providers.py cites each), so a pod that does not tolerate them stays off
+        taints = [{"key": k, **({"value": v} if v else {}), "effect": e} for k, v, e in pool_taints(fleet).get(pool.name, ())]
         for name in pool_hostnames(pool):
             if name in wanted:
-                nodes.append({"name": name, "labels": dict(labels), "capacity": dict(cap)})
+                nodes.append({"name": name, "labels": dict(labels), "taints": [dict(t) for t in taints],
+                              "capacity": dict(cap)})
     return nodes
 
 
@@ -235,13 +244,19 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
     cluster.apply(manifests(cluster, bundle))
     apply_operator_resources(cluster, bundle)
     if with_workloads:
-        w = workloads(bundle)
-        groups = {o["apiVersion"].rsplit("/", 1)[0] for o in w if "/" in o["apiVersion"]}
-        for group in sorted(groups & set(overlay.SITE_CRDS)):  # overlay rule 8
-            crds = [o for f in sorted((charts_dir() / "_extra-crds" / overlay.SITE_CRDS[group]).rglob("*.yaml"))
-                    for o in yaml.safe_load_all(f.read_text()) if o and o.get("kind") == "CustomResourceDefinition"]
-            cluster.apply(crds)
-            cluster.wait_established([o["metadata"]["name"] for o in crds])
-        if w:
-            cluster.apply(w)
+        apply_workloads(cluster, bundle)
     return {"dropped": dropped, "node_labels": labels.stderr if labels else ""}
+
+
+def apply_workloads(cluster: Cluster, bundle: Path) -> list[dict[str, Any]]:
+    """`kubectl apply -f kubernetes/workloads/` (the README's last step); returns what it applied."""
+    w = workloads(bundle)
+    groups = {o["apiVersion"].rsplit("/", 1)[0] for o in w if "/" in o["apiVersion"]}
+    for group in sorted(groups & set(overlay.SITE_CRDS)):  # overlay rule 8
+        crds = [o for f in sorted((charts_dir() / "_extra-crds" / overlay.SITE_CRDS[group]).rglob("*.yaml"))
+                for o in yaml.safe_load_all(f.read_text()) if o and o.get("kind") == "CustomResourceDefinition"]
+        cluster.apply(crds)
+        cluster.wait_established([o["metadata"]["name"] for o in crds])
+    if w:
+        cluster.apply(w)
+    return w

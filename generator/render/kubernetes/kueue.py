@@ -16,7 +16,8 @@ import yaml
 from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
-from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, content_name, devices, gpu_resources,
+from ...spec.fabric import LABEL_HOSTNAME
+from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, content_name, devices, gpu_resources, has_topology,
                      level_topology, meta, namespace_of, node_selector, pool_has_topology, queue_of, slices,
                      tenant_namespaces, tolerations, topology_name, unique, workloads as kube_workloads)
 from .ray import ray_planned
@@ -33,17 +34,41 @@ def cohort_name(plan: Plan) -> str:
     return plan.name if plan.name not in taken else unique(f"{plan.name}-cohort", taken)
 
 
+# The Topology of the pools whose nodes do not carry the fabric's levels, when another pool's do: its
+# one level is the node. Kueue 0.19.2 refuses a topology flavor to every pod set that asks for no
+# topology ("Flavor %q supports only TopologyAwareScheduling", pkg/scheduler/flavorassigner/
+# tas_flavorassigner.go checkPodSetAndFlavorMatchForTAS) unless every flavor of the ClusterQueue names
+# a Topology: then a pod set without a TAS annotation is placed as if it had
+# `podset-unconstrained-topology` (KEP 2724 "Implicit defaulting of TAS annotations"; isTASImplied,
+# ClusterQueueSnapshot.IsTASOnly). So a mixed queue makes every flavor a topology one, and plain Jobs,
+# Deployments and model servers need no annotation on any pool.
+HOSTS_LEVELS = ({"nodeLabel": LABEL_HOSTNAME},)
+
+
+def hosts_topology_name(plan: Plan) -> str:
+    return content_name(f"{plan.name}-hosts", list(HOSTS_LEVELS))
+
+
+def flavor_topology(plan: Plan, pool: str) -> str | None:
+    """The Topology a pool's flavor names: the fabric's where its nodes carry the levels; the
+    one-level hosts Topology where they do not but another pool's do (so every ClusterQueue, which
+    holds every pool, is topology-only); none on a plane without topology."""
+    if pool_has_topology(plan, pool):
+        return topology_name(plan)
+    return hosts_topology_name(plan) if has_topology(plan) else None
+
+
 def flavor_spec(plan: Plan, pool: str) -> dict[str, Any]:
-    """The pool's nodes by the labels they carry (the provider's off bare metal), and the Topology
-    where every node of the pool carries its levels."""
+    """The pool's nodes by the labels they carry (the provider's off bare metal), and its Topology
+    (flavor_topology)."""
     spec: dict[str, Any] = {"nodeLabels": node_selector(plan, pool)}
     if tols := tolerations(plan, pool):
         # Kueue adds a flavor's tolerations to the pods it admits to it, and its topology-aware
         # admission counts only nodes whose taints the pod template plus the flavor tolerate
         # (cluster-toolkit's GKE TAS blueprints put nvidia.com/gpu on the flavor for this reason)
         spec["tolerations"] = tols
-    if pool_has_topology(plan, pool):
-        spec["topologyName"] = topology_name(plan)
+    if topo := flavor_topology(plan, pool):
+        spec["topologyName"] = topo
     return spec
 
 
@@ -107,8 +132,22 @@ def objects(plan: Plan) -> list[dict[str, Any]]:
     return out
 
 
+def topology_comment(plan: Plan) -> str:
+    """18-topology.yaml's first line where the hosts Topology is written: why it is there."""
+    if not any(flavor_topology(plan, s.pool) == hosts_topology_name(plan) for s in slices(plan)):
+        return ""
+    return (f"# {hosts_topology_name(plan)}: every flavor names a Topology, so Kueue 0.19.2 admits pods without TAS "
+            "annotations on every pool (KEP 2724 \"Implicit defaulting of TAS annotations\"; "
+            "pkg/scheduler/flavorassigner/tas_flavorassigner.go isTASImplied)\n")
+
+
 def topology(plan: Plan) -> list[dict[str, Any]]:
-    return level_topology(plan, API)
+    """The fabric's Topology, and the hosts Topology where a pool's nodes lack its levels."""
+    out = level_topology(plan, API)
+    if any(flavor_topology(plan, s.pool) == hosts_topology_name(plan) for s in slices(plan)):
+        out.append({"apiVersion": API, "kind": "Topology", "metadata": meta(hosts_topology_name(plan)),
+                    "spec": {"levels": [dict(lv) for lv in HOSTS_LEVELS]}})
+    return out
 
 
 # --- the kueue release's values --------------------------------------------------------------
