@@ -92,16 +92,15 @@ def test_unknown_action_is_an_error(bundle, tmp_path):
     assert out.returncode == 2 and "unknown action 'reboot'" in out.stderr and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("release,restart", [("22.05", True), ("24.11", False)])
-def test_old_bundle_goes_through_the_impact_table(tmp_path, release, restart):
-    """`--old OLD_BUNDLE`: the changes come from generator.impact.slurm (the one table), not a list.
-    A node added needs slurmctld and every slurmd restarted before 24.11; from 24.11 a reconfigure adds it."""
+def resized(tmp_path: Path, release: str, old: int, new: int) -> subprocess.CompletedProcess:
+    """`apply.py --old OLD --dry-run` (the standard library only) from the test fleet with `old` nodes to the same
+    fleet with `new`, both planned by orchgen for Slurm `release`."""
     import yaml
 
     fleet = yaml.safe_load((DATA / "fleet.yaml").read_text())
     fleet.setdefault("options", {})["slurm_version"] = release
     bundles = {}
-    for name, n in (("old", 2), ("new", 3)):
+    for name, n in (("old", old), ("new", new)):
         pool = fleet["fleet"]["pools"][0]
         pool["nodes"], pool["hostnames"] = n, f"gpu[01-{n:02d}]"
         fleet["fleet"]["fabric"]["leaves"][0]["nodes"] = f"gpu[01-{n:02d}]"
@@ -110,8 +109,16 @@ def test_old_bundle_goes_through_the_impact_table(tmp_path, release, restart):
         bundles[name] = tmp_path / name
         subprocess.run([*orchgen_argv(), "plan", str(src), "-o", str(bundles[name]), "-q"],
                        check=True, capture_output=True, timeout=120, env=cli_env())
-    out = subprocess.run([*STDLIB_ONLY, str(bundles["new"] / "bringup/apply.py"), "hosts.yaml", "--old",
-                          str(bundles["old"]), "--dry-run"], capture_output=True, text=True, timeout=60)
+    return subprocess.run([*STDLIB_ONLY, str(bundles["new"] / "bringup/apply.py"), "hosts.yaml", "--old",
+                           str(bundles["old"]), "--dry-run"], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("release,restart", [("22.05", True), ("24.11", False)])
+def test_old_bundle_goes_through_the_impact_table(tmp_path, release, restart):
+    """`--old OLD_BUNDLE`: the changes come from the bundle's copy of generator.impact.slurm (the one table),
+    not a list. A node added needs slurmctld and every slurmd restarted before 24.11; from 24.11 a
+    reconfigure adds it."""
+    out = resized(tmp_path, release, 2, 3)
     assert out.returncode == 0, out.stderr
     got = orchgen_apply(out.stdout)
     assert got["restart_slurmctld"] is restart and got["drain"] == []
@@ -124,22 +131,7 @@ def test_old_bundle_goes_through_the_impact_table(tmp_path, release, restart):
 def test_removing_a_node_drains_it_and_resumes_none(tmp_path, release):
     """The re-plan drops gpu03: the impact table drains it (its jobs end first); it is not resumed, and no slurmd
     restart names it (apply.py and the table from the bundle alone, the standard library only)."""
-    import yaml
-
-    fleet = yaml.safe_load((DATA / "fleet.yaml").read_text())
-    fleet.setdefault("options", {})["slurm_version"] = release
-    bundles = {}
-    for name, n in (("old", 3), ("new", 2)):
-        pool = fleet["fleet"]["pools"][0]
-        pool["nodes"], pool["hostnames"] = n, f"gpu[01-{n:02d}]"
-        fleet["fleet"]["fabric"]["leaves"][0]["nodes"] = f"gpu[01-{n:02d}]"
-        src = tmp_path / f"{name}.yaml"
-        src.write_text(yaml.safe_dump(fleet, sort_keys=False))
-        bundles[name] = tmp_path / name
-        subprocess.run([*orchgen_argv(), "plan", str(src), "-o", str(bundles[name]), "-q"],
-                       check=True, capture_output=True, timeout=120, env=cli_env())
-    out = subprocess.run([*STDLIB_ONLY, str(bundles["new"] / "bringup/apply.py"), "hosts.yaml", "--old",
-                          str(bundles["old"]), "--dry-run"], capture_output=True, text=True, timeout=60)
+    out = resized(tmp_path, release, 3, 2)
     assert out.returncode == 0, out.stderr
     got = orchgen_apply(out.stdout)
     assert got["drain"] == ["gpu03"] and got["resume"] == [] and "gpu03" not in got["restart_slurmd"]
