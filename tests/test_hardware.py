@@ -332,7 +332,7 @@ def test_mig_quotas_count_instances(tmp_path):
     [api] = [d for d in yaml.safe_load_all(files["kubernetes/workloads/api.yaml"]) if d["kind"] == "InferenceService"]
     limits = api["spec"]["predictor"]["containers"][0]["resources"]["limits"]
     gpu_limits = {k: v for k, v in limits.items() if k.startswith("nvidia.com/")}
-    assert gpu_limits == {"nvidia.com/mig-1g.10gb": "7"}  # one whole GPU = its 7 instances
+    assert gpu_limits == {"nvidia.com/mig-1g.10gb": "1"}  # a MIG endpoint's replica: one instance (CUDA uses one)
 
 
 def test_validate_finds_a_mig_gres_that_differs(tmp_path):

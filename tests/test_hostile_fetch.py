@@ -404,8 +404,10 @@ def test_plan_diff_does_not_follow_a_link_out_of_the_bundle(dev_bundle, tmp_path
     env = {"ORCHGEN_SECRET": SECRET}
     for fmt in ("text", "json"):
         proc = run("plan", REPO / "examples" / "research-lab.yaml", "-o", out, "--diff", "--format", fmt, env=env)
-        assert proc.returncode == 1 and not proc.stderr, proc.stderr
-        assert SECRET not in proc.stdout, proc.stdout
+        # nothing on stderr but the plan's own warnings (the example's pools name no platform: issue 35)
+        assert proc.returncode == 1 and all(ln.startswith("orchgen: warning: ") for ln in proc.stderr.splitlines()), \
+            proc.stderr
+        assert SECRET not in proc.stdout + proc.stderr, proc.stdout
         if fmt == "json":
             files = {f["path"]: f for f in json.loads(proc.stdout)["files"]}
             assert files[LINKED]["note"] == "is a symbolic link leading outside the bundle: not read"

@@ -23,13 +23,16 @@ import pytest
 import yaml
 
 from generator.render import report
-from generator.render.kubernetes import common, helm, manifests, volcano
+from generator.render.kubernetes import common, gpu_health, helm, manifests, volcano
 from tests._consumers import reference_dir, require
 from tests.test_k8s_manifests import PLANS
 
 Obj = dict[str, Any]
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
+
+# the GPU-health checker's own-node policy and its binding (generator/render/kubernetes/gpu_health.py)
+GPU_HEALTH_POLICY = f"orchgen-{gpu_health.NAME}-own-node"
 
 def objects(plan) -> list[Obj]:
     return [o for objs in manifests.manifests(plan).values() for o in objs]
@@ -41,9 +44,11 @@ def starters(plan) -> list[Obj]:
 
 def by_kind(objs: list[Obj], kind: str) -> list[Obj]:
     """Objects of `kind`; the Pod Security guard of privileged tenant namespaces (tests/
-    test_tenant_access.py) is left out of the admission policies, which here are the queue policy's."""
+    test_tenant_access.py) and the GPU-health checker's own-node policy (tests/test_gpu_health.py) are left
+    out of the admission policies, which here are the queue policy's."""
     return [o for o in objs if o["kind"] == kind and not (
-        kind.startswith("ValidatingAdmissionPolicy") and o["metadata"]["name"].endswith(guard_name_suffix()))]
+        kind.startswith("ValidatingAdmissionPolicy") and (o["metadata"]["name"].endswith(guard_name_suffix())
+                                                          or o["metadata"]["name"].startswith(GPU_HEALTH_POLICY)))]
 
 
 def guard_name_suffix() -> str:

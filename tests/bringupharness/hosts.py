@@ -137,9 +137,15 @@ class Hosts:
         policy.write_text("#!/bin/sh\n# tests/bringupharness: what a booted Debian host runs at package install\n"
                           "for a; do case \"$a\" in \"(\"*\")\") exit 101 ;; esac; done\nexit 0\n")
         policy.chmod(0o755)
-        # MariaDB's init script waits 30 s for the server where mariadb.service waits 900 s (HOST_CHANGES)
-        (r / "etc/default/mariadb").write_text("# tests/slurmharness/overlay.py HOST_CHANGES: mariadb.service's "
-                                               "TimeoutStartSec\nMYSQLD_STARTUP_TIMEOUT=900\n")
+        # MariaDB on the host's own address (HOST_CHANGES): Debian's 50-server.cnf binds 127.0.0.1:3306, which
+        # every host of every bring-up running at the same time would share
+        cnf = r / "etc/mysql/mariadb.conf.d"
+        cnf.mkdir(parents=True, exist_ok=True)
+        (cnf / "99-orchgen-harness.cnf").write_text("# tests/slurmharness/overlay.py HOST_CHANGES: this host's own "
+                                                    f"address\n[mysqld]\nbind-address = {host.address}\n")
+        # MariaDB's init script waits 30 s for the server, mariadb.service 900 s; here 300 s (HOST_CHANGES)
+        (r / "etc/default/mariadb").write_text("# tests/slurmharness/overlay.py HOST_CHANGES: a bounded wait "
+                                               "for MariaDB's first start\nMYSQLD_STARTUP_TIMEOUT=300\n")
         # apt keeps what it downloads (the archive dir is shared by the suite's hosts and runs)
         (r / "etc/apt/apt.conf.d/99orchgen-keep").write_text('Binary::apt::APT::Keep-Downloaded-Packages "true";\n')
         if host.gpus:

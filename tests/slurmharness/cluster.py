@@ -59,6 +59,11 @@ HARMLESS = [
     # workers running beside it (load 10+ on 2 CPUs); the sibling registers by itself once up, and a node
     # that never does fails the boot (SlurmCluster waits for every node IDLE), not this line.
     re.compile(r"_forward_thread: failed to \S+ \(127\.0\.0\.1:\d+\): Connection refused"),
+    # slurmstepd's request thread closes each accepted connection after its request loop (slurmstepd/req.c
+    # _handle_accept: `if (close(fd) == -1) error("Closing accepted fd: %m")`); when the step is tearing
+    # down, the fd can already be closed. Seen once on 26.05 ([1.0], a finished step) in a loaded CI run whose
+    # job answered correctly; the test checks the step's own result, not this line.
+    re.compile(r"\[\d+\.\d+\] error: Closing accepted fd: Bad file descriptor"),
 ]
 # Harmless only because the overlay removed the slurmdbd the input config uses
 WITHOUT_SLURMDBD = [

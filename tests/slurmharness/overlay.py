@@ -680,10 +680,16 @@ HOST_CHANGES = (
     ("/sbin/runlevel answering `N 2`, /usr/sbin/policy-rc.d allowing what rc2.d enables",
      "no init system runs in the roots, so invoke-rc.d would start nothing at package install; with these it "
      "starts what a booted host's init starts (munged, MariaDB), as on a fresh Debian"),
-    ("/etc/default/mariadb: MYSQLD_STARTUP_TIMEOUT=900",
+    ("/etc/mysql/mariadb.conf.d/99-orchgen-harness.cnf: bind-address = the host's own 127.0.0.N",
+     "the hosts share this machine's network namespace, and MariaDB starts at package install with Debian's "
+     "50-server.cnf, bind-address 127.0.0.1, port 3306: the database hosts of two bring-ups running at once "
+     "(the Debian 12 and 13 suites, the Pulumi test) would take the same port, and the second MariaDB would "
+     "never start (stop 42's CI failure: db1's package install failed; a later run hung in its init script)"),
+    ("/etc/default/mariadb: MYSQLD_STARTUP_TIMEOUT=300",
      "without systemd, MariaDB starts at install from /etc/init.d/mariadb, which gives up after 30 s by default "
      "and fails the package's postinst; a booted host starts it from mariadb.service, whose TimeoutStartSec is "
-     "900 (Debian's mariadb-server 10.11 and 11.8). A loaded CI machine once took longer than 30 s"),
+     "900 (Debian's mariadb-server 10.11 and 11.8). The first start, creating the system tables, is slow on a "
+     "loaded machine; 300 s keeps a MariaDB that never starts a failure well inside the test's 900 s"),
 )
 
 

@@ -88,7 +88,7 @@ def readme(plan: Plan) -> dict[str, Any]:
     flavors = ({sl.pool: kueue.flavor_name(plan, sl.pool) for sl in slices(plan)}
                if queues_enabled(plan) and s and s.flavors else {})
     policy = tenancy.policy_name(plan) if tenancy.queue_policy(plan) else None
-    hosts = ({sl.pool for sl in slices(plan)} if queues_enabled(plan) and plan.gang_scheduler == "kueue" else set())
+    hosts = ({sl.pool for sl in slices(plan)} if queues_enabled(plan) and s and s.flavors else set())
     hosts_pools = sorted(p for p in hosts if kueue.flavor_topology(plan, p) == kueue.hosts_topology_name(plan))
     # the files of kubernetes/manifests/ this plan writes: the README names only those
     return {"topology": topology, "flavors": flavors, "policy": policy,
@@ -100,7 +100,8 @@ def render(plan: Plan) -> dict[str, bytes]:
     if plan.kube_plane is None:
         return {}
     out = {f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manifests(plan).items()}
-    if f"{MANIFESTS_DIR}/18-topology.yaml" in out and plan.gang_scheduler == "kueue":
+    s = schedulers.get(plan.gang_scheduler)
+    if f"{MANIFESTS_DIR}/18-topology.yaml" in out and s and s.flavors:  # Kueue's flavors name its Topologies
         out[f"{MANIFESTS_DIR}/18-topology.yaml"] = kueue.topology_comment(plan).encode() + out[f"{MANIFESTS_DIR}/18-topology.yaml"]
     out.update({f"{PREREQUISITES_DIR}/{name}": dump_yaml_all(objs) for name, objs in prerequisites(plan).items()})
     out.update({f"{OPERATOR_RESOURCES_DIR}/{name}": dump_yaml_all(objs)
