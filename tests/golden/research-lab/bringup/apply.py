@@ -43,7 +43,7 @@ def release() -> str:
 
 
 def files_of(root: Path) -> dict[str, str]:
-    """{name: text} of the regular files directly in `root` (slurm/ has no subfolders that matter here)."""
+    """{path under `root`: text} of its regular files (plugstack.conf.d/pyxis.conf too); links are left out."""
     out = {}
     for path in sorted(root.rglob("*")) if root.is_dir() else ():
         if path.is_file() and not path.is_symlink():
