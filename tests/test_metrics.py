@@ -32,6 +32,10 @@ OTHER_METRICS = {
     # prometheus/node_exporter collector/infiniband_linux.go (port_rcv_data / port_xmit_data)
     "node_infiniband_port_data_received_bytes_total": "node-exporter",
     "node_infiniband_port_data_transmitted_bytes_total": "node-exporter",
+    # aws-samples/awsome-distributed-training 4.validation_and_observability/3.efa-node-exporter: the
+    # node_exporter fork's amazonefa collector (hw_counters tx_bytes / rx_bytes, counters without _total)
+    "node_amazonefa_rx_bytes": "efa-node-exporter",
+    "node_amazonefa_tx_bytes": "efa-node-exporter",
     # kubernetes-sigs/kueue v0.19.2 pkg/metrics/metrics.go (Subsystem kueue, Name pending_workloads)
     "kueue_pending_workloads": "kueue",
     # volcano-sh/volcano pkg/scheduler/metrics/queue.go (Subsystem volcano, queue_pod_group_pending_count)
@@ -225,6 +229,25 @@ def test_every_expression_parses_and_reads_emitted_metrics(gang):
             seen |= names
     assert "DCGM_FI_DEV_XID_ERRORS" in seen and "DCGM_FI_DEV_GPU_UTIL" in seen
     assert {"kueue": "kueue_pending_workloads", "volcano": "volcano_queue_pod_group_pending_count"}[gang] in seen
+
+
+def test_efa_fabric_alert_reads_the_efa_exporters_counters():
+    """On EFA, node_exporter's infiniband series carry no EFA traffic: the fabric alert reads the EFA node
+    exporter's node_amazonefa_* instead, and a GPU node without them is named (EFAMetricsMissing)."""
+    require(_has_parser(), "promql-parser not installed (pip install -e .[test])")
+    plan = plan_of(EXAMPLES / "eks-training.yaml")
+    assert plan.platform.network is not None and plan.platform.network.kind == "efa"
+    rules = {r.get("alert") or r["record"]: r for g in metrics.rules(plan) for r in g["rules"]}
+    idle = _metric_names(rules["RDMAIdleWhileGPUsBusy"]["expr"])
+    assert {"node_amazonefa_rx_bytes", "node_amazonefa_tx_bytes"} <= idle
+    assert not any(n.startswith("node_infiniband") for r in rules.values() for n in _metric_names(r["expr"]))
+    assert "node_amazonefa_tx_bytes" in _metric_names(rules["EFAMetricsMissing"]["expr"])
+    assert metrics.readme(plan)["efa"] is True
+    # and the bare-metal InfiniBand plane keeps node_exporter's port counters
+    ib = {r.get("alert"): r for g in metrics.rules(plan_of(EXAMPLES / "baremetal-k8s-training.yaml"))
+          for r in g["rules"]}
+    assert "node_infiniband_port_data_received_bytes_total" in _metric_names(ib["RDMAIdleWhileGPUsBusy"]["expr"])
+    assert "EFAMetricsMissing" not in ib
 
 
 def test_the_parser_refuses_a_broken_expression():

@@ -117,16 +117,33 @@ def rules(plan: Plan) -> list[dict[str, Any]]:
              "annotations": {"summary": "{{ $labels.node }}: several GPUs busy and no NVLink traffic (P2P off or "
                                         "NVLink down: collectives go over PCIe)"}})
     if _rdma(plan):
-        # prometheus/node_exporter collector/infiniband_linux.go: port_data_{received,transmitted}_bytes_total
-        # from /sys/class/infiniband/<dev>/ports/<port>/counters (port_rcv_data, port_xmit_data)
-        rdma = ("sum by (node) (rate(node_infiniband_port_data_received_bytes_total[10m]) + "
-                "rate(node_infiniband_port_data_transmitted_bytes_total[10m]))")
+        efa = plan.platform.network.kind == "efa"
+        if efa:
+            # EFA has no ports/<port>/counters for node_exporter's infiniband collector: its byte counters are
+            # in hw_counters (tx_bytes, rx_bytes), which the EFA node exporter exports as node_amazonefa_* (aws-samples/
+            # awsome-distributed-training 4.validation_and_observability/3.efa-node-exporter; counters, no _total)
+            rdma = ("sum by (node) (rate(node_amazonefa_rx_bytes[10m]) + rate(node_amazonefa_tx_bytes[10m]))")
+            fabric.append(
+                {"alert": "EFAMetricsMissing",
+                 "expr": "count by (node) (DCGM_FI_DEV_GPU_UTIL) unless on (node) count by (node) "
+                         "(node_amazonefa_tx_bytes)",
+                 "for": "30m", "labels": {"severity": "info"},
+                 "annotations": {"summary": "{{ $labels.node }}: GPUs reported but no EFA counters "
+                                            "(node_amazonefa_*): RDMAIdleWhileGPUsBusy cannot see this node; run the "
+                                            "EFA node exporter (aws-samples/awsome-distributed-training "
+                                            "3.efa-node-exporter) on the EFA pools"}})
+        else:
+            # prometheus/node_exporter collector/infiniband_linux.go: port_data_{received,transmitted}_bytes_total
+            # from /sys/class/infiniband/<dev>/ports/<port>/counters (port_rcv_data, port_xmit_data)
+            rdma = ("sum by (node) (rate(node_infiniband_port_data_received_bytes_total[10m]) + "
+                    "rate(node_infiniband_port_data_transmitted_bytes_total[10m]))")
         records.append({"record": "node:rdma_bytes:rate5m", "expr": rdma.replace("[10m]", "[5m]")})
         fabric.append(
             {"alert": "RDMAIdleWhileGPUsBusy",
              "expr": f"{rdma} < 1e6 and on (node) count by (node) (DCGM_FI_DEV_GPU_UTIL > 50) > 0",
              "for": "15m", "labels": {"severity": "warning"},
-             "annotations": {"summary": "{{ $labels.node }}: GPUs busy and its RDMA ports under 1 MB/s: a "
+             "annotations": {"summary": "{{ $labels.node }}: GPUs busy and its " + ("EFA interfaces" if efa else "RDMA ports")
+                                        + " under 1 MB/s: a "
                                         "multi-node job there runs NCCL over TCP (the MFU regression of a "
                                         "socket fallback; check NCCL_DEBUG=INFO for NET/Socket)"}})
     groups = [{"name": "orchgen-gpu", "rules": gpu}, {"name": "orchgen-gpu-records", "rules": records}]
@@ -200,4 +217,5 @@ def readme(plan: Plan) -> dict[str, Any]:
     return {"installed": installed(plan), "url": prometheus_url(plan),
             "namespace": plan.charts[RELEASE].namespace if installed(plan) else None,
             "release": RELEASE, "alerts": alerts, "dashboard": dashboard_title(),
-            "dcgm": "gpu-operator" in plan.charts}
+            "dcgm": "gpu-operator" in plan.charts,
+            "efa": plan.platform.network is not None and plan.platform.network.kind == "efa"}
