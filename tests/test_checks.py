@@ -17,6 +17,7 @@ import pytest
 
 
 DATA = Path(__file__).parent / "data" / "bringup"
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +61,56 @@ def test_nccl_without_debug_lines_fails(bundle, tmp_path):
     proc = subprocess.run([sys.executable, str(bundle / "checks/run.py"), "--only", "nccl", "--nccl-log", str(quiet)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "is NCCL_DEBUG=INFO set?" in proc.stdout
+
+
+def kube_checks(tmp_path: Path, nccl: dict, log: str) -> tuple[int, dict]:
+    """checks/run.py's Kubernetes NCCL verdict on recorded pod logs (`--kube-nccl-log`), as shipped."""
+    cfg = tmp_path / "checks.json"
+    cfg.write_text(json.dumps({"kubernetes": {"gang": {"skip": "not this test"}, "nccl": nccl}}))
+    proc = subprocess.run([sys.executable, str(REPO / "templates/bringup/checks.py"), "--config", str(cfg),
+                           "--only", "kube-nccl", "--kube-nccl-log", str(DATA / log)],
+                          capture_output=True, text=True, timeout=60)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def _kube_nccl(example: str) -> dict:
+    from generator.render.bringup import kube_checks as checks_of
+    from tests.support import plan_of
+
+    return checks_of(plan_of(REPO / "examples" / example))["nccl"]
+
+
+def test_kube_nccl_over_efa_passes(tmp_path):
+    n = _kube_nccl("eks-training.yaml")  # p5 pool, EFA wired: the plugin's names, the EFA floor
+    assert n["network"] == "efa" and "NET/Libfabric" in n["transport"] and n["gpus_per_pod"] == 8
+    job = next(o for o in n["objects"] if o["kind"] == "Job")
+    res = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert res["vpc.amazonaws.com/efa"] == "32" and res["nvidia.com/gpu"] == "8"  # the fabric wiring of training
+    rc, out = kube_checks(tmp_path, n, "kube-nccl-efa-pass.log")
+    assert rc == 0 and out["kube-nccl"]["ok"] is True, out
+    assert out["kube-nccl"]["busbw_gbps"] == 342.02
+
+
+def test_kube_nccl_socket_fallback_on_rdma_fails(tmp_path):
+    n = _kube_nccl("baremetal-k8s-training.yaml")
+    assert n["network"] == "rdma-shared" and n["transport"] == ["NET/IB"]
+    rc, out = kube_checks(tmp_path, n, "kube-nccl-socket-fallback.log")
+    detail = " ".join(out["kube-nccl"]["detail"])
+    assert rc == 1 and "fell back to sockets" in detail and "no inter-node channel via NET/IB" in detail, out
+    assert f"below the {n['busbw_floor_gbps']} GB/s floor" in detail
+
+
+def test_kube_nccl_without_a_result_line_fails(tmp_path):
+    n = _kube_nccl("eks-training.yaml")
+    quiet = tmp_path / "cut.log"
+    quiet.write_text("".join(ln for ln in (DATA / "kube-nccl-efa-pass.log").read_text().splitlines(True)
+                             if "orchgen-nccl ranks" not in ln))
+    cfg = tmp_path / "checks.json"
+    cfg.write_text(json.dumps({"kubernetes": {"nccl": n}}))
+    proc = subprocess.run([sys.executable, str(REPO / "templates/bringup/checks.py"), "--config", str(cfg),
+                           "--only", "kube-nccl", "--kube-nccl-log", str(quiet)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1 and "no result line from rank 0" in proc.stdout
 
 
 def test_fewest_leaves(bundle):

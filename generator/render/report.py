@@ -8,7 +8,7 @@ from ..yamlio import dump_json
 from . import slurm
 from ..spec.checks import PROVIDER_POOL_LABEL
 from .bringup import manual
-from .kubernetes import common as kube_common, gang_check, gpu_operator, helm, kai, kueue, manifests, metrics, slinky, soperator
+from .kubernetes import common as kube_common, gang_check, gpu_operator, helm, kai, kueue, manifests, metrics, nccl_check, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -45,6 +45,7 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      mig_layouts=gpu_operator.mig_layouts, kubelet_reserved=kubelet_reserved,
                                      kube_names=manifests.readme(plan) if plan.kube_plane else {},
                                      checks_gang=gang_check.gang(plan) if plan.kube_plane else None,
+                                     checks_nccl=nccl_check.nccl(plan) if plan.kube_plane else None,
                                      not_installed=manual.not_installed if plan.slurm_plane else (lambda p: []),
                                      bringup_os_line=bringup_os_line,
                                      crd_owners=sorted(helm.CRD_GROUPS),

@@ -199,7 +199,9 @@ def _rates(ports) -> str:
 
 
 def kube_checks(plan: Plan) -> dict[str, object]:
-    return {"gang": gang_check.gang(plan)}
+    from ..kubernetes import nccl_check  # it reads this module's floors
+
+    return {"gang": gang_check.gang(plan), "nccl": nccl_check.nccl(plan)}
 
 
 def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:

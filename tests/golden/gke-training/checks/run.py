@@ -29,8 +29,16 @@ exit, SIGINT and SIGTERM included. The per-node health check runs one job per no
   gang scheduler, queue and priority class) is admitted whole or not at all: it passes when all N pods
   run; it fails when it stays split between Running and Pending, or is never admitted (with the
   scheduler's reason: Kueue's Workload conditions, the pods' PodScheduled messages, the job's events).
-  The job is deleted afterwards, pass or fail. Needs kubectl (or $KUBECTL) and a kubeconfig
-  ($KUBECONFIG; `--kube-context` or $ORCHGEN_KUBE_CONTEXT picks the context):
+  The job is deleted afterwards, pass or fail.
+- kube-nccl (a plan with a Kubernetes GPU pool of two or more nodes): checks.json `kubernetes.nccl`, two pods
+  with every GPU of their node on that pool, made by the plan's starter code with the fabric wiring of its
+  multi-node jobs (RDMA or EFA resources, IPC_LOCK, the secondary network, NCCL's variables), run torchrun's
+  all_reduce of 1 GiB in the plan's training image with NCCL_DEBUG=INFO. It fails when an inter-node channel
+  went over sockets where the plan wired RDMA or EFA, when the wired transport (NET/IB; NET/Libfabric on EFA)
+  never appears, on a wrong sum, or under the bus-bandwidth floor; the job's pods must also all be admitted
+  and run. `--kube-nccl-log FILE` judges a recorded run instead. Deleted afterwards, pass or fail.
+  Both need kubectl (or $KUBECTL) and a kubeconfig ($KUBECONFIG; `--kube-context` or $ORCHGEN_KUBE_CONTEXT
+  picks the context):
 
     python3 checks/run.py --plane kubernetes [--kube-context CTX]   # on any machine that reaches the API
 
@@ -62,7 +70,7 @@ IMMEDIATE_S = 30
 # The most one check may take in all, its jobs included (all_reduce_perf from 8 B to 4 GB over two nodes takes
 # minutes; NHC seconds); `--check-timeout` overrides every one. srun(1): a killed srun leaves its job, so the
 # checks scancel(1) what they started.
-CHECK_BOUND_S = {"gres": 60, "allocation": 300, "health": 600, "nccl": 1200, "gang": 1800}
+CHECK_BOUND_S = {"gres": 60, "allocation": 300, "health": 600, "nccl": 1200, "gang": 1800, "kube-nccl": 1800}
 # run.py's exit status where the only failures are checks whose tools are not installed (nccl-tests)
 NOT_INSTALLED_EXIT = 3
 NCCL_MISSING = "orchgen-checks: NOT INSTALLED"
@@ -419,8 +427,97 @@ def check_gang(cfg: dict, ctx: str | None, timeout: float | None = None) -> dict
             print(f"gang test job not cleaned up: {gone}", file=sys.stderr)
 
 
+KUBE_NCCL_RESULT = re.compile(r"orchgen-nccl ranks=(\d+) bytes=(\d+) algbw_gbps=([\d.]+) busbw_gbps=([\d.]+) "
+                              r"wrong=(\d+)")
+
+
+def judge_kube_nccl(log: str, transports: list[str], floor: float) -> dict:
+    """The verdict on the Kubernetes NCCL run's logs: its inter-node channels ("via NET/IB/0/GDRDMA",
+    "via NET/Libfabric/1/GDRDMA/Shared", "via NET/Socket/0"), NCCL's network choice ("Using network IB"),
+    and rank 0's result line."""
+    problems = []
+    via = set(re.findall(r"\bvia (NET/[^/\n]+)", log))
+    chosen = set(re.findall(r"NCCL INFO Using network ([A-Za-z][A-Za-z ]*[A-Za-z])", log))
+    if "NET/Socket" not in transports and ("NET/Socket" in via or "Socket" in chosen):
+        problems.append(f"NCCL fell back to sockets (via NET/Socket / Using network Socket) where the plan wired "
+                        f"{' or '.join(transports)}")
+    if not via & set(transports):
+        problems.append(f"no inter-node channel via {' or '.join(transports)} (saw {sorted(via) or 'none'}; "
+                        "is NCCL_DEBUG=INFO set?)")
+    m = KUBE_NCCL_RESULT.search(log)
+    busbw = 0.0
+    if not m:
+        problems.append("no result line from rank 0 (orchgen-nccl ranks=...)")
+    else:
+        busbw, wrong = float(m[4]), int(m[5])
+        if wrong:
+            problems.append(f"{wrong} elements of the all_reduce sum were wrong")
+        if busbw < floor:
+            problems.append(f"busbw {busbw} GB/s below the {floor} GB/s floor")
+    return {"ok": not problems, "busbw_gbps": busbw,
+            "detail": problems or f"via {sorted(via & set(transports))[0]}, busbw {busbw} GB/s >= {floor}"}
+
+
+def _job_state(ctx: str | None, n: dict) -> tuple[int, int]:
+    """(pods succeeded, pods failed) of the check's Job."""
+    name = next(o["metadata"]["name"] for o in n["objects"] if o["kind"] == "Job")
+    out = kubectl(ctx, "get", "job", name, "-n", n["namespace"], "-o", "json")
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl get job {name}: {out.stderr.strip()[-300:]}")
+    status = json.loads(out.stdout).get("status", {})
+    return int(status.get("succeeded") or 0), int(status.get("failed") or 0)
+
+
+def check_kube_nccl(cfg: dict, ctx: str | None, log_file: str | None, timeout: float | None = None) -> dict:
+    n = cfg["kubernetes"].get("nccl") or {"skip": "checks.json has no kubernetes.nccl"}
+    if "skip" in n:
+        return {"ok": True, "detail": f"not run: {n['skip']}"}
+    floor = float(n["busbw_floor_gbps"])
+    if log_file:
+        return judge_kube_nccl(Path(log_file).read_text(), n["transport"], floor)
+    pods_n, timeout = n["pods"], float(timeout or n["timeout_s"])
+    where = f"{n['namespace']}, {pods_n} pods of {n['gpus_per_pod']} GPUs on pool {n['pool']} over {n['network']}"
+    leftover = _gang_delete(ctx, n)
+    if leftover:
+        return {"ok": False, "detail": f"cannot clear an earlier NCCL check job: {leftover}"}
+    applied = kubectl(ctx, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                 "items": n["objects"]}))
+    if applied.returncode != 0:
+        return {"ok": False, "detail": f"the NCCL check job ({where}) was refused: {applied.stderr.strip()[-500:]}"}
+    try:
+        end, nodes = time.monotonic() + timeout, []
+        while True:
+            pods = _gang_pods(ctx, n)
+            nodes = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
+            done, failed = _job_state(ctx, n)
+            if done >= pods_n or failed:
+                break
+            if time.monotonic() >= end:
+                placed = (f"{len(pods)} pods, on nodes {nodes}" if nodes else f"{len(pods)} pods, none scheduled")
+                return {"ok": False, "detail": [f"did not finish in {timeout:.0f} s: {placed} ({where})",
+                                                *_gang_reasons(ctx, n, pods)]}
+            time.sleep(5)
+        logs = kubectl(ctx, "logs", "-n", n["namespace"], "-l", n["selector"], "--prefix", "--tail=-1",
+                       "--max-log-requests=10", "-c", "main", timeout=120)
+        verdict = judge_kube_nccl(logs.stdout, n["transport"], floor)
+        if failed:
+            verdict["ok"] = False
+            verdict["detail"] = [f"{failed} pods failed ({where}): " + logs.stdout.strip()[-400:],
+                                 *(verdict["detail"] if isinstance(verdict["detail"], list) else [])]
+        elif len(nodes) < pods_n:
+            verdict["ok"] = False
+            verdict["detail"] = [f"ran on {nodes}, not {pods_n} nodes: no channel crossed the fabric ({where})"]
+        return verdict
+    except (RuntimeError, ValueError, KeyError) as e:
+        return {"ok": False, "detail": f"NCCL check job ({where}): {e}"}
+    finally:
+        gone = _gang_delete(ctx, n)
+        if gone:
+            print(f"NCCL check job not cleaned up: {gone}", file=sys.stderr)
+
+
 SLURM_CHECKS = ("gres", "allocation", "health", "nccl")
-KUBE_CHECKS = ("gang",)
+KUBE_CHECKS = ("gang", "kube-nccl")
 CHECKS = SLURM_CHECKS + KUBE_CHECKS
 
 
@@ -443,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kube-context", default=os.environ.get("ORCHGEN_KUBE_CONTEXT") or None,
                     help="the kubeconfig context of the gang check (default: the current one)")
     ap.add_argument("--gang-timeout", type=float, help="seconds to wait for the gang (default: checks.json's)")
+    ap.add_argument("--kube-nccl-log", help="judge these recorded logs of the Kubernetes NCCL run instead of one")
     args = ap.parse_args(argv)
     cfg = json.loads(Path(args.config).read_text())
     # the plan's checks: Slurm's where checks.json has Slurm nodes, the gang where it has a Kubernetes plane
@@ -464,6 +562,9 @@ def main(argv: list[str] | None = None) -> int:
                     results[name] = check_health(cfg, bound, imm)
                 elif name == "gang":
                     results[name] = check_gang(cfg, args.kube_context, args.gang_timeout)
+                elif name == "kube-nccl":
+                    results[name] = check_kube_nccl(cfg, args.kube_context, args.kube_nccl_log,
+                                                    args.check_timeout)
                 else:
                     results[name] = check_nccl(cfg, args.nccl_log, args.nccl_tests, bound, imm)
             except Busy as e:
