@@ -109,7 +109,10 @@ def _topologies(bundle: Bundle, problems: list[Finding]) -> list[Topology]:
 
 def _compress(nodes: list[str] | set[str]) -> str:
     names = sorted(nodes) if isinstance(nodes, set) else nodes
-    text = hostlist.compress(names)
+    try:
+        text = hostlist.compress(names)
+    except hostlist.HostlistError:  # an unreadable expression quoted back as it is, never a crash
+        text = ",".join(names)
     return text if len(text) <= 120 else text[:117] + "..."
 
 
@@ -162,8 +165,8 @@ def _partition_members(conf: SlurmConf, part) -> tuple[list[str], list[str]]:
         return [], []
     if expr.upper() == "ALL":
         return sorted(conf.node_names), []
-    try:
-        names = hostlist.expand(expr)
+    try:  # Slurm skips empty items ("a,,b" is a and b: scontrol show hostnames, 22.05 to 26.05)
+        names = hostlist.expand(re.sub(r",{2,}", ",", expr).strip(","))
     except hostlist.HostlistError:
         return [], [expr]
     nodes, unknown = [], []
