@@ -49,6 +49,8 @@ JOBS = {
     # (one by Feature= that no node has: the login partition), an `include`, topology.conf per nodeset, Prolog
     # and Epilog globs, AuthType=auth/slurm (23.11+)
     "slurm-gcp": [["-p", "a2", "--gres=gpu:8"], ["-p", "debug", "-c", "2"], ["--gres=gpu:1", "--mem=8G"]],
+    # FIUBA (Universidad de Buenos Aires): CPU nodes on three lines out of order under one partition, gang scheduling
+    "fiuba": [["-p", "normal", "-n", "16"], ["-N", "2", "--mem=8G", "-t", "12:00:00"], ["-n", "4", "--oversubscribe"]],
     "import-edge": [["-p", "short", "--gres=gpu:GV100GL:4", "-t", "04:00:00"], ["-p", "long", "-t", "3-00:00:00"],
                     ["-p", "gpu", "--gres=gpu:t4:1", "-C", "mixed"], ["--gres=gpu:a100:2"],
                     ["-p", "gpu", "--switches=1", "-N2", "--gres=gpu:4"]],
@@ -60,7 +62,7 @@ JOBS = {
 # slurmdbd refuse its AccountingStorageEnforce=associations,limit,qos ("Invalid parameter ...: limit";
 # `limits` is the word). So its jobs are held to the same answer from both configurations (the lua's
 # refusal), not to acceptance; the overlay runs it without slurmdbd.
-ACCEPTED = {"deepops", "nvidia-dgx", "import-edge", "parallelcluster", "slurm-gcp"}
+ACCEPTED = {"deepops", "fiuba", "nvidia-dgx", "import-edge", "parallelcluster", "slurm-gcp"}
 
 
 def _original(site: str, into: Path) -> Path:
