@@ -281,10 +281,18 @@ def _topology_plugin(bundle: Bundle, conf: SlurmConf, topologies: list[Topology]
         if version and version < (25, 5):
             yield error(TOPO_YAML, 1, f"topology.yaml needs Slurm 25.05 or newer; this bundle is for Slurm "
                                       f"{version_text} (write topology.conf instead)")
-        if plugin:
+        defaults = [t for t in topologies if t.path == TOPO_YAML and t.cluster_default]
+        # the same plugin as topology.yaml's cluster default is harmless: 26.05 boots with both and places jobs by
+        # the YAML (a site's TopologyPlugin=topology/tree carried by `orchgen import slurm` beside orchgen's
+        # topology.yaml: tests/test_import_slurm_real.py, import-edge on 26.05); it only shows in `scontrol show
+        # config`. Another plugin than the YAML's says two different things.
+        if plugin and defaults and plugin == f"topology/{defaults[0].kind}":
+            yield warning(conf.path, line, f"TopologyPlugin={plugin} with slurm/topology.yaml: Slurm 25.05+ "
+                                           "takes the plugin from topology.yaml (the same here); the line only "
+                                           "shows in scontrol show config")
+        elif plugin:
             yield error(conf.path, line, f"TopologyPlugin={plugin} with slurm/topology.yaml: Slurm 25.05+ "
                                          "takes the plugin from topology.yaml; remove this line")
-        defaults = [t for t in topologies if t.path == TOPO_YAML and t.cluster_default]
         if len(defaults) > 1:
             yield error(TOPO_YAML, defaults[1].line, "more than one topology has cluster_default: true")
         if has_conf:
