@@ -53,7 +53,7 @@ JOBS = {
     "fiuba": [["-p", "normal", "-n", "16"], ["-N", "2", "--mem=8G", "-t", "12:00:00"], ["-n", "4", "--oversubscribe"]],
     "import-edge": [["-p", "short", "--gres=gpu:GV100GL:4", "-t", "04:00:00"], ["-p", "long", "-t", "3-00:00:00"],
                     ["-p", "gpu", "--gres=gpu:t4:1", "-C", "mixed"], ["--gres=gpu:a100:2"],
-                    ["-p", "gpu", "--switches=1", "-N2", "--gres=gpu:4"]],
+                    ["-p", "gpu", "--switches=1", "-N2", "--gres=gpu:4"], ["-p", "racks", "-N", "5", "-n", "20"]],
 }
 
 
