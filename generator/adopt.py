@@ -73,6 +73,16 @@ OBSOLETE: dict[str, tuple[str | None, str]] = {
     "schedulerrootfilter": (None, "removed (sched/wiki); Slurm ignores it"),
 }
 
+# cgroup.conf keys Slurm no longer uses (src/interfaces/cgroup.c; the strings are in each of Debian's libslurmfull,
+# 22.05 to 26.05): not carried, each refused with its line
+CGROUP_IGNORED = {
+    "alloweddevicesfile": "read and ignored by Slurm 22.05 to 26.05, which confine devices from gres.conf (ConstrainDevices) "
+                          "instead (slurmd: \"AllowedDevicesFile option is obsolete\")",
+    # not ignored by 24.11: slurmctld stops (verified; tests/test_import_slurm_real.py, DeepOps)
+    "cgroupreleaseagentdir": "removed from Slurm, and fatal to 24.11 (\"fatal: Support for CgroupReleaseAgentDir option has "
+                             "been removed\")",
+}
+
 # Keys whose value is a credential: never carried (workload.yaml and the bundle are committed)
 CREDENTIALS = CREDENTIAL_KEYS
 
@@ -570,8 +580,14 @@ def _fabric(src: Sources, conf: slurmconf.Config, g: dict[str, slurmconf.Record]
     if topo is None:
         plugin = g.get("topologyplugin")
         beside = src.slurm_conf.parent / "topology.conf"
+        yaml = src.slurm_conf.parent / "topology.yaml"
         if plugin and plugin.pairs[0].value in ("topology/tree", "topology/block") and beside.is_file():
             topo = beside
+        elif yaml.is_file():  # Slurm 25.05+ read topology.yaml beside slurm.conf before any TopologyPlugin
+            topo = yaml
+        elif beside.is_file():
+            report.refused.append(Item(str(beside), "topology.conf: not read, as Slurm does not read it without "
+                                       "TopologyPlugin=topology/tree or topology/block; give --topology to import it"))
     if topo is None:
         report.modelled.append(Item(str(src.slurm_conf), "no topology given: fleet.fabric is one leaf per pool "
                                     "(--topology topology.conf|topology.yaml imports the cabling)"))
@@ -757,7 +773,7 @@ def _node_items(expr: str) -> list[str]:
             current = ""
         else:
             current += ch
-    return [*items, current]
+    return [item for item in (*items, current) if item]  # Slurm skips empty items: "a,,b" is a and b
 
 
 def _node_list(expr: str, nodesets: dict[str, slurmconf.Record], nodes: list[_Node], where: str,
@@ -1063,6 +1079,9 @@ def _carry_file(name: str, conf: slurmconf.Config, rendered: str, report: Report
     same = all(tuple(sorted((p.key.lower(), _norm(p.value)) for p in r.pairs if p.key.lower() != "count"))
                in ours_lines for r in site_lines)
     for r in conf.records:
+        if len(r.pairs) == 1 and name == "cgroup.conf" and r.kind in CGROUP_IGNORED:
+            report.refused.append(Item(r.where, f"{r.pairs[0].key}: {CGROUP_IGNORED[r.kind]}; not written"))
+            continue
         if len(r.pairs) == 1:
             mine = ours_keys.get(r.kind)
             if mine is not None and _norm(mine.pairs[0].value) == _norm(r.pairs[0].value):
@@ -1080,8 +1099,32 @@ def _carry_file(name: str, conf: slurmconf.Config, rendered: str, report: Report
     return {k: v for k, v in (("keys", keys), ("lines", lines)) if v}
 
 
+# slurm.conf keys naming programs the site installs on its nodes (slurm.conf(5)): a value is a path, or (Prolog,
+# Epilog, 21.08+) a glob whose every match runs in name order; the bundle ships none of them
+_SITE_PROGRAMS = {"prolog": "every node, before a job", "epilog": "every node, after a job",
+                  "prologslurmctld": "the controller, before a job", "epilogslurmctld": "the controller, after a job",
+                  "taskprolog": "every node, before each task", "taskepilog": "every node, after each task",
+                  "srunprolog": "the submit host, before srun", "srunepilog": "the submit host, after srun"}
+_GLOB = re.compile(r"[*?\[]")
+
+
+def _site_programs(g: dict[str, slurmconf.Record], report: Report) -> None:
+    """A line for each prolog/epilog the site's slurm.conf names: where it runs, and that the site keeps it."""
+    for kind, runs in _SITE_PROGRAMS.items():
+        record = g.get(kind)
+        if record is None:
+            continue
+        key, value = record.pairs[0].key, record.pairs[0].value.strip('"')
+        if _GLOB.search(value) or value.endswith("/"):
+            what = f"{key}={value}: each script the glob matches runs, in name order, on {runs} (slurm.conf(5) {key})"
+        else:
+            what = f"{key}={value}: the site's program, run on {runs}"
+        report.carried.append(Item(record.where, f"{what}; the bundle ships no such script: keep it installed there"))
+
+
 def _site_files(g: dict[str, slurmconf.Record], src: Sources, report: Report) -> dict[str, str]:
     """Files slurm.conf's plugins read beside it (job_submit.lua), shipped verbatim when present."""
+    _site_programs(g, report)
     out = {}
     plugins = g.get("jobsubmitplugins")
     if plugins and "lua" in plugins.pairs[0].value.split(","):

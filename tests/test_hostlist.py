@@ -188,7 +188,8 @@ ERRORS = [
     ("n1-2]", "']' without a matching '[' at position 4"),
     ("n[1-2]]", "']' without a matching '[' at position 6"),
     ("n]1[", "']' without a matching '[' at position 1"),
-    ("n[1[2]]", "nested '[' (the '[' at position 1 is still open) at position 3"),
+    ("n[1[2]]", "nested '[' (the '[' at position 1 is still open; Slurm has no nested brackets: 24.11+ would read "
+                "names with a '[' in them, 22.05 refuses it) at position 3"),
     ("n[]", "empty range at position 2"),
     ("n[1,]", "empty range at position 4"),
     ("n[,1]", "empty range at position 2"),
@@ -415,3 +416,61 @@ def test_expand_agrees_with_slurm_where_both_accept(slurm_expand, expr):
     except HostlistError:
         return  # stricter than Slurm on purpose (empty items, stray commas, ...)
     assert slurm_expand(expr) == (None if _text_after_last_bracket(expr) else names)
+
+
+# --- every node-list form, in every Slurm the tests run (issue 37) ---------------------------------
+# (expression, what 22.05 reads, what 24.11 and 26.05 read): None where that Slurm refuses it. Measured with
+# `scontrol show hostnames` on Debian's 22.05.8, trixie's 24.11.5 and forky's 26.05.5.
+FORMS = [
+    ("gpu[01-03,7],cpu1", ["gpu01", "gpu02", "gpu03", "gpu7", "cpu1"], "same"),
+    ("r[1-2]n[01-02]", ["r1n01", "r1n02", "r2n01", "r2n02"], "same"),
+    # three and four brackets: the last fastest, then the first, the second ..., the one before the last slowest
+    ("a[1-2]b[1-2]c[1-2]", ["a1b1c1", "a1b1c2", "a2b1c1", "a2b1c2", "a1b2c1", "a1b2c2", "a2b2c1", "a2b2c2"], "same"),
+    ("a[1-3]b[1-2]c[1-2]", ["a1b1c1", "a1b1c2", "a2b1c1", "a2b1c2", "a3b1c1", "a3b1c2",
+                            "a1b2c1", "a1b2c2", "a2b2c1", "a2b2c2", "a3b2c1", "a3b2c2"], "same"),
+    ("a[1-2]b[1-2]c[1-2]d[1-2]", [f"a{a}b{b}c{c}d{d}" for c in (1, 2) for b in (1, 2) for a in (1, 2)
+                                  for d in (1, 2)], "same"),
+    ("n[1-2]-[3-4]", ["n1-3", "n1-4", "n2-3", "n2-4"], "same"),
+    # text after the last bracket: 22.05 refuses it, 24.11+ read it (orchgen reads it as 24.11 does)
+    ("n[1-3]-ib", None, ["n1-ib", "n2-ib", "n3-ib"]),
+    ("x[1-2]y[1-2]z", None, ["x1y1z", "x1y2z", "x2y1z", "x2y2z"]),
+]
+# nested brackets: 22.05 refuses them, 24.11+ expand the inner bracket into names that keep the outer one
+NESTED = [("n[1-2,[3-4]]", ["n[1-2,3]", "n[1-2,4]"]), ("n[[1-2]]", ["n[1]", "n[2]"])]
+
+
+def _scontrol_in(suite: str, tmp_path):
+    """`scontrol show hostnames` of `suite`'s Slurm: the host's (bookworm) or its cached chroot's."""
+    from tests.slurmharness import require_slurm
+    from tests.slurmharness.chroot import cache_root
+
+    require_slurm(suite)
+    conf = "ClusterName=hostlist\nSlurmctldHost=localhost\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n"
+    if suite == "bookworm":
+        (tmp_path / "slurm.conf").write_text(conf)
+        prefix, path = [], str(tmp_path / "slurm.conf")
+    else:
+        root = cache_root(suite)
+        folder = root / "tmp" / f"hostlist-{os.getpid()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "slurm.conf").write_text(conf)
+        prefix, path = ["chroot", str(root)], f"/tmp/{folder.name}/slurm.conf"
+
+    def run(expr: str) -> list[str] | None:
+        proc = subprocess.run([*prefix, "env", f"SLURM_CONF={path}", "scontrol", "show", "hostnames", "--", expr],
+                              capture_output=True, text=True, timeout=60)
+        return None if proc.returncode or "Invalid hostlist" in proc.stderr else proc.stdout.split()
+    return run
+
+
+@pytest.mark.parametrize("suite", ["bookworm", "trixie", "forky"])
+def test_every_node_list_form_reads_as_in_each_slurm(suite, tmp_path):
+    run = _scontrol_in(suite, tmp_path)
+    for expr, old, new in FORMS:
+        slurm = old if suite == "bookworm" else (old if new == "same" else new)
+        assert run(expr) == slurm, expr
+        assert expand(expr) == (old if new == "same" else new), expr  # orchgen reads what 24.11+ read
+    for expr, names in NESTED:
+        assert run(expr) == (None if suite == "bookworm" else names), expr
+        with pytest.raises(HostlistError, match="no nested brackets"):
+            expand(expr)

@@ -477,3 +477,26 @@ def test_the_old_controlmachine_and_controladdr_become_one_slurmctldhost_line(tm
     conf = slurmconf.read(_plan(tmp_path) / "slurm" / "slurm.conf")
     assert [r.pairs[0].value for r in conf.every("SlurmctldHost")] == ["head1(10.0.0.5)"]
     assert conf.last("ControlAddr") is None and conf.last("ControlMachine") is None
+
+
+def test_the_sites_other_files_each_get_a_line(tmp_path):
+    # prolog/epilog scripts and globs, a cgroup.conf key Slurm no longer uses, a topology.conf Slurm does not read,
+    # and empty items in a node list (Slurm skips them)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "cgroup.conf").write_text("ConstrainCores=yes\nAllowedDevicesFile=/etc/slurm/allowed.conf\n"
+                                                   "CgroupReleaseAgentDir=/etc/slurm/cgroup\n")
+    (tmp_path / "site" / "topology.conf").write_text("SwitchName=s0 Nodes=gpu[01-04]\n")
+    site = MINIMAL.replace("Nodes=ALL", "Nodes=gpu[01-02],,gpu[03-04]") + \
+        "Prolog=/etc/slurm/prolog.d/*\nPrologSlurmctld=/opt/slurm/ctld-prolog.sh\nTaskEpilog=/etc/slurm/te.sh\n"
+    done = _import(tmp_path, site)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Prolog=/etc/slurm/prolog.d/*: each script the glob matches runs, in name order, on every node" in out
+    assert "PrologSlurmctld=/opt/slurm/ctld-prolog.sh: the site's program, run on the controller" in out
+    assert "TaskEpilog=/etc/slurm/te.sh: the site's program, run on every node, after each task" in out
+    assert re.search(r"refused .*cgroup.conf:2: AllowedDevicesFile: .*not written", out), out
+    assert re.search(r"refused .*cgroup.conf:3: CgroupReleaseAgentDir: .*fatal to 24.11", out), out
+    assert re.search(r"refused .*topology.conf: topology.conf: not read, as Slurm does not read it without", out), out
+    text = (tmp_path / "workload.yaml").read_text()
+    assert "AllowedDevicesFile" not in text and "CgroupReleaseAgentDir" not in text
+    assert run_orchgen("validate", _plan(tmp_path)).returncode == 0

@@ -8,7 +8,9 @@ partition names and GRES strings get the same answer from both.
 
 "The original" is the site's files as Slurm 22.05 reads them: where a file uses a key 22.05 refuses
 (SLAC's AccountingStoreJobComment, removed in 21.08), the one rewrite `import` itself prints
-(generator.adopt.OBSOLETE) is applied first; the test data is otherwise unchanged.
+(generator.adopt.OBSOLETE) is applied first, and the cgroup.conf keys the import refuses as no longer used
+(generator.adopt.CGROUP_IGNORED: DeepOps' CgroupReleaseAgentDir, fatal to 24.11) are left out; the test data
+is otherwise unchanged.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.adopt import OBSOLETE, ORCHGEN_BETTER, ORCHGEN_BETTER_NODES
+from generator.adopt import CGROUP_IGNORED, OBSOLETE, ORCHGEN_BETTER, ORCHGEN_BETTER_NODES
 from generator.spec import slurmconf
 from tests.slurmharness import SlurmCluster, require_slurm
 from tests.support import orchgen_argv
@@ -37,13 +39,21 @@ JOBS = {
              ["-p", "shared", "--gres=gpu:v100:4", "-A", "shared"],
              ["-p", "cryoem", "--gres=gpu:1", "-A", "shared", "-t", "2-00:00:00"]],
     "nvidia-dgx": [["-p", "debug", "--gres=gpu:8"], ["--gres=gpu:2", "-c", "4"]],
+    # NVIDIA DeepOps: two DGX A100 on `Nodes=ALL`, GPU-CPU affinity in gres.conf, Procs= beside CPUs=
+    "deepops": [["-p", "batch", "--gres=gpu:8", "--exclusive"], ["--gres=gpu:2", "-c", "16", "--mem=64G"]],
     # ParallelCluster: partitions over NodeSets (`PartitionName=gpu Nodes=gpu_nodes`), the node features its
     # generator writes, the controller's address (SlurmctldHost=name(addr)) and AuthInfo=cred_expire=70
     "parallelcluster": [["-p", "gpu", "--gres=gpu:v100:8"], ["-p", "gpu", "--gres=gpu:m60:2", "-C", "static"],
                         ["-p", "efa", "-C", "efa", "-c", "36"]],
+    # Google Cluster Toolkit (slurm-gcp v6): NodeName=DEFAULT per nodeset, State=CLOUD, partitions over NodeSets
+    # (one by Feature= that no node has: the login partition), an `include`, topology.conf per nodeset, Prolog
+    # and Epilog globs, AuthType=auth/slurm (23.11+)
+    "slurm-gcp": [["-p", "a2", "--gres=gpu:8"], ["-p", "debug", "-c", "2"], ["--gres=gpu:1", "--mem=8G"]],
+    # FIUBA (Universidad de Buenos Aires): CPU nodes on three lines out of order under one partition, gang scheduling
+    "fiuba": [["-p", "normal", "-n", "16"], ["-N", "2", "--mem=8G", "-t", "12:00:00"], ["-n", "4", "--oversubscribe"]],
     "import-edge": [["-p", "short", "--gres=gpu:GV100GL:4", "-t", "04:00:00"], ["-p", "long", "-t", "3-00:00:00"],
                     ["-p", "gpu", "--gres=gpu:t4:1", "-C", "mixed"], ["--gres=gpu:a100:2"],
-                    ["-p", "gpu", "--switches=1", "-N2", "--gres=gpu:4"]],
+                    ["-p", "gpu", "--switches=1", "-N2", "--gres=gpu:4"], ["-p", "racks", "-N", "5", "-n", "20"]],
 }
 
 
@@ -52,7 +62,7 @@ JOBS = {
 # slurmdbd refuse its AccountingStorageEnforce=associations,limit,qos ("Invalid parameter ...: limit";
 # `limits` is the word). So its jobs are held to the same answer from both configurations (the lua's
 # refusal), not to acceptance; the overlay runs it without slurmdbd.
-ACCEPTED = {"nvidia-dgx", "import-edge", "parallelcluster"}
+ACCEPTED = {"deepops", "fiuba", "nvidia-dgx", "import-edge", "parallelcluster", "slurm-gcp"}
 
 
 def _original(site: str, into: Path) -> Path:
@@ -64,6 +74,9 @@ def _original(site: str, into: Path) -> Path:
         for key, (new, _) in OBSOLETE.items():
             if new is not None:
                 text = re.sub(rf"(?im)^{key}=\S*", new, text)
+        if conf.name == "cgroup.conf":  # keys the import refuses as no longer used (DeepOps' CgroupReleaseAgentDir,
+            for key in CGROUP_IGNORED:  # fatal to 24.11)
+                text = re.sub(rf"(?im)^{key}=.*$", "", text)
         conf.write_text(text)
     return into
 
@@ -85,6 +98,13 @@ def _inlined(original: Path, into: Path) -> Path:
     return into
 
 
+# What `validate` finds in a site's own files, carried verbatim by the import: each a real defect of the site.
+# SLAC's gres.conf gives hep-gpu01 two Titan Xp that its NodeName line does not (slurmd drains such a node), and
+# its two controllers keep StateSaveLocation under /var/lib, each host's own (a takeover loses the jobs).
+VALIDATE_FINDS = {"slac": ["hep-gpu01: gres.conf has gpu:geforce_gtx_1080_ti:8,gpu:titan_xp:2",
+                           "2 SlurmctldHost lines, but StateSaveLocation=/var/lib/slurmd"]}
+
+
 def _regenerated(original: Path, work: Path, version: str) -> Path:
     work.mkdir()
     orchgen = orchgen_argv()
@@ -94,6 +114,12 @@ def _regenerated(original: Path, work: Path, version: str) -> Path:
     done = subprocess.run([*orchgen, "plan", str(work / "workload.yaml"), "-o", str(work / "out"), "-q"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    # validate accepts the import's next step, but for what it finds in the site's own files (VALIDATE_FINDS)
+    done = subprocess.run([*orchgen, "validate", str(work / "out"), "--no-fetch"], capture_output=True, text=True)
+    errors = [line for line in done.stdout.splitlines() if re.match(r"slurm/\S+:\d+: (?!warning: )", line)]
+    found = VALIDATE_FINDS.get(original.name if original.name in VALIDATE_FINDS else "", [])
+    assert [e for e in errors if not any(f in e for f in found)] == [] and done.returncode == (1 if found else 0), \
+        done.stdout + done.stderr
     return work / "out" / "slurm"
 
 
@@ -152,16 +178,20 @@ def _config_key(shown: str) -> str:
     return {"TaskPrologPath": "TaskProlog"}.get(shown, shown)
 
 
-# (site, Debian suite, its Slurm): every site on the host's 22.05; the constructed edge config also on
-# 26.05 (forky chroot), where orchgen writes topology.yaml and MpiDefault=pmix. The public sites use
-# keys 23.11 removed (select/cons_res, CryptoType), so they boot on 22.05 only.
-RUNS = [(site, "bookworm", "22.05") for site in sorted(JOBS)] + [("import-edge", "forky", "26.05")]
+# (site, Debian suite, its Slurm): every site on the host's 22.05 but those NEWER names; the constructed edge
+# config also on 26.05 (forky chroot), where orchgen writes topology.yaml and MpiDefault=pmix. Most public
+# sites use keys 23.11 removed (select/cons_res, CryptoType), so they boot on 22.05 only.
+# slurm-gcp v6 writes AuthType=auth/slurm and CredType=cred/slurm (Slurm 23.11+); DeepOps writes MpiDefault=pmix,
+# whose plugin Debian 12's 22.05 cannot load ("mpi/pmix_v4: Plugin init() callback failed", fatal): both boot on
+# 24.11 (trixie), which has the PMIx library.
+NEWER = {"slurm-gcp": ("trixie", "24.11"), "deepops": ("trixie", "24.11")}
+RUNS = [(site, *NEWER.get(site, ("bookworm", "22.05"))) for site in sorted(JOBS)] + [("import-edge", "forky", "26.05")]
 
 
 @pytest.mark.parametrize("site, suite, version", RUNS)
 def test_regenerated_site_is_the_original_plus_only_orchgen_better(site, suite, version, tmp_path):
     require_slurm(suite)
-    original = _original(site, tmp_path / "original")
+    original = _original(site, tmp_path / site)
     regenerated = _regenerated(original, tmp_path / "import", version)
     with SlurmCluster(_inlined(original, tmp_path / "booted"), suite=suite) as c:
         before = _snapshot(c, site)

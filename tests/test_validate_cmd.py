@@ -245,9 +245,16 @@ def test_topology_yaml_needs_25_05(broken):
 
 
 def test_topology_yaml_with_topology_plugin_line(broken):
+    # another plugin than the YAML's cluster default: an error; the same one (a site's line that `orchgen import
+    # slurm` carries, which 26.05 boots with) only a warning
     b = broken("topology-yaml")
-    line = b.edit(CONF, "GresTypes=gpu\n", "GresTypes=gpu\nTopologyPlugin=topology/tree\n") + 1
-    expect(b, CONF, line, r"TopologyPlugin=topology/tree with slurm/topology.yaml: .* remove this line")
+    line = b.edit(CONF, "GresTypes=gpu\n", "GresTypes=gpu\nTopologyPlugin=topology/block\n") + 1
+    expect(b, CONF, line, r"TopologyPlugin=topology/block with slurm/topology.yaml: .* remove this line")
+    b.edit(CONF, "TopologyPlugin=topology/block\n", "TopologyPlugin=topology/tree\n")
+    assert not [e for e in b.errors() if "TopologyPlugin" in e], b.errors()
+    warnings = [str(f) for f in check(b.root).warnings]
+    assert any(f"{CONF}:{line}: warning: TopologyPlugin=topology/tree with slurm/topology.yaml" in w
+               for w in warnings), warnings
 
 
 def test_topology_plugin_does_not_match_file(broken):

@@ -484,6 +484,12 @@ def _slurm_gres_names(bundle: Bundle, planned: dict[str, tuple[str, _Gres]]) -> 
         for pool in pools:
             want = planned[pool][1]
             have = format_gres(_gpu_part(node_line.gres))
+            # orchgen models one GPU type per pool: more types on the line are the site's own, carried by `orchgen
+            # import slurm` (a node with A100s and a T4): the pool's type and count must still be there
+            planned_gpus = parse_gres(want.text) or {}
+            extra_types = _gpu_part(node_line.gres).keys() - planned_gpus.keys()
+            if extra_types and not want.mig and all(node_line.gres.get(k) == n for k, n in planned_gpus.items()):
+                continue
             if have != want.text:
                 yield error(CONF, node_line.line, f"pool {pool}: Gres={have} but plan.json's GPUs make it "
                                                   f"{want.text}{' (MIG)' if want.mig else ''}: the same GRES "

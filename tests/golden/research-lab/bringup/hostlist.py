@@ -1,12 +1,18 @@
 """Slurm hostlist expressions: expand, compress and count.
 
 A hostlist is a comma-separated list of host names and patterns ``prefix[ranges]suffix`` whose
-ranges are ``N`` or ``N-M``; several brackets form a Cartesian product, the first varying slowest
-(``r[1-2]n[1-2]`` -> r1n1,r1n2,r2n1,r2n2). As in Slurm, padding is the lower bound's width:
+ranges are ``N`` or ``N-M``; several brackets form a Cartesian product in Slurm's order (its
+hostlist.c, checked with `scontrol show hostnames` on 22.05, 24.11 and 26.05): with two brackets the
+first varies slowest (``r[1-2]n[1-2]`` -> r1n1,r1n2,r2n1,r2n2); with more, the last varies fastest,
+then the first, the second ... and the one before the last slowest (``a[1-2]b[1-2]c[1-2]`` ->
+a1b1c1,a1b1c2,a2b1c1,a2b1c2,a1b2c1,...), which is the order slurmctld defines the nodes of a
+NodeName line in. As in Slurm, padding is the lower bound's width:
 ``[001-010]`` -> 001..010, ``[8-10]`` -> 8,9,10, ``[001-5]`` (accepted) -> 001..005. Order and
 duplicates are kept. Where Slurm would guess, `expand` raises `HostlistError` with the 0-based
-position (empty items, stray commas, whitespace, unbalanced or nested brackets, bad or reversed
-ranges, more than `MAX_HOSTS` names). `count` checks alike, builds nothing and has no limit.
+position (empty items, stray commas, whitespace, unbalanced brackets, bad or reversed ranges, more
+than `MAX_HOSTS` names). Nested brackets are refused too: Slurm has no nesting; 22.05 refuses
+``n[1-2,[3-4]]`` and 24.11+ expand only the innermost bracket into names that keep the outer one
+(n[1-2,3], n[1-2,4]), which no node can be named. `count` checks alike, builds nothing and has no limit.
 
 `compress` writes only what Slurm 22.05 (src/common/hostlist.c) reads back, and never sorts:
 ``expand(compress(names)) == names`` for any valid names (no whitespace, commas or brackets;
@@ -18,6 +24,7 @@ at its MAX_RANGE (65,536 hosts), brackets at its MAX_RANGES, numbers at 19 digit
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -62,7 +69,8 @@ def _split(expr: str) -> list[str]:
         if m[0] == "]" and open_at < 0:
             raise _error(expr, m.start(), "']' without a matching '['")
         if m[0] == "[" and open_at >= 0:
-            raise _error(expr, m.start(), f"nested '[' (the '[' at position {open_at} is still open)")
+            raise _error(expr, m.start(), f"nested '[' (the '[' at position {open_at} is still open; Slurm has "
+                         "no nested brackets: 24.11+ would read names with a '[' in them, 22.05 refuses it)")
         open_at = m.start() if m[0] == "[" else -1
     if open_at >= 0:
         raise _error(expr, open_at, "'[' is never closed")
@@ -145,11 +153,19 @@ def expand(expr: str) -> list[str]:
         if not groups:
             names.append(item)
             continue
-        expanded = [texts[0]]
-        for group, text in zip(groups, texts[1:]):
-            numbers = _numbers(group)
-            expanded = [head + number + text for head in expanded for number in numbers]
-        names += expanded
+        if len(groups) < 3:
+            expanded = [texts[0]]
+            for group, text in zip(groups, texts[1:]):
+                numbers = _numbers(group)
+                expanded = [head + number + text for head in expanded for number in numbers]
+            names += expanded
+            continue
+        # Slurm's order for 3+ brackets: the one before the last slowest, down to the first, the last fastest
+        order = [*range(len(groups) - 2, -1, -1), len(groups) - 1]
+        numbers_ = [_numbers(g) for g in groups]
+        for combo in itertools.product(*(numbers_[i] for i in order)):
+            at = dict(zip(order, combo))
+            names.append(texts[0] + "".join(at[i] + texts[i + 1] for i in range(len(groups))))
     return names
 
 
