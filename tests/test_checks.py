@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import orchgen_argv
+
 
 DATA = Path(__file__).parent / "data" / "bringup"
 REPO = Path(__file__).resolve().parent.parent
@@ -23,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("checks") / "out"
-    subprocess.run([str(Path(sys.executable).parent / "orchgen"), "plan", str(DATA / "fleet.yaml"), "-o", str(out)],
+    subprocess.run([*orchgen_argv(), "plan", str(DATA / "fleet.yaml"), "-o", str(out)],
                    check=True, capture_output=True, timeout=120)
     return out
 
