@@ -137,6 +137,28 @@ def test_discover_writes_the_facts_and_reports_the_differences(tmp_path):
         assert json.loads(ok.stdout) == {"fleet": "discover-lab", "facts": str(facts_path), "hosts": 3,
                                          "unread": [], "drift": []}
 
+    # plan reads them: a pool that gives no CPU layout and no nics takes the hosts' (pool.facts)
+    pool = fleet["fleet"]["pools"][0]
+    del pool["cpu"], pool["nics"]
+    pool["facts"] = "facts.yaml"
+    src.write_text(yaml.safe_dump(fleet, sort_keys=False))
+    out = tmp_path / "bundle"
+    planned = run_cli(["plan", src, "-o", out], capture_output=True, text=True, timeout=120)
+    assert planned.returncode == 0, planned.stderr
+    conf = (out / "slurm/slurm.conf").read_text()
+    assert (f"Sockets={cpu['sockets']} CoresPerSocket={cpu['cores_per_socket']} "
+            f"ThreadsPerCore={cpu['threads_per_core']}") in conf, conf
+    nhc = (out / "slurm/nhc.conf").read_text()
+    assert "check_hw_ib 400 mlx5_0:1" in nhc and "check_hw_ib 400 mlx5_1:1" in nhc and "mlx5_2" not in nhc, nhc
+    assert "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1" in (out / "slurm/nccl.env").read_text()
+    # a facts file outside the folder of workload.yaml is refused, with the line of `facts`
+    pool["facts"] = "../elsewhere/facts.yaml"
+    src.write_text(yaml.safe_dump(fleet, sort_keys=False))
+    refused = run_cli(["plan", src, "-o", tmp_path / "refused"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "fleet.pools[0].facts" in refused.stderr and \
+        f"{src}:" in refused.stderr, refused.stderr
+    assert not (tmp_path / "refused").exists()
+
 
 def test_discover_refuses_a_bad_inventory(tmp_path):
     src = tmp_path / "f.yaml"
