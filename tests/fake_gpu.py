@@ -77,7 +77,7 @@ def nvidia_smi(nodes: dict[str, dict] | None = None, *, count: int = 8, name: st
     if cases:
         lines += [f'case "${{{node_var}:-}}" in', *cases, "esac"]
     fields = "\n".join(f'            {f}) if [ $i = "$bad" ]; then v=$b_{_var(f)}; else v=${_var(f)}; fi ;;'
-                       for f in fields_all)
+                       for f in fields_all if not f.startswith("fabric."))  # Fabric: `-q` only
     at = 'if [ $i = "$bad" ]; then eval "v=\\$b_f_fabric_$1"; else eval "v=\\$f_fabric_$1"; fi; echo "$v"'
 
     lines.append(f"""query=
