@@ -596,6 +596,42 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
 
 
 @cli.command()
+@click.argument("workload", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("hosts", metavar="HOSTS.yaml", type=click.Path(dir_okay=False, path_type=str))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("facts.yaml"),
+              show_default=True, help="where the hosts' facts go (YAML)")
+@click.option("--timeout", type=click.IntRange(5, 600), default=60, show_default=True,
+              help="seconds for one host (ssh, then every command it runs)")
+@_format("the differences")
+@_INPUT_ROOT
+def discover(workload: str, hosts: str, output: Path, timeout: int, fmt: str, input_roots: tuple[str, ...]) -> None:
+    """Read the Slurm hosts over SSH (HOSTS.yaml: the bring-up's inventory), write their facts and report every
+    difference from the fleet model; exit 1 when there is one."""
+    from . import discover as disc
+    from .yamlio import dump_yaml
+
+    the_plan, _ = _load_plan(workload, roots=input_roots, warnings=[])
+    if "slurm" not in the_plan.planes:
+        raise OrchgenError("discover reads the hosts of a Slurm plane, and this fleet has none", workload)
+    inventory = disc.read_inventory(hosts)
+    facts = disc.gather(inventory, timeout)
+    lines = disc.drift(the_plan, facts)
+    _not_a_link(output)
+    _write_file(output, dump_yaml(disc.facts_document(the_plan.name, facts, lines), sort_keys=False).decode())
+    if fmt == "json":
+        click.echo(json.dumps({"fleet": the_plan.name, "facts": str(output), "hosts": len(facts),
+                               "unread": sorted(h for h, f in facts.items() if "error" in f), "drift": lines}, indent=2))
+    else:
+        for line in lines:
+            click.echo(fit_to_print(f"drift: {line}"))
+        read = sum(1 for f in facts.values() if "error" not in f)
+        click.echo(fit_to_print(f"{the_plan.name}: read {read} of {len(facts)} hosts; "
+                                f"{len(lines) or 'no'} difference{'s' if len(lines) != 1 else ''} from the model; "
+                                f"facts in {output}"))
+    sys.exit(Exit.DIFF if lines else 0)
+
+
+@cli.command()
 @click.option("--plan", "of_plan", is_flag=True, help="the JSON Schema of a bundle's plan.json instead")
 def schema(of_plan: bool) -> None:
     """Print the JSON Schema of workload.yaml (for editors), or with --plan of plan.json."""

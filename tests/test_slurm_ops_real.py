@@ -14,6 +14,9 @@ bundles the CLI wrote (the loopback overlay's changes are listed in tests/slurmh
   nvidia-smi and dmesg (tests/fake_gpu.py): the nodes with one GPU fewer, an uncorrectable ECC error, a
   pending row remap or an Xid 79, and only they, are drained with the reason; correctable errors, a GPU
   without ECC and application Xids (13, 31, 43, 92) leave a node up;
+* GB200 NVL72 trays (gpu-health.sh ... imex): a tray whose NVLink fabric registration is not done or
+  failed, that is off the fabric, whose GPUs disagree on their clique, or whose IMEX daemon is not READY is
+  drained with gpu-health.sh's line; the healthy trays stay up and run a job;
 * two controllers with one StateSaveLocation: the primary is killed, the backup takes over, the
   running job carries on and a new job is scheduled (22.05 and 24.11).
 """
@@ -221,6 +224,66 @@ def test_health_check_drains_the_nodes_with_broken_gpus_2205(tmp_path):
         # slurmd logs the failing check (NHC's exit status 1; its message is the drain reason)
         # (SlurmCluster.problems folds the same line of several nodes into "slurmd on N nodes: ...")
         check_clean_log(c, p, also=[re.compile(rf"^slurmd ({'|'.join(DRAINED)}|on [2-{len(DRAINED)}] nodes): "
+                                               r"error: health_check failed: rc:1 output:")])
+
+
+# ------------------------------------------------------------------ a GB200 tray off its NVLink fabric drains
+
+# GB200 NVL72 trays in NVLink domains of two (tests/fake_gpu.py: nvidia-smi -q's Fabric block, nvidia-imex-ctl -q):
+# healthy trays register with the rack's NVLink fabric (State Completed, Status Success, one ClusterUUID and
+# CliqueId) and their IMEX daemon is READY. The drained ones, each with gpu-health.sh's line as the reason:
+SICK_FABRIC = {
+    "gb200-002": {"gpu": 2, "fabric.state": "In Progress", "fabric.status": "N/A"},    # registration not done
+    "gb200-003": {"all.fabric.cluster_uuid": "N/A", "all.fabric.clique_id": "N/A"},    # the tray is off the fabric
+    "gb200-005": {"gpu": 3, "fabric.clique_id": "7"},                                  # a GPU in another partition
+    "gb200-006": {"gpu": 1, "fabric.status": "Failure"},                              # registration failed
+}
+SICK_IMEX = {"gb200-004": "WAITING_FOR_PEERS"}                                          # IMEX not joined its domain
+FABRIC_DRAINED = {
+    "gb200-002": "FAIL: GPU 2 (00000000:1A:00.0): NVLink fabric state In Progress, status N/A",
+    "gb200-003": "FAIL: all 4 GPUs: in no NVLink cluster (ClusterUUID N/A)",
+    "gb200-004": "FAIL: IMEX daemon not READY: WAITING_FOR_PEERS (nvidia-imex-ctl -N shows the domain)",
+    "gb200-005": f"FAIL: GPUs in different NVLink cliques: {fake_gpu.FABRIC['fabric.cluster_uuid']} clique 32766,"
+                 f"{fake_gpu.FABRIC['fabric.cluster_uuid']} clique 7",
+    "gb200-006": "FAIL: GPU 1 (00000000:19:00.0): NVLink fabric state Completed, status Failure",
+}
+GB200_FLEET = {
+    "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "nvl-health"},
+    "fleet": {"bare_metal": True, "fabric": {"kind": "infiniband", "nodes_per_leaf": 8},
+              "pools": [{"name": "gb200", "nodes": 8, "gpu": {"type": "gb200", "count": 4, "sockets": [0, 0, 1, 1]},
+                         "cpu": {"sockets": 2, "cores_per_socket": 4, "threads_per_core": 1}, "memory_gib": 8,
+                         "nvlink_domain_nodes": 2}]},
+    "workloads": [{"name": "train", "nodes": 2, "tightly_coupled": True}],
+    "options": {"slurm_version": "22.05"},
+}
+
+
+def test_health_check_drains_the_trays_off_their_nvlink_fabric_2205(tmp_path):
+    require_slurm("bookworm")
+    out = bundle(tmp_path, GB200_FLEET)
+    p = Planned(out)
+    assert "/etc/slurm/gpu-health.sh 4 gb200 imex" in (out / "slurm" / "nhc.conf").read_text()
+    fakes = {"nvidia-smi": fake_gpu.nvidia_smi(SICK_FABRIC, count=4, name="NVIDIA GB200", fabric=fake_gpu.FABRIC),
+             "dmesg": fake_gpu.dmesg(), "nvidia-imex-ctl": fake_gpu.imex_ctl(SICK_IMEX)}
+    with SlurmCluster(out / "slurm", health_check=True, wait_idle_s=0, bin_files=fakes) as c:
+        reasons = {n: f"NHC: check_gpus:  {line}." for n, line in FABRIC_DRAINED.items()}
+
+        def settled():
+            nodes = c.nodes()
+            done = len(nodes) == 8 and all(s["state"] in ("IDLE", "IDLE+DRAIN", "DRAIN") for s in nodes.values())
+            return nodes if done and all("DRAIN" in nodes[n]["state"] for n in FABRIC_DRAINED) else None
+
+        nodes = wait_for("the trays off their fabric to drain and the rest to be idle", settled)
+        assert {n: s["state"] for n, s in nodes.items() if s["state"] != "IDLE"} == \
+            {n: "IDLE+DRAIN" for n in FABRIC_DRAINED}
+        for node, reason in reasons.items():
+            assert nodes[node]["reason"].startswith(reason), (node, nodes[node]["reason"])
+        log = (c.workdir / "log" / "nhc.log").read_text()
+        assert "gb200-001: healthy" in log and "gb200-007: healthy" in log and "gb200-008: healthy" in log
+        # the healthy trays of a domain still run a 2-node job
+        ran = c.job("-N", "2", "-w", "gb200-[007-008]", "sh", "-c", 'echo "$SLURMD_NODENAME"').stdout.split()
+        assert sorted(ran) == ["gb200-007", "gb200-008"], ran
+        check_clean_log(c, p, also=[re.compile(r"^slurmd (gb200-00[2-6]|on [2-5] nodes): "
                                                r"error: health_check failed: rc:1 output:")])
 
 

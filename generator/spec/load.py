@@ -199,6 +199,8 @@ def load_located(path: str | Path, roots: tuple[str, ...] = ()
         first = errors[0]
         more = f" (and {len(errors) - 1} more error{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
         raise src.error(_message(first, data) + more, _loc(first)) from None
+    if any(p.facts for p in fleet.fleet.pools):  # pool.facts: what discover read, for what the pool omits
+        fleet = _with_facts(src, data, fleet, Path(path).parent, roots)
     for message, loc in check_fleet(fleet):
         raise src.error(message, loc)
     for message, loc in inputs.fleet_problems(fleet):
@@ -212,6 +214,28 @@ def load_located(path: str | Path, roots: tuple[str, ...] = ()
             raise OrchgenError(p.message, p.file, p.line, p.field) from None
         raise src.error(p.message, p.path) from None
     return fleet, locate
+
+
+def _with_facts(src: _Source, data: Any, fleet: Fleet, base: Path, roots: tuple[str, ...]) -> Fleet:
+    from . import facts
+    from .checks import pool_hostnames
+
+    pools = list(data["fleet"]["pools"])
+    for i, pool in enumerate(fleet.fleet.pools):
+        if not pool.facts:
+            continue
+        at = ("fleet", "pools", i, "facts")
+        try:
+            hosts = facts.read(base, pool.facts, roots, at)
+            pools[i] = facts.fill(pools[i], pool_hostnames(pool), hosts, fleet.fleet.fabric.kind, at)
+        except facts.FactsProblem as p:
+            raise src.error(p.message, p.path) from None
+    data = {**data, "fleet": {**data["fleet"], "pools": pools}}
+    try:
+        return Fleet.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise src.error(f"from its facts file: {_message(first, data)}", (*_loc(first)[:3], "facts")) from None
 
 
 def _refuse_secrets(src: _Source, data: Any, path: Path_ = ()) -> None:

@@ -4,7 +4,7 @@ Only for a plan with a bare-metal Slurm plane. Ansible (ansible-core) runs it: H
 idempotent by construction (a second run reports `changed=0`), and its inventory is where each site's own
 host addresses, SSH user and key live, outside the bundle. The files:
 
-- bringup/site.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt: copied byte for
+- bringup/site.yml, imex.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt: copied byte for
   byte from templates/bringup (the playbook, its one command, apply.py, which reads what the cluster runs
   and applies the difference by its impact); bringup/slurm_impact.py and hostlist.py: generator/impact/slurm.py,
   the one impact table, and generator/spec/hostlist.py, byte for byte (apply.py imports them; standard
@@ -33,8 +33,9 @@ from ..kubernetes import gang_check
 from .manual import not_installed
 from ..slurm.model import STORAGE_PASS_FILE, model
 from ..slurm.ops import ETC
+from ...spec.hostlist import expand
 
-STATIC = ("site.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt")
+STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt")
 
 # nccl-tests all_reduce_perf bus bandwidth (GB/s) below which the two-node check fails, per fabric kind:
 # about half the line rate of one 400 Gb/s NDR port (50 GB/s) per GPU rail on InfiniBand, a 400 GbE RoCE
@@ -139,11 +140,21 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_pyxis": bool(ops and ops.containers == "pyxis"),
         # what the plan turns on that the bring-up cannot install: why, and the steps (manual.py; the README too)
         "orchgen_not_installed": not_installed(plan),
+        # IMEX (imex.yml): the nodes of each NVLink domain that spans nodes, one IMEX domain each (empty: none)
+        "orchgen_imex": imex_vars(ops),
         # standalone runs keep the munge key here, outside the bundle (Pulumi passes its own secret)
         "orchgen_munge_key_file": f"~/.config/orchgen/{m.cluster}/munge.key",
         "orchgen_service_manager": "systemd",
         "orchgen_idle_timeout_s": 300,
     }
+
+
+def imex_vars(ops) -> dict[str, object]:
+    """imex.yml's map: each NVLink domain's nodes (its nodes_config.cfg) and each node's domain."""
+    if not ops or not ops.imex:
+        return {}
+    domains = {name: expand(nodes) for name, nodes in ops.imex.domains}
+    return {"domains": domains, "node_domain": {n: name for name, nodes in domains.items() for n in nodes}}
 
 
 def inventory(plan: Plan) -> dict[str, object]:

@@ -89,6 +89,9 @@ class GpuCheck:
     targets: tuple[str, ...]
     count: int
     gpu_type: str
+    # gpu-health.sh's third argument on nodes of an NVLink domain that spans nodes (GB200 NVL72): "imex"
+    # (fabric state and the IMEX daemon, which the bring-up configures) or "fabric" (options.slurm.imex off)
+    fabric: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,9 @@ def operations(plan: Plan, groups) -> Ops:
     health = None
     rdma = fabric in ("infiniband", "roce")
     if o.health_check:
-        gpus = tuple(GpuCheck(g.pool, nhc_targets(g.nodes), g.gpus, g.gpu_type) for g in groups if g.gpu_type)
+        gpus = tuple(GpuCheck(g.pool, nhc_targets(g.nodes), g.gpus, g.gpu_type,
+                              ("imex" if o.imex else "fabric") if g.nvlink_domain_nodes > 1 else "")
+                     for g in groups if g.gpu_type)
         rails = tuple(RailCheck(g.pool, nhc_targets(g.nodes), tuple((n.hca, n.rate_gbps) for n in g.hw.compute_rails))
                       for g in groups if g.hw.compute_rails) if rdma else ()
         railed = {r.pool for r in rails}

@@ -6,19 +6,23 @@
 #  3. a GPU has a row remapping pending (it needs a GPU reset) or a failed one (remapped_rows.pending,
 #     remapped_rows.failure), or, on GPUs before Ampere, pages pending retirement (retired_pages.pending);
 #  4. the kernel log since boot holds an NVRM Xid that NVIDIA's catalog says needs a GPU reset or a
-#     reboot (FATAL_XIDS below); the Xids of application faults (13, 31, 43 ...) do not fail it.
+#     reboot (FATAL_XIDS below); the Xids of application faults (13, 31, 43 ...) do not fail it;
+#  5. with a third argument, `fabric` or `imex` (a node of an NVLink domain that spans nodes, GB200 NVL72):
+#     a GPU whose NVLink fabric registration is not done and successful, or that is in no NVLink cluster, or
+#     whose GPUs disagree on their clique; with `imex`, also the node's IMEX daemon not READY.
 # Prints "ok: ..." and exits 0, or prints one "FAIL: ..." line naming every problem and exits 1.
 # NHC runs it from nhc.conf (installed as /etc/slurm/gpu-health.sh, mode 0755) and drains the node with the
 # FAIL line as the reason; on Kubernetes gpu-quarantine.py runs it and cordons + taints the node.
-# It also runs by hand: /etc/slurm/gpu-health.sh 8 h100
+# It also runs by hand: /etc/slurm/gpu-health.sh 8 h100 (a GB200 NVL72 tray: /etc/slurm/gpu-health.sh 4 gb200 imex)
 set -u
 
-if [ $# -ne 2 ]; then
-    echo "FAIL: usage: $0 COUNT TYPE" >&2
+if [ $# -lt 2 ] || [ $# -gt 3 ] || { [ $# -eq 3 ] && [ "$3" != fabric ] && [ "$3" != imex ]; }; then
+    echo "FAIL: usage: $0 COUNT TYPE [fabric|imex]" >&2
     exit 2
 fi
 want=$1
 type=$2
+fabric=${3:-}
 # slurmd starts health checks with an almost empty environment: add the usual places of nvidia-smi.
 PATH=${PATH:+$PATH:}/usr/bin:/bin:/usr/sbin:/sbin
 export PATH
@@ -108,8 +112,83 @@ else
     xidnote="; Xids not checked: $(printf '%s\n' "$klog" | head -n 1)"
 fi
 
+# ---- the NVLink fabric of a multi-node NVLink domain (GB200 NVL72). Each GPU registers with the NVLink
+# fabric (NVLink Switch trays and their fabric manager) at driver load; `nvidia-smi -q` shows per GPU a
+# "Fabric" block: State (Not Started, In Progress, Completed), Status (Success once completed, else the
+# error), ClusterUUID and CliqueId (the NVLink partition the GPU belongs to; GPUs of one clique reach each
+# other over NVLink). A tray whose registration failed still runs single-node jobs, but NCCL falls back to
+# InfiniBand across the rack and CUDA's multi-node NVLink memory (cuMemImportFromShareableHandle) fails, so
+# the tray must leave its block. Sources: NVIDIA, "NVIDIA Multi-Node NVLink Systems" and the IMEX guide
+# (https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/), nvidia-smi(1) "Fabric"; the same fields
+# NVIDIA's topograph reads to find a node's NVLink domain (ClusterUUID + CliqueId).
+fabricnote=
+if [ -n "$fabric" ]; then
+    if ! q=$(timeout 20 nvidia-smi -q 2>&1); then
+        problems="${problems:+$problems
+}nvidia-smi -q failed: $(printf '%s\n' "$q" | head -n 1)"
+    else
+        # GPU header lines ("GPU 00000000:1B:00.0"), then its sections at 4 spaces and their fields at 8.
+        fab=$(printf '%s\n' "$q" | awk '
+            /^GPU [0-9A-Fa-f]+:/ { bus = $2; n++; sec = ""; next }
+            /^    [^ ]/ { sec = $0; sub(/^ +/, "", sec); sub(/ *:.*$/, "", sec); next }
+            sec == "Fabric" && /^        [^ ]/ {
+                k = $0; sub(/^ +/, "", k); sub(/ *:.*$/, "", k)
+                v = $0; if (!sub(/^[^:]*: */, "", v)) v = ""
+                f[bus, k] = v; if (!(bus in seen)) { seen[bus] = 1; order[++m] = bus }
+            }
+            END {
+                bad = 0
+                for (i = 1; i <= m; i++) {
+                    b = order[i]; st = f[b, "State"]; ss = f[b, "Status"]
+                    u = f[b, "ClusterUUID"]; c = f[b, "CliqueId"]; p[i] = ""
+                    if (st != "Completed" || ss != "Success")
+                        p[i] = "NVLink fabric state " (st == "" ? "none" : st) ", status " (ss == "" ? "none" : ss)
+                    else if (u == "" || u == "N/A" || u ~ /^[0-]+$/)
+                        p[i] = "in no NVLink cluster (ClusterUUID " (u == "" ? "none" : u) ")"
+                    else print "D " u " " c
+                    if (p[i] != "") bad++
+                    same = (i == 1 || p[i] == p[1])
+                    if (!same) differ = 1
+                }
+                # one line when every GPU says the same (the tray, not a GPU, is off the fabric)
+                if (m > 1 && bad == m && !differ) print "P all " m " GPUs: " p[1]
+                else for (i = 1; i <= m; i++) if (p[i] != "") print "P GPU " (i - 1) " (" order[i] "): " p[i]
+                if (n && !m) print "P nvidia-smi -q shows no NVLink fabric (driver before R550, or not an NVLink Switch system)"
+            }')
+        problems="${problems:+$problems
+}$(printf '%s\n' "$fab" | sed -n 's/^P //p')"
+        problems=$(printf '%s\n' "$problems" | grep . || true)
+        # every GPU of the tray in one NVLink domain: one ClusterUUID and one CliqueId
+        domains=$(printf '%s\n' "$fab" | sed -n 's/^D //p' | sort -u)
+        if [ "$(printf '%s\n' "$domains" | grep -c .)" -gt 1 ]; then
+            problems="${problems:+$problems
+}GPUs in different NVLink cliques: $(printf '%s\n' "$domains" | sed 's/ / clique /' | paste -s -d ',' -)"
+        elif [ -n "$domains" ]; then
+            fabricnote="; NVLink fabric: cluster ${domains% *} clique ${domains##* }"
+        fi
+    fi
+fi
+# ---- IMEX (`imex`): the IMEX daemon of the node's NVLink domain must answer READY to its command service
+# (IMEX guide, "IMEX Service Command Service": `nvidia-imex-ctl -q` prints READY once the daemon has joined
+# its domain; it needs IMEX_CMD_ENABLED=1 in /etc/nvidia-imex/config.cfg, which the bring-up sets). Without
+# it CUDA cannot import memory from another tray and Slurm's switch/nvidia_imex channels lead nowhere.
+if [ "$fabric" = imex ]; then
+    if ! command -v nvidia-imex-ctl >/dev/null 2>&1; then
+        problems="${problems:+$problems
+}nvidia-imex-ctl not found: nvidia-imex is not installed (the bring-up says NOT INSTALLED with the steps)"
+    else
+        imex=$(timeout 10 nvidia-imex-ctl -q 2>&1 | tr -d '\r' | grep . | tail -n 1)
+        if [ "$imex" != READY ]; then
+            problems="${problems:+$problems
+}IMEX daemon not READY: ${imex:-no answer} (nvidia-imex-ctl -N shows the domain)"
+        else
+            fabricnote="$fabricnote, IMEX READY"
+        fi
+    fi
+fi
+
 if [ -n "$problems" ]; then
     echo "FAIL: $(printf '%s\n' "$problems" | paste -s -d ';' - | sed 's/;/; /g')"
     exit 1
 fi
-echo "ok: ${have}x $type GPUs: $listed$xidnote"
+echo "ok: ${have}x $type GPUs: $listed$fabricnote$xidnote"
