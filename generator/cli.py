@@ -601,8 +601,17 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
 
 @cli.command()
 @click.option("--plan", "of_plan", is_flag=True, help="the JSON Schema of a bundle's plan.json instead")
-def schema(of_plan: bool) -> None:
+@click.option("--markdown", is_flag=True, help="workload.yaml's reference in Markdown instead: every field's "
+              "type, default, allowed values and description (docs/workload-yaml-reference.md)")
+def schema(of_plan: bool, markdown: bool) -> None:
     """Print the JSON Schema of workload.yaml (for editors), or with --plan of plan.json."""
+    if of_plan and markdown:
+        raise click.UsageError("--plan and --markdown: give one")
+    if markdown:
+        from .spec.reference import markdown as reference
+
+        click.echo(reference(), nl=False)
+        return
     if of_plan:
         from .contract import PLAN_SCHEMA
 
