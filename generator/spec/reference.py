@@ -17,7 +17,7 @@ HEAD = """# workload.yaml reference
 
 *Generated from orchgen's schema by `orchgen schema --markdown`; do not edit (tests/test_schema_reference.py
 holds it to the code).* The guide with examples: [workload-yaml.md](workload-yaml.md). Editors can check a
-file as it is typed with `orchgen schema > workload.schema.json`.
+file as it is typed with `orchgen schema > workload.schema.json`. Back to the [README](../README.md).
 
 `orchgen plan` checks more than a schema can (a pool or tenant that must exist, a hostlist's length against
 `nodes`, contradictions between fields), each refusal one line naming file:line: field.
