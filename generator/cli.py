@@ -17,6 +17,7 @@ import click
 from . import providers
 from .errors import Exit, OrchgenError, cut, fit_to_print
 from .starter import BRINGUP_OS_SLURM, DEFAULT_OS
+from .terminal import echo as fit_echo
 
 MAX_LINE = 2_000  # characters of one line orchgen prints about the input
 
@@ -237,7 +238,10 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
         if fmt == "json":
             click.echo(impact.to_json())  # nothing to change: the same document, its lists empty
         elif impact:
-            click.echo(impact.text(str(output)), nl=False)
+            from .terminal import fit_diff
+
+            for line in fit_diff(impact.text(str(output))):  # the terminal's width; --format json unbroken
+                click.echo(line)
         else:
             click.echo("No changes.")
         sys.exit(Exit.DIFF if impact else 0)
@@ -250,11 +254,11 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
                                    "missing": list(diff.missing), "extra": list(diff.extra)}, indent=2))
             sys.exit(Exit.DIFF if diff else 0)
         if diff:
-            click.echo(fit_to_print(f"{output}: differs from what `orchgen plan {workload}` writes:"))
+            fit_echo(fit_to_print(f"{output}: differs from what `orchgen plan {workload}` writes:"))
             for line in diff.lines():
-                click.echo(f"  {line}")
+                fit_echo(f"  {line}")
             sys.exit(Exit.DIFF)
-        click.echo(fit_to_print(f"{output}: up to date ({len(files)} files)"))
+        fit_echo(fit_to_print(f"{output}: up to date ({len(files)} files)"))
         return
     gone = bundle.write(files, output, force=force, fleet=the_plan.name, inputs=(workload,))
     for path in gone if force else ():  # --force says what it removed; a re-plan's stale files go quietly
@@ -265,14 +269,14 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
                                "workloads": [{"name": d.name, "plane": d.plane, "pool": d.pool, "rule": rule_of(d)}
                                              for d in the_plan.workloads],
                                "files": sorted(files), "removed": gone if force else [],
-                               "warnings": warnings, "next": next_steps(the_plan, output, len(warnings))},
+                               "warnings": warnings, "next": next_steps(the_plan, output, len(warnings), 100)},
                               indent=2))
         for line in warnings:
             click.echo(line, err=True)
         return
     planes = ", ".join(f"{n} ({_nodes(len(p.nodes))})" for n, p in the_plan.planes.items())
-    click.echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
-    for line in workload_lines(the_plan):  # per workload: where it runs and the rule that chose it
+    fit_echo(fit_to_print(f"{the_plan.name}: {planes}; wrote {len(files)} files to {output}/"))
+    for line in workload_lines(the_plan):  # per workload: where it runs and the rule that chose it (wrapped)
         click.echo(fit_to_print(line))
     if not quiet:
         for line in listing(files):
@@ -331,13 +335,13 @@ def validate(bundle_dir: str, crds: tuple[str, ...], chart_defaults: str | None,
         if report.errors:
             sys.exit(Exit.DIFF)
         return
-    for line in report.replan:
-        click.echo(fit_to_print(line))
+    for line in report.replan:  # every line fitted to the terminal, continuation lines indented
+        fit_echo(fit_to_print(line))
     for notice in report.notices:
-        click.echo(fit_to_print(f"notice: {notice}"))
+        fit_echo(fit_to_print(f"notice: {notice}"))
     for finding in report.findings:
-        click.echo(str(finding))
-    click.echo(fit_to_print(report.summary()))
+        fit_echo(str(finding))
+    fit_echo(fit_to_print(report.summary()))
     if report.errors:
         sys.exit(Exit.DIFF)
 
@@ -587,10 +591,10 @@ def import_slurm(slurm_conf: Path, gres: Path | None, topology: Path | None, cgr
             _say(f"orchgen: ... and {len(others) - _MAX_PROBLEMS} more problems like these")
         raise
     for line in report.lines():
-        click.echo(cut(fit_to_print(line), MAX_LINE))
+        fit_echo(cut(fit_to_print(line), MAX_LINE))
     _write_file(output, text)
     n = len(report.modelled), len(report.carried), len(report.refused), len(report.added), len(report.asks)
-    click.echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, {n[3]} "
+    fit_echo(fit_to_print(f"wrote {output}: {n[0]} modelled, {n[1]} carried in site:, {n[2]} refused, {n[3]} "
                             f"added by orchgen, {n[4]} left for you to give; "
                             f"next: orchgen plan {output} -o out/"))
 
@@ -633,8 +637,17 @@ def discover(workload: str, hosts: str, output: Path, timeout: int, fmt: str, in
 
 @cli.command()
 @click.option("--plan", "of_plan", is_flag=True, help="the JSON Schema of a bundle's plan.json instead")
-def schema(of_plan: bool) -> None:
+@click.option("--markdown", is_flag=True, help="workload.yaml's reference in Markdown instead: every field's "
+              "type, default, allowed values and description (docs/workload-yaml-reference.md)")
+def schema(of_plan: bool, markdown: bool) -> None:
     """Print the JSON Schema of workload.yaml (for editors), or with --plan of plan.json."""
+    if of_plan and markdown:
+        raise click.UsageError("--plan and --markdown: give one")
+    if markdown:
+        from .spec.reference import markdown as reference
+
+        click.echo(reference(), nl=False)
+        return
     if of_plan:
         from .contract import PLAN_SCHEMA
 

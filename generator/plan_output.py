@@ -7,7 +7,8 @@ import shlex
 import textwrap
 from pathlib import Path
 
-WIDTH = 100
+from .terminal import width as terminal_width, wrap
+
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}  # the README's headings
 
 
@@ -18,12 +19,12 @@ def listing(files: dict[str, bytes]) -> list[str]:
         folder, name = posixpath.split(path)
         folders.setdefault(folder + "/" if folder else "./", []).append(name)
     pad = min(max(len(f) for f in folders), 28) + 2 if folders else 0
-    out = []
+    out, columns = [], terminal_width()
     for folder, names in folders.items():
         head = f"  {folder:<{pad}}"
         body = f"{len(names)} file{'s' if len(names) > 1 else ''}: " + ", ".join(names)
-        out += textwrap.wrap(body, WIDTH, initial_indent=head, subsequent_indent=" " * len(head),
-                             break_long_words=False, break_on_hyphens=False)
+        out += textwrap.wrap(body, columns, initial_indent=head, subsequent_indent=" " * len(head), break_long_words=True,
+                             break_on_hyphens=False)
     return out
 
 
@@ -38,12 +39,14 @@ def workload_lines(plan) -> list[str]:
     """One line per workload: its plane, its pool and the rule that chose the plane."""
     width = max((len(d.name) for d in plan.workloads), default=0)
     kube = plan.kube_plane
-    return [f"  {d.name + ':':<{width + 1}} {d.plane}{f' + {kube.name} (services)' if d.hybrid and kube else ''}, "
-            f"pool {d.pool}, {rule_of(d)}" for d in plan.workloads]
+    return [w for d in plan.workloads
+            for w in wrap(f"  {d.name + ':':<{width + 1}} {d.plane}{f' + {kube.name} (services)' if d.hybrid and kube else ''}, "
+                          f"pool {d.pool}, {rule_of(d)}", width + 2)]
 
 
-def next_steps(plan, output: Path, warnings: int) -> list[str]:
-    """The next step after `plan`, per plane: read the bundle README, validate, install, check."""
+def next_steps(plan, output: Path, warnings: int, columns: int | None = None) -> list[str]:
+    """The next step after `plan`, per plane: read the bundle README, validate, install, check; wrapped to
+    `columns` (default: the terminal's width)."""
     out = shlex.quote(str(output))
     lines = [f"next: read {out}/README.md (a checklist per plane); then:"]
     if warnings:
@@ -71,5 +74,4 @@ def next_steps(plan, output: Path, warnings: int) -> list[str]:
             how = f"bash {out}/kubernetes/node-labels.sh, then cd {out}/pulumi && pulumi up " \
                   f"(or helm install: README, \"{PLANE_TITLES.get(kube.name, kube.name)}: checklist\")"
         lines.append(f"  {step}. {what}: on an existing cluster, {how}")
-    return [w for line in lines for w in textwrap.wrap(line, WIDTH, subsequent_indent="     ",
-                                                         break_long_words=False, break_on_hyphens=False)]
+    return [w for line in lines for w in wrap(line, 3, columns)]

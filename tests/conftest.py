@@ -12,6 +12,23 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Every orchgen the tests start runs at COLUMNS=TEST_COLUMNS (wide) unless the test gives its own: orchgen
+    fits its output to the terminal, 80 columns off one (issue 39), and the tests read each finding, impact
+    and report line whole, whatever the length of their temporary paths. tests/test_output_width.py and
+    test_first_hour.py check the widths themselves (80, none, 200, a pseudo-terminal). pytest's own report
+    keeps the real terminal's width."""
+    import os
+
+    from tests.support import TEST_COLUMNS
+
+    writer = config.pluginmanager.get_plugin("terminalreporter")
+    if writer is not None:
+        writer._tw.fullwidth = writer._tw.fullwidth  # fixed now, before COLUMNS changes what it would read
+    os.environ["COLUMNS"] = TEST_COLUMNS
+
+
 def all_examples() -> list[Path]:
     return sorted(EXAMPLES.glob("*.yaml"))
 

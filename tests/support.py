@@ -92,10 +92,18 @@ def outside_source() -> Path:
     return Path(tempfile.gettempdir())
 
 
+# The terminal width of a CLI run unless `extra` gives COLUMNS: wide, so that a test reads each finding,
+# impact or report line whole, whatever the length of its temporary paths. Without a terminal orchgen fits
+# its output to 80 columns (issue 39); tests/test_output_width.py and test_first_hour.py check the widths
+# with COLUMNS of their own (80, none, 200, and on a pseudo-terminal).
+TEST_COLUMNS = "1000"
+
+
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a CLI run: this one, plus `extra`; when the installed product runs, without
-    PYTHONPATH (one naming the source tree would shadow the package) and with the test tools on PATH."""
-    env = dict(os.environ)
+    """The environment of a CLI run: this one, COLUMNS=TEST_COLUMNS, plus `extra`; when the installed product
+    runs, without PYTHONPATH (one naming the source tree would shadow the package) and with the test tools on
+    PATH."""
+    env = {**os.environ, "COLUMNS": TEST_COLUMNS}
     if os.environ.get("ORCHGEN_BIN"):
         env.pop("PYTHONPATH", None)
         # the tools a user has on PATH (helm from scripts/install_helm.py, kubectl) sit next to the test

@@ -129,8 +129,8 @@ def test_readme_is_an_ordered_checklist_per_plane(files):
     heads = [h for h in re.findall(r"^## (.+)$", readme, re.M)]
     checklists = [h for h in heads if h.endswith(": checklist")]
     assert checklists, heads
-    intro = re.search(r"^What to do, in order: (.+?) below$", readme, re.M)
-    assert intro and re.findall(r'"([^"]+)"', intro[1]) == checklists, intro
+    top = readme[readme.index("## Checklist\n"):readme.index("\n## ", readme.index("## Checklist\n"))]
+    assert re.findall(r"^\*\*\[([^]]+)\]", top, re.M) == checklists, top
     reference = heads.index("Reference")
     assert all(heads.index(h) < reference for h in checklists)
     for head in checklists:
@@ -143,3 +143,33 @@ def test_readme_is_an_ordered_checklist_per_plane(files):
         order = [titles.find(word) for word in ("prerequisites", "validate", "install", "check", "day two")]
         assert -1 not in order and order == sorted(order), titles
         assert "orchgen validate ." in section
+
+
+def _slug(heading: str, seen: dict[str, int]) -> str:
+    """GitHub's heading anchor (github-slugger, as github.com renders README.md): lower case; every character
+    but letters, digits, '-', '_' and space dropped; spaces to '-'; the n-th repeat of a slug gets '-n'."""
+    slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+    n = seen.get(slug, 0)
+    seen[slug] = n + 1
+    return f"{slug}-{n}" if n else slug
+
+
+@pytest.mark.parametrize("files", BUNDLES)
+def test_readme_starts_with_a_one_screen_checklist_whose_links_land(files):
+    """Issue 39: the bundle README opens with a checklist of at most one screen (40 lines, the title and
+    the do-not-edit note included) whose every link is a heading below, each plane's steps in order."""
+    readme = files["README.md"].decode()
+    lines = readme.splitlines()
+    start = lines.index("## Checklist")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("## "))
+    assert end <= 40, f"{end} lines before the first section after the checklist"
+    text, fenced, seen, anchors = "\n".join(lines[start:end]), False, {}, []
+    for line in lines:
+        fenced = fenced != line.startswith("```")
+        if not fenced and re.match(r"#{1,6} ", line):
+            anchors.append(_slug(line.split(" ", 1)[1].strip(), seen))
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert links and all(link in anchors for link in links), sorted(set(links) - set(anchors))
+    steps = re.findall(r"^- \[ \] \[(\d)\. ", text, re.M)
+    assert steps and "".join(steps).replace("12345", "") == "", steps  # each plane: 1 to 5, in order
+    assert "Reference: " in text

@@ -35,10 +35,72 @@ def mermaid(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+MARKER = "<!-- orchgen:checklist -->"
+REFERENCE_WIDTH = 100  # the Reference line's wrap (Markdown source: a reader's editor, not a terminal)
+
+
+def anchor(heading: str, seen: dict[str, int]) -> str:
+    """GitHub's anchor of a Markdown heading (github-slugger): lower case, markup and punctuation dropped
+    (letters, digits, `-`, `_` and spaces kept), spaces as `-`; a repeated heading gets -1, -2 ..."""
+    slug = "".join(c for c in heading.lower() if c.isalnum() or c in "-_ ").replace(" ", "-")
+    n = seen.get(slug, 0)
+    seen[slug] = n + 1
+    return f"{slug}-{n}" if n else slug
+
+
+def headings(text: str) -> list[tuple[int, str, str]]:
+    """(level, title, anchor) of every `#`-heading outside code blocks, in order."""
+    out, seen, fenced = [], {}, False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced and line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            if line[level:level + 1] == " ":
+                title = line[level + 1:].strip()
+                out.append((level, title, anchor(title, seen)))
+    return out
+
+
+def checklist(text: str) -> str:
+    """The README's first screen: each plane's checklist, step by step, and the reference sections, each a
+    link to its heading below; built from the rendered README's own headings, so that every link lands."""
+    import textwrap
+
+    heads = headings(text)
+    lines = ["## Checklist", "",
+             "Each step links to its section below; do them in this order. The reference follows the checklists.",
+             ""]
+    first = [h for h in heads if h[0] == 2 and h[1].startswith("First: ")]
+    for _, title, slug in first:
+        lines.append(f"- [ ] [{title}](#{slug})")
+    plane = None
+    for i, (level, title, slug) in enumerate(heads):
+        if level == 2:
+            plane = title.removesuffix(": checklist") if title.endswith(": checklist") else None
+            if plane:
+                lines += ([""] if lines[-1] else []) + [f"**[{title}](#{slug})**", ""]
+        elif level == 3 and plane:
+            lines.append(f"- [ ] [{title}](#{slug})")
+    ref = [f"[{title}](#{slug})" for level, title, slug in heads
+           if level == 2 and not title.endswith(": checklist") and not title.startswith("First: ")
+           and title not in ("Checklist", "Reference")]
+    lines += ["", *textwrap.wrap("Reference: " + " · ".join(ref), REFERENCE_WIDTH, break_long_words=False,
+                                 break_on_hyphens=False)]
+    return "\n".join(lines)
+
+
+def with_checklist(readme: bytes) -> bytes:
+    text = readme.decode()
+    assert MARKER in text, "templates/readme/header.md.j2 places the checklist"
+    return text.replace(MARKER, checklist(text.replace(MARKER, "## Checklist"))).encode()
+
+
 def render(plan: Plan) -> dict[str, bytes]:
     return {
         "plan.json": dump_json(plan.to_json()),
-        "README.md": render_template("README.md.j2", plan=plan, mermaid=mermaid(plan),
+        "README.md": with_checklist(render_template("README.md.j2", plan=plan, mermaid=mermaid(plan),
                                      titles=PLANE_TITLES, slurm_summary=slurm.summary,
                                      slurm_operator=operator_readme, gpu_quota=gpu_quota,
                                      plane_gpu_quota=plane_gpu_quota, lws_gpu_quota=lws_gpu_quota,
@@ -59,7 +121,7 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      kai_gitops_config="kai-scheduler" in plan.charts and "kaiConfig" in
                                      kai.values(plan),
                                      kai_v17="kai-scheduler" in plan.charts and "admission" not in kai.values(plan),
-                                     orchgen_better=ORCHGEN_BETTER, orchgen_better_nodes=ORCHGEN_BETTER_NODES),
+                                     orchgen_better=ORCHGEN_BETTER, orchgen_better_nodes=ORCHGEN_BETTER_NODES)),
     }
 
 

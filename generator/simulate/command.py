@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ..errors import OrchgenError
+from ..terminal import echo as fit_echo
 from . import jobs as jobs_mod, simulate
 
 GANG_CHOICES = ("kueue", "volcano", "kai")
@@ -71,7 +72,7 @@ def _basis(planes: list[dict], defaults: list[str]) -> None:
                      "its time limit): set workloads[].jobs_per_day and runtime (or jobs_at_once) in "
                      "workload.yaml to replay yours")
     for line in lines:
-        click.echo(line)
+        fit_echo(line)
 
 
 def compare_variants(fleet, plan, workload: str, trace: str | None, hours: float, seed: int) -> list[dict]:
@@ -166,7 +167,7 @@ def _table(report: dict) -> None:
 
     from ..terminal import console as make_console
 
-    console = make_console(width=max(120, make_console().width))
+    console = make_console()  # the terminal's width (80 when not a terminal): rich wraps the cells to fit
     t = Table(title=f"{report['plan']}: queue waits ({report['jobs']} jobs, seed {report['seed']})")
     for col in ("workload", "plane", "pool", "jobs", "wait p50", "wait p95", "never started"):
         t.add_column(col)
@@ -207,11 +208,12 @@ def _compare_table(rows: list[dict]) -> None:
 
     from ..terminal import console as make_console
 
-    console = make_console(width=max(140, make_console().width))
+    console = make_console()  # the terminal's width (80 when not a terminal): rich wraps the cells to fit
     t = Table(title="the same demand against the alternatives", show_lines=True)
-    for col in ("variant", "wait p50 / p95 per workload", "never started", "GPU utilization", "idle GPU-h while waiting",
-                "preemptions (GPU-h lost)"):
-        t.add_column(col)
+    # short headers, and long cells folded rather than cut, so that the table reads at 80 columns
+    for col in ("variant", "wait p50 / p95\nper workload", "never\nstarted", "GPU\nutilization", "idle GPU-h\nwhile waiting",
+                "preemptions\n(GPU-h lost)"):
+        t.add_column(col, overflow="fold")
     for r in rows:
         if "refused" in r:
             t.add_row(r["variant"], f"refused: {r['refused']}", "", "", "", "")

@@ -4,8 +4,8 @@ Only for a plan with a bare-metal Slurm plane. Ansible (ansible-core) runs it: H
 idempotent by construction (a second run reports `changed=0`), and its inventory is where each site's own
 host addresses, SSH user and key live, outside the bundle. The files:
 
-- bringup/site.yml, imex.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt: copied byte for
-  byte from templates/bringup (the playbook, its one command, apply.py, which reads what the cluster runs
+- bringup/site.yml, imex.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt, fetch_nhc.sh:
+  copied byte for byte from templates/bringup (the playbook, its one command, apply.py, which reads what the cluster runs
   and applies the difference by its impact); bringup/slurm_impact.py and hostlist.py: generator/impact/slurm.py,
   the one impact table, and generator/spec/hostlist.py, byte for byte (apply.py imports them; standard
   library only);
@@ -35,7 +35,8 @@ from ..slurm.model import STORAGE_PASS_FILE, model
 from ..slurm.ops import ETC
 from ...spec.hostlist import expand
 
-STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt")
+STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt",
+          "fetch_nhc.sh")
 
 # nccl-tests all_reduce_perf bus bandwidth (GB/s) below which the two-node check fails, per fabric kind:
 # about half the line rate of one 400 Gb/s NDR port (50 GB/s) per GPU rail on InfiniBand, a 400 GbE RoCE
