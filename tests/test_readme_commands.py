@@ -23,7 +23,8 @@ from .test_validate_fetch import chart_repo  # noqa: F401 (the fixture)
 
 NOT_RUN = ("./scripts/test.sh",)  # the whole test suite: not a user's first hour, and this test is in it
 # the docs by reader, in the order their commands run (after the README's, in the shell it leaves)
-DOCS = ("workload-yaml.md", "workload-yaml-reference.md", "decision-and-simulate.md", "applying-and-replanning.md", "slurm-admins.md",
+DOCS = ("workload-yaml.md", "workload-yaml-reference.md", "decision-and-simulate.md", "applying-and-replanning.md", "kubernetes-platform.md",
+        "slurm-admins.md",
         "ci-and-untrusted-input.md", "developers.md")
 
 
