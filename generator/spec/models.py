@@ -788,6 +788,11 @@ class SlurmOptions(_Model):
     kill_on_bad_exit: bool = Field(default=True, description="KillOnBadExit=1: one crashed rank ends the step")
     unkillable_step_timeout: int = Field(
         default=180, ge=60, le=3_600, description="UnkillableStepTimeout, seconds (GPU teardown outlasts the 60 s default)")
+    nvlink_spares: int | None = Field(
+        default=None, ge=0, le=71, description="spare nodes (trays) per NVLink domain: topology/block's BlockSizes "
+        "base is the domain less them, so a job of that size still fits a domain with that many nodes drained; "
+        "null: 2 in domains of 16 nodes or more (an NVL72 rack's 18 trays: BlockSizes=16), 0 in smaller ones; "
+        "with the site's own topology file (fleet.fabric.from), what its BlockSizes keep")
     imex: bool = Field(
         default=True, description="switch/nvidia_imex (Slurm 24.05+) when a pool's NVLink domains span nodes")
     nccl: bool = Field(default=True, description="NCCL settings for fleet.fabric.kind, given to every task by TaskProlog")
