@@ -198,7 +198,7 @@ def _state_save_shared(hosts: Hosts, site, bundle: Path) -> None:
     ha.write_text("all:\n  children:\n    slurmctld:\n      hosts:\n        db1: {}\n")
     env = {**site.env(), "ANSIBLE_CONFIG": str(bundle / "bringup" / "ansible.cfg")}
     argv = ["ansible-playbook", "-i", str(bundle / "bringup" / "inventory.yaml"), "-i", str(inv), "-i", str(ha),
-            str(bundle / "bringup" / "site.yml"), "--tags", "statesave"]
+            str(bundle / "bringup" / "site.yml"), "--tags", "statesave", "--limit", "ctl1,db1"]
     local = site._run(argv, "statesave, two controllers, not shared", 300, env=env)
     said = " ".join(local.stdout.split())
     assert local.returncode != 0 and "StateSaveLocation=/var/spool/slurmctld on db1 is not the filesystem ctl1 wrote " \
