@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
+import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -46,6 +49,9 @@ def cluster(tmp_path_factory):
     with Hosts("bookworm", work / "hosts") as hosts:
         for name, gpus in [("ctl1", 0), ("db1", 0), ("gpu01", 2), ("gpu02", 2)]:
             hosts.boot(hosts.add(name, gpus=gpus))
+            # the site's users, as its directory (LDAP) gives every host before Slurm comes: alice (tenant nlp)
+            # and ops, an automation account (slurmctld maps accounting's user names to uids as it loads them)
+            hosts.ssh(name, "useradd -m -u 5001 -s /bin/sh alice && useradd -m -u 5002 -s /bin/sh ops")
         site = Site(hosts, work, legacy=True)
         yield hosts, site
         print(f"bring-up log: {site.log}")
@@ -81,6 +87,136 @@ def _munge_stopped_on_one_node_is_repaired(hosts: Hosts, site, bundle: Path) -> 
     assert sorted(job) == ["gpu01", "gpu02"], job
 
 
+class _Syslog:
+    """A syslog socket at a host's /dev/log (the roots run no syslog daemon), read by a thread as a syslog daemon
+    reads it (a socket no one reads blocks its writers, sshd's PAM modules among them): what PAM modules log
+    there (pam_slurm_adopt's "Process PID adopted into job JOB") is kept for the test."""
+
+    def __init__(self, hosts: Hosts, name: str) -> None:
+        self.path = hosts.hosts[name].root / "dev" / "log"
+        self.path.unlink(missing_ok=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.path))
+        self.path.chmod(0o666)
+        self.sock.settimeout(0.2)
+        self.lines: list[str] = []
+        self.open = True
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while self.open:
+            try:
+                self.lines.append(self.sock.recv(65536).decode(errors="replace"))
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+
+    def take(self) -> str:
+        """What was logged since the last take (after a moment for the datagrams in flight)."""
+        time.sleep(0.3)
+        out, self.lines[:] = "\n".join(self.lines), []
+        return out
+
+    def close(self) -> None:
+        self.open = False
+        self.thread.join(timeout=5)
+        self.sock.close()
+        self.path.unlink(missing_ok=True)
+
+
+def _containment_and_hygiene(hosts: Hosts) -> None:
+    """Containment whole and the job epilog, on gpu01 as the bring-up left it (issue 38).
+
+    The site's users (made on every host before the bring-up, see `cluster`): alice (tenant nlp) and ops.
+    - ssh as alice without a job there: refused by pam_slurm_adopt; ops too, until it is in the admin group
+      (options.slurm.admin_group, default slurm-admins, which the bring-up made), then let in by pam_access;
+    - alice's job running there: her ssh is let in and adopted into that job's extern step, as pam_slurm_adopt
+      itself logs it, by the sshd process that is her session's ancestor. The job's cgroup cannot be shown:
+      these hosts run proctrack/linuxproc and no cgroup plugin (BRINGUP_CHANGES: cgroup writes fail here), so
+      /proc/PID/cgroup names the host's cgroup, and is only printed;
+    - pam_systemd is on in no file sshd includes (the roots have no libpam-systemd: nothing to turn off here);
+    - her job leaves a file in /dev/shm; once it ends the epilog (Epilog=/etc/slurm/epilog.d/*) has removed it."""
+    t = time.monotonic()
+    key = hosts.key.with_suffix(".pub").read_text().strip()
+    for u in ("alice", "ops"):
+        hosts.ssh("gpu01", f"install -d -o {u} -m 0700 /home/{u}/.ssh && echo '{key}' >/home/{u}/.ssh/authorized_keys "
+                           f"&& chown {u} /home/{u}/.ssh/authorized_keys")
+    stack = hosts.ssh("gpu01", "cat /etc/pam.d/sshd").stdout
+    assert "account sufficient pam_access.so accessfile=/etc/security/access-slurm-adopt.conf\n" \
+           "account required pam_slurm_adopt.so" in stack, stack
+    assert hosts.ssh("gpu01", "grep -En '^[[:space:]]*-?session.*pam_systemd' /etc/pam.d/sshd "
+                              "/etc/pam.d/common-session", check=False).returncode == 1
+    log = _Syslog(hosts, "gpu01")
+    try:
+        # LogLevel INFO: ssh shows what the server's PAM said (a banner), as a user's ssh does
+        no_job = hosts.ssh("gpu01", "true", user="alice", check=False, log_level="INFO")
+        assert no_job.returncode == 255, (no_job.returncode, no_job.stderr)
+        assert "Access denied by pam_slurm_adopt: you have no active jobs on this node" in no_job.stderr, no_job.stderr
+        assert hosts.ssh("gpu01", "true", user="ops", check=False).returncode == 255  # not an admin yet
+        hosts.ssh("gpu01", "gpasswd -a ops slurm-admins")
+        assert hosts.ssh("gpu01", "id -nG", user="ops").stdout.split()[-1] == "slurm-admins"  # in, with no job
+
+        job = hosts.ssh("ctl1", "runuser -u alice -- sbatch --parsable -N1 -w gpu01 -t 5 -D /tmp -o /dev/null "
+                                "--wrap 'echo left >/dev/shm/orchgen-left-$SLURM_JOB_ID; sleep 600'").stdout.strip()
+        for _ in range(100):
+            if _running(hosts, job) and hosts.ssh("gpu01", f"test -f /dev/shm/orchgen-left-{job}",
+                                                  check=False).returncode == 0:
+                break
+            time.sleep(0.2)
+        assert hosts.ssh("gpu01", f"stat -c %U /dev/shm/orchgen-left-{job}").stdout.strip() == "alice"
+        log.take()
+        inside = hosts.ssh("gpu01", "p=$$; while [ \"$p\" -gt 1 ]; do echo $p; p=$(cut -d' ' -f4 /proc/$p/stat); done; "
+                                    "cat /proc/self/cgroup", user="alice")
+        ancestors = {int(x) for x in inside.stdout.split() if x.isdigit()}
+        adopted = re.findall(r"Process (\d+) adopted into job (\d+)", log.take())
+        assert adopted and adopted[-1][1] == job and int(adopted[-1][0]) in ancestors, (adopted, inside.stdout)
+        print(f"alice's ssh with job {job}: adopted (pid {adopted[-1][0]}); its /proc/self/cgroup here: "
+              f"{inside.stdout.split()[-1]}")
+    finally:
+        log.close()
+
+    hosts.ssh("ctl1", f"scancel {job}")
+    for _ in range(150):
+        if not hosts.ssh("ctl1", f"squeue -h -j {job}", check=False).stdout.strip():
+            break
+        time.sleep(0.2)
+    assert hosts.ssh("gpu01", f"ls /dev/shm/orchgen-left-{job}", check=False).returncode != 0, "the epilog left it"
+    print(f"containment and epilog checks: {time.monotonic() - t:.1f} s")
+
+
+def _state_save_shared(hosts: Hosts, site, bundle: Path) -> None:
+    """With two controllers the bring-up proves StateSaveLocation is one filesystem on both (issue 38): the
+    operator's inventory puts db1 in the slurmctld group beside ctl1, and the playbook's statesave step runs on its
+    own (`ansible-playbook site.yml --tags statesave`, as the playbook's header says it may be run). db1's
+    /var/spool/slurmctld is its own: the run stops with the line that says so. Then ctl1's directory is mounted
+    there inside db1 (a bind mount in db1's mount namespace: what NFS gives two controllers), and the run passes."""
+    t = time.monotonic()
+    inv = hosts.inventory(site.work / "hosts.yaml")
+    ha = site.work / "ha.yaml"
+    ha.write_text("all:\n  children:\n    slurmctld:\n      hosts:\n        db1: {}\n")
+    env = {**site.env(), "ANSIBLE_CONFIG": str(bundle / "bringup" / "ansible.cfg")}
+    argv = ["ansible-playbook", "-i", str(bundle / "bringup" / "inventory.yaml"), "-i", str(inv), "-i", str(ha),
+            str(bundle / "bringup" / "site.yml"), "--tags", "statesave", "--limit", "ctl1,db1"]
+    local = site._run(argv, "statesave, two controllers, not shared", 300, env=env)
+    said = " ".join(local.stdout.split())
+    assert local.returncode != 0 and "StateSaveLocation=/var/spool/slurmctld on db1 is not the filesystem ctl1 wrote " \
+        "its sentinel to (db1 has " in said and "mount the one shared filesystem at /var/spool/slurmctld on every " \
+        "controller, then run the bring-up again" in said, failure(local)
+    shared_dir = hosts.hosts["db1"].root / "var" / "spool" / "slurmctld"
+    shared_dir.mkdir(parents=True, exist_ok=True)
+    ns = ["nsenter", "-t", str(hosts.hosts["db1"].proc.pid), "-m"]
+    subprocess.run([*ns, "mount", "--bind", str(hosts.hosts["ctl1"].root / "var" / "spool" / "slurmctld"),
+                    str(shared_dir)], check=True)
+    try:
+        shared = site._run(argv, "statesave, two controllers, shared", 300, env=env)
+        assert shared.returncode == 0, failure(shared)
+    finally:
+        subprocess.run([*ns, "umount", str(shared_dir)], check=True)
+    print(f"StateSaveLocation checks (not shared, then shared): {time.monotonic() - t:.1f} s")
+
+
 def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     hosts, site = cluster
     t0 = time.monotonic()
@@ -107,6 +243,8 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     assert {"nlp||3", "nlp|alice|1", "vision||1"} <= set(assoc), assoc
 
     _one_cluster_key(hosts, site, bundle)
+    _containment_and_hygiene(hosts)
+    _state_save_shared(hosts, site, bundle)
 
     t = time.monotonic()
     second = site.up(bundle, "--skip-tags", "checks")

@@ -2,7 +2,7 @@
 (one over InfiniBand that passes, one where NCCL fell back to sockets, which must fail), run as the bundle
 ships them. The checks that need a cluster (GRES, whole allocation on the fewest leaves, NHC) run against a
 real one in tests/test_bringup_real.py; their bounds (srun --immediate, the per-check bound, scancel on any exit),
-the per-node jobs run at once and the NOT INSTALLED nccl-tests run against a cluster faked on PATH."""
+the health job's per-node results and the NOT INSTALLED nccl-tests run against a cluster faked on PATH."""
 from __future__ import annotations
 
 import json
@@ -125,8 +125,8 @@ def test_fewest_leaves(bundle):
     assert [checks.fewest_leaves(leaves, k) for k in (1, 4, 5, 6, 7)] == [1, 1, 2, 2, 3]
 
 
-# A cluster faked on PATH (srun, squeue, sinfo, scancel), so that the bounds, the cancelling and the parallel
-# per-node jobs are seen without one: FAKE_SRUN says what srun does.
+# A cluster faked on PATH (srun, squeue, sinfo, scancel), so that the bounds, the cancelling and the health job's
+# per-node results are seen without one: FAKE_SRUN says what srun does.
 FAKE_SRUN = r'''
 import os, sys, time
 d, mode, args = os.environ["FAKE_DIR"], os.environ["FAKE_SRUN"], sys.argv[1:]
@@ -147,14 +147,10 @@ if mode == "busy":  # what srun --immediate says when the nodes stay busy
     print("srun: job 4243 queued and waiting for resources", file=sys.stderr)
     print("srun: error: Unable to allocate resources: Requested nodes are busy", file=sys.stderr)
     sys.exit(1)
-if mode == "barrier":  # a node's job passes only when every node's job has started meanwhile
-    open(os.path.join(d, "started." + opts["-w"]), "w").close()
-    end = time.time() + 5
-    while sum(n.startswith("started.") for n in os.listdir(d)) < int(os.environ["FAKE_NODES"]):
-        if time.time() > end:
-            sys.exit("ran alone: the other nodes' jobs did not start meanwhile")
-        time.sleep(0.05)
-    print(opts["-w"], "ok")
+if mode == "nodes":  # one task per node of -w (--ntasks-per-node=1), each with its SLURMD_NODENAME, here
+    import subprocess
+    for node in opts["-w"].split(","):
+        subprocess.run(args[i:], env={**os.environ, "SLURMD_NODENAME": node}, check=True)
     sys.exit(0)
 os.execvp(args[i], args[i:])  # local: run the command here
 '''
@@ -228,13 +224,12 @@ def test_a_busy_partition_fails_bounded_with_what_squeue_shows_and_cancels(clust
     assert set((d / "scancel.log").read_text().split()) == {"4242"}
 
 
-def test_srun_immediate_refusal_is_one_clear_line_per_node(cluster):
+def test_srun_immediate_refusal_is_one_clear_line(cluster):
     run, d = cluster
     proc = run("busy", "--only", "health", "--immediate", "2")
     assert proc.returncode == 1, proc.stderr
     detail = json.loads(proc.stdout)["health"]["detail"]
-    assert [line.split(":")[0] for line in detail] == ["gpu01", "gpu02", "gpu03"]
-    assert "partition gpu busy: node gpu01 not free within 2 s (srun --immediate" in detail[0]
+    assert len(detail) == 1 and "partition gpu busy: 3 nodes not free within 2 s (srun --immediate" in detail[0]
     assert "Requested nodes are busy" in detail[0] and "4100 carol RUNNING" in detail[0]
     assert set((d / "scancel.log").read_text().split()) == {"4243"}  # not 4300, an earlier run's
 
@@ -252,13 +247,26 @@ def test_sigterm_cancels_the_jobs_started(cluster):
     assert "4242" in (d / "scancel.log").read_text().split()
 
 
-def test_health_runs_on_every_node_at_once_sorted(cluster):
+def test_health_is_one_job_over_every_node_with_a_result_per_node(cluster):
+    """One srun -N<all> --ntasks-per-node=1 --immediate (issue 38: one job per node does not scale), bounded, and
+    each node's NHC result read back from its task's line: the failing node is named with NHC's own message."""
     run, d = cluster
-    proc = run("barrier", "--only", "health")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["health"] == {"ok": True, "detail": "/usr/sbin/nhc passed on 3 nodes"}
-    assert sorted(ln.split(" -w ")[1].split()[0] for ln in (d / "srun.log").read_text().splitlines()) == \
-        ["gpu01", "gpu02", "gpu03"]
+    nhc = d / "nhc"
+    nhc.write_text('#!/bin/sh\n[ "$SLURMD_NODENAME" = gpu02 ] || exit 0\n'
+                   'echo "ERROR:  nhc:  Health check failed:  check_fs_free:  /tmp has 2% free"; exit 1\n')
+    nhc.chmod(0o755)
+    cfg = json.loads((d / "checks.json").read_text())
+    (d / "checks.json").write_text(json.dumps({**cfg, "health_program": str(nhc)}))
+    proc = run("nodes", "--only", "health", "--immediate", "7")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["health"]["detail"] == [
+        f"gpu02: {nhc} exit 1: ERROR:  nhc:  Health check failed:  check_fs_free:  /tmp has 2% free"]
+    (line,) = (d / "srun.log").read_text().splitlines()  # one job
+    assert line.startswith("--immediate=7 -J orchgen-check-health-") and \
+        " -N 3 -w gpu01,gpu02,gpu03 --ntasks-per-node=1 -t 5 " in line, line
+    nhc.write_text("#!/bin/sh\nexit 0\n")
+    proc = run("nodes", "--only", "health")
+    assert json.loads(proc.stdout)["health"] == {"ok": True, "detail": f"{nhc} passed on 3 nodes"}
 
 
 def test_nccl_tests_not_installed_says_how_to_build_them(cluster):

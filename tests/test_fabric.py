@@ -141,6 +141,13 @@ def test_blocks_are_the_nvlink_domains(tmp_path):
     assert [d.name for d in plan.fabric.domains] == ["nvl-r01", "nvl-r02", "nvl-r03", "nvl-r04"]
     assert len(plan.fabric.leaves) == 2
     assert "BlockName=nvl-r01 Nodes=gb200-r01-t[01-18]" in render(plan)["slurm/topology.conf"].decode()
+    assert "BlockSizes=18,36,72" in render(plan)["slurm/topology.conf"].decode()  # the file's: no spares
+    # a site that keeps 2 trays of each rack spare (BlockSizes=16,...): re-planned, it keeps them (issue 38)
+    (tmp_path / "site" / "t.conf").write_text((DATA / "nvl72-topology.conf").read_text()
+                                              .replace("BlockSizes=18,36,72", "BlockSizes=16,32"))
+    plan = plan_of(write(tmp_path, fleet([gb200], {"from": {"topology_conf": "site/t.conf"}, "nodes_per_leaf": 36},
+                                         slurm_version="24.11")))
+    assert "BlockSizes=16,32,64" in render(plan)["slurm/topology.conf"].decode()
 
 
 def test_shorthand_is_unchanged():

@@ -53,10 +53,9 @@ def is_secret(value) -> bool:
 def test_declares_every_host_in_dependency_order(bundle):
     r = run(bundle, ADDRESSES)
     commands = {d.name: d for d in r.of_type("command:local:Command")}
-    # registration order among the slurmd hosts is the engine's (they resolve concurrently); the order that
-    # matters is the dependency edges below
-    assert sorted(commands) == ["checks", "database-db1", "impact", "slurmctld-ctl1", "slurmd-gpu01",
-                                "slurmd-gpu02", "slurmdbd-db1"]
+    # the nodes in one step per leaf switch (issue 38: one `--limit` run per node does not scale): the fleet's two
+    # nodes sit under leaf1
+    assert sorted(commands) == ["checks", "database-db1", "impact", "slurmctld-ctl1", "slurmd-leaf1", "slurmdbd-db1"]
     urn = {name: d.urn for name, d in commands.items()}
     deps = {name: set(d.dependencies) for name, d in commands.items()}
     # the re-plan's actions are decided once, before any host changes, by up.sh --dry-run (apply.py)
@@ -64,12 +63,12 @@ def test_declares_every_host_in_dependency_order(bundle):
     assert all(urn["impact"] in deps[n] for n in commands if n != "impact")
     assert urn["database-db1"] in deps["slurmdbd-db1"]
     assert urn["slurmdbd-db1"] in deps["slurmctld-ctl1"]
-    assert {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu01"] and {urn["slurmctld-ctl1"]} <= deps["slurmd-gpu02"]
-    assert {urn["slurmd-gpu01"], urn["slurmd-gpu02"], urn["slurmctld-ctl1"]} <= deps["checks"]
+    assert {urn["slurmctld-ctl1"]} <= deps["slurmd-leaf1"]
+    assert {urn["slurmd-leaf1"], urn["slurmctld-ctl1"]} <= deps["checks"]
     assert "--limit db1" in commands["database-db1"].inputs["create"]
     assert """-e '{"orchgen_start_slurmdbd": false}'""" in commands["database-db1"].inputs["create"]  # a boolean
     assert """-e '{"orchgen_wait_idle": false}'""" in commands["slurmctld-ctl1"].inputs["create"]
-    assert "--limit gpu02" in commands["slurmd-gpu02"].inputs["create"]
+    assert "--limit gpu01,gpu02 " in commands["slurmd-leaf1"].inputs["create"]
     assert "--limit" not in commands["checks"].inputs["create"]
     # the munge key: one RandomBytes, reaching the steps only through their secret environment
     (munge,) = r.of_type("random:index/randomBytes:RandomBytes")
@@ -94,9 +93,9 @@ def test_accounting_on_the_controller_is_one_step(tmp_path):
                    check=True, capture_output=True, timeout=120, env=cli_env())
     r = run(out, {k: v for k, v in ADDRESSES.items() if k != "db1"})
     commands = {d.name: d for d in r.of_type("command:local:Command")}
-    assert sorted(commands) == ["checks", "impact", "slurmctld-ctl1", "slurmd-gpu01", "slurmd-gpu02"]
+    assert sorted(commands) == ["checks", "impact", "slurmctld-ctl1", "slurmd-leaf1"]
     assert "orchgen_start_slurmdbd" not in commands["slurmctld-ctl1"].inputs["create"]
-    assert commands["slurmctld-ctl1"].urn in set(commands["slurmd-gpu01"].dependencies)
+    assert commands["slurmctld-ctl1"].urn in set(commands["slurmd-leaf1"].dependencies)
 
 
 def test_check_args_reach_the_checks_step_whole(bundle):
@@ -104,7 +103,7 @@ def test_check_args_reach_the_checks_step_whole(bundle):
     Ansible's key=value form would split `--skip nccl` at the space. The script runs it as a shell would."""
     r = run(bundle, ADDRESSES, checkArgs="--skip nccl")
     commands = {d.name: d for d in r.of_type("command:local:Command")}
-    assert "orchgen_check_args" not in commands["slurmd-gpu01"].inputs["create"]
+    assert "orchgen_check_args" not in commands["slurmd-leaf1"].inputs["create"]
     script = commands["checks"].inputs["create"]
     # the up.sh line, with `sh up.sh` replaced by printing its arguments one a line
     line = next(ln for ln in script.splitlines() if "up.sh" in ln).replace('sh "$ORCHGEN_BRINGUP/up.sh"', "printf '%s\\n'")
@@ -147,3 +146,27 @@ def test_program_imports_no_orchgen():
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
         {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m and m.split(".")[0] in ("generator", "orchgen", "tests") for m in mods), mods
+
+
+def test_nodes_are_batched_per_leaf(tmp_path):
+    """A bigger plane: one step per leaf switch with that leaf's nodes in one `--limit`; never a step per node."""
+    import yaml
+
+    require(pulumi_mocks, "pulumi, pulumi-command or pulumi-random not importable (pip install -e '.[test]')")
+    fleet = yaml.safe_load((DATA / "fleet.yaml").read_text())
+    pool = fleet["fleet"]["pools"][0]
+    pool["nodes"], pool["hostnames"] = 6, "gpu[01-06]"
+    fleet["fleet"]["fabric"]["leaves"] = [{"name": "leaf1", "nodes": "gpu[01-02]"},
+                                          {"name": "leaf2", "nodes": "gpu[03-05]"}, {"name": "leaf3", "nodes": "gpu06"}]
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
+    out = tmp_path / "out"
+    plan = subprocess.run([*orchgen_argv(), "plan", str(tmp_path / "fleet.yaml"), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120, env=cli_env())
+    assert plan.returncode == 0, plan.stderr
+    addresses = {"ctl1": "10.0.0.1", "db1": "10.0.0.2", **{f"gpu0{i}": f"10.0.1.{i}" for i in range(1, 7)}}
+    r = run(out, addresses)
+    commands = {d.name: d for d in r.of_type("command:local:Command")}
+    steps = {n: c.inputs["create"] for n, c in commands.items() if n.startswith("slurmd-")}
+    assert sorted(steps) == ["slurmd-leaf1", "slurmd-leaf2", "slurmd-leaf3"] and "slurmdbd-db1" in commands
+    assert "--limit gpu01,gpu02 " in steps["slurmd-leaf1"] and "--limit gpu03,gpu04,gpu05 " in steps["slurmd-leaf2"]
+    assert "--limit gpu06 " in steps["slurmd-leaf3"]

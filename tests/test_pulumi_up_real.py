@@ -194,7 +194,7 @@ def _run(stack: Stack, hosts: Hosts, site: Site, bundle: Path, tmp_path: Path) -
     got = resources(state)
     # ctl1 is the accounting host too: one step runs its database, slurmdbd and slurmctld in the playbook's order
     # `impact` first: apply.py --dry-run, which found bare hosts (a first bring-up) and decided nothing
-    assert sorted(got) == ["checks", "impact", "munge-key", "slurmctld-ctl1", "slurmd-gpu01"], sorted(got)
+    assert sorted(got) == ["checks", "impact", "munge-key", "slurmctld-ctl1", "slurmd-leaf1"], sorted(got)
     assert re.search(r"\+ 6 created", first.stdout), first.stdout[-3000:]  # the five and the stack itself
     assert "a first bring-up" in plain(got["impact"]["outputs"]["stdout"])
     # the production checks ran as the last step and passed: their output is the stack output `checks`

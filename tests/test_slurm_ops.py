@@ -27,7 +27,7 @@ from tests.support import orchgen_argv
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 OPS_FILES = ["nhc.conf", "gpu-health.sh", "plugstack.conf", "plugstack.conf.d/pyxis.conf", "enroot.conf",
-             "nccl.env", "task-prolog.sh"]
+             "nccl.env", "task-prolog.sh", "prolog.d/50-orchgen-dcgm.sh", "epilog.d/50-orchgen-hygiene.sh"]
 
 
 def doc(name: str = "ops", *, pools: list[dict] | None = None, fabric: str = "infiniband", version: str = "24.11",
@@ -72,12 +72,13 @@ def test_a_gpu_site_gets_every_operation_by_default(tmp_path):
     conf = settings_of(files["slurm.conf"])
     assert {k: conf[k] for k in ("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "PrologFlags",
                                  "KillOnBadExit", "UnkillableStepTimeout", "SwitchType", "SwitchParameters",
-                                 "TaskProlog", "MpiDefault", "StateSaveLocation", "SlurmctldTimeout")} == {
+                                 "TaskProlog", "MpiDefault", "StateSaveLocation", "SlurmctldTimeout", "Prolog",
+                                 "Epilog")} == {
         "HealthCheckProgram": "/usr/sbin/nhc", "HealthCheckInterval": "300", "HealthCheckNodeState": "ANY,CYCLE",
         "PrologFlags": "Contain", "KillOnBadExit": "1", "UnkillableStepTimeout": "180",
         "SwitchType": "switch/nvidia_imex", "SwitchParameters": "imex_channel_count=2048",
         "TaskProlog": "/etc/slurm/task-prolog.sh", "MpiDefault": "pmix", "StateSaveLocation": "/var/spool/slurmctld",
-        "SlurmctldTimeout": "120"}
+        "SlurmctldTimeout": "120", "Prolog": "/etc/slurm/prolog.d/*", "Epilog": "/etc/slurm/epilog.d/*"}
     assert "PlugStackConfig" not in conf  # plugstack.conf is read from beside slurm.conf
     assert files["plugstack.conf"].splitlines()[-1] == "include plugstack.conf.d/*.conf"
     assert files["plugstack.conf.d/pyxis.conf"].splitlines()[-1] == "optional /usr/local/lib/slurm/spank_pyxis.so"
@@ -100,11 +101,11 @@ def test_every_site_tunable_setting_says_why_with_its_source(tmp_path):
 
 def test_each_operation_turns_off(tmp_path):
     off = {"health_check": False, "containers": "none", "mpi": "none", "containment": False,
-           "kill_on_bad_exit": False, "imex": False, "nccl": False}
+           "kill_on_bad_exit": False, "imex": False, "nccl": False, "job_hygiene": False}
     files = files_of(tmp_path, doc(slurm=off))
     assert not [f for f in files if f in OPS_FILES]
     conf = settings_of(files["slurm.conf"])
-    for key in ("HealthCheckProgram", "PrologFlags", "KillOnBadExit", "SwitchType", "TaskProlog"):
+    for key in ("HealthCheckProgram", "PrologFlags", "KillOnBadExit", "SwitchType", "TaskProlog", "Prolog", "Epilog"):
         assert key not in conf, key
     assert conf["MpiDefault"] == "none" and conf["UnkillableStepTimeout"] == "180"
 
@@ -173,6 +174,9 @@ def test_health_checks_per_pool_and_site_mounts(tmp_path):
         "* || check_fs_mount_rw -f /",
         "* || check_fs_mount_rw -f /home",
         "* || check_fs_mount_rw -f /scratch",
+        "* || check_fs_free /tmp 10%",
+        "* || check_fs_free /home 5%",
+        "* || check_fs_free /scratch 5%",
         "* || check_hw_ib",
         "{gpu[001-016]} || check_cmd_output -C check_gpus -t 20 -m '!/^FAIL/' -M '%L' /etc/slurm/gpu-health.sh 8 h100",
         "{l40s-[001-004]} || check_cmd_output -C check_gpus -t 20 -m '!/^FAIL/' -M '%L' /etc/slurm/gpu-health.sh 2 l40s",
@@ -417,10 +421,40 @@ def test_enroot_conf_reads_the_way_enroot_reads_it(tmp_path):
 def test_generated_scripts_pass_shellcheck(tmp_path):
     for kind in ("infiniband", "roce", "ethernet"):
         files = files_of(tmp_path, doc(fabric=kind, version="22.05"))
-        for name in ("gpu-health.sh", "task-prolog.sh"):
-            (tmp_path / f"{kind}-{name}").write_text(files[name])
-            assert subprocess.run(["sh", "-n", str(tmp_path / f"{kind}-{name}")]).returncode == 0
+        for name in ("gpu-health.sh", "task-prolog.sh", "prolog.d/50-orchgen-dcgm.sh",
+                     "epilog.d/50-orchgen-hygiene.sh"):
+            script = tmp_path / f"{kind}-{name.replace('/', '-')}"
+            script.write_text(files[name])
+            assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
     checker = shutil.which("shellcheck")
     require(checker, "shellcheck not installed (apt-get install shellcheck)")
     result = subprocess.run([checker, *map(str, sorted(tmp_path.glob("*-*.sh")))], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_a_sites_own_prolog_and_epilog_replace_the_hygiene_globs_and_say_so(tmp_path):
+    files = files_of(tmp_path, doc(slurm={"prolog": "/opt/site/prolog.sh", "epilog": "/opt/site/epilog.sh"}))
+    conf = settings_of(files["slurm.conf"])
+    assert conf["Prolog"] == "/opt/site/prolog.sh" and conf["Epilog"] == "/opt/site/epilog.sh"
+    assert "It replaces orchgen's Epilog=/etc/slurm/epilog.d/*: call those scripts from it" in files["slurm.conf"]
+    assert "epilog.d/50-orchgen-hygiene.sh" in files  # still shipped, for the site's epilog to call
+
+
+def test_nhc_checks_free_space_where_jobs_write(tmp_path):
+    nhc = files_of(tmp_path, doc(slurm={"health_check_mounts": ["/scratch"]}))["nhc.conf"].splitlines()
+    assert "* || check_fs_free /tmp 10%" in nhc and "* || check_fs_free /scratch 5%" in nhc
+
+
+def test_the_admin_group_reaches_the_bring_up_and_a_bad_name_is_refused(tmp_path):
+    d = doc(slurm={"admin_group": "hpc-ops"})
+    src = tmp_path / "admins.yaml"
+    src.write_text(yaml.safe_dump(d, sort_keys=False))
+    out = tmp_path / "out"
+    assert orchgen("plan", str(src), "-o", str(out)).returncode == 0
+    assert yaml.safe_load((out / "bringup/vars.yaml").read_text())["orchgen_admin_group"] == "hpc-ops"
+    assert "`hpc-ops`" in (out / "README.md").read_text()
+    d["options"]["slurm"]["admin_group"] = "Bad Group"
+    src.write_text(yaml.safe_dump(d, sort_keys=False))
+    bad = orchgen("plan", str(src), "-o", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and not (tmp_path / "bad").exists()
+    assert len(bad.stderr.strip().splitlines()) == 1 and "admin_group" in bad.stderr, bad.stderr

@@ -305,16 +305,35 @@ def test_version_2311_blocks_without_block_sizes(tmp_path):
 def test_version_2405_blocks_with_block_sizes(tmp_path):
     files = slurm_config(plan_of(tmp_path, nvl_fleet("24.05")))
     assert "TopologyPlugin=topology/block" in files["slurm.conf"]
-    assert blocks_of(files)["conf"]["sizes"] == [18, 36, 72]
+    assert blocks_of(files)["conf"]["sizes"] == [16, 32, 64]  # 2 spare trays per 18-node domain by default
     assert len(blocks_of(files)["conf"]["blocks"]) == 4
 
 
-@pytest.mark.parametrize("domains,sizes", [(1, [18]), (2, [18, 36]), (3, [18, 36]), (4, [18, 36, 72]),
-                                           (5, [18, 36, 72])])
+@pytest.mark.parametrize("domains,sizes", [(1, [16]), (2, [16, 32]), (3, [16, 32]), (4, [16, 32, 64]),
+                                           (5, [16, 32, 64])])
 def test_block_sizes_double_while_they_fit(tmp_path, domains, sizes):
     pool = dict(GB200, nodes=18 * domains)
     files = slurm_config(plan_of(tmp_path, nvl_fleet("24.11", [pool])))
     assert blocks_of(files)["conf"]["sizes"] == sizes
+
+
+@pytest.mark.parametrize("spares,sizes", [(0, [18, 36, 72]), (1, [17, 34, 68]), (2, [16, 32, 64]), (4, [14, 28, 56])])
+def test_spare_trays_per_domain_set_the_base_block_size(tmp_path, spares, sizes):
+    """options.slurm.nvlink_spares: the base is the domain less its spares (issue 38: BlockSizes=18 on 18-tray
+    domains takes a rack out of 18-node jobs when one tray drains); the blocks stay the whole domains."""
+    doc = nvl_fleet("24.11", [dict(GB200, nodes=72)])
+    doc["options"]["slurm"] = {"nvlink_spares": spares}
+    files = slurm_config(plan_of(tmp_path, doc))
+    assert blocks_of(files)["conf"]["sizes"] == sizes
+    assert all(len(nodes) == 18 for nodes in blocks_of(files)["conf"]["blocks"].values())
+    assert (f"each 18-node NVLink domain keeps {spares} spare" in files["topology.conf"]) is (spares > 0)
+
+
+def test_too_many_spares_are_refused(tmp_path):
+    doc = nvl_fleet("24.11", [dict(GB200, nodes=36)])
+    doc["options"]["slurm"] = {"nvlink_spares": 18}
+    with pytest.raises(OrchgenError, match="nvlink_spares 18 keeps every node of the 18-node NVLink domains spare"):
+        slurm_config(plan_of(tmp_path, doc))
 
 
 @pytest.mark.parametrize("version", ["25.05", "25.11", "26.05"])
@@ -343,7 +362,7 @@ def test_two_domain_sizes(tmp_path):
     assert "sizes 8, 18" in files["topology.conf"]
     files = slurm_config(plan_of(tmp_path, nvl_fleet("25.11", [GB200, GB300_8])))
     topos = blocks_of(files)
-    assert {n: t["sizes"] for n, t in topos.items()} == {"nvlink18": [18, 36], "nvlink8": [8, 16]}
+    assert {n: t["sizes"] for n, t in topos.items()} == {"nvlink18": [16, 32], "nvlink8": [8, 16]}  # spares only in 16+
     parts = partitions_of(files["slurm.conf"])
     assert (parts["gb200"]["Topology"], parts["nvl8"]["Topology"]) == ("nvlink18", "nvlink8")
 
@@ -433,8 +452,10 @@ def test_ray_launcher(tmp_path):
 def test_shell_scripts_parse_and_pass_shellcheck(tmp_path):
     scripts = {n: t for n, t in slurm_config(plan_of(tmp_path, fleet(**MULTI))).items()
                if n.endswith((".sh", ".sbatch"))}
-    assert set(scripts) == {"accounts.sh", "ray-pipeline.sbatch", "gpu-health.sh", "task-prolog.sh"}
+    assert set(scripts) == {"accounts.sh", "ray-pipeline.sbatch", "gpu-health.sh", "task-prolog.sh",
+                            "prolog.d/50-orchgen-dcgm.sh", "epilog.d/50-orchgen-hygiene.sh"}
     for name, text in scripts.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
         shell = "bash" if text.startswith("#!/bin/bash") else "sh"
         subprocess.run([shell, "-n", str(tmp_path / name)], check=True)
@@ -464,7 +485,8 @@ def test_ten_thousand_nodes_render_fast_and_compressed(tmp_path, version):
     # the why-comments of both the hardware/ops and the policy blocks are ~8 KB on their own; what
     # must stay small whatever the node count is the configuration itself
     body = "\n".join(ln for ln in files["slurm.conf"].splitlines() if not ln.startswith("#"))
-    assert len(body) < 3_000 and len(files["slurm.conf"]) < 12_000 and len(files["gres.conf"]) < 2_000
+    # slurm.conf: the node lines compressed, plus a fixed set of commented settings
+    assert len(body) < 3_000 and len(files["slurm.conf"]) < 12_500 and len(files["gres.conf"]) < 2_000
     assert [r["NodeName"] for r in records(files["slurm.conf"]) if "NodeName" in r] == [
         "h100-[0001-8192]", "gb200-[0001-4032]"]
     topo = files.get("topology.conf") or files["topology.yaml"]

@@ -109,6 +109,9 @@ class FabricModel:
     # RoCE's lossless class for NCCL (fleet.fabric.traffic_class, service_level); None: the default
     traffic_class: int | None = None
     service_level: int | None = None
+    # an imported topology's BlockSizes base (its first value): the site's spare nodes per NVLink domain are the
+    # domain's size less it (render/slurm/topology.py); None: the file gives no BlockSizes
+    block_base: int | None = None
 
     def __post_init__(self) -> None:
         for pool in self.pool_of.values():
@@ -285,7 +288,9 @@ def _resolve(fleet: Fleet, base: Path | None, imported: ImportedFabric | None = 
         kind, rel = next((k, v) for k, v in fab.from_.model_dump().items() if v is not None)
         if imported is None:
             imported = _read_import(kind, rel, base)
-        return _from_import(fleet, kind, rel, imported, pools)
+        model = _from_import(fleet, kind, rel, imported, pools)
+        object.__setattr__(model, "block_base", imported.block_base)  # frozen; set once, as it is built
+        return model
     leaves = []
     # A leaf node is a pool node, in one leaf: past the pools' nodes there is an error to find, and
     # past that many more, expanding further only costs memory

@@ -78,6 +78,7 @@ class ImportedFabric:
     source: str  # the file it was read from
     core: str | None = None  # the one root over all the spines, when the file has one
     core_line: int = 0
+    block_base: int | None = None  # BlockSizes' first value (the base block size), when the file gives one
 
 
 # ---------------------------------------------------------------- shared: the file, errors, hostlists
@@ -325,6 +326,7 @@ def import_topology_conf(path: str | Path) -> ImportedFabric:
     switches: list[_Switch] = []
     blocks: list[ImportedBlock] = []
     sizes_line = 0
+    base = None
     for record in slurmconf.parse(src.text(), src.file):
         number = record.line
         kind, pairs = _conf_pairs(src, record)
@@ -344,13 +346,13 @@ def import_topology_conf(path: str | Path) -> ImportedFabric:
         else:
             if sizes_line:
                 raise src.error(number, f"BlockSizes is given twice (first on line {sizes_line})")
-            _conf_block_sizes(src, number, pairs["BlockSizes"])
+            base = _conf_block_sizes(src, number, pairs["BlockSizes"])[0]
             sizes_line = number
     if switches:
         leaves, spines, core = _tree(src, switches)
         return ImportedFabric(leaves, spines, (), src.file, core.name if core else None, core.line if core else 0)
     if blocks:
-        return ImportedFabric((), (), _blocks(src, blocks), src.file)
+        return ImportedFabric((), (), _blocks(src, blocks), src.file, block_base=base)
     raise src.error(sizes_line or 1, "no SwitchName or BlockName line: nothing to import")
 
 
@@ -416,6 +418,7 @@ class _Topology:
     line: int
     switches: list[_Switch]
     blocks: list[ImportedBlock]
+    block_base: int | None = None  # a block topology's block_sizes[0]
 
 
 _TOPOLOGY_KEYS = ("topology", "cluster_default", "tree", "block", "flat", "ring", "torus3d")
@@ -444,7 +447,7 @@ def _yaml_topology(doc: _Yaml, node: yaml.Node, index: int) -> _Topology:
     if kinds[0] == "tree":
         topo.switches = _yaml_switches(doc, body, name)
     if kinds[0] == "block":
-        topo.blocks = _yaml_blocks(doc, body, name)
+        topo.blocks, topo.block_base = _yaml_blocks(doc, body, name)
     return topo
 
 
@@ -469,8 +472,10 @@ def _yaml_switches(doc: _Yaml, node: yaml.Node, topo: str) -> list[_Switch]:
     return out
 
 
-def _yaml_blocks(doc: _Yaml, node: yaml.Node, topo: str) -> list[ImportedBlock]:
+def _yaml_blocks(doc: _Yaml, node: yaml.Node, topo: str) -> tuple[list[ImportedBlock], int | None]:
+    """The blocks, and block_sizes' first value (None where the topology gives none)."""
     keys = doc.mapping(node, f"topology {topo}: block", ("block_sizes", "blocks"))
+    sizes: list[int] = []
     if "block_sizes" in keys:
         sizes_node = keys["block_sizes"]
         sizes = [doc.value(n, f"topology {topo}: block_sizes", int)
@@ -491,7 +496,7 @@ def _yaml_blocks(doc: _Yaml, node: yaml.Node, topo: str) -> list[ImportedBlock]:
         out.append(ImportedBlock(name, tuple(nodes), doc.line(item)))
     if not out:
         raise doc.src.error(doc.line(node), f"topology {topo}: block has no blocks")
-    return out
+    return out, (sizes[0] if sizes else None)
 
 
 def _pick(src: _Source, topologies: list[_Topology], kind: str) -> _Topology | None:
@@ -527,7 +532,8 @@ def import_topology_yaml(path: str | Path) -> ImportedFabric:
         raise src.error(topologies[0].line if topologies else 1, "no tree or block topology: nothing to import")
     leaves, spines, core = trees[tree.name] if tree else ((), (), None)
     return ImportedFabric(leaves, spines, blocks[block.name] if block else (), src.file,
-                          core.name if core else None, core.line if core else 0)
+                          core.name if core else None, core.line if core else 0,
+                          block.block_base if block else None)
 
 
 # ---------------------------------------------------------------- ibnetdiscover

@@ -783,9 +783,20 @@ class SlurmOptions(_Model):
         "development package on every node), else none")
     containment: bool = Field(
         default=True, description="PrologFlags=Contain, for pam_slurm_adopt: ssh into a job's node lands in its cgroup")
+    admin_group: UnixName = Field(
+        default="slurm-admins", description="the group that logs in to every node without a job there (pam_access "
+        "before pam_slurm_adopt, with containment on); the bring-up's SSH account, when not root, is put in it")
+    job_hygiene: bool = Field(
+        default=True, description="Prolog/Epilog (prolog.d/, epilog.d/): after each job its user's /dev/shm files, "
+        "enroot containers and leftover GPU processes go, and DCGM records the job's GPU statistics where installed")
     kill_on_bad_exit: bool = Field(default=True, description="KillOnBadExit=1: one crashed rank ends the step")
     unkillable_step_timeout: int = Field(
         default=180, ge=60, le=3_600, description="UnkillableStepTimeout, seconds (GPU teardown outlasts the 60 s default)")
+    nvlink_spares: int | None = Field(
+        default=None, ge=0, le=71, description="spare nodes (trays) per NVLink domain: topology/block's BlockSizes "
+        "base is the domain less them, so a job of that size still fits a domain with that many nodes drained; "
+        "null: 2 in domains of 16 nodes or more (an NVL72 rack's 18 trays: BlockSizes=16), 0 in smaller ones; "
+        "with the site's own topology file (fleet.fabric.from), what its BlockSizes keep")
     imex: bool = Field(
         default=True, description="switch/nvidia_imex (Slurm 24.05+) when a pool's NVLink domains span nodes")
     nccl: bool = Field(default=True, description="NCCL settings for fleet.fabric.kind, given to every task by TaskProlog")

@@ -87,7 +87,7 @@ def _key(value: str) -> str:
 ORCHGEN_FILES = frozenset({"slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "topology.yaml",
                            "slurmdbd.conf", "mariadb-slurm.cnf", "accounts.sh", "nhc.conf", "gpu-health.sh",
                            "plugstack.conf", "plugstack.conf.d", "enroot.conf", "pyxis.conf", "nccl.env",
-                           "task-prolog.sh"})
+                           "task-prolog.sh", "prolog.d", "epilog.d"})
 
 
 def _file_name(value: str) -> str:
@@ -131,6 +131,9 @@ ORCHGEN_BETTER: dict[str, str] = {
                              "(options.slurm.unkillable_step_timeout)",
     "PrologFlags": "Contain: pam_slurm_adopt puts ssh sessions into the job's cgroup (options.slurm.containment)",
     "TaskProlog": "NCCL settings for the fabric in every task (options.slurm.nccl)",
+    "Prolog": "prolog.d/*: DCGM records each job's GPU statistics where it is installed (options.slurm.job_hygiene)",
+    "Epilog": "epilog.d/*: the job user's /dev/shm files, enroot containers and leftover GPU processes go after each "
+              "job (options.slurm.job_hygiene)",
     "PlugStackConfig": "pyxis + enroot containers on GPU nodes (options.slurm.containers: none)",
     "MaxJobCount": "100000 instead of Slurm's 10000: AI sweeps queue many jobs (options.slurm.max_job_count)",
     "MaxArraySize": "10001 instead of Slurm's 1001 (options.slurm.max_array_size)",

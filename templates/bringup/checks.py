@@ -23,7 +23,7 @@ Checks:
 Every Slurm job the checks submit is bounded: srun --immediate (`--immediate S`) so a busy partition fails
 that check with one line naming the partition, the nodes asked and what squeue shows, and a total bound per
 check (`--check-timeout S`); every job they started is cancelled (scancel of the recorded job IDs) on any
-exit, SIGINT and SIGTERM included. The per-node health check runs one job per node at once.
+exit, SIGINT and SIGTERM included. The per-node health check is one job over every node (one task each).
 - gang (a plan with a Kubernetes plane): a small gang test job (checks.json `kubernetes.gang`: N pods of
   one GPU on a GPU pool, made by the plan's own starter code, so in a tenant namespace under the plan's
   gang scheduler, queue and priority class) is admitted whole or not at all: it passes when all N pods
@@ -59,7 +59,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -253,27 +252,35 @@ def check_allocation(cfg: dict, k: int = 2, bound: float = CHECK_BOUND_S["alloca
             "detail": problems or f"job {next(iter(jobs))}: {k} nodes {nodes} under leaves {used} (fewest: {best})"}
 
 
+# One task per node of the health job: NHC's exit status and last line, one line per node, and the task itself
+# exits 0 so that KillOnBadExit (slurm.conf) does not end the other nodes' tasks when one node fails NHC.
+HEALTH_TASK = 'out=$("$0" 2>&1); rc=$?; printf "%s %s %s\\n" "$SLURMD_NODENAME" "$rc" "$(printf %s "$out" | tail -n 1)"'
+
+
 def check_health(cfg: dict, bound: float = CHECK_BOUND_S["health"], immediate: int = IMMEDIATE_S) -> dict:
-    """NHC on every node at once (one job per node, concurrently), the results sorted by node."""
+    """NHC on every node in one job: `srun -N<all> -w <all> --ntasks-per-node=1 --immediate`, bounded like every
+    check's job; each node's task prints its NHC result, so the result is per node (a node that printed none is
+    named), sorted by node. One job, not one per node: on a 512-node plane it starts once and takes seconds."""
     program = cfg.get("health_program")
     if not program:
         return {"ok": True, "detail": "the plan runs no health check (options.slurm.health_check: false)"}
     nodes = sorted(cfg["nodes"])
-
-    def one(node: str) -> str | None:
-        try:
-            out = srun("health", ["-N", "1", "-w", node, "-t", "5"], [program], f"node {node}", bound, immediate)
-        except Busy as e:
-            return f"{node}: {e}"
-        if out.returncode != 0:
-            return f"{node}: {program} exit {out.returncode}: {(out.stdout + out.stderr).strip()[-300:]}"
-        return None
-
-    pool = ThreadPoolExecutor(max_workers=min(len(nodes), 64) or 1)
+    opts = ["-N", str(len(nodes)), "-w", ",".join(nodes), "--ntasks-per-node=1", "-t", "5"]
     try:
-        problems = [p for p in pool.map(one, nodes) if p]  # map keeps the nodes' (sorted) order
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        out = srun("health", opts, ["sh", "-c", HEALTH_TASK, program], f"{len(nodes)} nodes", bound, immediate)
+    except Busy as e:
+        return {"ok": False, "detail": [str(e)]}
+    results: dict[str, tuple[str, str]] = {}
+    for line in out.stdout.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) >= 2 and parts[0] in cfg["nodes"]:
+            results[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "")
+    problems = []
+    for node in nodes:
+        if node not in results:
+            problems.append(f"{node}: no result (srun exit {out.returncode}: {out.stderr.strip()[-200:]})")
+        elif results[node][0] != "0":
+            problems.append(f"{node}: {program} exit {results[node][0]}: {results[node][1][-300:]}")
     drained = sh(["sinfo", "-h", "-R", "-o", "%N|%E"])
     for line in drained.stdout.splitlines():
         if "NHC" in line:

@@ -189,11 +189,13 @@ class Hosts:
         path.write_text("\n".join(lines) + "\n")
         return path
 
-    def ssh(self, name: str, command: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+    def ssh(self, name: str, command: str, timeout: float = 120, check: bool = True,
+            user: str = "root", log_level: str = "ERROR") -> subprocess.CompletedProcess:
+        """`command` on host `name` over SSH as `user` (root, or an account the test made with this key)."""
         h = self.hosts[name]
         proc = subprocess.run(["ssh", "-i", str(self.key), "-o", "StrictHostKeyChecking=no", "-o",
-                               "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
-                               f"root@{h.address}", command], capture_output=True, text=True, timeout=timeout)
+                               "UserKnownHostsFile=/dev/null", "-o", f"LogLevel={log_level}", "-o", "BatchMode=yes",
+                               f"{user}@{h.address}", command], capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise RuntimeError(f"{name}: `{command}` exit {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc

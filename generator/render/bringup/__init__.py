@@ -128,6 +128,8 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         # a plain run restarts a daemon when one of them changed on its host (site.yml's handlers)
         "orchgen_daemon_conf": f"^{ETC}/[^/]+\\.(conf|yaml)$",
         "orchgen_dirs": dirs,
+        # slurm.conf's StateSaveLocation: with two controllers the bring-up proves it is one filesystem on both
+        "orchgen_state_save": conf.get("statesavelocation", "/var/spool/slurmctld"),
         "orchgen_accounting": m.accounting,
         "orchgen_storage_pass_file": STORAGE_PASS_FILE,
         "orchgen_storage_user": conf.get("accountingstorageuser", "slurm"),
@@ -138,6 +140,9 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_nhc": bool(ops and ops.health),
         "orchgen_nhc_source": "",
         "orchgen_containment": bool(ops and ops.containment),
+        # pam_access lets this group past pam_slurm_adopt (options.slurm.admin_group; the SSH account the bring-up
+        # runs as, when not root, is put in it so that the next run is not locked out of nodes without jobs)
+        "orchgen_admin_group": ops.admin_group if ops else "slurm-admins",
         "orchgen_pyxis": bool(ops and ops.containers == "pyxis"),
         # what the plan turns on that the bring-up cannot install: why, and the steps (manual.py; the README too)
         "orchgen_not_installed": not_installed(plan),

@@ -36,7 +36,8 @@ def _file(m: SlurmModel, name: str, job: RayJob | None) -> str:
 
 
 # Files whose template is not named after them (templates/slurm holds no subdirectories).
-_TEMPLATES = {"plugstack.conf.d/pyxis.conf": "pyxis.conf.j2"}
+_TEMPLATES = {"plugstack.conf.d/pyxis.conf": "pyxis.conf.j2", "prolog.d/50-orchgen-dcgm.sh": "prolog-dcgm.sh.j2",
+              "epilog.d/50-orchgen-hygiene.sh": "epilog-hygiene.sh.j2"}
 
 
 def _template(name: str, m: SlurmModel) -> str:

@@ -11,10 +11,13 @@ Decisions (each setting's one-line why, with its source, sits beside it in the f
 * Containers: pyxis (SPANK) + enroot where a Slurm pool has GPUs; the plugin line is `optional`.
 * MPI: pmix from Slurm 23.11 (older mpi/pmix opens the unversioned libpmix.so that only PMIx's
   development package installs: SchedMD bug 14868, fixed in 23.02.5), else none with a note.
-* Containment: PrologFlags=Contain for pam_slurm_adopt; KillOnBadExit=1; UnkillableStepTimeout=180.
+* Containment: PrologFlags=Contain for pam_slurm_adopt (pam_systemd off for sshd, options.slurm.admin_group let in
+  by pam_access); KillOnBadExit=1; UnkillableStepTimeout=180.
 * IMEX: switch/nvidia_imex (Slurm 24.05+) when an NVLink domain spans nodes; older: a note.
 * HA: StateSaveLocation (shared between controllers) and SlurmctldTimeout.
 * NCCL: one small table per fabric kind, given to every task through TaskProlog.
+* Job hygiene: Prolog=prolog.d/* (DCGM job statistics start) and Epilog=epilog.d/* (the job user's /dev/shm
+  files, enroot containers, leftover GPU processes; DCGM statistics kept): globs, accepted from 22.05 on.
 
 Slurm on Kubernetes (Slinky, Soperator) gets none of this: the operator's images, not slurm/, make
 its nodes, and the GPU operator checks its GPUs.
@@ -141,6 +144,10 @@ class Ops:
     fabric: str
     nccl: tuple[NcclVar, ...]
     legacy_pmix: bool  # this Slurm's mpi/pmix opens the unversioned libpmix.so
+    admin_group: str = "slurm-admins"  # options.slurm.admin_group: pam_access lets it past pam_slurm_adopt
+    hygiene: bool = False  # options.slurm.job_hygiene: prolog.d/ and epilog.d/ (Prolog=, Epilog= globs)
+    site_prolog: bool = False  # the site gives its own Prolog= (options.slurm.prolog), which replaces ours
+    site_epilog: bool = False
     etc: str = ETC
     nhc_program: str = NHC_PROGRAM
     pyxis_plugin: str = PYXIS_PLUGIN
@@ -160,6 +167,8 @@ class Ops:
             out += ["plugstack.conf", "plugstack.conf.d/pyxis.conf", "enroot.conf"]
         if self.nccl:
             out += ["nccl.env", "task-prolog.sh"]
+        if self.hygiene:
+            out += ["prolog.d/50-orchgen-dcgm.sh", "epilog.d/50-orchgen-hygiene.sh"]
         return out
 
 
@@ -200,7 +209,8 @@ def operations(plan: Plan, groups) -> Ops:
     return Ops(health, containers, mpi, o.mpi != "auto", o.containment, o.kill_on_bad_exit,
                o.unkillable_step_timeout, imex, plan.slurm_controllers,
                o.state_save_location or DEFAULT_STATE_SAVE, o.state_save_location is not None, SLURMCTLD_TIMEOUT,
-               fabric, nccl_settings(plan, groups) if o.nccl else (), version < PMIX_AUTO_MIN)
+               fabric, nccl_settings(plan, groups) if o.nccl else (), version < PMIX_AUTO_MIN, o.admin_group,
+               o.job_hygiene, bool(o.prolog), bool(o.epilog))
 
 
 def exact_hcas(groups) -> tuple[str, ...] | None:

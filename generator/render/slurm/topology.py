@@ -65,6 +65,17 @@ class Block:
         return hostlist.compress(self.nodes)
 
 
+# Spare trays per NVLink domain where options.slurm.nvlink_spares is not given: 2 in domains of SPARES_MIN_DOMAIN
+# nodes or more (an NVL72 rack's 18 compute trays: BlockSizes=16, as topology.conf(5)'s own example keeps 2 of each
+# 32-node block spare with BlockSizes=30,120), else none. The trade-off: a job of the base size still fits a domain
+# with up to that many trays drained (one failed tray would otherwise take the rack out of domain-sized jobs);
+# no single job gets every node of one domain, and a job larger than the base spans two domains.
+DEFAULT_SPARES = 2
+SPARES_MIN_DOMAIN = 16
+IMPORTED = ("topology_conf", "topology_yaml", "ibnetdiscover")  # fleet.fabric.from: the site's own file, whose
+# BlockSizes (if any) decide the spares instead
+
+
 @dataclass(frozen=True)
 class BlockTopology:
     """The NVLink domains of one size: blocks, and the sizes Slurm may aggregate them to."""
@@ -72,16 +83,23 @@ class BlockTopology:
     size: int
     pools: tuple[str, ...]
     blocks: tuple[Block, ...]
+    spares: int = 0  # nodes per domain kept out of the base block size (options.slurm.nvlink_spares)
 
     @property
     def name(self) -> str:
         return block_topology_name(self.size)
 
     @property
+    def base(self) -> int:
+        """BlockSizes' first value: the nodes of one domain a job may count on (topology.conf(5): every block
+        has at least the base size)."""
+        return self.size - self.spares
+
+    @property
     def block_sizes(self) -> tuple[int, ...]:
         """The base size, then each doubling that still fits in the blocks there are."""
-        sizes = [self.size]
-        while sizes[-1] * 2 <= self.size * len(self.blocks):
+        sizes = [self.base]
+        while sizes[-1] * 2 <= self.base * len(self.blocks):
             sizes.append(sizes[-1] * 2)
         return tuple(sizes)
 
@@ -167,7 +185,36 @@ def _block_topologies(plan: Plan, slices: tuple[PoolSlice, ...]) -> tuple[BlockT
                     "topology/block needs whole domains", plan.source, None, "fleet.fabric")
             if inside:
                 blocks.append(Block(dom.name, dom.nodes))
-        out.append(BlockTopology(size, tuple(s.pool for s in pools), tuple(blocks)))
+        out.append(BlockTopology(size, tuple(s.pool for s in pools), tuple(blocks), _spares(plan, size)))
+    return tuple(out)
+
+
+def _spares(plan: Plan, size: int) -> int:
+    """Spare nodes per NVLink domain of `size` nodes (options.slurm.nvlink_spares, else the default above)."""
+    asked = plan.slurm_options.nvlink_spares
+    if asked is None and plan.fabric.source in IMPORTED:
+        # the site's own file: its BlockSizes base says how many nodes of each domain it keeps spare
+        base = plan.fabric.block_base
+        return size - base if base and base < size else 0
+    if asked is None:
+        return DEFAULT_SPARES if size >= SPARES_MIN_DOMAIN else 0
+    if asked >= size:
+        raise OrchgenError(f"nvlink_spares {asked} keeps every node of the {size}-node NVLink domains spare: "
+                           f"at most {size - 1}", plan.source, None, "options.slurm.nvlink_spares")
+    return asked
+
+
+def _spare_notes(blocks: tuple[BlockTopology, ...], sizes_line: bool) -> tuple[str, ...]:
+    out = []
+    for t in blocks:
+        if t.spares and sizes_line:
+            out.append(f"BlockSizes starts at {t.base}: each {t.size}-node NVLink domain keeps {t.spares} spare "
+                       f"node(s) (options.slurm.nvlink_spares), so a {t.base}-node job still fits a domain with "
+                       f"{t.spares} drained; no job gets all {t.size} nodes of one domain, and a larger one spans "
+                       "two (topology.conf(5) BlockSizes: every block has at least the base size)")
+        elif t.spares:
+            out.append(f"no spare nodes per NVLink domain here (options.slurm.nvlink_spares): they need BlockSizes, "
+                       "from Slurm 24.05")
     return tuple(out)
 
 
@@ -180,7 +227,8 @@ def topology(plan: Plan) -> Topology:
     nvlink = [s for s in slices if s.nvlink_domain_nodes > 1]
     fabric = _fabric_notes(plan)
     if version >= (25, 5):
-        return Topology("topology.yaml", None, tree, _block_topologies(plan, slices), False, fabric)
+        blocks = _block_topologies(plan, slices)
+        return Topology("topology.yaml", None, tree, blocks, False, (*fabric, *_spare_notes(blocks, True)))
     if not nvlink:
         return Topology("topology.conf", "topology/tree", tree, (), False, fabric)
     why = _no_blocks_reason(plan.slurm_version, slices, nvlink)
@@ -191,8 +239,9 @@ def topology(plan: Plan) -> Topology:
     if version < (24, 5):
         notes.append(f"no BlockSizes line: it needs Slurm 24.05 (this is {plan.slurm_version}); "
                      "Slurm picks the aggregation levels itself")
-    return Topology("topology.conf", "topology/block", tree, _block_topologies(plan, slices),
-                    version >= (24, 5), (*fabric, *notes))
+    blocks = _block_topologies(plan, slices)
+    return Topology("topology.conf", "topology/block", tree, blocks, version >= (24, 5),
+                    (*fabric, *notes, *_spare_notes(blocks, version >= (24, 5))))
 
 
 def _fabric_notes(plan: Plan) -> tuple[str, ...]:

@@ -14,7 +14,8 @@ Resources, each a pulumi-command `local.Command`: first `impact`, ../up.sh --dry
 hosts run now and decides each change's action by the bundle's impact table (apply.py); then ../up.sh for one
 host (`--limit`) with that decision, each after the previous step: the database (MariaDB on the accounting
 host), then slurmdbd, then the controllers (one step for a controller that is the accounting host too), then
-every node (in parallel), then `checks`: a full run that waits until every node is idle and runs checks/run.py;
+the nodes, one step per leaf switch (`slurmd-<leaf>`: `--limit` with that leaf's nodes, run side by side; the nodes
+under no leaf in one step `slurmd`), then `checks`: a full run that waits until every node is idle and runs checks/run.py;
 its output is the stack output `checks`. The munge key is a pulumi-random RandomBytes (a secret in the stack's
 state, never in the bundle) handed to the playbook in the environment, like the SSH key. A change to any file
 of the bundle re-runs the steps (`triggers`): the playbook is idempotent, so only what changed is applied,
@@ -43,6 +44,24 @@ def groups(bringup_dir: Path) -> dict[str, list[str]]:
     data = yaml.safe_load((bringup_dir / "inventory.yaml").read_text(encoding="utf-8"))
     children = data["all"]["children"]
     return {role: list((children.get(role) or {}).get("hosts") or {}) for role in ("slurmctld", "slurmdbd", "slurmd")}
+
+
+def node_batches(bringup_dir: Path, nodes: list[str]) -> dict[str, list[str]]:
+    """The nodes in batches by step name: `slurmd-<leaf>` per leaf switch of the plan's topology (checks/checks.json
+    `leaves`, in its order), the nodes under no leaf last as `slurmd`: one Ansible run per batch (`--limit a,b,...`,
+    up to ansible.cfg's forks hosts at once), not one per node, and a leaf's nodes come up together."""
+    checks = bringup_dir.parent / "checks" / "checks.json"
+    leaves = json.loads(checks.read_text(encoding="utf-8")).get("leaves", []) if checks.is_file() else []
+    wanted, out, seen = set(nodes), {}, set()
+    for leaf in leaves:
+        batch = [n for n in leaf["nodes"] if n in wanted and n not in seen]
+        if batch:
+            out[f"slurmd-{leaf['name']}"] = batch
+            seen.update(batch)
+    rest = [n for n in nodes if n not in seen]
+    if rest:
+        out["slurmd"] = rest
+    return out
 
 
 def bundle_digest(bringup_dir: Path) -> str:
@@ -136,7 +155,8 @@ def main(bringup_dir: Path = BRINGUP_DIR) -> None:
                         previous)
         previous = [step(f"slurmdbd-{db}", f"--limit {db} --skip-tags checks", [database])]
     controllers = [merged.get(c) or controller(c, previous) for c in roles["slurmctld"]]
-    nodes = [step(f"slurmd-{n}", f"--limit {n} --skip-tags checks", controllers) for n in roles["slurmd"]]
+    nodes = [step(name, f"--limit {','.join(batch)} --skip-tags checks", controllers)
+             for name, batch in node_batches(bringup_dir, roles["slurmd"]).items()]
     checks = step("checks", extra(orchgen_check_args=check_args) if check_args else "",
                   controllers + nodes, "finish")  # every host: resumes drained nodes, waits for idle, runs the checks
     pulumi.export("hosts", wanted)
