@@ -34,7 +34,7 @@ from . import catalog
 from .errors import OrchgenError, secret_in
 from .spec import hostlist, slurmconf
 from .spec.inputs import Refused, read_bounded
-from .spec.models import MAX_POOLS
+from .spec.models import MAX_POOLS, Options
 from .spec.site import SiteLine
 from .spec.site import (CREDENTIAL_KEYS, ORCHGEN_BETTER, ORCHGEN_BETTER_CGROUP, ORCHGEN_BETTER_NODES,  # noqa: F401
                          ORCHGEN_WRITES, authinfo_unknown)  # re-exported for the tests
@@ -329,7 +329,8 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     pools, pool_keys = _pools(nodes, report)
     fleet["pools"] = pools
     extra: dict[str, bytes] = {}
-    fleet["fabric"] = _fabric(src, conf, globals_, out, report, extra, sum(p["nodes"] for p in pools))
+    fleet["fabric"] = _fabric(src, conf, globals_, out, report, extra, sum(p["nodes"] for p in pools),
+                              slurm_version)
     if src.fabric:  # --fabric: the one fact no Slurm file states, given (a bare-metal fleet states it: spec/checks.py)
         fleet["fabric"] = {"kind": src.fabric, **fleet["fabric"]}
         report.modelled.append(Item("--fabric", f"fleet.fabric.kind {src.fabric}"))
@@ -575,14 +576,21 @@ def _pools(nodes: list[_Node], report: Report) -> tuple[list[dict], dict[str, _N
 
 
 def _fabric(src: Sources, conf: slurmconf.Config, g: dict[str, slurmconf.Record], out: Path, report: Report,
-            extra: dict[str, bytes], total: int) -> dict:
+            extra: dict[str, bytes], total: int, slurm_version: str | None = None) -> dict:
     topo = src.topology
     if topo is None:
         plugin = g.get("topologyplugin")
         beside = src.slurm_conf.parent / "topology.conf"
         yaml = src.slurm_conf.parent / "topology.yaml"
+        # the release the import plans for (--slurm-version, else options.slurm_version's default)
+        m = re.match(r"(\d+)\.(\d+)", slurm_version or Options.model_fields["slurm_version"].default)
+        release = (int(m[1]), int(m[2])) if m else (99, 99)  # a version the plan refuses later, with its line
         if plugin and plugin.pairs[0].value in ("topology/tree", "topology/block") and beside.is_file():
             topo = beside
+        elif yaml.is_file() and release < (25, 5):
+            report.refused.append(Item(str(yaml), f"topology.yaml: not read, as Slurm {'.'.join(map(str, release))} "
+                                       "does not read it (topology.yaml(5) is 25.05+); give --topology to import "
+                                       "the cabling"))
         elif yaml.is_file():  # Slurm 25.05+ read topology.yaml beside slurm.conf before any TopologyPlugin
             topo = yaml
         elif beside.is_file():

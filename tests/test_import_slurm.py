@@ -500,3 +500,23 @@ def test_the_sites_other_files_each_get_a_line(tmp_path):
     text = (tmp_path / "workload.yaml").read_text()
     assert "AllowedDevicesFile" not in text and "CgroupReleaseAgentDir" not in text
     assert run_orchgen("validate", _plan(tmp_path)).returncode == 0
+
+
+def test_topology_yaml_beside_slurm_conf_is_read_only_by_releases_that_read_it(tmp_path):
+    """A topology.yaml beside slurm.conf is the site's cabling where its release reads one (25.05+,
+    topology.yaml(5)); for an older release it is refused with a line, as that slurmctld ignores it."""
+    bundle = tmp_path / "bundle"
+    run_orchgen("plan", EXAMPLES / "topology-yaml.yaml", "-o", bundle, "-q", check=True)
+    site = tmp_path / "site"
+    site.mkdir()
+    for name in ("slurm.conf", "topology.yaml"):
+        (site / name).write_bytes((bundle / "slurm" / name).read_bytes())
+    new = run_orchgen("import", "slurm", site / "slurm.conf", "--slurm-version", "25.11", "-o", tmp_path / "new.yaml")
+    assert new.returncode == 0, new.stderr
+    assert yaml.safe_load((tmp_path / "new.yaml").read_text())["fleet"]["fabric"]["from"] == {
+        "topology_yaml": "site/topology.yaml"}
+    old = run_orchgen("import", "slurm", site / "slurm.conf", "--slurm-version", "24.11", "-o", tmp_path / "old.yaml")
+    assert old.returncode == 0, old.stderr
+    assert "from" not in yaml.safe_load((tmp_path / "old.yaml").read_text())["fleet"]["fabric"]
+    assert re.search(r"refused\s+\S*/site/topology\.yaml: topology\.yaml: not read, as Slurm 24\.11 does not read it",
+                     old.stdout), old.stdout
