@@ -47,7 +47,7 @@ def _format(help_: str):
                         help=f"{help_} (`table`, the old name of text, is accepted until the next release)")
 
 
-def _planned(fleet, path: str):
+def _planned(fleet, path: str, previous: dict[str, str] | None = None):
     """make_plan, plus the warnings of the loader's version checks (spec.inputs): a Slurm,
     Kubernetes or chart version orchgen does not know plans, with a warning (an error under strict)."""
     from dataclasses import replace
@@ -57,7 +57,7 @@ def _planned(fleet, path: str):
     from .spec.inputs import version_warnings
     from .spec.platforms import fact_warnings
 
-    plan = make_plan(fleet, path)
+    plan = make_plan(fleet, path, previous)
     extra = tuple(Warning_(message, field) for message, field in version_warnings(fleet))
     # what the bundle guesses about the nodes (spec/platforms.py): after the plan's own, bundle only
     guessed = tuple(Warning_(message, field, bundle_only=True) for message, field in fact_warnings(fleet, plan))
@@ -65,17 +65,20 @@ def _planned(fleet, path: str):
 
 
 def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots: tuple[str, ...] = (),
-               warnings: list | None = None):
+               warnings: list | None = None, previous: Path | None = None):
     """The plan (and with `render`, the bundle's files) of a workload.yaml. An error the planner or
     a renderer raises about a field is pointed at that field's line in the file. With `warnings`,
-    the warning lines are appended there instead of printed (`plan` prints them after its listing)."""
+    the warning lines are appended there instead of printed (`plan` prints them after its listing).
+    `previous`: the bundle folder the plan replaces, whose nodes keep their planes (issue 36)."""
     from . import spec
+    from .decide.previous import planes_of_bundle
 
     fleet, locate = spec.load_located(path, roots)
     if gitops:
         fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update={"gitops": gitops})})
+    kept = planes_of_bundle(previous, fleet.metadata.name) if previous is not None else None
     try:
-        plan = _planned(fleet, path)
+        plan = _planned(fleet, path, kept)
         if not render:
             _warn(plan, locate, bundle=False, out=warnings)
             return plan, None
@@ -224,7 +227,9 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
     from .plan_output import listing, next_steps, rule_of, workload_lines
 
     warnings: list[str] = []
-    the_plan, files = _load_plan(workload, gitops, render=True, roots=input_roots, warnings=warnings)
+    # the bundle being replaced: its nodes keep their planes (a move is the input's, and --diff shows it)
+    the_plan, files = _load_plan(workload, gitops, render=True, roots=input_roots, warnings=warnings,
+                                 previous=output)
     if show_diff:
         from .impact.bundle import compare, read_tree
         from .impact.kube import charts_dir
