@@ -136,3 +136,63 @@ def test_the_opt_in_a_big_enough_plane_and_a_fleet_that_small_all_plan(tmp_path)
     assert _placed(_recommend(tmp_path, _small(32)))["docs-bot"] == ("kubernetes", "gpu")
     # a three-box lab: the whole fleet is below the minimum, so its one Kubernetes node is all it can have
     assert _placed(_recommend(tmp_path, _small(8, nodes=3)))["docs-bot"] == ("kubernetes", "gpu")
+
+
+# ------------------------------------------------------------------ realistic fleets, every workload's plane and pool
+
+FLEETS = Path(__file__).parent / "data" / "fleets36"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXPECTED = {
+    # a DGX SuperPOD (4 scalable units of 32 DGX H100): everything is Slurm, the eval harness included
+    EXAMPLES / "superpod.yaml": {
+        "planes": {"slurm": {"nodes": 127}},
+        "workloads": {"pretrain-llm": ("slurm", "dgx"), "finetune": ("slurm", "dgx"), "eval-harness": ("slurm", "dgx")}},
+    # a university lab: students' sbatch fine-tunes, evals and data prep on Slurm; only the notebook hub,
+    # people at a keyboard, on a 4-node Kubernetes plane of the L40S nodes
+    EXAMPLES / "university-lab.yaml": {
+        "planes": {"slurm": {"nodes": 12}, "kubernetes": {"nodes": 4}},
+        "workloads": {"ddp-training": ("slurm", "a100"), "thesis-runs": ("slurm", "a100"),
+                      "notebooks": ("kubernetes", "l40s"), "model-eval": ("slurm", "a100"),
+                      "data-prep": ("slurm", "cpu")}},
+    # POWER9 + GH200, all batch: Slurm only, no Kubernetes island
+    FLEETS / "national-service.yaml": {
+        "planes": {"slurm": {"nodes": 108}},
+        "workloads": {"climate-model": ("slurm", "gh200"), "molecular-dynamics": ("slurm", "power9"),
+                      "llm-finetune": ("slurm", "gh200"), "post-processing": ("slurm", "power9"),
+                      "model-eval": ("slurm", "gh200")}},
+    # EKS: Kubernetes only; fine-tuning and evals on the H100 group, the API on the L4 group
+    FLEETS / "cloud-startup.yaml": {
+        "planes": {"kubernetes": {"nodes": 14}},
+        "workloads": {"finetune": ("kubernetes", "p5"), "chat-api": ("kubernetes", "g6"),
+                      "nightly-evals": ("kubernetes", "p5")}},
+}
+
+
+def _plan_file(tmp_path: Path, path: Path) -> subprocess.CompletedProcess:
+    return _recommend(tmp_path, yaml.safe_load(path.read_text()), path.name)
+
+
+def test_realistic_fleets_put_every_workload_where_an_expert_would(tmp_path):
+    for path, want in EXPECTED.items():
+        proc = _plan_file(tmp_path, path)
+        got = json.loads(proc.stdout) if proc.returncode == 0 else {}
+        assert got.get("planes") == want["planes"], (path.name, proc.stderr[-2000:], got.get("planes"))
+        if "workloads" in want:
+            assert _placed(proc) == want["workloads"], path.name
+
+
+def test_a_ppc64le_pool_is_refused_for_kubernetes_and_aarch64_plans(tmp_path):
+    """GPU Operator images are amd64/arm64 only (NVIDIA/gpu-operator multi-arch.mk): a notebook hub pinned
+    onto the POWER9 nodes is refused naming the pool's arch; on the GH200 (aarch64, Grace) nodes it plans."""
+    doc = yaml.safe_load((FLEETS / "national-service.yaml").read_text())
+    doc["workloads"].append({"name": "jupyter", "long_lived_services": True, "interactive": True,
+                             "bare_metal": False, "gpus": 24, "pool": "power9"})
+    proc = _recommend(tmp_path, doc, "power.yaml")
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    (line,) = [x for x in proc.stderr.splitlines() if "warning" not in x]
+    assert "power.yaml" in line and "fleet.pools[0].arch" in line, line
+    assert "pool power9 is ppc64le" in line and "gpu-operator publishes no ppc64le images (gpu-operator: x86_64, " \
+        "aarch64" in line, line
+    doc["workloads"][-1].update(pool="gh200", gpus=16)
+    proc = _recommend(tmp_path, doc, "grace.yaml")
+    assert _placed(proc)["jupyter"] == ("kubernetes", "gh200"), proc.stderr

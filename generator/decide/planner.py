@@ -113,6 +113,7 @@ def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None 
     draft = Plane(kube, "", None, kube_slices, (), (), ()) if kube else None
     platform = platform_mod.decide(fleet, draft, placed, fab, reasons, warnings, file)
     charts = _charts(fleet, placed, kube, gang, operator, platform)
+    _arches(fleet, kube_slices, charts, bool(slurm), file)
     _controllers(fleet, bool(slurm) and not operator, warnings)
     _bringup_os(slurm_version, bool(slurm) and not operator, warnings)
     planes: dict[str, Plane] = {}
@@ -156,6 +157,25 @@ def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None 
         gpu_health=fleet.options.gpu_health,
     )
     return clusters.decide(plan, fleet, file)
+
+
+def _arches(fleet: Fleet, kube_slices: tuple[PoolSlice, ...], charts: list[str], slurm: bool, file: str) -> None:
+    """Each pool with nodes on the Kubernetes plane runs every component's images: one whose CPU
+    architecture a chosen component does not publish images for (catalog.IMAGE_ARCHES) is refused."""
+    index = {p.name: i for i, p in enumerate(fleet.fleet.pools)}
+    for s in kube_slices:
+        pool = fleet.fleet.pools[index[s.pool]]
+        arch = catalog.arch_of(pool)
+        missing = [c for c in charts if c in catalog.IMAGE_ARCHES and arch not in catalog.IMAGE_ARCHES[c]]
+        if missing:
+            published = "; ".join(f"{c}: {', '.join(catalog.IMAGE_ARCHES[c])}" for c in missing)
+            fix = ("run its workloads on Slurm (`plane: slurm`) or give the Kubernetes workloads another pool"
+                   if slurm else "give the Kubernetes workloads another pool")
+            raise OrchgenError(
+                f"pool {pool.name} is {arch}, and {len(s.nodes)} of its nodes would be on the Kubernetes plane, whose "
+                f"{', '.join(missing)} publish{'es' if len(missing) == 1 else ''} no {arch} images ({published}; "
+                f"generator/catalog.py IMAGE_ARCHES cites where): {fix}", file, None,
+                f"fleet.pools[{index[s.pool]}].arch")
 
 
 def _small_kube(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str | None, kube: str | None,

@@ -378,6 +378,11 @@ class Pool(_Model):
         description="Slurm hostlist of the pool's nodes; default <pool>-[001-NNN]",
     )
     gpu: Gpu | None = Field(default=None, description="omit for a CPU-only pool")
+    arch: Literal["x86_64", "aarch64", "ppc64le"] | None = Field(
+        default=None,
+        description="the nodes' CPU architecture (`uname -m`); default aarch64 for Grace (GH200, GB200, GB300 GPUs or "
+        "the gb200-nvl72 platform), else x86_64. A Kubernetes plane's components must publish images for it "
+        "(catalog.IMAGE_ARCHES): a pool they do not is refused there")
     planes: dict[Literal["slurm", "kubernetes"], Annotated[str, Field(min_length=1, max_length=4_096)]] | None = Field(
         default=None,
         description="nodes of this pool held to a plane (Slurm hostlists; kubernetes is the Kubernetes or k3s "
