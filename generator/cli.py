@@ -123,17 +123,24 @@ def cli() -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="with --simulate: seed of the demand's draws")
 @click.option("--hours", type=click.FloatRange(min=0.01, max=24 * 366), default=168.0, show_default=True,
               help="with --simulate: hours of arrivals drawn from the demand")
+@click.option("--previous", "previous_dir", metavar="BUNDLE", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="the bundle the site runs: each node keeps the plane it has there (as `plan -o` "
+              "over it does)")
 @_INPUT_ROOT
-def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input_roots: tuple[str, ...]) -> None:
+def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, previous_dir: Path | None,
+              input_roots: tuple[str, ...]) -> None:
     """Show the plane, add-ons and reasons per workload and for the fleet. A fleet that cannot be
     planned still gets its per-workload decisions (they do not depend on the split), then the error.
     With --simulate, the simulated queue waits and GPU utilization of the plan and its alternatives."""
     from . import spec
     from .decide import per_workload
 
+    from .decide.previous import planes_of_bundle
+
     fleet, locate = spec.load_located(workload, input_roots)
+    kept = planes_of_bundle(previous_dir, fleet.metadata.name) if previous_dir is not None else None
     try:
-        plan = _planned(fleet, workload)
+        plan = _planned(fleet, workload, kept)
         from .render import render as render_files
 
         render_files(plan)  # what `plan` refuses while writing the bundle, recommend refuses too
@@ -154,7 +161,9 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
             "workloads": [w.recommendation() for w in plan.workloads],
         }
         if sim:
-            out["simulate"] = {"seed": seed, "hours": hours, "variants": rows}
+            from .simulate.command import tradeoff
+
+            out["simulate"] = {"seed": seed, "hours": hours, "variants": rows, "tradeoff": tradeoff(rows)}
         click.echo(json.dumps(out, indent=2))
         return
     console = _show_workloads(plan.workloads, fmt, plan.name)
@@ -176,6 +185,10 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
                                    f"orchgen simulate --compare --seed {seed}{'' if hours == 168 else f' --hours {hours:g}'})",
                                    console.width, 4), style="bold"))
         for line in brief(rows):
+            console.print(Text(hanging(f"  {line}", console.width, 4)))
+        from .simulate.command import tradeoff
+
+        for line in tradeoff(rows):  # the plan beside the fleet-level choice it turned down
             console.print(Text(hanging(f"  {line}", console.width, 4)))
 
 

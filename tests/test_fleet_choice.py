@@ -196,3 +196,31 @@ def test_a_ppc64le_pool_is_refused_for_kubernetes_and_aarch64_plans(tmp_path):
     doc["workloads"][-1].update(pool="gh200", gpus=16)
     proc = _recommend(tmp_path, doc, "grace.yaml")
     assert _placed(proc)["jupyter"] == ("kubernetes", "gh200"), proc.stderr
+
+
+# ------------------------------------------------------------------ recommend's numbers for the choice
+
+
+def test_recommend_quotes_the_plan_beside_the_island_it_turned_down(tmp_path):
+    """recommend --simulate replays the same demand on the plan (the SuperPOD's eval harness on Slurm, rule
+    slurm-site-batch) and on the rejected alternative (the eval on a Kubernetes island of its own), and its
+    trade-off line gives both sides' worst wait p95 and GPU utilization, from those very rows."""
+    from generator.simulate.command import _fmt_wait
+
+    proc = subprocess.run([*orchgen_argv(), "recommend", str(EXAMPLES / "superpod.yaml"), "--simulate", "--hours",
+                           "24", "--format", "json"], capture_output=True, text=True, cwd=tmp_path, env=cli_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sim = json.loads(proc.stdout)["simulate"]
+    rows = {r["variant"]: r for r in sim["variants"]}
+    plan, alt = rows["plan"], rows["rejected: eval-harness on kubernetes"]
+    assert [p["plane"] for p in plan["planes"]] == ["slurm"]
+    assert sorted(p["plane"] for p in alt["planes"]) == ["kubernetes", "slurm"]
+    (line,) = sim["tradeoff"]
+    worst = lambda r: _fmt_wait(max(w["wait_p95_s"] for w in r["workloads"] if w["wait_p95_s"] is not None))  # noqa: E731
+    assert line.startswith(f"trade-off: the plan: worst wait p95 {worst(plan)}; GPU utilization slurm "
+                           f"{plan['planes'][0]['gpu_utilization']:.0%} of {plan['planes'][0]['gpus']} GPUs"), line
+    assert f"the rejected alternative (eval-harness on kubernetes): worst wait p95 {worst(alt)}" in line, line
+    text = subprocess.run([*orchgen_argv(), "recommend", str(EXAMPLES / "superpod.yaml"), "--simulate", "--hours",
+                           "24"], capture_output=True, text=True, cwd=tmp_path, env=cli_env({"COLUMNS": "400"})).stdout
+    assert "trade-off: the plan: worst wait p95" in text and "the rejected alternative (eval-harness on kubernetes)" \
+        in text, text[-3000:]

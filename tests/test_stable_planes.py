@@ -90,6 +90,10 @@ def test_growth_keeps_the_service_nodes_on_kubernetes_and_the_fresh_split_is_a_d
     # planning the same input over its own bundle changes nothing (the fixed point)
     assert _run("plan", str(big), "-o", str(out), "--check", cwd=tmp_path).returncode == 0
 
+    # recommend over the running bundle says the same as the re-plan
+    proc = _run("recommend", str(big), "--previous", str(old), "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0 and any("pool gpu: stable: a node keeps its plane" in r
+                                        for r in json.loads(proc.stdout)["fleet"]["reasons"]), proc.stdout[-2000:]
     proc = _run("validate", str(out), "--against", str(old), "--no-fetch", cwd=outside_source())
     assert proc.returncode == 0 and "move:" not in proc.stdout, proc.stdout[-3000:]
     # the fresh bundle against the old one: gpu-025..032 leave Kubernetes, which must drain them first

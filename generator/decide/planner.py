@@ -190,7 +190,7 @@ def _small_kube(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str | No
     total = sum(p.nodes for p in fleet.fleet.pools)
     if have >= floor or total <= floor or have == 0:
         return
-    on = [d for d in decisions if d.primary != "slurm"]
+    on = [d for d in decisions if d.primary != "slurm" or d.hybrid]
     interactive = {w.name for w in fleet.workloads if w.interactive}
     batch = [d.name for d in on if not (d.facts.long_lived_services or d.name in interactive)]
     fix = (f"run {', '.join(batch)} on Slurm (`plane: slurm`; containers through pyxis/enroot), " if batch else
