@@ -71,7 +71,6 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots
     the warning lines are appended there instead of printed (`plan` prints them after its listing).
     `previous`: the bundle folder the plan replaces, whose nodes keep their planes (issue 36)."""
     from . import spec
-    from .decide.previous import planes_of_bundle
 
     fleet, locate = spec.load_located(path, roots)
     if gitops:
@@ -89,6 +88,19 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots
         return plan, files
     except OrchgenError as err:
         raise locate(err) from None
+
+
+def planes_of_bundle(root: str | Path, fleet: str) -> dict[str, str]:
+    """node -> plane, from the plan.json of the bundle in `root`, read as every bundle file is
+    (bundle.read_inside); {} when there is none of `fleet` (absent, unreadable, not JSON)."""
+    from .bundle import read_inside
+    from .spec.planes import planes_of_document
+
+    try:
+        doc = json.loads(read_inside(root, "plan.json"))
+    except Exception:  # noqa: BLE001 - no previous bundle of this fleet to keep: the fresh split
+        return {}
+    return planes_of_document(doc, fleet)
 
 
 def _warn(plan, locate, bundle: bool, out: list | None = None) -> None:
@@ -134,8 +146,6 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, previ
     With --simulate, the simulated queue waits and GPU utilization of the plan and its alternatives."""
     from . import spec
     from .decide import per_workload
-
-    from .decide.previous import planes_of_bundle
 
     fleet, locate = spec.load_located(workload, input_roots)
     kept = planes_of_bundle(previous_dir, fleet.metadata.name) if previous_dir is not None else None

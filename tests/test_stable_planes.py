@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from generator.decide import make_plan
-from generator.decide.previous import planes_of_document
+from generator.spec.planes import planes_of_document
 from generator.errors import OrchgenError
 from generator.impact.bundle import compare
 from generator.spec import Fleet, hostlist

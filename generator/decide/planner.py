@@ -29,7 +29,7 @@ OPERATOR_SLURM_VERSION = {"slinky": "26.05", "soperator": "25.11"}
 
 
 def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None = None) -> Plan:
-    """previous: node -> plane of the bundle this plan replaces (decide.previous), which each node
+    """previous: node -> plane of the bundle this plan replaces (spec/planes.py), which each node
     keeps unless the input's fleet.pools[].planes moves it."""
     file = str(source)
     decisions = recommend(fleet)

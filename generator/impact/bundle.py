@@ -79,7 +79,7 @@ def _kube_names(nodes: str) -> str:
 
 def node_moves(old_plan: str | None, new_plan: str | None) -> list[NodeMove]:
     """The nodes on both plan.json's planes that changed plane, grouped by (from, to)."""
-    from generator.decide.previous import planes_of_document
+    from generator.spec.planes import planes_of_document
     from generator.spec import hostlist
 
     def planes(text: str | None) -> dict[str, str]:

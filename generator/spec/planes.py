@@ -1,27 +1,13 @@
-"""The planes of the bundle a re-plan replaces: which plane each node was on (issue 36).
+"""The planes of a bundle's plan.json: which plane each node is on (issue 36).
 
-`orchgen plan -o DIR` reads DIR/plan.json, when DIR holds this fleet's bundle, so that a node keeps
-its plane across re-plans (partition._stable). Only the planes' node lists are read, through
-bundle.read_inside (a link out of the folder, a FIFO or a huge file is not read); a plan.json that
-is missing, another fleet's, or not orchgen's shape gives nothing, and the split is the fresh one.
+`orchgen plan -o DIR` reads DIR/plan.json (cli.py, through bundle.read_inside: a link out of the
+folder, a FIFO or a huge file is not read), when DIR holds this fleet's bundle, so that a node keeps
+its plane across re-plans (decide/partition._stable); impact/bundle.py compares two bundles' with it.
+A plan.json that is another fleet's, or not orchgen's shape, gives nothing: the split is the fresh one.
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from ..spec import hostlist
-
-
-def planes_of_bundle(root: str | Path, fleet: str) -> dict[str, str]:
-    """node -> plane, from the plan.json of the bundle in `root` ({} when there is none of `fleet`)."""
-    from ..bundle import read_inside
-
-    try:
-        doc = json.loads(read_inside(root, "plan.json"))
-    except Exception:  # noqa: BLE001 - absent, unreadable or not JSON: no previous bundle to keep
-        return {}
-    return planes_of_document(doc, fleet)
+from . import hostlist
 
 
 def planes_of_document(doc: object, fleet: str | None = None) -> dict[str, str]:
