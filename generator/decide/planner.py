@@ -94,7 +94,8 @@ def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None 
     if kube and not native_kube:
         parts.plane_nodes[kube] = {}
 
-    _small_kube(fleet, decisions, slurm, kube_native, parts.plane_nodes, file)
+    if not operator:  # with Slurm on Kubernetes, Kubernetes runs every node anyway: no island to refuse
+        _small_kube(fleet, decisions, slurm, kube_native, parts.plane_nodes, file)
     slices = {plane: tuple(_slice(pools[pool], plane, nodes, fab) for pool, nodes in by_pool.items() if nodes)
               for plane, by_pool in parts.plane_nodes.items()}
     placed = placement.settle(fleet, placed, slices, demand, file,

@@ -869,7 +869,8 @@ class Options(_Model):
         "plane (API server, etcd, scheduler), the GPU Operator's and Prometheus' pods on every node, Kueue, and "
         "its operators' time, which a plane of a node or three does not repay; smaller is refused (workloads "
         "batch on a Slurm site stay on Slurm by rule slurm-site-batch). Set it lower to opt in to a small "
-        "plane. Not checked where the fleet itself has fewer nodes, or where Kubernetes is the only plane")
+        "plane. Not checked where the fleet itself has fewer nodes, where Kubernetes is the only plane, or "
+        "where Slurm runs on Kubernetes (Kubernetes runs every node then)")
     kubernetes_cluster_max_nodes: int = Field(
         default=5_000, ge=1, le=5_000,
         description="with kubernetes_clusters auto: the most nodes one cluster of the plane may hold; a plane with "
