@@ -307,3 +307,28 @@ def gpu_type_hint(name: str) -> str | None:
         if close and len(pieces[i]) >= 2:
             return "".join(pieces[:i] + [close[0]] + pieces[i + 1:])
     return None
+
+
+# The CPU architectures (`uname -m`) each Kubernetes component publishes images for, where orchgen has
+# looked it up; a component not listed is not checked. Sources:
+# - gpu-operator: its images are built for linux/amd64 and linux/arm64 (NVIDIA/gpu-operator multi-arch.mk,
+#   DOCKER_BUILD_PLATFORM_OPTIONS, commit 17c53a2bd67216e7c9e86db64c5fd04784cb943c); no ppc64le
+# - kueue: PLATFORMS ?= linux/amd64,linux/arm64,linux/s390x,linux/ppc64le (kubernetes-sigs/kueue Makefile,
+#   commit 004680ed535ab993e93fc1155281f6d6057370ee)
+IMAGE_ARCHES: dict[str, tuple[str, ...]] = {
+    "gpu-operator": ("x86_64", "aarch64"),
+    "kueue": ("x86_64", "aarch64", "ppc64le"),
+}
+# Grace CPUs: the GPUs that come on an Arm (aarch64) host, and the platforms built on them
+_GRACE_GPUS = ("gh200", "gb200", "gb300")
+_GRACE_PLATFORMS = ("gb200-nvl72",)
+
+
+def arch_of(pool) -> str:
+    """A pool's CPU architecture: `arch`, else aarch64 for a Grace GPU or platform, else x86_64."""
+    if pool.arch:
+        return pool.arch
+    gpu = (pool.gpu.type or "").lower() if pool.gpu else ""
+    if pool.platform in _GRACE_PLATFORMS or any(gpu.startswith(g) for g in _GRACE_GPUS):
+        return "aarch64"
+    return "x86_64"

@@ -48,7 +48,7 @@ def _format(help_: str):
                         help=f"{help_} (`table`, the old name of text, is accepted until the next release)")
 
 
-def _planned(fleet, path: str):
+def _planned(fleet, path: str, previous: dict[str, str] | None = None):
     """make_plan, plus the warnings of the loader's version checks (spec.inputs): a Slurm,
     Kubernetes or chart version orchgen does not know plans, with a warning (an error under strict)."""
     from dataclasses import replace
@@ -58,7 +58,7 @@ def _planned(fleet, path: str):
     from .spec.inputs import version_warnings
     from .spec.platforms import fact_warnings
 
-    plan = make_plan(fleet, path)
+    plan = make_plan(fleet, path, previous)
     extra = tuple(Warning_(message, field) for message, field in version_warnings(fleet))
     # what the bundle guesses about the nodes (spec/platforms.py): after the plan's own, bundle only
     guessed = tuple(Warning_(message, field, bundle_only=True) for message, field in fact_warnings(fleet, plan))
@@ -66,17 +66,19 @@ def _planned(fleet, path: str):
 
 
 def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots: tuple[str, ...] = (),
-               warnings: list | None = None):
+               warnings: list | None = None, previous: Path | None = None):
     """The plan (and with `render`, the bundle's files) of a workload.yaml. An error the planner or
     a renderer raises about a field is pointed at that field's line in the file. With `warnings`,
-    the warning lines are appended there instead of printed (`plan` prints them after its listing)."""
+    the warning lines are appended there instead of printed (`plan` prints them after its listing).
+    `previous`: the bundle folder the plan replaces, whose nodes keep their planes (issue 36)."""
     from . import spec
 
     fleet, locate = spec.load_located(path, roots)
     if gitops:
         fleet = fleet.model_copy(update={"options": fleet.options.model_copy(update={"gitops": gitops})})
+    kept = planes_of_bundle(previous, fleet.metadata.name) if previous is not None else None
     try:
-        plan = _planned(fleet, path)
+        plan = _planned(fleet, path, kept)
         if not render:
             _warn(plan, locate, bundle=False, out=warnings)
             return plan, None
@@ -87,6 +89,19 @@ def _load_plan(path: str, gitops: str | None = None, render: bool = False, roots
         return plan, files
     except OrchgenError as err:
         raise locate(err) from None
+
+
+def planes_of_bundle(root: str | Path, fleet: str) -> dict[str, str]:
+    """node -> plane, from the plan.json of the bundle in `root`, read as every bundle file is
+    (bundle.read_inside); {} when there is none of `fleet` (absent, unreadable, not JSON)."""
+    from .bundle import read_inside
+    from .spec.planes import planes_of_document
+
+    try:
+        doc = json.loads(read_inside(root, "plan.json"))
+    except Exception:  # noqa: BLE001 - no previous bundle of this fleet to keep: the fresh split
+        return {}
+    return planes_of_document(doc, fleet)
 
 
 def _warn(plan, locate, bundle: bool, out: list | None = None) -> None:
@@ -121,8 +136,12 @@ def cli() -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="with --simulate: seed of the demand's draws")
 @click.option("--hours", type=click.FloatRange(min=0.01, max=24 * 366), default=168.0, show_default=True,
               help="with --simulate: hours of arrivals drawn from the demand")
+@click.option("--previous", "previous_dir", metavar="BUNDLE", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="the bundle the site runs: each node keeps the plane it has there (as `plan -o` "
+              "over it does)")
 @_INPUT_ROOT
-def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input_roots: tuple[str, ...]) -> None:
+def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, previous_dir: Path | None,
+              input_roots: tuple[str, ...]) -> None:
     """Show the plane, add-ons and reasons per workload and for the fleet. A fleet that cannot be
     planned still gets its per-workload decisions (they do not depend on the split), then the error.
     With --simulate, the simulated queue waits and GPU utilization of the plan and its alternatives."""
@@ -130,8 +149,9 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
     from .decide import per_workload
 
     fleet, locate = spec.load_located(workload, input_roots)
+    kept = planes_of_bundle(previous_dir, fleet.metadata.name) if previous_dir is not None else None
     try:
-        plan = _planned(fleet, workload)
+        plan = _planned(fleet, workload, kept)
         from .render import render as render_files
 
         render_files(plan)  # what `plan` refuses while writing the bundle, recommend refuses too
@@ -152,7 +172,9 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
             "workloads": [w.recommendation() for w in plan.workloads],
         }
         if sim:
-            out["simulate"] = {"seed": seed, "hours": hours, "variants": rows}
+            from .simulate.command import tradeoff
+
+            out["simulate"] = {"seed": seed, "hours": hours, "variants": rows, "tradeoff": tradeoff(rows)}
         click.echo(json.dumps(out, indent=2))
         return
     console = _show_workloads(plan.workloads, fmt, plan.name)
@@ -174,6 +196,10 @@ def recommend(workload: str, fmt: str, sim: bool, seed: int, hours: float, input
                                    f"orchgen simulate --compare --seed {seed}{'' if hours == 168 else f' --hours {hours:g}'})",
                                    console.width, 4), style="bold"))
         for line in brief(rows):
+            console.print(Text(hanging(f"  {line}", console.width, 4)))
+        from .simulate.command import tradeoff
+
+        for line in tradeoff(rows):  # the plan beside the fleet-level choice it turned down
             console.print(Text(hanging(f"  {line}", console.width, 4)))
 
 
@@ -225,7 +251,9 @@ def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | No
     from .plan_output import listing, next_steps, rule_of, workload_lines
 
     warnings: list[str] = []
-    the_plan, files = _load_plan(workload, gitops, render=True, roots=input_roots, warnings=warnings)
+    # the bundle being replaced: its nodes keep their planes (a move is the input's, and --diff shows it)
+    the_plan, files = _load_plan(workload, gitops, render=True, roots=input_roots, warnings=warnings,
+                                 previous=output)
     if show_diff:
         from .impact.bundle import compare, read_tree
         from .impact.kube import charts_dir

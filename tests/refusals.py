@@ -11,6 +11,9 @@ def check_refusal(exc: OrchgenError, data: dict[str, Any]) -> str:
     """A refusal names what it refuses: the workload's pool, its nodes or the workload itself (a
     picked pool that could not be kept), or, from the split, a plane left with no node. Returns its
     kind."""
+    if exc.field == "options.kubernetes_min_nodes":  # issue 36: no small Kubernetes island beside Slurm
+        assert "fewer than options.kubernetes_min_nodes" in exc.message, exc
+        return "a Kubernetes plane below its minimum"
     if exc.field == "workloads":  # the split's own refusal (generator/decide/partition.py)
         assert "gets no nodes" in exc.message, exc
         return "split: a plane gets no nodes"

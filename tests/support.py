@@ -47,8 +47,9 @@ def plan_of_file(tmp_path: Path, doc: dict[str, Any], name: str | None = "fleet.
 
 def on_kubernetes(example: str, *workloads: str, tmp_path: Path | None = None, **options: Any):
     """examples/<example>.yaml with `workloads` pinned to Kubernetes (plane: kubernetes: the opt-in that keeps
-    batch off Slurm on a bare-metal Slurm fleet, issue 36's rule slurm-site-batch) and `options` set: its
-    Plan, or with `tmp_path` the path of the file written there (for the CLI)."""
+    batch off Slurm on a bare-metal Slurm fleet, issue 36's rule slurm-site-batch, with its companion
+    options.kubernetes_min_nodes: 1, the opt-in to a Kubernetes plane smaller than 4 nodes beside Slurm) and
+    `options` set: its Plan, or with `tmp_path` the path of the file written there (for the CLI)."""
     from generator.decide import make_plan
     from generator.spec.models import Fleet
 
@@ -56,7 +57,8 @@ def on_kubernetes(example: str, *workloads: str, tmp_path: Path | None = None, *
     for w in doc["workloads"]:
         if w["name"] in workloads:
             w["plane"] = "kubernetes"
-    doc.setdefault("options", {}).update(options)
+    doc.setdefault("options", {}).setdefault("kubernetes_min_nodes", 1)
+    doc["options"].update(options)
     if tmp_path is not None:
         path = tmp_path / f"{example}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))

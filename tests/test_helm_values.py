@@ -56,6 +56,7 @@ def synth(*, gang: str = "auto", bare_metal: bool = False, fabric: str = "ethern
     if hybrid:
         workloads.insert(0, dict(SLURM))
         options["slurm_on_kubernetes"] = {"partitioned": "none"}.get(hybrid, hybrid)
+        options["kubernetes_min_nodes"] = 1  # the values, not the plane's size, are the subject (issue 36)
     names = [f"team{i}" for i in range(tenants)]
     for i, w in enumerate(workloads):
         if names:

@@ -181,13 +181,18 @@ def test_single_node_job_pinned_to_slurm_stays_on_slurm(tmp_path, orchgen):
 
 def test_without_the_pin_the_eval_job_stays_on_slurm_by_the_fleet_rule(tmp_path):
     """Issue 36: on a bare-metal fleet that runs Slurm, single-node batch stays there unpinned (rule
-    slurm-site-batch) instead of carving a one-node Kubernetes plane; plane: kubernetes still takes it there."""
+    slurm-site-batch) instead of carving a one-node Kubernetes plane; plane: kubernetes takes it there only
+    with the opt-in to a plane below options.kubernetes_min_nodes (4)."""
     path = tmp_path / "pod.yaml"
     path.write_text(SUPERPOD.replace("    plane: slurm\n", ""))
     plan = plan_of(path)
     ev = plan.workloads[1]
     assert (ev.plane, ev.rule, ev.pinned) == ("slurm", "slurm-site-batch", False) and list(plan.planes) == ["slurm"]
     path.write_text(SUPERPOD.replace("    plane: slurm\n", "    plane: kubernetes\n"))
+    with pytest.raises(OrchgenError) as refused:
+        plan_of(path)
+    assert refused.value.field == "options.kubernetes_min_nodes" and "would have 1 node (for eval)" in refused.value.message
+    path.write_text(SUPERPOD.replace("    plane: slurm\n", "    plane: kubernetes\n") + "options: {kubernetes_min_nodes: 1}\n")
     plan = plan_of(path)
     assert plan.workloads[1].plane == "kubernetes" and plan.workloads[1].pinned
 
@@ -305,6 +310,7 @@ workloads:
   - {name: big, nodes: 4, tightly_coupled: true, pool: a}
   - {name: svc-train, nodes: 2, tightly_coupled: true, long_lived_services: true, pool: b}
   - {name: batch, plane: kubernetes}
+options: {kubernetes_min_nodes: 1}   # a one-node Kubernetes plane beside Slurm, opted in to (issue 36)
 """
     path = tmp_path / "moved.yaml"
     path.write_text(text)

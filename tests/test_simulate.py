@@ -255,6 +255,8 @@ def test_pools_are_split_by_the_jobs_at_once(tmp_path):
         src = tmp_path / "w.yaml"
         src.write_text(text + "".join(f"    {line}\n" for line in extra.splitlines()))
         src.write_text(src.read_text().replace("    tightly_coupled: true\n", "    tightly_coupled: true\n    nodes: 8\n"))
+        # a one-job Kubernetes side is one node: opted in past options.kubernetes_min_nodes (issue 36)
+        src.write_text(src.read_text() + "options: {kubernetes_min_nodes: 1}\n")
         plan = make_plan(load(src), src.name)
         return len(plan.planes["kubernetes"].nodes)
     one, many = k8s_nodes(""), k8s_nodes("jobs_at_once: 16")

@@ -172,7 +172,9 @@ def fleets(draw) -> dict[str, Any]:
         "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "split"},
         "fleet": {"bare_metal": draw(st.booleans()), "fabric": fabric, "pools": pools},
         "workloads": workloads,
-        "options": {"split": draw(st.sampled_from(["auto", "leaf", "node"])), "slurm_version": "25.11"},
+        # kubernetes_min_nodes 1: a plane of any size, the split's subject (issue 36's floor: test_fleet_choice)
+        "options": {"split": draw(st.sampled_from(["auto", "leaf", "node"])), "slurm_version": "25.11",
+                    "kubernetes_min_nodes": 1},
     }
 
 

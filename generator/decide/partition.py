@@ -48,10 +48,13 @@ class Split:
 
 def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int]],
           slurm: str | None, kube: str | None, file: str, mode: str = "auto",
-          floor: dict[str, dict[str, int]] | None = None) -> Split:
+          floor: dict[str, dict[str, int]] | None = None, previous: dict[str, str] | None = None,
+          held: dict[str, dict[str, str]] | None = None) -> Split:
     """demand: plane -> pool -> nodes. `slurm`/`kube`: the plane names present (or None). floor:
     plane -> pool -> the nodes of its largest job that starts all at once (a Slurm allocation, a
-    gang), which a split by node never cuts below while the pool can hold both planes' floors."""
+    gang), which a split by node never cuts below while the pool can hold both planes' floors.
+    previous: node -> the plane the bundle being replaced gave it; held: pool -> node -> plane, the
+    input's fleet.pools[].planes. Both make the split stable (`_stable`)."""
     floor = floor or {}
     out: dict[str, dict[str, tuple[str, ...]]] = {p: {} for p in (slurm, kube) if p}
     reasons: list[str] = []
@@ -63,24 +66,43 @@ def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int
         if len(wanted) < 2:
             owner = wanted[0] if wanted else (kube or slurm)
             assert owner is not None
-            out[owner][pool] = tuple(nodes)
+            fresh = {n: owner for n in nodes}
+            said = False
             if not wanted and slurm and kube:
                 whole = f"all {len(nodes)} nodes" if len(nodes) != 1 else "its 1 node"
                 why = f"no workload asks for it; {whole} to {owner} (elastic capacity)"
-                reasons.append(f"pool {pool}: {why}")
+                said = True
             else:
                 why = f"only {owner} wants it"
-            decided.append(PoolSplit(pool, "whole", {owner: len(nodes)}, want, why))
-            continue
-        assert slurm and kube
-        floors = (floor.get(slurm, {}).get(pool, 0), floor.get(kube, {}).get(pool, 0))
-        s, how, why = _divide(fabric, pool, nodes, want[slurm], want[kube], slurm, kube, mode, floors)
-        out[slurm][pool], out[kube][pool] = tuple(nodes[:s]), tuple(nodes[s:])
-        for plane, got in ((slurm, nodes[:s]), (kube, nodes[s:])):
-            if not got:
-                del out[plane][pool]
-        reasons.append(f"pool {pool}: {why}")
-        decided.append(PoolSplit(pool, how, {slurm: s, kube: len(nodes) - s}, want, why))
+            how = "whole"
+        else:
+            assert slurm and kube
+            floors = (floor.get(slurm, {}).get(pool, 0), floor.get(kube, {}).get(pool, 0))
+            s, how, why = _divide(fabric, pool, nodes, want[slurm], want[kube], slurm, kube, mode, floors)
+            fresh = {n: (slurm if i < s else kube) for i, n in enumerate(nodes)}
+            said = True
+        present = [p for p in (slurm, kube) if p]
+        before = previous or {}
+        new_planes = [p for p in wanted if before and p not in set(before.values())]
+        if new_planes:  # a plane the replaced bundle did not have takes its fresh share: moves, which --diff lists
+            before = {}
+        got, kept_why = _stable(fabric, nodes, fresh, before, (held or {}).get(pool, {}), present, want)
+        if new_planes and any(previous.get(n, got[n]) != got[n] for n in nodes):
+            reasons.append(f"pool {pool}: {' and '.join(new_planes)} is a plane the replaced bundle did not have: "
+                           "the pool is split afresh, and each node that changes plane is a disruptive move "
+                           "(`plan --diff` lists the drains)")
+        if kept_why:  # the fresh rule's line is quoted in plan.json's split; the plan says what it did
+            how = "kept"
+            why = f"{kept_why} (fresh: {why})"
+            reasons.append(f"pool {pool}: {kept_why}")
+        elif said:
+            reasons.append(f"pool {pool}: {why}")
+        for plane in present:
+            mine = tuple(n for n in nodes if got[n] == plane)
+            if mine:
+                out[plane][pool] = mine
+        counts = {p: sum(1 for n in nodes if got[n] == p) for p in present}
+        decided.append(PoolSplit(pool, how, {p: c for p, c in counts.items() if c or how != "whole"}, want, why))
     reasons += _shortfalls(decided, out)
     for plane, pools_of in out.items():
         if not any(pools_of.values()):
@@ -94,6 +116,57 @@ def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int
     leaves = {plane: {pool: list(dict.fromkeys(fabric.leaf_of(n).name for n in nodes))
                       for pool, nodes in by_pool.items()} for plane, by_pool in out.items()}
     return Split(out, leaves, tuple(reasons), tuple(decided), _shared(fabric, out))
+
+
+# ------------------------------------------------------------------ a node keeps its plane
+
+
+def _stable(fabric: FabricModel, nodes: list[str], fresh: dict[str, str], previous: dict[str, str],
+            held: dict[str, str], present: list[str], want: dict[str, int]) -> tuple[dict[str, str], str]:
+    """The pool's nodes -> plane, stable across re-plans: a node the input holds to a plane
+    (fleet.pools[].planes) is there; every other node the replaced bundle had on a plane that is
+    still in the plan keeps it; the rest (new nodes, or nodes of a plane gone) are dealt out so that
+    each plane nears the share the fresh split gives it (growth goes to the plane that grows), an
+    NVLink domain following the plane its other nodes are on, in fabric order, preferring each
+    node's fresh plane. Returns (assignment, why) with why "" where it is the fresh split."""
+    fixed: dict[str, str] = {}
+    for n in nodes:
+        plane = held.get(n) or previous.get(n)
+        if plane in present:
+            fixed[n] = plane
+    if not fixed:
+        return fresh, ""
+    target = {p: sum(1 for n in nodes if fresh[n] == p) for p in present}
+    have = {p: sum(1 for n in fixed.values() if n == p) for p in present}
+    got = dict(fixed)
+    domain_plane: dict[str, str] = {}
+    for n, plane in fixed.items():
+        dom = fabric.domain_of(n)
+        if dom:
+            domain_plane.setdefault(dom.name, plane)
+    for n in nodes:
+        if n in got:
+            continue
+        dom = fabric.domain_of(n)
+        plane = domain_plane.get(dom.name) if dom else None
+        if plane is None:
+            short = [p for p in present if have[p] < target[p]]
+            plane = fresh[n] if fresh[n] in short or not short else max(short, key=lambda p: target[p] - have[p])
+            if dom:
+                domain_plane[dom.name] = plane
+        got[n] = plane
+        have[plane] += 1
+    if got == fresh:
+        return got, ""
+    # what the plan says depends on the input and the assignment, not on the history: a re-plan over
+    # its own bundle is byte-identical
+    held_here = [n for n in nodes if n in held and held[n] in present]
+    where = ", ".join(f"{p} {hostlist.compress([n for n in nodes if got[n] == p]) or '-'} ({have[p]} node"
+                      f"{'s' * (have[p] != 1)}" + (f", demand {want[p]}" if p in want else "") + ")" for p in present)
+    fresh_counts = ", ".join(f"{p} {target[p]}" for p in present)
+    pinned = f"; {hostlist.compress(held_here)} held by the pool's planes:" if held_here else ""
+    return got, (f"stable: a node keeps its plane across re-plans{pinned} {where}, where a fresh split would give "
+                 f"{fresh_counts}; a node moves only where the pool's `planes:` names it under the other plane")
 
 
 # ------------------------------------------------------------------ where a pool may be cut
@@ -241,7 +314,10 @@ def _shortfalls(decided: list[PoolSplit], out: dict[str, dict[str, tuple[str, ..
             got = len(out.get(plane, {}).get(d.pool, ()))
             if got < want:
                 total = sum(d.nodes.values())
-                if d.how == "whole":
+                if d.how == "kept":
+                    cause = ("its nodes keep their planes across re-plans; name the nodes to move under "
+                             f"{plane} in the pool's `planes:`")
+                elif d.how == "whole":
                     cause = f"the pool has {total} nodes"
                 elif sum(d.demand.values()) > total:
                     cause = f"both planes want {sum(d.demand.values())} of its {total} nodes"

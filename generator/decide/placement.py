@@ -52,6 +52,82 @@ def default_pools(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str | 
     return {True: slurm_pool, False: _first(gpu_pools, named[False], claimed)}
 
 
+def picked_pools(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str | None,
+                 kube: str | None) -> list[tuple[str, str]]:
+    """Per workload: (its pool, why it was picked, "" where the plain default stands). A workload
+    that names its pool keeps it; otherwise its side's default (`default_pools`), except on a
+    serving pool: one a service or notebooks run on (named or by default) and no Slurm job, nor a
+    tightly coupled multi-node job that names it, does. There pools are split by demand before
+    another GPU type is borrowed: training-like batch (multi-node, tightly coupled or a Ray
+    pipeline) goes to the first pool serving no one that has room for it, else to one where its
+    largest job still fits beside the others' (to be split by demand); other batch leaves the
+    serving pool only where it would oversubscribe it. Room: the pool's nodes less the demand on it
+    (max(nodes, ceil(gpus / GPUs per node)) x jobs_at_once per workload, as the split sizes it): the
+    named workloads first, then the picked ones in input order, Slurm's side first."""
+    default = default_pools(fleet, decisions, slurm, kube)
+    pools = {p.name: p for p in fleet.fleet.pools}
+    gpu_pools = [p.name for p in fleet.fleet.pools if p.gpu]
+    base = [w.pool or default[d.primary == "slurm"] for d, w in zip(decisions, fleet.workloads)]
+    serves = [w.long_lived_services or w.interactive for w in fleet.workloads]
+    # the jobs that make a pool a training pool: Slurm's, and tightly coupled multi-node ones that name it
+    trains = [d.primary == "slurm" or (bool(w.pool) and d.facts.tightly_coupled and d.facts.nodes > 1)
+              for d, w in zip(decisions, fleet.workloads)]
+    serving = {p for p, s in zip(base, serves) if s} - {p for p, t in zip(base, trains) if t}
+
+    def need(w, pool: str) -> int:
+        per = pools[pool].gpu.count if pools[pool].gpu else 0
+        span = max(w.nodes, -(-w.gpus // per)) if per and w.gpus else w.nodes
+        return span * (w.jobs_at_once or 1)
+
+    used = {p: 0 for p in pools}
+    biggest = {p: 0 for p in pools}  # the largest job there that starts all its nodes at once
+
+    def at_once(i: int) -> bool:
+        return decisions[i].primary == "slurm" or decisions[i].gang_scheduler_required
+
+    for i, w in enumerate(fleet.workloads):
+        if w.pool:
+            used[w.pool] += need(w, w.pool)
+            if at_once(i):
+                biggest[w.pool] = max(biggest[w.pool], need(w, w.pool) // (w.jobs_at_once or 1))
+    order = sorted(range(len(decisions)), key=lambda i: (decisions[i].primary != "slurm", i))
+    # training-like: what wants the training GPUs (gang-started, several nodes, or a Ray pipeline); other
+    # batch leaves a serving pool only where it would oversubscribe it
+    trains_like = [d.facts.tightly_coupled or d.facts.nodes > 1 or d.facts.python_native_pipeline for d in decisions]
+
+    def over_base(i: int) -> bool:
+        w = fleet.workloads[i]
+        return used[base[i]] + need(w, base[i]) > pools[base[i]].nodes
+
+    out = [(b, "") for b in base]
+    for i in order:
+        w = fleet.workloads[i]
+        if w.pool:
+            continue
+        pick, why = base[i], ""
+        if not serves[i] and base[i] in serving and (trains_like[i] or over_base(i)):
+            # a pool with room; else one both planes' largest jobs still fit, to be split by demand
+            room = [p for p in gpu_pools if p not in serving and used[p] + need(w, p) <= pools[p].nodes]
+            others = [p for p in gpu_pools if p not in serving
+                      and biggest[p] + need(w, p) // (w.jobs_at_once or 1) <= pools[p].nodes]
+            on_base = used[base[i]] + need(w, base[i])
+            over = on_base > pools[base[i]].nodes
+            if room or (over and others):
+                pick = (room or others)[0]
+                has = (f"it needs {need(w, pick)} nodes; {pick} has {pools[pick].nodes}, {used[pick]} wanted by "
+                       "the others")
+                why = (f"pool {pick}: it names none, and batch goes to a pool no service runs on "
+                       + (f"while one has room ({has})" if room else f"to be split by demand there ({has})")
+                       + f", not the serving pool {base[i]}"
+                       + (f", which it would oversubscribe ({on_base} nodes wanted of {pools[base[i]].nodes})"
+                          if over else ""))
+        used[pick] += need(w, pick)
+        if at_once(i):
+            biggest[pick] = max(biggest[pick], need(w, pick) // (w.jobs_at_once or 1))
+        out[i] = (pick, why)
+    return out
+
+
 def _first(pools: list[str], mine: set[str], theirs: set[str]) -> str:
     """The first of `pools` that only this plane uses, else that the other does not, else that this
     plane uses too, else the very first."""
@@ -106,7 +182,7 @@ def tenant_warnings(fleet: Fleet, default: str) -> list[Warning_]:
 
 
 def settle(fleet: Fleet, placed: list[WorkloadDecision], slices: dict[str, tuple[PoolSlice, ...]],
-           demand: dict[str, dict[str, int]], file: str) -> list[WorkloadDecision]:
+           demand: dict[str, dict[str, int]], file: str, kept: frozenset[str] = frozenset()) -> list[WorkloadDecision]:
     """Hold every workload to a pool its plane owns nodes of: refuse a named pool the split gave
     away, move a picked one (saying so), and refuse a job longer than its plane's part of the pool."""
     pools = {p.name: p for p in fleet.fleet.pools}
@@ -117,7 +193,7 @@ def settle(fleet: Fleet, placed: list[WorkloadDecision], slices: dict[str, tuple
             if w.pool is not None:
                 raise OrchgenError(_lost(d, pools[d.pool], slices, demand), file, None, f"workloads[{i}].pool")
             d = _move(d, w.gpus, mine, slices, i, file)
-        _check_span(d, i, mine, slices, file)
+        _check_span(d, i, mine, slices, file, d.pool in kept)
         out.append(d)
     return out
 
@@ -155,7 +231,7 @@ def _move(d: WorkloadDecision, gpus: int | None, mine: tuple[PoolSlice, ...],
 
 
 def _check_span(d: WorkloadDecision, i: int, mine: tuple[PoolSlice, ...],
-                slices: dict[str, tuple[PoolSlice, ...]], file: str) -> None:
+                slices: dict[str, tuple[PoolSlice, ...]], file: str, kept: bool = False) -> None:
     at_once = d.plane == "slurm" or d.gang_scheduler_required
     part = next((s for s in mine if s.pool == d.pool), None)
     if not at_once or part is None or d.facts.nodes <= len(part.nodes):
@@ -164,7 +240,9 @@ def _check_span(d: WorkloadDecision, i: int, mine: tuple[PoolSlice, ...],
     raise OrchgenError(
         f"{d.name} spans {d.facts.nodes} nodes, which {how} all at once, but the {d.plane} plane owns "
         f"{_n(len(part.nodes), 'node')} of pool {d.pool}{_rest(d, part, slices)}: lower `nodes`, or give "
-        f"{d.pool} more nodes", file, None, f"workloads[{i}].nodes")
+        f"{d.pool} more nodes" + (f", or move nodes of it to {d.plane} (its nodes keep their planes across "
+                                  f"re-plans; the pool's `planes:` moves them)" if kept else ""),
+        file, None, f"workloads[{i}].nodes")
 
 
 def _rest(d: WorkloadDecision, part: PoolSlice, slices: dict[str, tuple[PoolSlice, ...]]) -> str:

@@ -12,6 +12,7 @@ from .. import catalog
 from ..contract import bringup_os_line
 from ..schedulers import AUTO
 from ..spec import fabric as fabric_mod
+from ..spec import hostlist
 from ..spec import slurmtime
 from ..spec.hardware import node_hardware
 from . import clusters, placement, platform as platform_mod, quotas, serving, slurm_names
@@ -27,7 +28,9 @@ from ..spec.models import Fleet, Pool, Workload, format_path
 OPERATOR_SLURM_VERSION = {"slinky": "26.05", "soperator": "25.11"}
 
 
-def make_plan(fleet: Fleet, source: str | Path) -> Plan:
+def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None = None) -> Plan:
+    """previous: node -> plane of the bundle this plan replaces (spec/planes.py), which each node
+    keeps unless the input's fleet.pools[].planes moves it."""
     file = str(source)
     decisions = recommend(fleet)
     for message, loc in slurm_names.problems(fleet, decisions):
@@ -64,9 +67,9 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     tenants, default_tenant = placement.tenants_of(fleet)
     warnings.extend(placement.tenant_warnings(fleet, default_tenant))
     warnings.extend(placement.intent_warnings(fleet))
-    default = placement.default_pools(fleet, decisions, slurm, kube)
-    placed = [_demand(_place(d, w.pool or default[d.primary == "slurm"], w.gpus, w.tenant or default_tenant,
-                             pools, slurm, kube, w.max_time), w, i, file)
+    picks = placement.picked_pools(fleet, decisions, slurm, kube)
+    placed = [_demand(_place(d, picks[i][0], w.gpus, w.tenant or default_tenant, pools, slurm, kube, w.max_time,
+                             picks[i][1]), w, i, file)
               for i, (d, w) in enumerate(zip(decisions, fleet.workloads))]
 
     native_kube = any(d.plane in ("kubernetes", "k3s") or d.hybrid for d in placed)
@@ -84,14 +87,19 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
             # a Slurm allocation or a gang starts all its nodes at once: a split must not cut below it
             starts = d.facts.nodes if plane == d.plane and (plane == slurm or d.gang_scheduler_required) else 1
             job.setdefault(plane, {})[d.pool] = max(job.get(plane, {}).get(d.pool, 0), starts)
-    parts = split(fab, list(pools), demand, slurm, kube if native_kube else None, file, fleet.options.split, job)
+    kube_native = kube if native_kube else None
+    held = _held(fleet, slurm, kube_native, warnings)
+    parts = split(fab, list(pools), demand, slurm, kube_native, file, fleet.options.split, job, previous, held)
     reasons.extend(parts.reasons)
     if kube and not native_kube:
         parts.plane_nodes[kube] = {}
 
+    if not operator:  # with Slurm on Kubernetes, Kubernetes runs every node anyway: no island to refuse
+        _small_kube(fleet, decisions, slurm, kube_native, parts.plane_nodes, file)
     slices = {plane: tuple(_slice(pools[pool], plane, nodes, fab) for pool, nodes in by_pool.items() if nodes)
               for plane, by_pool in parts.plane_nodes.items()}
-    placed = placement.settle(fleet, placed, slices, demand, file)
+    placed = placement.settle(fleet, placed, slices, demand, file,
+                              frozenset(p.pool for p in parts.pools if p.how == "kept"))
     placed = [placement.sized(d, pools[d.pool]) for d in placed]
     warnings.extend(placement.capacity_warnings(fleet, placed, slices))
 
@@ -106,6 +114,7 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
     draft = Plane(kube, "", None, kube_slices, (), (), ()) if kube else None
     platform = platform_mod.decide(fleet, draft, placed, fab, reasons, warnings, file)
     charts = _charts(fleet, placed, kube, gang, operator, platform)
+    _arches(fleet, kube_slices, charts, bool(slurm), file)
     _controllers(fleet, bool(slurm) and not operator, warnings)
     _bringup_os(slurm_version, bool(slurm) and not operator, warnings)
     planes: dict[str, Plane] = {}
@@ -149,6 +158,66 @@ def make_plan(fleet: Fleet, source: str | Path) -> Plan:
         gpu_health=fleet.options.gpu_health,
     )
     return clusters.decide(plan, fleet, file)
+
+
+def _arches(fleet: Fleet, kube_slices: tuple[PoolSlice, ...], charts: list[str], slurm: bool, file: str) -> None:
+    """Each pool with nodes on the Kubernetes plane runs every component's images: one whose CPU
+    architecture a chosen component does not publish images for (catalog.IMAGE_ARCHES) is refused."""
+    index = {p.name: i for i, p in enumerate(fleet.fleet.pools)}
+    for s in kube_slices:
+        pool = fleet.fleet.pools[index[s.pool]]
+        arch = catalog.arch_of(pool)
+        missing = [c for c in charts if c in catalog.IMAGE_ARCHES and arch not in catalog.IMAGE_ARCHES[c]]
+        if missing:
+            published = "; ".join(f"{c}: {', '.join(catalog.IMAGE_ARCHES[c])}" for c in missing)
+            fix = ("run its workloads on Slurm (`plane: slurm`) or give the Kubernetes workloads another pool"
+                   if slurm else "give the Kubernetes workloads another pool")
+            raise OrchgenError(
+                f"pool {pool.name} is {arch}, and {len(s.nodes)} of its nodes would be on the Kubernetes plane, whose "
+                f"{', '.join(missing)} publish{'es' if len(missing) == 1 else ''} no {arch} images ({published}; "
+                f"generator/catalog.py IMAGE_ARCHES cites where): {fix}", file, None,
+                f"fleet.pools[{index[s.pool]}].arch")
+
+
+def _small_kube(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str | None, kube: str | None,
+                plane_nodes: dict[str, dict[str, tuple[str, ...]]], file: str) -> None:
+    """A Kubernetes plane beside Slurm smaller than options.kubernetes_min_nodes is refused: its control
+    plane and operators cost more than its few nodes repay (issue 36). Not where the whole fleet is that
+    small (a one-box lab), nor where Kubernetes is the only plane."""
+    floor = fleet.options.kubernetes_min_nodes
+    if not (slurm and kube):
+        return
+    have = sum(len(n) for n in plane_nodes.get(kube, {}).values())
+    total = sum(p.nodes for p in fleet.fleet.pools)
+    if have >= floor or total <= floor or have == 0:
+        return
+    on = [d for d in decisions if d.primary != "slurm" or d.hybrid]
+    interactive = {w.name for w in fleet.workloads if w.interactive}
+    batch = [d.name for d in on if not (d.facts.long_lived_services or d.name in interactive)]
+    fix = (f"run {', '.join(batch)} on Slurm (`plane: slurm`; containers through pyxis/enroot), " if batch else
+           f"give its workloads at least {floor} nodes (their gpus, nodes or a pool of their own), ")
+    raise OrchgenError(
+        f"the {kube} plane would have {have} node{'s' * (have != 1)} (for {', '.join(d.name for d in on)}), fewer "
+        f"than options.kubernetes_min_nodes ({floor}): a second plane beside Slurm costs a control plane, the GPU "
+        f"Operator, Kueue and Prometheus and its operators' time; {fix}or set options.kubernetes_min_nodes to "
+        f"{have} to opt in", file, None, "options.kubernetes_min_nodes")
+
+
+def _held(fleet: Fleet, slurm: str | None, kube: str | None, warnings: list[Warning_]) -> dict[str, dict[str, str]]:
+    """pool -> node -> plane, from fleet.pools[].planes (`kubernetes` is the plan's Kubernetes or k3s
+    plane); nodes held to a plane the plan does not have are placed as the plan decides, with a warning."""
+    out: dict[str, dict[str, str]] = {}
+    for i, pool in enumerate(fleet.fleet.pools):
+        for key, expr in (pool.planes or {}).items():
+            plane = slurm if key == "slurm" else kube
+            if plane is None:
+                warnings.append(Warning_(
+                    f"holds {expr} to {key}, but the plan has no {key} plane (no workload runs there): "
+                    "the nodes go where the plan puts them", f"fleet.pools[{i}].planes.{key}"))
+                continue
+            for node in hostlist.expand(expr):
+                out.setdefault(pool.name, {})[node] = plane
+    return out
 
 
 def _fabric(fleet: Fleet, warnings: list[Warning_]) -> fabric_mod.FabricModel:
@@ -273,9 +342,11 @@ def _class_of(d: WorkloadDecision) -> str:
 
 
 def _place(d: WorkloadDecision, pool_name: str, gpus: int | None, tenant: str, pools: dict[str, Pool],
-           slurm: str | None, kube: str | None, max_time: str | None = None) -> WorkloadDecision:
+           slurm: str | None, kube: str | None, max_time: str | None = None, why: str = "") -> WorkloadDecision:
     from dataclasses import replace
 
+    if why:
+        d = replace(d, reasons=d.reasons + (why,))
     pool = pools[pool_name]
     per_node = pool.gpu.count if pool.gpu else 0
     plane = slurm if d.primary == "slurm" else kube

@@ -31,12 +31,78 @@ class NotRead:
     reason: str
 
 
+@dataclass(frozen=True)
+class NodeMove:
+    """Nodes the new plan puts on another plane than the bundle being replaced did (plan.json's planes):
+    always disruptive, the plane they leave drains them before the one they join takes them (issue 36)."""
+
+    nodes: str  # a Slurm hostlist
+    old: str  # the plane they leave
+    new: str  # the plane they join
+
+    def steps(self) -> list[str]:
+        return _leave(self.old, self.nodes, self.new) + _join(self.new, self.nodes)
+
+
+# What each plane does with a node that leaves it, and one that joins it: Slurm's from scontrol(1)
+# ("update NodeName=... State=DRAIN Reason=..."; RESUME once slurmd registers), Kubernetes' from
+# kubernetes.io/docs/tasks/administer-cluster/safely-drain-node (cordon, then drain: evictions that
+# respect PodDisruptionBudgets; --ignore-daemonsets, --delete-emptydir-data).
+def _leave(plane: str, nodes: str, to: str) -> list[str]:
+    if plane == "slurm":
+        return [f'slurm: scontrol update NodeName={nodes} State=DRAIN Reason="orchgen: moves to {to}"; '
+                f"wait until `sinfo -h -n {nodes} -o %T` says drained (running jobs finish; none starts), "
+                "then stop slurmd there before the new slurm.conf (without them) is applied"]
+    return [f"{plane}: kubectl cordon {_kube_names(nodes)}; kubectl drain {_kube_names(nodes)} --ignore-daemonsets "
+            "--delete-emptydir-data (evicts their pods, PodDisruptionBudgets respected: a service moves "
+            f"to its other replicas first); then remove them from the cluster (kubectl delete node) before {to} "
+            "takes them"]
+
+
+def _join(plane: str, nodes: str) -> list[str]:
+    if plane == "slurm":
+        return [f"slurm: bring them up with bringup/site.yml --limit '{nodes}' and the new slurm.conf (which "
+                f"names them), then scontrol update NodeName={nodes} State=RESUME once slurmd registers"]
+    return [f"{plane}: join them to the cluster, label them (bash kubernetes/node-labels.sh), then "
+            f"kubectl uncordon {_kube_names(nodes)}"]
+
+
+def _kube_names(nodes: str) -> str:
+    from generator.spec import hostlist
+
+    try:
+        names = hostlist.expand(nodes)
+    except Exception:  # noqa: BLE001
+        return nodes
+    return " ".join(names) if len(names) <= 8 else f"<each of {nodes}>"
+
+
+def node_moves(old_plan: str | None, new_plan: str | None) -> list[NodeMove]:
+    """The nodes on both plan.json's planes that changed plane, grouped by (from, to)."""
+    from generator.spec.planes import planes_of_document
+    from generator.spec import hostlist
+
+    def planes(text: str | None) -> dict[str, str]:
+        try:
+            return planes_of_document(json.loads(text)) if text else {}
+        except ValueError:
+            return {}
+
+    before, after = planes(old_plan), planes(new_plan)
+    groups: dict[tuple[str, str], list[str]] = {}
+    for node, plane in before.items():
+        if after.get(node, plane) != plane:
+            groups.setdefault((plane, after[node]), []).append(node)
+    return [NodeMove(hostlist.compress(sorted(nodes)), old, new) for (old, new), nodes in sorted(groups.items())]
+
+
 @dataclass
 class Impact:
     release: str
     files: list[FileDiff] = field(default_factory=list)
     slurm: list[SlurmChange] = field(default_factory=list)
     kubernetes: list[KubeChange] = field(default_factory=list)
+    moves: list[NodeMove] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.files)
@@ -44,11 +110,17 @@ class Impact:
     def disruptive(self) -> list[str]:
         slurm = sorted((c for c in self.slurm if c.action in SLURM_DISRUPTIVE),
                        key=lambda c: (-ACTIONS.index(c.action), c.file, c.key))
-        return ([f"slurm {c.action}: {c.file} {c.key}{_nodes(c)}" for c in slurm]
+        return ([f"move: {m.nodes} from {m.old} to {m.new} (drain on {m.old} first: steps below)" for m in self.moves]
+                + [f"slurm {c.action}: {c.file} {c.key}{_nodes(c)}" for c in slurm]
                 + [f"kubernetes {c.action}: {c.object}: {c.detail}" for c in self.kubernetes if c.action in DISRUPTIVE])
 
     def impact_lines(self) -> list[str]:
         out = []
+        if self.moves:
+            out.append("Nodes moving between planes (each plane's steps, in order):")
+            for m in self.moves:
+                out.append(f"  {m.nodes}: {m.old} -> {m.new}")
+                out += [f"    {i}. {step}" for i, step in enumerate(m.steps(), 1)]
         if self.slurm:
             out.append(f"Slurm {self.release} (generator/impact/slurm.py):")
             for c in sorted(self.slurm, key=lambda c: (-ACTIONS.index(c.action), c.file, c.key)):
@@ -86,6 +158,7 @@ class Impact:
     def to_json(self) -> str:
         how = {a: HOW[a] for a in sorted({c.action for c in self.slurm}, key=ACTIONS.index)}
         return json.dumps({"slurm_release": self.release, "disruptive": self.disruptive(), "slurm_how": how,
+                           "moves": [asdict(m) | {"steps": m.steps()} for m in self.moves],
                            "files": [asdict(f) for f in self.files],
                            "slurm": [asdict(c) | {"nodes": list(c.nodes)} for c in self.slurm],
                            "kubernetes": [asdict(c) for c in self.kubernetes],
@@ -207,6 +280,7 @@ def compare(old: dict[str, bytes], new: dict[str, bytes], old_label: str, new_la
     if any(p.startswith("slurm/") for p in texts_old.keys() | texts_new.keys()):
         impact.slurm = impact_of_files(sub(texts_old), sub(texts_new), release)
     impact.kubernetes = kube_impact(texts_old, texts_new, charts, _gpu_nodes(new))
+    impact.moves = node_moves(texts_old.get("plan.json"), texts_new.get("plan.json"))
     return impact
 
 

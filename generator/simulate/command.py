@@ -110,6 +110,55 @@ def brief(rows: list[dict]) -> list[str]:
     return out
 
 
+REJECTED = "rejected: "
+
+
+def rejected(fleet, plan) -> list[tuple[str, Any]]:
+    """The fleet-level alternatives the plan turned down (issue 36), to replay beside it: on a Slurm
+    site whose batch the rule slurm-site-batch kept on Slurm, that batch on a Kubernetes plane of its
+    own (the island, opted in past options.kubernetes_min_nodes); in a hybrid, every workload on Slurm
+    (no second plane). Each: (name starting "rejected: ", the fleet)."""
+    out = []
+    kept = [d.name for d in plan.workloads if d.rule == "slurm-site-batch"]
+    if kept:
+        ws = [w.model_copy(update={"plane": "kubernetes"}) if w.name in kept else w for w in fleet.workloads]
+        alt = fleet.model_copy(update={"workloads": ws, "options": fleet.options.model_copy(
+            update={"kubernetes_min_nodes": 1})})
+        out.append((f"{REJECTED}{', '.join(kept)} on kubernetes", alt))
+    # every workload on Slurm: only where that leaves no Kubernetes plane (no service, no notebooks)
+    if (len(plan.planes) > 1 and plan.slurm_plane is not None and not plan.slurm_plane.operator
+            and not any(w.long_lived_services or w.interactive for w in fleet.workloads)):
+        ws = [w.model_copy(update={"plane": "slurm"}) for w in fleet.workloads]
+        out.append((f"{REJECTED}all on slurm", fleet.model_copy(update={"workloads": ws})))
+    return out
+
+
+def tradeoff(rows: list[dict]) -> list[str]:
+    """`recommend --simulate`'s trade-off lines: the plan's worst wait p95 and each plane's GPU
+    utilization beside each rejected alternative's, from the same replayed demand."""
+    plan = next((r for r in rows if r["variant"] == "plan" and "refused" not in r), None)
+    if plan is None:
+        return []
+
+    def figures(r: dict) -> str:
+        worst = max((w["wait_p95_s"] for w in r["workloads"] if w["wait_p95_s"] is not None), default=None)
+        never = sum(w["never_started"] for w in r["workloads"])
+        util = ", ".join(f"{p['plane']} {p['gpu_utilization']:.0%} of {p.get('gpus', '?')} GPUs" for p in r["planes"])
+        return (f"worst wait p95 {_fmt_wait(worst)}" + (f", {never} jobs never start" if never else "")
+                + f"; GPU utilization {util or '-'}; planes: {', '.join(p['plane'] for p in r['planes']) or '-'}")
+
+    out = []
+    for r in rows:
+        if not r["variant"].startswith(REJECTED):
+            continue
+        alt = r["variant"][len(REJECTED):]
+        if "refused" in r:
+            out.append(f"trade-off: the rejected alternative ({alt}) cannot be planned: {r['refused']}")
+            continue
+        out.append(f"trade-off: the plan: {figures(plan)}; the rejected alternative ({alt}): {figures(r)}")
+    return out
+
+
 def _jobs(plan, trace: str | None, hours: float, seed: int):
     return jobs_mod.from_trace(plan, trace) if trace else jobs_mod.from_demand(plan, hours, seed)
 
@@ -119,7 +168,7 @@ def _variants(fleet, plan) -> list[tuple[str, Any]]:
     what the stock kube-scheduler would do), and each workload pinned to the other plane."""
     def opts(**kw):
         return fleet.model_copy(update={"options": fleet.options.model_copy(update=kw)})
-    out = [("plan", fleet)]
+    out = [("plan", fleet)] + rejected(fleet, plan)
     out += [(f"split={s}", opts(split=s)) for s in ("auto", "leaf", "node") if s != fleet.options.split]
     out += [(f"gang={g}", opts(gang_scheduler=g)) for g in GANG_CHOICES if g != fleet.options.gang_scheduler]
     on = {d.name: ("slurm" if d.plane == "slurm" else "kubernetes") for d in plan.workloads}
@@ -128,7 +177,9 @@ def _variants(fleet, plan) -> list[tuple[str, Any]]:
             if on.get(w.name) != plane:
                 ws = list(fleet.workloads)
                 ws[i] = w.model_copy(update={"plane": plane})
-                out.append((f"{w.name} on {plane}", fleet.model_copy(update={"workloads": ws})))
+                # what if: a Kubernetes plane of any size (options.kubernetes_min_nodes would refuse a small one)
+                out.append((f"{w.name} on {plane}", fleet.model_copy(update={"workloads": ws, "options": (
+                    fleet.options.model_copy(update={"kubernetes_min_nodes": 1}))})))
     return out
 
 

@@ -32,6 +32,10 @@ _LAZY = {"load": ".load", "load_located": ".load", "Fleet": ".models", "Pool": "
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
+    module = import_module(_LAZY[name], __name__)
+    # every name of that module at once: importing the submodule `.load` binds the package attribute
+    # `load` to the module, which would then shadow the function `load` for good
+    for other, where in _LAZY.items():
+        if where == _LAZY[name]:
+            globals()[other] = getattr(module, other)
+    return globals()[name]

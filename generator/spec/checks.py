@@ -99,6 +99,7 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
                 yield f"hostname {name!r} is {where}: a node can be defined once", (*at, "hostnames")
                 break
             owner[name] = pool.name
+        yield from _held(pool, names, at)
         for message, where in (*platforms.problems(pool), *platforms.nic_problems(pool)):
             yield message, (*at, *where)
             break
@@ -114,6 +115,28 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
                        f"{pool.nvlink_domain_nodes} nodes"), (*at, "nvlink_domain_nodes")
     if total > MAX_FLEET_NODES:
         yield f"the fleet has {total} nodes; orchgen plans at most {MAX_FLEET_NODES}", ("fleet", "pools")
+
+
+def _held(pool: Pool, names: list[str], at: Path_) -> Iterator[Problem]:
+    """pool.planes: hostlists of the pool's own nodes, no node under both planes."""
+    seen: dict[str, str] = {}
+    mine = set(names)
+    for plane, expr in (pool.planes or {}).items():
+        try:
+            held = hostlist.expand(expr)
+        except hostlist.HostlistError as exc:
+            yield f"not a Slurm hostlist: {exc}", (*at, "planes", plane)
+            return
+        for name in held:
+            if name not in mine:
+                yield (f"{name!r} is not a node of pool {pool.name} ({hostlist.compress(names)}); a pool holds "
+                       "only its own nodes to a plane"), (*at, "planes", plane)
+                return
+            if name in seen:
+                yield (f"{name!r} is held to both {seen[name]} and {plane}: a node is in exactly one "
+                       "plane"), (*at, "planes", plane)
+                return
+            seen[name] = plane
 
 
 # The node-pool label each managed provider puts on its nodes, and the names it allows for a pool

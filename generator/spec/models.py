@@ -378,6 +378,17 @@ class Pool(_Model):
         description="Slurm hostlist of the pool's nodes; default <pool>-[001-NNN]",
     )
     gpu: Gpu | None = Field(default=None, description="omit for a CPU-only pool")
+    arch: Literal["x86_64", "aarch64", "ppc64le"] | None = Field(
+        default=None,
+        description="the nodes' CPU architecture (`uname -m`); default aarch64 for Grace (GH200, GB200, GB300 GPUs or "
+        "the gb200-nvl72 platform), else x86_64. A Kubernetes plane's components must publish images for it "
+        "(catalog.IMAGE_ARCHES): a pool they do not is refused there")
+    planes: dict[Literal["slurm", "kubernetes"], Annotated[str, Field(min_length=1, max_length=4_096)]] | None = Field(
+        default=None,
+        description="nodes of this pool held to a plane (Slurm hostlists; kubernetes is the Kubernetes or k3s "
+        "plane): a node keeps its plane across re-plans (the bundle's plan.json says which) unless it is "
+        "named here, and naming it under the other plane moves it, a disruptive change that `plan --diff` "
+        "lists with the drains of both planes")
     cpu: Cpu | None = Field(default=None, description="sockets x cores per socket x threads per core")
     cpus: int | None = Field(
         default=None, ge=1, le=16_384,
@@ -867,6 +878,14 @@ class Options(_Model):
         description="a Kubernetes plane beyond upstream's per-cluster envelope (5,000 nodes, 150,000 pods): auto "
         "plans it as worker clusters cut along the fabric behind a Kueue MultiKueue manager cluster; one keeps "
         "it one cluster (with a warning)")
+    kubernetes_min_nodes: int = Field(
+        default=4, ge=1, le=1_024,
+        description="the fewest nodes a Kubernetes plane beside Slurm may have: a second plane costs its control "
+        "plane (API server, etcd, scheduler), the GPU Operator's and Prometheus' pods on every node, Kueue, and "
+        "its operators' time, which a plane of a node or three does not repay; smaller is refused (workloads "
+        "batch on a Slurm site stay on Slurm by rule slurm-site-batch). Set it lower to opt in to a small "
+        "plane. Not checked where the fleet itself has fewer nodes, where Kubernetes is the only plane, or "
+        "where Slurm runs on Kubernetes (Kubernetes runs every node then)")
     kubernetes_cluster_max_nodes: int = Field(
         default=5_000, ge=1, le=5_000,
         description="with kubernetes_clusters auto: the most nodes one cluster of the plane may hold; a plane with "

@@ -1,0 +1,226 @@
+"""The fleet-level choices of issue 36 beyond the per-workload rules, through the real CLI:
+
+- pools are split by demand before another GPU type is borrowed: a hybrid lab whose 64-node
+  pretraining takes most of the DGX H100 pool puts its 8-node RLHF job (Ray, gang-scheduled) on the
+  H100 nodes left, not on the PCIe L40S serving pool it would oversubscribe (132 of 128 GPUs); pinned
+  there with `pool:`, it plans, with a warning that gives the numbers;
+- a Kubernetes plane beside Slurm below options.kubernetes_min_nodes is refused with one line naming
+  the field, unless the fleet itself is that small or the site opts in.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .support import cli_env, orchgen_argv
+
+# A hybrid lab: 72 DGX H100 (nine 8-node leaves, NDR InfiniBand) for pretraining, and 32 PCIe L40S
+# servers (4 GPUs each) for the chat service; the RLHF loop is Ray (OpenRLHF-style) on 8 nodes.
+FRONTIER: dict[str, Any] = {
+    "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "frontier-lab"},
+    "fleet": {"bare_metal": True, "slurm": {"controllers": ["head01", "head02"]},
+              "fabric": {"kind": "infiniband", "nodes_per_leaf": 8},
+              "pools": [{"name": "h100", "nodes": 72, "platform": "dgx-h100"},
+                        {"name": "l40s", "nodes": 32, "gpu": {"type": "l40s", "count": 4},
+                         "cpus": 64, "memory_gib": 512}]},
+    "workloads": [
+        {"name": "pretrain", "nodes": 64, "tightly_coupled": True},
+        {"name": "chat-serving", "long_lived_services": True, "multi_tenant": True, "bare_metal": False,
+         "gpus": 100, "pool": "l40s"},
+        {"name": "rlhf", "nodes": 8, "tightly_coupled": True, "python_native_pipeline": True,
+         "bare_metal": False},
+    ],
+    "options": {"slurm_version": "24.11", "slurm": {"state_save_location": "/shared/slurm/statesave"}},
+}
+
+
+def _recommend(tmp_path: Path, doc: dict[str, Any], name: str = "fleet.yaml") -> subprocess.CompletedProcess:
+    """`orchgen plan --format json` (one line per workload: plane, pool, rule) into a fresh folder; the
+    plan.json written there is proc.plan (None when refused)."""
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = tmp_path / f"out-{len(list(tmp_path.iterdir()))}"
+    proc = subprocess.run([*orchgen_argv(), "plan", str(path), "-o", str(out), "--format", "json"],
+                          capture_output=True, text=True, cwd=tmp_path, env=cli_env())
+    proc.plan = json.loads((out / "plan.json").read_text()) if proc.returncode == 0 else None
+    return proc
+
+
+def _placed(proc: subprocess.CompletedProcess) -> dict[str, tuple[str, str]]:
+    assert proc.returncode == 0, proc.stderr
+    return {w["name"]: (w["plane"], w["pool"]) for w in json.loads(proc.stdout)["workloads"]}
+
+
+def _reasons(proc: subprocess.CompletedProcess, name: str) -> list[str]:
+    return next(w["reasons"] for w in proc.plan["workloads"] if w["name"] == name)
+
+
+def test_rlhf_gets_the_h100s_left_by_pretraining_not_the_serving_pool(tmp_path):
+    proc = _recommend(tmp_path, FRONTIER)
+    assert _placed(proc) == {"pretrain": ("slurm", "h100"), "chat-serving": ("kubernetes", "l40s"),
+                             "rlhf": ("kubernetes", "h100")}
+    assert "oversubscribe" not in proc.stderr and "ask for" not in proc.stderr, proc.stderr
+    assert any(r.startswith("pool h100: it names none, and batch goes to a pool no service runs on while one has "
+                            "room (it needs 8 nodes; h100 has 72, 64 wanted by the others), not the serving pool "
+                            "l40s, which it would oversubscribe (33 nodes wanted of 32)") for r in _reasons(proc, "rlhf"))
+    planes = json.loads(proc.stdout)["planes"]
+    assert planes == {"slurm": {"nodes": 64}, "kubernetes": {"nodes": 40}}
+
+
+def test_pinned_to_the_serving_pool_it_plans_with_the_numbers(tmp_path):
+    doc = copy.deepcopy(FRONTIER)
+    doc["workloads"][2]["pool"] = "l40s"
+    proc = _recommend(tmp_path, doc)
+    assert _placed(proc)["rlhf"] == ("kubernetes", "l40s")
+    (line,) = [x for x in proc.stderr.splitlines() if "pool l40s" in x and "128 GPUs" in x]
+    assert "fleet.pools[1].nodes" in line and "132 GPUs" in line, line
+
+
+def test_with_no_room_for_it_batch_is_split_into_the_training_pool_not_the_serving_pool(tmp_path):
+    doc = copy.deepcopy(FRONTIER)
+    doc["workloads"][0]["nodes"] = 32
+    doc["workloads"][0]["jobs_at_once"] = 2  # two 32-node runs: 64 nodes wanted, both still fit beside rlhf
+    doc["fleet"]["pools"][0]["nodes"] = 64
+    proc = _recommend(tmp_path, doc)
+    assert _placed(proc)["rlhf"] == ("kubernetes", "h100")
+    assert any("to be split by demand there" in r for r in _reasons(proc, "rlhf")), _reasons(proc, "rlhf")
+    # pretraining's one job takes every H100 node: nothing is left to split, and the serving pool it must
+    # borrow is oversubscribed, with a warning that gives the numbers
+    doc = copy.deepcopy(FRONTIER)
+    doc["workloads"][0]["nodes"] = 72
+    proc = _recommend(tmp_path, doc)
+    assert _placed(proc)["rlhf"] == ("kubernetes", "l40s")
+    assert any("pool l40s" in x and "128 GPUs" in x and "132 GPUs" in x for x in proc.stderr.splitlines()), proc.stderr
+
+
+def test_a_serving_pool_with_room_still_loses_batch_to_a_training_pool_with_room(tmp_path):
+    doc = copy.deepcopy(FRONTIER)
+    doc["workloads"][1]["gpus"] = 16  # the serving pool has room too
+    assert _placed(_recommend(tmp_path, doc))["rlhf"] == ("kubernetes", "h100")
+
+
+# ------------------------------------------------------------------ the smallest Kubernetes plane
+
+
+def _small(service_gpus: int, nodes: int = 32, **options: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "hpc"},
+        "fleet": {"bare_metal": True, "slurm": {"controllers": ["head01"]},
+                  "fabric": {"kind": "infiniband", "nodes_per_leaf": 16},
+                  "pools": [{"name": "gpu", "nodes": nodes, "platform": "dgx-h100"}]},
+        "workloads": [
+            {"name": "pretrain", "nodes": 2, "tightly_coupled": True},
+            {"name": "docs-bot", "long_lived_services": True, "bare_metal": False, "gpus": service_gpus},
+        ],
+        "options": {"slurm_version": "24.11", "split": "node", **options},
+    }
+
+
+def test_a_kubernetes_plane_of_one_node_beside_slurm_is_refused_with_one_line(tmp_path):
+    proc = _recommend(tmp_path, _small(8))
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("orchgen: ") and "warning" not in x]
+    assert "fleet.yaml" in line and "options.kubernetes_min_nodes" in line, line
+    assert ("the kubernetes plane would have 1 node (for docs-bot), fewer than options.kubernetes_min_nodes (4)"
+            in line and "control plane, the GPU Operator, Kueue and Prometheus" in line), line
+    assert "give its workloads at least 4 nodes" in line and "set options.kubernetes_min_nodes to 1" in line
+
+
+def test_the_opt_in_a_big_enough_plane_and_a_fleet_that_small_all_plan(tmp_path):
+    assert _placed(_recommend(tmp_path, _small(8, kubernetes_min_nodes=1)))["docs-bot"] == ("kubernetes", "gpu")
+    assert _placed(_recommend(tmp_path, _small(32)))["docs-bot"] == ("kubernetes", "gpu")
+    # a three-box lab: the whole fleet is below the minimum, so its one Kubernetes node is all it can have
+    assert _placed(_recommend(tmp_path, _small(8, nodes=3)))["docs-bot"] == ("kubernetes", "gpu")
+
+
+# ------------------------------------------------------------------ realistic fleets, every workload's plane and pool
+
+FLEETS = Path(__file__).parent / "data" / "fleets36"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXPECTED = {
+    # a DGX SuperPOD (4 scalable units of 32 DGX H100): everything is Slurm, the eval harness included
+    EXAMPLES / "superpod.yaml": {
+        "planes": {"slurm": {"nodes": 127}},
+        "workloads": {"pretrain-llm": ("slurm", "dgx"), "finetune": ("slurm", "dgx"), "eval-harness": ("slurm", "dgx")}},
+    # a university lab: students' sbatch fine-tunes, evals and data prep on Slurm; only the notebook hub,
+    # people at a keyboard, on a 4-node Kubernetes plane of the L40S nodes
+    EXAMPLES / "university-lab.yaml": {
+        "planes": {"slurm": {"nodes": 12}, "kubernetes": {"nodes": 4}},
+        "workloads": {"ddp-training": ("slurm", "a100"), "thesis-runs": ("slurm", "a100"),
+                      "notebooks": ("kubernetes", "l40s"), "model-eval": ("slurm", "a100"),
+                      "data-prep": ("slurm", "cpu")}},
+    # POWER9 + GH200, all batch: Slurm only, no Kubernetes island
+    FLEETS / "national-service.yaml": {
+        "planes": {"slurm": {"nodes": 108}},
+        "workloads": {"climate-model": ("slurm", "gh200"), "molecular-dynamics": ("slurm", "power9"),
+                      "llm-finetune": ("slurm", "gh200"), "post-processing": ("slurm", "power9"),
+                      "model-eval": ("slurm", "gh200")}},
+    # EKS: Kubernetes only; fine-tuning and evals on the H100 group, the API on the L4 group
+    FLEETS / "cloud-startup.yaml": {
+        "planes": {"kubernetes": {"nodes": 14}},
+        "workloads": {"finetune": ("kubernetes", "p5"), "chat-api": ("kubernetes", "g6"),
+                      "nightly-evals": ("kubernetes", "p5")}},
+}
+
+
+def _plan_file(tmp_path: Path, path: Path) -> subprocess.CompletedProcess:
+    return _recommend(tmp_path, yaml.safe_load(path.read_text()), path.name)
+
+
+def test_realistic_fleets_put_every_workload_where_an_expert_would(tmp_path):
+    for path, want in EXPECTED.items():
+        proc = _plan_file(tmp_path, path)
+        got = json.loads(proc.stdout) if proc.returncode == 0 else {}
+        assert got.get("planes") == want["planes"], (path.name, proc.stderr[-2000:], got.get("planes"))
+        if "workloads" in want:
+            assert _placed(proc) == want["workloads"], path.name
+
+
+def test_a_ppc64le_pool_is_refused_for_kubernetes_and_aarch64_plans(tmp_path):
+    """GPU Operator images are amd64/arm64 only (NVIDIA/gpu-operator multi-arch.mk): a notebook hub pinned
+    onto the POWER9 nodes is refused naming the pool's arch; on the GH200 (aarch64, Grace) nodes it plans."""
+    doc = yaml.safe_load((FLEETS / "national-service.yaml").read_text())
+    doc["workloads"].append({"name": "jupyter", "long_lived_services": True, "interactive": True,
+                             "bare_metal": False, "gpus": 24, "pool": "power9"})
+    proc = _recommend(tmp_path, doc, "power.yaml")
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    (line,) = [x for x in proc.stderr.splitlines() if "warning" not in x]
+    assert "power.yaml" in line and "fleet.pools[0].arch" in line, line
+    assert "pool power9 is ppc64le" in line and "gpu-operator publishes no ppc64le images (gpu-operator: x86_64, " \
+        "aarch64" in line, line
+    doc["workloads"][-1].update(pool="gh200", gpus=16)
+    proc = _recommend(tmp_path, doc, "grace.yaml")
+    assert _placed(proc)["jupyter"] == ("kubernetes", "gh200"), proc.stderr
+
+
+# ------------------------------------------------------------------ recommend's numbers for the choice
+
+
+def test_recommend_quotes_the_plan_beside_the_island_it_turned_down(tmp_path):
+    """recommend --simulate replays the same demand on the plan (the SuperPOD's eval harness on Slurm, rule
+    slurm-site-batch) and on the rejected alternative (the eval on a Kubernetes island of its own), and its
+    trade-off line gives both sides' worst wait p95 and GPU utilization, from those very rows."""
+    from generator.simulate.command import _fmt_wait
+
+    proc = subprocess.run([*orchgen_argv(), "recommend", str(EXAMPLES / "superpod.yaml"), "--simulate", "--hours",
+                           "24", "--format", "json"], capture_output=True, text=True, cwd=tmp_path, env=cli_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sim = json.loads(proc.stdout)["simulate"]
+    rows = {r["variant"]: r for r in sim["variants"]}
+    plan, alt = rows["plan"], rows["rejected: eval-harness on kubernetes"]
+    assert [p["plane"] for p in plan["planes"]] == ["slurm"]
+    assert sorted(p["plane"] for p in alt["planes"]) == ["kubernetes", "slurm"]
+    (line,) = sim["tradeoff"]
+    worst = lambda r: _fmt_wait(max(w["wait_p95_s"] for w in r["workloads"] if w["wait_p95_s"] is not None))  # noqa: E731
+    assert line.startswith(f"trade-off: the plan: worst wait p95 {worst(plan)}; GPU utilization slurm "
+                           f"{plan['planes'][0]['gpu_utilization']:.0%} of {plan['planes'][0]['gpus']} GPUs"), line
+    assert f"the rejected alternative (eval-harness on kubernetes): worst wait p95 {worst(alt)}" in line, line
+    text = subprocess.run([*orchgen_argv(), "recommend", str(EXAMPLES / "superpod.yaml"), "--simulate", "--hours",
+                           "24"], capture_output=True, text=True, cwd=tmp_path, env=cli_env({"COLUMNS": "400"})).stdout
+    assert "trade-off: the plan: worst wait p95" in text and "the rejected alternative (eval-harness on kubernetes)" \
+        in text, text[-3000:]
