@@ -207,6 +207,16 @@ def test_gres_count_disagrees(broken):
     expect(b, GRES, line, r"gres.conf has gpu:h100:4 but slurm.conf:\d+ says Gres=gpu:h100:8")
 
 
+def test_gres_beyond_slurm_conf_is_a_warning(broken):
+    """More GRES in gres.conf than slurm.conf configures: slurmctld keeps the configured count and ignores the
+    rest (gres.c "Ignoring excess count"), so the node registers; fewer drains it (the test above)."""
+    b = broken("research-lab")
+    line = b.edit(GRES, "File=/dev/nvidia[0-7]", "File=/dev/nvidia[0-9]")
+    assert not [e for e in b.errors() if "gres.conf has" in e], b.errors()
+    assert any(w.startswith(f"{GRES}:{line}: warning: ") and "gres.conf has gpu:h100:10 but" in w
+               and "slurmctld ignores the GRES beyond slurm.conf's" in w for w in warnings_of(b)), warnings_of(b)
+
+
 def test_gres_conf_misses_nodes(broken):
     b = broken("topology-yaml")
     b.edit(GRES, "NodeName=h100-[001-016] Name=gpu Type=h100 File=/dev/nvidia[0-7]\n", "")

@@ -227,6 +227,7 @@ def _gres(bundle: Bundle, conf: SlurmConf) -> Iterator[Finding]:
 def _gres_agree(conf: SlurmConf, gconf: GresConf) -> Iterator[Finding]:
     """Node by node; mismatches grouped by (slurm.conf line, gres.conf line, both GRES) into one finding."""
     groups: dict[tuple[int, int, str, str], list[str]] = defaultdict(list)
+    excess: dict[tuple[int, int, str, str], bool] = {}
     for node in conf.nodes:
         want = node.gres
         for name in node.names:
@@ -237,9 +238,17 @@ def _gres_agree(conf: SlurmConf, gconf: GresConf) -> Iterator[Finding]:
                 continue  # AutoDetect finds the devices itself; nothing to compare
             if not _same_gres(want, have):
                 line = gconf.node_line.get(name, gconf.first_line)
-                groups[(node.line, line, format_gres(want), format_gres(have))].append(name)
+                key = (node.line, line, format_gres(want), format_gres(have))
+                groups[key].append(name)
+                excess[key] = _covers(want, have)
     for (conf_line, gres_line, want, have), nodes in sorted(groups.items()):
-        if have == "none":
+        if excess.get((conf_line, gres_line, want, have)):
+            # slurmctld keeps the configured count and ignores the rest (gres.c _node_config_validate:
+            # "Ignoring excess count"); only a count or type below slurm.conf's drains the node ("count too low")
+            yield warning(GRES, gres_line, f"{_compress(nodes)}: gres.conf has {have} but slurm.conf:{conf_line} "
+                                           f"says Gres={want}: slurmctld ignores the GRES beyond slurm.conf's, so "
+                                           "jobs cannot ask for them")
+        elif have == "none":
             yield error(GRES, gres_line, f"no GRES lines for {_compress(nodes)}, but slurm.conf:{conf_line} "
                                          f"gives them Gres={want}")
         else:
@@ -259,6 +268,20 @@ def _same_gres(want: dict, have: dict) -> bool:
             if w[None] != sum(h.values()):
                 return False
         elif w != h:
+            return False
+    return True
+
+
+def _covers(want: dict, have: dict) -> bool:
+    """gres.conf has at least every GRES slurm.conf configures, of each type (an untyped count against the
+    typed lines' total), and some more: the node registers with the configured count."""
+    for name in {n for n, _ in want}:
+        w = {t: c for (n, t), c in want.items() if n == name}
+        h = {t: c for (n, t), c in have.items() if n == name}
+        if list(w) == [None]:
+            if sum(h.values()) < w[None]:
+                return False
+        elif any(h.get(t, 0) < c for t, c in w.items()):
             return False
     return True
 
