@@ -48,7 +48,8 @@ def test_green_field_defaults_are_written_with_their_reasons():
     assert k["RebootProgram"] == "/usr/sbin/reboot" and k["ResumeTimeout"] == "1800"
     assert k["PropagateResourceLimitsExcept"] == "MEMLOCK" and "PropagateResourceLimits" not in k
     assert k["ClusterName"] == "lab"
-    assert "Prolog" not in k and "Epilog" not in k
+    # the job hygiene of issue 38: every script of prolog.d/epilog.d, in name order (slurm.conf(5) Prolog)
+    assert k["Prolog"] == "/etc/slurm/prolog.d/*" and k["Epilog"] == "/etc/slurm/epilog.d/*"
     for cite in ("faq.html#memlock", "slurm.conf(5) MaxArraySize", "slurm.conf(5) max_switch_wait",
                  "slurm.conf(5) RebootProgram"):
         assert cite in conf

@@ -29,7 +29,8 @@ from importlib import resources
 
 from ...decide.plan import Plan
 from ...yamlio import dump_json, dump_yaml
-from ..kubernetes import gang_check
+from ..kubernetes import gang_check, nccl_check
+from ...decide.nccl_floor import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE  # both planes' NCCL checks
 from .manual import not_installed
 from ..slurm.model import STORAGE_PASS_FILE, model
 from ..slurm.ops import ETC
@@ -38,17 +39,6 @@ from ...spec.hostlist import expand
 STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt",
           "fetch_nhc.sh")
 
-# nccl-tests all_reduce_perf bus bandwidth (GB/s) below which the two-node check fails, per fabric kind:
-# about half the line rate of one 400 Gb/s NDR port (50 GB/s) per GPU rail on InfiniBand, a 400 GbE RoCE
-# port likewise, and of a 100 GbE port on plain Ethernet (NCCL's sockets path). A site tunes it in
-# checks/checks.json; nccl-tests' README ("Performance") defines busbw.
-BUSBW_FLOOR_GBPS = {"infiniband": 20.0, "roce": 15.0, "ethernet": 5.0}
-# Where every GPU node's compute rails are known (a platform or pool.nics), the floor is a share of what
-# the rails carry instead: all_reduce's busbw between two nodes is bounded by a node's compute rails
-# together (nccl-tests doc/PERFORMANCE.md: busbw = algbw x 2(n-1)/n, "the speed of the slowest link";
-# NCCL runs one ring channel per rail, so a node's rails carry its busbw side by side), in GB/s = Gb/s / 8.
-# A healthy pair reaches 85-95% of that; a rail down or a ring over TCP falls far below.
-BUSBW_RAIL_SHARE = 0.8
 # The transport NCCL must log for the inter-node ring (NCCL_DEBUG=INFO "via NET/<name>"): IB verbs on
 # InfiniBand and RoCE (both are NET/IB in NCCL), sockets only on plain Ethernet.
 TRANSPORT = {"infiniband": "NET/IB", "roce": "NET/IB", "ethernet": "NET/Socket"}
@@ -216,8 +206,6 @@ def _rates(ports) -> str:
 
 
 def kube_checks(plan: Plan) -> dict[str, object]:
-    from ..kubernetes import nccl_check  # it reads this module's floors
-
     return {"gang": gang_check.gang(plan), "nccl": nccl_check.nccl(plan)}
 
 

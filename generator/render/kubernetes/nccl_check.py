@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...decide.plan import Plan, PodShape
-from ..bringup import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE
+from ...decide.nccl_floor import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE
 from . import workloads
 from .common import gpu_resource, namespace_of, slice_of, workloads as kube_workloads
 
@@ -62,6 +62,16 @@ sys.exit(1 if wrong else 0)
 """
 
 
+def _pod_specs(o: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod specs of a starter object, whatever the gang scheduler made: a batch/v1 Job's template, a
+    Volcano Job's tasks' templates, KAI's Pods (their PodGroup and the headless Service have none)."""
+    spec = o.get("spec", {})
+    if o["kind"] == "Pod":
+        return [spec]
+    return ([spec["template"]["spec"]] if "template" in spec else []) + \
+        [t["template"]["spec"] for t in spec.get("tasks", [])]
+
+
 def _pool(plan: Plan):
     """(pool slice, a workload there whose tenant and queue the run borrows): the fabric workloads' pool
     first, else any GPU pool of two or more whole-GPU nodes."""
@@ -103,17 +113,19 @@ def nccl(plan: Plan) -> dict[str, Any]:
         if net is not None else plan
     objs = workloads.starter(wired, test)
     for o in objs:
-        if o["kind"] != "Job":
-            continue
-        o["spec"]["backoffLimit"] = 0
-        c = o["spec"]["template"]["spec"]["containers"][0]
-        c["command"] = ["bash", "-c",
-                        'cat > /tmp/orchgen_nccl.py <<"EOF"\n' + SCRIPT + "EOF\n"
-                        f'exec torchrun --nnodes="$NNODES" --nproc-per-node={g} --node-rank="$NODE_RANK" '
-                        '--master-addr="$MASTER_ADDR" --master-port="$MASTER_PORT" /tmp/orchgen_nccl.py']
-        env = c.setdefault("env", [])
-        # NCCL_DEBUG=INFO prints each channel's transport ("via NET/IB/0"), which the check reads
-        env += [{"name": "NCCL_DEBUG", "value": "INFO"}]
+        if o["apiVersion"] == "batch/v1" and o["kind"] == "Job":
+            o["spec"]["backoffLimit"] = 0  # one run: a failure is the verdict, not a retry
+        elif o["kind"] == "Job":  # Volcano's
+            o["spec"]["maxRetry"] = 0
+        for ps in _pod_specs(o):
+            for c in ps.get("containers", []):
+                c["command"] = ["bash", "-c",
+                                'cat > /tmp/orchgen_nccl.py <<"EOF"\n' + SCRIPT + "EOF\n"
+                                f'exec torchrun --nnodes="$NNODES" --nproc-per-node={g} --node-rank="${{NODE_RANK:-$VC_TASK_INDEX}}" '
+                                '--master-addr="$MASTER_ADDR" --master-port="$MASTER_PORT" /tmp/orchgen_nccl.py']
+                c.pop("args", None)
+                # NCCL_DEBUG=INFO prints each channel's transport ("via NET/IB/0"), which the check reads
+                c.setdefault("env", []).append({"name": "NCCL_DEBUG", "value": "INFO"})
     value, source = floor(plan, s, kind)
     return {"namespace": namespace_of(w.tenant), "tenant": w.tenant, "pool": s.pool, "pods": PODS,
             "scheduler": plan.gang_scheduler,

@@ -465,14 +465,11 @@ def judge_kube_nccl(log: str, transports: list[str], floor: float) -> dict:
             "detail": problems or f"via {sorted(via & set(transports))[0]}, busbw {busbw} GB/s >= {floor}"}
 
 
-def _job_state(ctx: str | None, n: dict) -> tuple[int, int]:
-    """(pods succeeded, pods failed) of the check's Job."""
-    name = next(o["metadata"]["name"] for o in n["objects"] if o["kind"] == "Job")
-    out = kubectl(ctx, "get", "job", name, "-n", n["namespace"], "-o", "json")
-    if out.returncode != 0:
-        raise RuntimeError(f"kubectl get job {name}: {out.stderr.strip()[-300:]}")
-    status = json.loads(out.stdout).get("status", {})
-    return int(status.get("succeeded") or 0), int(status.get("failed") or 0)
+def _pod_phases(pods: list[dict]) -> tuple[int, int]:
+    """(pods Succeeded, pods Failed) of the check's run: by its pods, whichever object made them (a Job,
+    a Volcano Job, KAI's pods)."""
+    phases = [p.get("status", {}).get("phase") for p in pods]
+    return phases.count("Succeeded"), phases.count("Failed")
 
 
 def check_kube_nccl(cfg: dict, ctx: str | None, log_file: str | None, timeout: float | None = None) -> dict:
@@ -496,7 +493,7 @@ def check_kube_nccl(cfg: dict, ctx: str | None, log_file: str | None, timeout: f
         while True:
             pods = _gang_pods(ctx, n)
             nodes = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
-            done, failed = _job_state(ctx, n)
+            done, failed = _pod_phases(pods)
             if done >= pods_n or failed:
                 break
             if time.monotonic() >= end:
