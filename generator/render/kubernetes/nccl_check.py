@@ -86,7 +86,8 @@ def _pool(plan: Plan):
     return None, None
 
 
-def floor(plan: Plan, s, kind: str | None) -> tuple[float, str]:
+def floor(s, kind: str | None) -> tuple[float, str]:
+    """(busbw floor GB/s, where it comes from) for the run on pool slice `s` over network `kind`."""
     rails = s.hardware.compute_rails if kind == "rdma-shared" else ()
     if rails:
         total = sum(n.rate_gbps for n in rails) / 8
@@ -126,7 +127,7 @@ def nccl(plan: Plan) -> dict[str, Any]:
                 c.pop("args", None)
                 # NCCL_DEBUG=INFO prints each channel's transport ("via NET/IB/0"), which the check reads
                 c.setdefault("env", []).append({"name": "NCCL_DEBUG", "value": "INFO"})
-    value, source = floor(plan, s, kind)
+    value, source = floor(s, kind)
     return {"namespace": namespace_of(w.tenant), "tenant": w.tenant, "pool": s.pool, "pods": PODS,
             "scheduler": plan.gang_scheduler,
             "gpus_per_pod": g, "selector": f"orchgen.io/workload={NAME}", "timeout_s": TIMEOUT_S,
