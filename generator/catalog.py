@@ -309,16 +309,82 @@ def gpu_type_hint(name: str) -> str | None:
     return None
 
 
-# The CPU architectures (`uname -m`) each Kubernetes component publishes images for, where orchgen has
-# looked it up; a component not listed is not checked. Sources:
-# - gpu-operator: its images are built for linux/amd64 and linux/arm64 (NVIDIA/gpu-operator multi-arch.mk,
-#   DOCKER_BUILD_PLATFORM_OPTIONS, commit 17c53a2bd67216e7c9e86db64c5fd04784cb943c); no ppc64le
+# The CPU architectures (`uname -m`) each Kubernetes component publishes images for (issue 36), where orchgen
+# has looked it up in the project's own release build (the platforms its images are pushed for); a component
+# not listed is not checked. `uname -m` names: x86_64 = linux/amd64, aarch64 = linux/arm64, ppc64le.
+# - gpu-operator (its driver, device plugin, dcgm-exporter DaemonSets): linux/amd64 and linux/arm64
+#   (NVIDIA/gpu-operator multi-arch.mk, DOCKER_BUILD_PLATFORM_OPTIONS, commit 17c53a2bd67216e7c9e86db64c5fd04784cb943c)
+# - network-operator (the operator and its OFED / RDMA DaemonSets): BUILD_ARCH= amd64 arm64 (Mellanox/network-
+#   operator Makefile, image-build-multiarch, commit 0039f1560f0af7f4f30774ccd57a80a62a3b5a02)
+# - kube-prometheus-stack: Prometheus, Alertmanager and node-exporter (a DaemonSet) build DOCKER_ARCHS ?= amd64
+#   armv7 arm64 ppc64le s390x (prometheus/prometheus Makefile, the Makefile.common they share, commit
+#   000fa45acaee5cccf4496abb3f469c1fdd411f5f); Grafana's platforms are not looked up
 # - kueue: PLATFORMS ?= linux/amd64,linux/arm64,linux/s390x,linux/ppc64le (kubernetes-sigs/kueue Makefile,
 #   commit 004680ed535ab993e93fc1155281f6d6057370ee)
+# - volcano: the release pushes DOCKER_PLATFORMS="linux/amd64,linux/arm64" (volcano-sh/volcano
+#   .github/workflows/release.yaml, commit 05cd74f69e5c476c8adc608c215be4cc9be3c9c1)
+# - kai-scheduler: DOCKER_BUILD_PLATFORM=linux/amd64,linux/arm64 (kai-scheduler/KAI-Scheduler
+#   .github/workflows/push-artifacts.yaml, commit 08bf84b81338c428a513018cef285bf3b6bfc0a8)
+# - kuberay-operator: platforms: linux/amd64,linux/arm64 (ray-project/kuberay .github/workflows/image-release.yaml,
+#   commit 03f1a2e6939791abe896788a59f8171b6ad0b02b)
+# - cert-manager: oci_platforms ?= linux/amd64,linux/arm/v7,linux/arm64,linux/ppc64le (cert-manager/cert-manager
+#   make/_shared/oci-build/00_mod.mk, commit 5e425fc4d033ee2fb3e37753cf19adcf94a7ead5)
+# - slurm (Slinky's slurmctld/slurmd/login images): platforms = ["linux/amd64", "linux/arm64"]
+#   (SlinkyProject/containers schedmd/slurm/master/docker-bake.hcl, commit 4194e1c181a8dab8aa692dbf037c48508726f07b)
+# - soperator, soperator-slurm-cluster: the operator's and Slurm's images are built in a matrix of linux/amd64 and
+#   linux/arm64 (nebius/soperator .github/workflows/one_job.yml, commit 002c5e60565621458289d579f48c11e9f4ca0ef7)
+# - kserve-resources: the controller is pushed for linux/amd64,linux/arm/v7,linux/arm64/v8,linux/ppc64le,linux/s390x
+#   (kserve/kserve .github/workflows/kserve-controller-docker-publish.yml,
+#   commit 00bd5d0669bef52785a0d4f945a741d91fd59066)
+# - lws: PLATFORMS ?= linux/arm64,linux/amd64,linux/s390x,linux/ppc64le (kubernetes-sigs/lws Makefile,
+#   commit 02039b4e213fa8f7f6f71c9d9b93eba5b260afc3)
+# - keda: BUILD_PLATFORMS ?= linux/amd64,linux/arm64 (kedacore/keda Makefile,
+#   commit 005f1dc26df475e366d7f3ea559bed0ca74a4fcf)
+# Not listed (not checked): the CRD-only charts (kserve-crd, slurm-operator-crds); slurm-operator, whose operator
+# image's platforms orchgen found no build file for; jupyterhub, whose chartpress platforms are set outside the
+# files looked at (publish.yml sets up QEMU for a multi-arch build); aws-efa-k8s-device-plugin, an EKS image
+# published to Amazon ECR only.
 IMAGE_ARCHES: dict[str, tuple[str, ...]] = {
+    "cert-manager": ("x86_64", "aarch64", "ppc64le"),
     "gpu-operator": ("x86_64", "aarch64"),
+    "network-operator": ("x86_64", "aarch64"),
+    "kube-prometheus-stack": ("x86_64", "aarch64", "ppc64le"),
     "kueue": ("x86_64", "aarch64", "ppc64le"),
+    "volcano": ("x86_64", "aarch64"),
+    "kai-scheduler": ("x86_64", "aarch64"),
+    "kuberay-operator": ("x86_64", "aarch64"),
+    "slurm": ("x86_64", "aarch64"),
+    "soperator": ("x86_64", "aarch64"),
+    "soperator-slurm-cluster": ("x86_64", "aarch64"),
+    "kserve-resources": ("x86_64", "aarch64", "ppc64le"),
+    "lws": ("x86_64", "aarch64", "ppc64le"),
+    "keda": ("x86_64", "aarch64"),
 }
+# The components whose pods run on every node of the Kubernetes plane (DaemonSets, or Slurm's own daemons as
+# pods on the Slurm nodes): a pool of an architecture they lack cannot be on the plane at all. The others run a
+# few controller pods (Deployments) that can be placed on the nodes of another architecture.
+NODE_COMPONENTS = frozenset({"gpu-operator", "network-operator", "kube-prometheus-stack", "slurm",
+                             "soperator-slurm-cluster"})
+
+# What a bare-metal Slurm plane's bring-up installs on each node, and the architectures it is had for (issue 36):
+# - slurm-wlm (slurmd, slurmctld) and munge: Debian's and Ubuntu's own packages. Both source packages build
+#   `Architecture: any` binaries, which Debian builds on every release architecture (bookworm and trixie:
+#   amd64, arm64, ppc64el, s390x, ...; https://www.debian.org/releases/bookworm/ "Supported architectures") and
+#   Ubuntu on its ports (arm64, ppc64el, s390x): every architecture orchgen knows;
+# - NHC: shell scripts installed from the 1.4.3 source (fetch_nhc.sh), architecture-independent;
+# - enroot (pyxis' runtime, a manual step the bring-up prints): NVIDIA's .deb releases are named
+#   enroot_<v>-1_<dpkg arch>.deb and published for amd64 and arm64 (NVIDIA/enroot doc/installation.md; the arm64
+#   .deb: NVIDIA/enroot issue #121); no ppc64el .deb was found, so a ppc64le node builds it from source
+#   (doc/installation.md "From source"). pyxis itself is built from source on the node.
+SLURM_PACKAGE_ARCHES: dict[str, tuple[str, ...]] = {
+    "slurm-wlm": ("x86_64", "aarch64", "ppc64le"),
+    "munge": ("x86_64", "aarch64", "ppc64le"),
+    "nhc": ("x86_64", "aarch64", "ppc64le"),
+    "enroot": ("x86_64", "aarch64"),
+}
+# the packages the bring-up installs itself (a missing architecture refuses the plan); the others are the
+# operator's manual steps (a missing architecture is a warning with the way around it)
+SLURM_BRINGUP_PACKAGES = frozenset({"slurm-wlm", "munge", "nhc"})
 # Grace CPUs: the GPUs that come on an Arm (aarch64) host, and the platforms built on them
 _GRACE_GPUS = ("gh200", "gb200", "gb300")
 _GRACE_PLATFORMS = ("gb200-nvl72",)

@@ -5,7 +5,9 @@
   H100 nodes left, not on the PCIe L40S serving pool it would oversubscribe (132 of 128 GPUs); pinned
   there with `pool:`, it plans, with a warning that gives the numbers;
 - a Kubernetes plane beside Slurm below options.kubernetes_min_nodes is refused with one line naming
-  the field, unless the fleet itself is that small or the site opts in.
+  the field, unless the fleet itself is that small or the site opts in;
+- CPU architecture is a pool fact (plan.json records it) checked against each component's published images and
+  the Slurm bring-up's packages: a refusal where no node can run a component, else a warning with the numbers.
 """
 from __future__ import annotations
 
@@ -179,6 +181,14 @@ def test_realistic_fleets_put_every_workload_where_an_expert_would(tmp_path):
         assert got.get("planes") == want["planes"], (path.name, proc.stderr[-2000:], got.get("planes"))
         if "workloads" in want:
             assert _placed(proc) == want["workloads"], path.name
+        # the Slurm side's packages against each pool's architecture: Debian builds slurm-wlm and munge for
+        # ppc64el too, but the enroot .deb pyxis' manual step downloads is known for amd64 and arm64 only
+        enroot = [x for x in proc.stderr.splitlines() if "enroot" in x and ".arch:" in x]
+        if path.name == "national-service.yaml":
+            (line,) = enroot
+            assert "fleet.pools[0].arch" in line and "pool power9 is ppc64le (36 Slurm nodes)" in line, line
+        else:
+            assert not enroot, (path.name, enroot)
 
 
 def test_a_ppc64le_pool_is_refused_for_kubernetes_and_aarch64_plans(tmp_path):
@@ -191,11 +201,39 @@ def test_a_ppc64le_pool_is_refused_for_kubernetes_and_aarch64_plans(tmp_path):
     assert proc.returncode == 2, proc.stdout[-2000:]
     (line,) = [x for x in proc.stderr.splitlines() if "warning" not in x]
     assert "power.yaml" in line and "fleet.pools[0].arch" in line, line
-    assert "pool power9 is ppc64le" in line and "gpu-operator publishes no ppc64le images (gpu-operator: x86_64, " \
-        "aarch64" in line, line
+    assert "pool power9 is ppc64le" in line and "gpu-operator runs on every node and publishes no ppc64le images " \
+        "(gpu-operator: x86_64, aarch64" in line, line
     doc["workloads"][-1].update(pool="gh200", gpus=16)
     proc = _recommend(tmp_path, doc, "grace.yaml")
     assert _placed(proc)["jupyter"] == ("kubernetes", "gh200"), proc.stderr
+    # plan.json records each pool's architecture, on both planes
+    arches = {(plane, p["pool"]): p["arch"] for plane, pl in proc.plan["planes"].items() for p in pl["pools"]}
+    assert arches == {("slurm", "power9"): "ppc64le", ("slurm", "gh200"): "aarch64",
+                      ("kubernetes", "gh200"): "aarch64"}, arches
+
+
+def test_a_controller_without_images_for_a_pool_is_a_warning_with_the_numbers_or_a_refusal(tmp_path):
+    """KubeRay's operator image is built for linux/amd64 and linux/arm64 only (ray-project/kuberay
+    image-release.yaml). OKE's own add-ons run the GPU stack (no GPU Operator DaemonSets), so a ppc64le CPU pool
+    can join its Kubernetes plane: the operator's pods then must stay on the x86_64 nodes, a warning that gives
+    the numbers; with no node it has an image for, the plan is refused with one line."""
+    doc = yaml.safe_load((EXAMPLES / "oke-training.yaml").read_text())
+    doc["fleet"]["pools"].append({"name": "power-cpu", "nodes": 4, "arch": "ppc64le", "cpus": 64, "memory_gib": 256})
+    doc["workloads"].append({"name": "etl", "nodes": 1, "pool": "power-cpu", "bare_metal": False})
+    proc = _recommend(tmp_path, doc, "oke.yaml")
+    assert _placed(proc)["rl-rollouts"] == ("kubernetes", "oke-rdma"), proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if "kuberay-operator" in x]
+    assert "oke.yaml" in line and "fleet.pools[1].arch" in line and "warning" in line, line
+    assert ("kuberay-operator publishes images for x86_64, aarch64 only" in line and "none for pool power-cpu "
+            "(ppc64le, 4 nodes): its controller pods must run on the other 16 of the Kubernetes plane's 20 nodes "
+            "(oke-rdma: x86_64)" in line and "kubernetes.io/arch: amd64" in line), line
+    assert any("kuberay-operator publishes images" in w for w in proc.plan["warnings"]), proc.plan["warnings"]
+    doc["fleet"]["pools"][0]["arch"] = "ppc64le"
+    proc = _recommend(tmp_path, doc, "oke-power.yaml")
+    assert proc.returncode == 2 and proc.plan is None, proc.stdout[-2000:]
+    (line,) = [x for x in proc.stderr.splitlines() if "warning" not in x]
+    assert line.startswith("orchgen: ") and "oke-power.yaml" in line and "fleet.pools[0].arch" in line, line
+    assert "every node of the Kubernetes plane is of another architecture" in line, line
 
 
 # ------------------------------------------------------------------ recommend's numbers for the choice
@@ -224,3 +262,4 @@ def test_recommend_quotes_the_plan_beside_the_island_it_turned_down(tmp_path):
                            "24"], capture_output=True, text=True, cwd=tmp_path, env=cli_env({"COLUMNS": "400"})).stdout
     assert "trade-off: the plan: worst wait p95" in text and "the rejected alternative (eval-harness on kubernetes)" \
         in text, text[-3000:]
+

@@ -157,6 +157,7 @@ class PoolSlice:
     nvlink_domain_nodes: int
     hardware: NodeHardware  # each node as the site has it: sockets, cores, memory, GPU affinity, MIG
     gres_typed: bool = True  # gpu.typed: false writes the GRES untyped (gpu:N)
+    arch: str = "x86_64"  # the nodes' CPU architecture (`uname -m`; catalog.arch_of): what their images are built for
 
     @property
     def gpus(self) -> int:
@@ -483,6 +484,7 @@ def _plane_json(p: Plane) -> dict[str, Any]:
                 "nodes": s.hostlist,
                 "node_count": len(s.nodes),
                 "leaves": s.leaves,
+                "arch": s.arch,
                 "gpu": _gpu_json(s),
             }
             for s in p.slices

@@ -114,7 +114,9 @@ def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None 
     draft = Plane(kube, "", None, kube_slices, (), (), ()) if kube else None
     platform = platform_mod.decide(fleet, draft, placed, fab, reasons, warnings, file)
     charts = _charts(fleet, placed, kube, gang, operator, platform)
-    _arches(fleet, kube_slices, charts, bool(slurm), file)
+    # with Slurm on Kubernetes the Slurm nodes are Kubernetes nodes too: the operator's pods and DaemonSets run there
+    _arches(fleet, kube_slices + (slices.get(slurm, ()) if operator else ()), charts,
+            slices.get(slurm, ()) if slurm and not operator else (), file, warnings)
     _controllers(fleet, bool(slurm) and not operator, warnings)
     _bringup_os(slurm_version, bool(slurm) and not operator, warnings)
     planes: dict[str, Plane] = {}
@@ -160,23 +162,80 @@ def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None 
     return clusters.decide(plan, fleet, file)
 
 
-def _arches(fleet: Fleet, kube_slices: tuple[PoolSlice, ...], charts: list[str], slurm: bool, file: str) -> None:
-    """Each pool with nodes on the Kubernetes plane runs every component's images: one whose CPU
-    architecture a chosen component does not publish images for (catalog.IMAGE_ARCHES) is refused."""
+# the image platform of each `uname -m` architecture, as the kubelet labels its node kubernetes.io/arch
+_KUBE_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le"}
+
+
+def _arches(fleet: Fleet, kube_slices: tuple[PoolSlice, ...], charts: list[str], slurm_slices: tuple[PoolSlice, ...],
+            file: str, warnings: list[Warning_]) -> None:
+    """CPU architecture against what each chosen component publishes (issue 36; catalog.IMAGE_ARCHES cites
+    where). A component whose pods run on every node of the Kubernetes plane (catalog.NODE_COMPONENTS) refuses a
+    pool of an architecture it lacks; one that runs a few controller pods refuses only where no node of the plane
+    has an architecture it publishes, else the plan warns with the numbers: its pods must stay on the other nodes.
+    On a bare-metal Slurm plane the same holds for what the bring-up installs (catalog.SLURM_PACKAGE_ARCHES)."""
     index = {p.name: i for i, p in enumerate(fleet.fleet.pools)}
-    for s in kube_slices:
-        pool = fleet.fleet.pools[index[s.pool]]
-        arch = catalog.arch_of(pool)
-        missing = [c for c in charts if c in catalog.IMAGE_ARCHES and arch not in catalog.IMAGE_ARCHES[c]]
+    pools = fleet.fleet.pools
+    arch = {s.pool: catalog.arch_of(pools[index[s.pool]]) for s in (*kube_slices, *slurm_slices)}
+    slurm = bool(slurm_slices)
+    total = sum(len(s.nodes) for s in kube_slices)
+    for s in kube_slices:  # every node: the DaemonSets' components
+        a = arch[s.pool]
+        missing = [c for c in charts if c in catalog.NODE_COMPONENTS and c in catalog.IMAGE_ARCHES
+                   and a not in catalog.IMAGE_ARCHES[c]]
         if missing:
             published = "; ".join(f"{c}: {', '.join(catalog.IMAGE_ARCHES[c])}" for c in missing)
             fix = ("run its workloads on Slurm (`plane: slurm`) or give the Kubernetes workloads another pool"
                    if slurm else "give the Kubernetes workloads another pool")
             raise OrchgenError(
-                f"pool {pool.name} is {arch}, and {len(s.nodes)} of its nodes would be on the Kubernetes plane, whose "
-                f"{', '.join(missing)} publish{'es' if len(missing) == 1 else ''} no {arch} images ({published}; "
-                f"generator/catalog.py IMAGE_ARCHES cites where): {fix}", file, None,
-                f"fleet.pools[{index[s.pool]}].arch")
+                f"pool {s.pool} is {a}, and {len(s.nodes)} of its nodes would be on the Kubernetes plane, where "
+                f"{', '.join(missing)} run{'s' if len(missing) == 1 else ''} on every node and publish"
+                f"{'es' if len(missing) == 1 else ''} no {a} images ({published}; generator/catalog.py "
+                f"IMAGE_ARCHES cites where): {fix}", file, None, f"fleet.pools[{index[s.pool]}].arch")
+    for c in charts:  # a few controller pods: anywhere on the plane with an architecture they publish
+        if c in catalog.NODE_COMPONENTS or c not in catalog.IMAGE_ARCHES:
+            continue
+        has = catalog.IMAGE_ARCHES[c]
+        bad = [s for s in kube_slices if arch[s.pool] not in has]
+        if not bad:
+            continue
+        good = [s for s in kube_slices if arch[s.pool] in has]
+        first = bad[0]
+        where = f"fleet.pools[{index[first.pool]}].arch"
+        lacking = ", ".join(f"{s.pool} ({arch[s.pool]}, {len(s.nodes)} nodes)" for s in bad)
+        if not good:
+            raise OrchgenError(
+                f"{c} publishes images for {', '.join(has)} only (generator/catalog.py IMAGE_ARCHES cites where), and "
+                f"every node of the Kubernetes plane is of another architecture (pools {lacking}): give the plane "
+                f"nodes of one of those, or run the workloads that need {c} elsewhere", file, None, where)
+        fine = sum(len(s.nodes) for s in good)
+        selector = sorted({_KUBE_ARCH[arch[s.pool]] for s in good})
+        warnings.append(Warning_(
+            f"{c} publishes images for {', '.join(has)} only (generator/catalog.py IMAGE_ARCHES), none for pool"
+            f"{'s' * (len(bad) > 1)} {lacking}: its controller pods must run on the other {fine} of the Kubernetes "
+            f"plane's {total} nodes ({', '.join(f'{s.pool}: {arch[s.pool]}' for s in good)}); pin them there with "
+            f"the chart's nodeSelector kubernetes.io/arch: {' or '.join(selector)}, or a pod the scheduler puts on "
+            f"{first.pool} fails to start (no {arch[first.pool]} image)", where))
+    if not slurm_slices:
+        return
+    pyxis = fleet.options.slurm.containers == "pyxis" or (
+        fleet.options.slurm.containers == "auto" and any(s.gpus_per_node for s in slurm_slices))
+    needed = ["slurm-wlm", "munge"] + (["nhc"] if fleet.options.slurm.health_check else []) + (
+        ["enroot"] if pyxis else [])
+    for s in slurm_slices:
+        a = arch[s.pool]
+        for pkg in needed:
+            if a in catalog.SLURM_PACKAGE_ARCHES[pkg]:
+                continue
+            where = f"fleet.pools[{index[s.pool]}].arch"
+            had = ", ".join(catalog.SLURM_PACKAGE_ARCHES[pkg])
+            if pkg in catalog.SLURM_BRINGUP_PACKAGES:
+                raise OrchgenError(f"pool {s.pool} is {a}, and the Slurm bring-up installs {pkg}, which is had for "
+                                   f"{had} only (generator/catalog.py SLURM_PACKAGE_ARCHES)", file, None, where)
+            warnings.append(Warning_(
+                f"pool {s.pool} is {a} ({len(s.nodes)} Slurm nodes): the {pkg} .deb the pyxis step downloads "
+                f"({pkg}_<version>-1_<dpkg arch>.deb) is known for {had} only (generator/catalog.py "
+                f"SLURM_PACKAGE_ARCHES); where NVIDIA's release has none for {a}, build it from source "
+                "(NVIDIA/enroot doc/installation.md, \"From source\"), or set options.slurm.containers: none", where))
 
 
 def _small_kube(fleet: Fleet, decisions: list[WorkloadDecision], slurm: str | None, kube: str | None,
@@ -379,7 +438,7 @@ def _slice(pool: Pool, plane: str, nodes: tuple[str, ...], fab: fabric_mod.Fabri
                      gres_typed=pool.gpu.typed if pool.gpu else True,
                      gpus_per_node=pool.gpu.count if pool.gpu else 0, cpus=hw.allocatable_cpus,
                      memory_gib=hw.allocatable_memory_gib, nvlink_domain_nodes=fab.domain_nodes(pool.name),
-                     hardware=hw)
+                     hardware=hw, arch=catalog.arch_of(pool))
 
 
 def _gang(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, tenants: list[Tenant],

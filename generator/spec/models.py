@@ -381,8 +381,11 @@ class Pool(_Model):
     arch: Literal["x86_64", "aarch64", "ppc64le"] | None = Field(
         default=None,
         description="the nodes' CPU architecture (`uname -m`); default aarch64 for Grace (GH200, GB200, GB300 GPUs or "
-        "the gb200-nvl72 platform), else x86_64. A Kubernetes plane's components must publish images for it "
-        "(catalog.IMAGE_ARCHES): a pool they do not is refused there")
+        "the gb200-nvl72 platform), else x86_64; plan.json records it per pool. Each component the bundle installs "
+        "is checked against the platforms its images are published for (catalog.IMAGE_ARCHES): a pool on the "
+        "Kubernetes plane lacking one whose pods run on every node (GPU Operator, Network Operator, node-exporter, "
+        "Slurm's pods) is refused; one lacking a controller's is a warning where the plane's other nodes can run "
+        "it. A bare-metal Slurm pool is checked against the bring-up's packages (catalog.SLURM_PACKAGE_ARCHES)")
     planes: dict[Literal["slurm", "kubernetes"], Annotated[str, Field(min_length=1, max_length=4_096)]] | None = Field(
         default=None,
         description="nodes of this pool held to a plane (Slurm hostlists; kubernetes is the Kubernetes or k3s "
