@@ -7,7 +7,9 @@
 - a Kubernetes plane beside Slurm below options.kubernetes_min_nodes is refused with one line naming
   the field, unless the fleet itself is that small or the site opts in;
 - CPU architecture is a pool fact (plan.json records it) checked against each component's published images and
-  the Slurm bring-up's packages: a refusal where no node can run a component, else a warning with the numbers.
+  the Slurm bring-up's packages: a refusal where no node can run a component, else a warning with the numbers;
+- recommend --simulate quotes the plan beside the fleet-level alternatives it turned down, hybrids with
+  services included.
 """
 from __future__ import annotations
 
@@ -263,3 +265,33 @@ def test_recommend_quotes_the_plan_beside_the_island_it_turned_down(tmp_path):
     assert "trade-off: the plan: worst wait p95" in text and "the rejected alternative (eval-harness on kubernetes)" \
         in text, text[-3000:]
 
+
+def test_recommend_quotes_one_plane_and_batch_on_slurm_for_a_hybrid_with_services(tmp_path):
+    """A hybrid whose chat service needs Kubernetes: recommend --simulate replays the plan beside the two
+    fleet-level alternatives it turned down: its Kubernetes batch (rlhf) on Slurm, Kubernetes keeping only the
+    services; and one plane, every workload on Kubernetes. The trade-off lines quote both sides' rows."""
+    path = tmp_path / "frontier.yaml"
+    path.write_text(yaml.safe_dump(FRONTIER, sort_keys=False))
+    proc = subprocess.run([*orchgen_argv(), "recommend", str(path), "--simulate", "--hours", "12", "--format",
+                           "json"], capture_output=True, text=True, cwd=tmp_path, env=cli_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sim = json.loads(proc.stdout)["simulate"]
+    rows = {r["variant"]: r for r in sim["variants"]}
+    plan = rows["plan"]
+    batch = rows["rejected: rlhf on slurm (kubernetes for the services only)"]
+    one = rows["rejected: all on kubernetes"]
+    gpus = lambda r: {p["plane"]: p["gpus"] for p in r["planes"]}  # noqa: E731
+    assert gpus(plan) == {"slurm": 512, "kubernetes": 192}, gpus(plan)
+    # rlhf's 8 H100 nodes go back to Slurm; Kubernetes keeps the 32 L40S nodes of the service
+    assert gpus(batch) == {"slurm": 576, "kubernetes": 128}, gpus(batch)
+    assert gpus(one) == {"kubernetes": 704}, gpus(one)
+    assert {w["workload"]: w["plane"] for w in batch["workloads"]}["rlhf"] == "slurm"
+    lines = sim["tradeoff"]
+    assert [x.split("the rejected alternative (")[1].split(")")[0] for x in lines] == [
+        "rlhf on slurm (kubernetes for the services only", "all on kubernetes"], lines
+    util = lambda r: ", ".join(f"{p['plane']} {p['gpu_utilization']:.0%} of {p['gpus']} GPUs"  # noqa: E731
+                               for p in r["planes"])
+    for line, alt in zip(lines, (batch, one)):
+        assert line.startswith(f"trade-off: the plan: worst wait p95 "), line
+        assert f"GPU utilization {util(plan)}; planes: kubernetes, slurm;" in line, line
+        assert f"GPU utilization {util(alt)}; planes: {', '.join(p['plane'] for p in alt['planes'])}" in line, line

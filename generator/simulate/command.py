@@ -116,8 +116,10 @@ REJECTED = "rejected: "
 def rejected(fleet, plan) -> list[tuple[str, Any]]:
     """The fleet-level alternatives the plan turned down (issue 36), to replay beside it: on a Slurm
     site whose batch the rule slurm-site-batch kept on Slurm, that batch on a Kubernetes plane of its
-    own (the island, opted in past options.kubernetes_min_nodes); in a hybrid, every workload on Slurm
-    (no second plane). Each: (name starting "rejected: ", the fleet)."""
+    own (the island, opted in past options.kubernetes_min_nodes); in a hybrid, one plane instead of two:
+    every workload on Slurm where no long-lived service or notebook needs Kubernetes, else every workload
+    on Kubernetes, and also, where the plan put batch on Kubernetes beside the services, that batch on
+    Slurm (Kubernetes keeps only the services). Each: (name starting "rejected: ", the fleet)."""
     out = []
     kept = [d.name for d in plan.workloads if d.rule == "slurm-site-batch"]
     if kept:
@@ -125,11 +127,23 @@ def rejected(fleet, plan) -> list[tuple[str, Any]]:
         alt = fleet.model_copy(update={"workloads": ws, "options": fleet.options.model_copy(
             update={"kubernetes_min_nodes": 1})})
         out.append((f"{REJECTED}{', '.join(kept)} on kubernetes", alt))
-    # every workload on Slurm: only where that leaves no Kubernetes plane (no service, no notebooks)
-    if (len(plan.planes) > 1 and plan.slurm_plane is not None and not plan.slurm_plane.operator
-            and not any(w.long_lived_services or w.interactive for w in fleet.workloads)):
+    if not (len(plan.planes) > 1 and plan.slurm_plane is not None and not plan.slurm_plane.operator):
+        return out
+    services = {w.name for w in fleet.workloads if w.long_lived_services or w.interactive}
+    if not services:  # every workload on Slurm: no second plane at all
         ws = [w.model_copy(update={"plane": "slurm"}) for w in fleet.workloads]
         out.append((f"{REJECTED}all on slurm", fleet.model_copy(update={"workloads": ws})))
+        return out
+    # the services need Kubernetes: the batch the plan runs there could go to Slurm instead, and the
+    # one-plane alternative is Kubernetes alone (its own gangs for the coupled jobs)
+    kube = plan.kube_plane.name if plan.kube_plane else "kubernetes"
+    moved = [d.name for d in plan.workloads if d.name not in services and (d.plane == kube or d.hybrid)]
+    if moved:
+        ws = [w.model_copy(update={"plane": "slurm"}) if w.name in moved else w for w in fleet.workloads]
+        out.append((f"{REJECTED}{', '.join(moved)} on slurm (kubernetes for the services only)",
+                    fleet.model_copy(update={"workloads": ws})))
+    ws = [w.model_copy(update={"plane": "kubernetes"}) for w in fleet.workloads]
+    out.append((f"{REJECTED}all on kubernetes", fleet.model_copy(update={"workloads": ws})))
     return out
 
 
