@@ -139,8 +139,7 @@ def apply_release(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
     cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": rel["namespace"]}}])
     crds = [o for o in keep if o["kind"] == "CustomResourceDefinition"]
     if crds:
-        cluster.apply(crds)
-        cluster.wait_established([o["metadata"]["name"] for o in crds])
+        cluster.apply_crds(crds)
     kinds = cluster.cluster_scoped_kinds()
     rest = [namespaced(o, rel["namespace"], kinds) for o in keep if o["kind"] != "CustomResourceDefinition"]
     if rest:
@@ -255,8 +254,7 @@ def apply_workloads(cluster: Cluster, bundle: Path) -> list[dict[str, Any]]:
     for group in sorted(groups & set(overlay.SITE_CRDS)):  # overlay rule 8
         crds = [o for f in sorted((charts_dir() / "_extra-crds" / overlay.SITE_CRDS[group]).rglob("*.yaml"))
                 for o in yaml.safe_load_all(f.read_text()) if o and o.get("kind") == "CustomResourceDefinition"]
-        cluster.apply(crds)
-        cluster.wait_established([o["metadata"]["name"] for o in crds])
+        cluster.apply_crds(crds)
     if w:
         cluster.apply(w)
     return w

@@ -138,6 +138,23 @@ resolve_numbers_as_go(_Dumper)
 _DUMPER = _Dumper
 
 
+# CRDs an API server of this build accepted in this process: digest of the object as applied ->
+# (name, its stored etcd value, base64). See Cluster.apply_crds.
+_CRD_STORE: dict[str, tuple[str, str]] = {}
+# kube-apiserver's default --etcd-prefix and the CRD resource's storage path under it
+_CRD_PREFIX = "/registry/apiextensions.k8s.io/customresourcedefinitions/"
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _crd_digest(o: dict[str, Any]) -> str:
+    import hashlib
+
+    return hashlib.sha256((str(bin_dir()) + json.dumps(o, sort_keys=True)).encode()).hexdigest()
+
+
 class Cluster:
     """One control plane in `workdir`. Use as a context manager, or call start()/stop()."""
 
@@ -195,6 +212,7 @@ class Cluster:
             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
             "--initial-cluster", f"default=http://127.0.0.1:{peer_port}",
             "--unsafe-no-fsync", "--log-level", "warn"])
+        self._etcd = f"127.0.0.1:{etcd_port}"
         token = "orchgen-admin-" + base64.b32encode(os.urandom(10)).decode().lower()
         self._token, self._api = token, f"127.0.0.1:{api_port}"
         (c / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
@@ -344,6 +362,50 @@ class Cluster:
                 return last
             time.sleep(every)
         raise TimeoutError(f"{what}: not after {timeout:.0f} s (last: {last!r})")
+
+    # -- CRDs ----------------------------------------------------------------------------------
+    def _etcd_call(self, op: str, body: dict[str, str]) -> dict[str, Any]:
+        """etcd's v3 JSON gateway on its client URL (etcd serves it by default)."""
+        import http.client
+
+        conn = http.client.HTTPConnection(self._etcd, timeout=60)
+        try:
+            conn.request("POST", f"/v3/kv/{op}", body=json.dumps(body).encode(),
+                         headers={"Content-Type": "application/json"})
+            reply = conn.getresponse()
+            raw = reply.read()
+        finally:
+            conn.close()
+        assert reply.status == 200, f"etcd {op}: {reply.status} {raw[:300]!r}"
+        return json.loads(raw)
+
+    def apply_crds(self, crds: list[dict[str, Any]]) -> None:
+        """Apply CRDs as `helm install` puts a chart's in, and wait until they are Established.
+
+        A CRD this process already had an API server of the same build accept, byte for byte the same
+        object, is restored from what that API server stored (its etcd value, Established) instead of
+        being applied again: server-side apply of a chart's multi-megabyte CRDs costs the API server
+        seconds of CPU each time, and nearly every example installs the same charts (issue 32, CI
+        time). The first apply of each CRD in a test process still goes through `kubectl apply
+        --server-side`, so every CRD the tests use is proven accepted; restored ones are served by the
+        API server from its watch of etcd, as after a restart."""
+        todo, restored = [], []
+        for o in crds:
+            key = _crd_digest(o)
+            if key in _CRD_STORE:
+                name, value = _CRD_STORE[key]
+                self._etcd_call("put", {"key": _b64(_CRD_PREFIX + name), "value": value})
+                restored.append(name)
+            else:
+                todo.append(o)
+        if todo:
+            self.apply(todo)
+        self.wait_established([o["metadata"]["name"] for o in crds])
+        for o in todo:
+            name = o["metadata"]["name"]
+            got = self._etcd_call("range", {"key": _b64(_CRD_PREFIX + name)}).get("kvs") or []
+            if got:
+                _CRD_STORE[_crd_digest(o)] = (name, got[0]["value"])
 
     def wait_established(self, crds: list[str], timeout: float = 120) -> None:
         names = set(crds)

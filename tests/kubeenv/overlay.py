@@ -4,6 +4,11 @@
 files are never edited: these rules act on what `helm template` renders and on Kueue's
 configuration, and on nothing else. Every object not named here is applied exactly as rendered.
 
+Not a change to what is applied, but how: a chart's CRD that an API server of the same build already
+accepted earlier in this test process, byte for byte the same object, is restored from that server's
+etcd value instead of applied again (cluster.Cluster.apply_crds; CI time, issue 32). Every CRD's
+first apply in a process goes through `kubectl apply --server-side`.
+
 1. Webhook configurations whose server is a Service: the API server would call the Service's
    ClusterIP, and there is no pod network here (KWOK fakes pods; nothing listens). Kueue's, whose
    controller runs here as a process, are pointed at its loopback server (`url:` plus this
