@@ -20,6 +20,7 @@ Everything the harness must change in a bundle to run here is in tests/kubeenv/o
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import os
 import shutil
@@ -98,10 +99,27 @@ def missing_binaries(names: Iterable[str] = BINARIES) -> list[str]:
     return missing
 
 
+# Ports free_port handed out, each still bound (not listening) by this process: see free_port.
+_HELD: "collections.deque[socket.socket]" = collections.deque()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port for a daemon to listen on, reserved until the daemon takes it.
+
+    The port stays bound here with SO_REUSEADDR and no listen(): the kernel then hands it to no other
+    bind (another test's free_port, an ephemeral port), while the daemon, whose Go listener also sets
+    SO_REUSEADDR, can still bind and listen on it (Linux allows that while neither socket listens
+    first). Released after 256 later picks, long after any daemon here has bound. A plain bind-and-close
+    left a window in which a parallel test's daemon took the port: Kueue then died with `bind: address
+    already in use` while the webhook configuration pointed at another cluster's etcd (a 420 s Flux
+    failure in CI)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    _HELD.append(s)
+    while len(_HELD) > 256:
+        _HELD.popleft().close()
+    return s.getsockname()[1]
 
 
 def _openssl(*args: str, cwd: Path) -> None:
