@@ -9,7 +9,8 @@ tests/test_kube_real.py for every example, on the cluster that test already boot
   so this is the objects against the documented rule, not packets.
 - RBAC: `kubectl auth can-i` as each tenant's group and as the GPU checker's service account.
 - Pod Security: a privileged pod is refused in every tenant namespace (server-side dry run: admission
-  runs, nothing is stored).
+  runs, nothing is stored); in a namespace at `privileged` for RDMA's IPC_LOCK, a pod breaking any one
+  baseline control is refused, and so is such an ephemeral container added to a running pod.
 - The GPU checker's admission policy: with a token bound to one of its pods (so carrying that pod's
   node), it may cordon and taint that node and nothing else.
 """
@@ -151,16 +152,23 @@ def check(kube, bundle: Path) -> dict[str, int]:
                     assert got == "no", (t, other, got)
                     counts["can_i"] += 1
     # --- Pod Security: a privileged pod is refused in every tenant namespace: by Pod Security Admission,
-    # or, in a namespace enforcing `privileged` for RDMA pods' IPC_LOCK, by the guard policy
+    # or, in a namespace enforcing `privileged` for RDMA pods' IPC_LOCK, by the guard policy, which must
+    # refuse whatever baseline refuses (_baseline_guard)
+    guarded = False
     for t, ns_obj in tenants.items():
         enforce = ns_obj["metadata"]["labels"].get("pod-security.kubernetes.io/enforce")
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wall-privileged", "namespace": t},
                "spec": {"containers": [{"name": "c", "image": "busybox",
                                         "securityContext": {"privileged": True}}]}}
         r = kube.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
-        why = "violates PodSecurity" if enforce != "privileged" else "no privileged container"
+        why = "violates PodSecurity" if enforce != "privileged" else "Privileged Containers"
         assert r.returncode != 0 and why in r.stderr, (t, enforce, r.stderr[-500:])
         counts["psa"] += 1
+        # every baseline control, in one such namespace: the guard is one policy over all of them (the
+        # privileged pod above proves its namespace selector in each)
+        if enforce == "privileged" and not guarded:
+            counts["psa"] += _baseline_guard(kube, bundle, t)
+            guarded = True
     counts["gpu_health"] = _gpu_health(kube, bundle)
     return counts
 
@@ -205,3 +213,94 @@ def _gpu_health(kube, bundle: Path) -> int:
     if kube.get("node", own)["spec"].get("taints"):
         assert r.returncode != 0 and "taint" in r.stderr, r.stderr
     return checked + 2
+
+
+# One pod per Pod Security `baseline` control (https://kubernetes.io/docs/concepts/security/pod-security-standards/
+# #baseline), each breaking only that control, with the words of the guard's message that names it. The
+# spec mutations apply to a baseline-clean pod.
+def _sc(**kw: Any):
+    return lambda s: s["containers"][0].setdefault("securityContext", {}).update(kw)
+
+
+BASELINE_BREAKS: tuple[tuple[str, str, Any], ...] = (
+    ("host-network", "Host Namespaces", lambda s: s.update(hostNetwork=True)),
+    ("host-pid", "Host Namespaces", lambda s: s.update(hostPID=True)),
+    ("host-ipc", "Host Namespaces", lambda s: s.update(hostIPC=True)),
+    ("privileged", "Privileged Containers", _sc(privileged=True)),
+    ("privileged-init", "Privileged Containers", lambda s: s.setdefault("initContainers", []).append(
+        {"name": "i", "image": "busybox", "securityContext": {"privileged": True}})),
+    ("cap-sys-admin", "Capabilities", _sc(capabilities={"add": ["SYS_ADMIN"]})),
+    ("cap-ipc-lock-off-fabric", "Capabilities", _sc(capabilities={"add": ["IPC_LOCK"]})),
+    ("host-path", "HostPath Volumes", lambda s: s.setdefault("volumes", []).append(
+        {"name": "h", "hostPath": {"path": "/"}})),
+    ("host-port", "Host Ports", lambda s: s["containers"][0].update(ports=[{"containerPort": 22, "hostPort": 22}])),
+    ("apparmor-pod", "AppArmor", lambda s: s.setdefault("securityContext", {}).update(
+        appArmorProfile={"type": "Unconfined"})),
+    ("apparmor-container", "AppArmor", _sc(appArmorProfile={"type": "Unconfined"})),
+    ("selinux-type", "SELinux", _sc(seLinuxOptions={"type": "spc_t"})),
+    ("selinux-user", "SELinux", lambda s: s.setdefault("securityContext", {}).update(
+        seLinuxOptions={"user": "system_u"})),
+    ("proc-mount", "/proc Mount Type", lambda s: (s.update(hostUsers=False), _sc(procMount="Unmasked")(s))),
+    ("seccomp-pod", "Seccomp", lambda s: s.setdefault("securityContext", {}).update(
+        seccompProfile={"type": "Unconfined"})),
+    ("seccomp-container", "Seccomp", _sc(seccompProfile={"type": "Unconfined"})),
+    ("sysctl", "Sysctls", lambda s: s.setdefault("securityContext", {}).update(
+        sysctls=[{"name": "kernel.msgmax", "value": "65536"}])),
+)
+
+
+def _baseline_guard(kube, bundle: Path, ns: str) -> int:
+    """In a tenant namespace at Pod Security `privileged` (its RDMA pods add IPC_LOCK): a baseline-clean
+    pod and one adding IPC_LOCK with the fabric's device are admitted; a pod breaking any one baseline
+    control is refused with the control's name; so is an AppArmor Unconfined annotation, and an
+    ephemeral container breaking one, added to a running pod through pods/ephemeralcontainers (what
+    `kubectl debug` does). Server-side dry runs, one kubectl for all; the ephemeral one needs a stored pod."""
+    import copy
+
+    plan = json.loads((bundle / "plan.json").read_text())
+    net = (plan.get("platform") or {}).get("network") or {}
+    device = next(iter([r["resource"] for r in net.get("rails") or []] or [net.get("resource")]))
+    assert device, "a privileged tenant namespace without a fabric device"
+    clean = {"containers": [{"name": "c", "image": "busybox"}]}
+
+    def pod(name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        md: dict[str, Any] = {"name": f"wall-{name}", "namespace": ns}
+        if annotations:
+            md["annotations"] = annotations
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
+
+    fabric = copy.deepcopy(clean)
+    fabric["containers"][0].update(resources={"requests": {device: "1"}, "limits": {device: "1"}},
+                                   securityContext={"capabilities": {"add": ["IPC_LOCK"]}})
+    admitted = [pod("clean", clean), pod("fabric", fabric)]
+    refused: dict[str, str] = {}
+    for name, control, mutate in BASELINE_BREAKS:
+        spec = copy.deepcopy(clean)
+        mutate(spec)
+        admitted_or_not = pod(name, spec)
+        refused[admitted_or_not["metadata"]["name"]] = control
+        admitted.append(admitted_or_not)
+    refused["wall-apparmor-annotation"] = "AppArmor"
+    admitted.append(pod("apparmor-annotation", copy.deepcopy(clean),
+                        {"container.apparmor.security.beta.kubernetes.io/c": "unconfined"}))
+    r = kube.kubectl("create", "--dry-run=server", "-o", "name", "-f", "-",
+                     input=json.dumps({"apiVersion": "v1", "kind": "List", "items": admitted}), check=False)
+    created = {line.split("/", 1)[1] for line in r.stdout.split() if "/" in line}
+    assert created == {"wall-clean", "wall-fabric"}, (ns, created, r.stderr[-3000:])
+    for name, control in refused.items():
+        line = next((ln for ln in r.stderr.splitlines() if f'"{name}"' in ln), "")
+        assert "denied request" in line and f"baseline, {control}" in line, (ns, name, control, r.stderr[-3000:])
+    # an ephemeral container: on a stored, clean pod, through the subresource
+    running = pod("debug-target", copy.deepcopy(clean))
+    kube.kubectl("create", "-f", "-", input=json.dumps(running))
+    try:
+        for ec, ok in (({"name": "debug", "image": "busybox", "securityContext": {"privileged": True}}, False),
+                       ({"name": "debug", "image": "busybox"}, True)):
+            r = kube.kubectl("patch", "pod", "wall-debug-target", "-n", ns, "--subresource", "ephemeralcontainers",
+                             "--type", "merge", "--dry-run=server", "-p",
+                             json.dumps({"spec": {"ephemeralContainers": [ec]}}), check=False)
+            assert (r.returncode == 0) == ok, (ns, ec, r.stderr[-1000:])
+            assert ok or "denied request" in r.stderr and "Pod Security baseline" in r.stderr, r.stderr[-1000:]
+    finally:
+        kube.kubectl("delete", "pod", "wall-debug-target", "-n", ns, "--wait=false", check=False)
+    return len(refused) + 2 + 2

@@ -70,10 +70,21 @@ def check_raycluster(plan, files, w, gang: bool) -> None:
     rc = _raycluster(files, w)
     labels = rc["metadata"]["labels"]
     groups = rc["spec"]["workerGroupSpecs"]
-    assert not rc["spec"].get("enableInTreeAutoscaling")
-    assert sum(g["replicas"] for g in groups) == expected_pods(w)
-    for g in groups:  # the operators size the gang from these: all equal, so no worker is outside it
-        assert g["minReplicas"] == g["replicas"] == g["maxReplicas"]
+    # KubeRay's autoscaler only for a workload that is no fixed gang, under a scheduler admitting a
+    # cluster that changes size (Kueue 0.19 does not): from no worker up to the workload's pods
+    elastic = (plan.gang_scheduler != "kueue" and not gang and not w.facts.tightly_coupled
+               and w.name not in (plan.platform.fabric_workloads if plan.platform.network else ()))
+    assert bool(rc["spec"].get("enableInTreeAutoscaling")) == elastic, (w.name, plan.gang_scheduler)
+    if elastic:
+        assert sum(g["maxReplicas"] for g in groups) == expected_pods(w)
+        assert all(g["minReplicas"] == g["replicas"] == 0 for g in groups)
+        # KubeRay's sidecar in the head pod meets the namespace's `restricted`
+        assert rc["spec"]["autoscalerOptions"]["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    else:
+        assert sum(g["replicas"] for g in groups) == expected_pods(w)
+        for g in groups:  # the operators size the gang from these: all equal, so no worker is outside it
+            assert g["minReplicas"] == g["replicas"] == g["maxReplicas"]
     sched = plan.gang_scheduler
     if sched == "kueue":  # the tenant namespace's LocalQueue `default`, by name (tests/test_tenancy.py)
         assert labels.get(QUEUE_LABEL[sched]) == "default"
@@ -348,3 +359,28 @@ def test_single_node_workloads_get_no_fabric(pid):
                 text = yaml.safe_dump(tmpl)
                 assert "rdma/" not in text and "vpc.amazonaws.com/efa" not in text and NETWORKS not in text
                 assert "IPC_LOCK" not in text
+
+
+@pytest.mark.parametrize("gang", ["volcano", "kai", "kueue"])
+def test_a_ray_workload_that_is_no_fixed_gang_autoscales_where_the_scheduler_allows(gang):
+    """A Ray pipeline that is not tightly coupled: KubeRay's autoscaler under Volcano and KAI (0 workers
+    up to its pods), fixed under Kueue 0.19; the RayCluster passes KubeRay's CRD schema either way."""
+    from generator.validate.crds import CRDRegistry
+    from tests._consumers import reference_dir
+    from tests.test_k8s_manifests import plan_from, platform_fleet
+
+    doc = platform_fleet(gang)
+    rl = next(w for w in doc["workloads"] if w["name"] == "rl")
+    rl["tightly_coupled"] = False
+    plan = plan_from(doc)
+    (w,) = [w for w in plan.workloads if w.name == "rl"]
+    assert w.workload_class == "ray" and not w.gang_scheduler_required
+    files = _bundle(plan)
+    check_raycluster(plan, files, w, gang=False)
+    rc = _raycluster(files, w)
+    assert bool(rc["spec"]["enableInTreeAutoscaling"]) == (gang != "kueue")
+    crd = CRDRegistry.from_dir(reference_dir())
+    assert not crd.validate(rc), crd.validate(rc)
+    if gang != "kueue":
+        readme = files["README.md"].decode()
+        assert "KubeRay's autoscaler (`enableInTreeAutoscaling: true`" in readme and "`rl`" in readme

@@ -370,6 +370,109 @@ def test_a_plane_with_nothing_to_dispatch_stays_one_cluster_and_says_why():
     assert "split it into 4 clusters" in w.message and "orchgen plans it as one cluster" in w.message
 
 
+# ---- services beside batch: a serving cluster, which MultiKueue does not dispatch to ---------------
+
+
+@cache
+def served() -> tuple[Plan, dict[str, bytes]]:
+    """The 128k fleet with two model servers, one of 64 GPUs and one of two tightly coupled nodes."""
+    from generator.spec.models import Fleet
+
+    doc = fleet_doc()
+    doc["workloads"] += [
+        {"name": "chat", "long_lived_services": True, "bare_metal": False, "gpus": 64, "tenant": "product"},
+        {"name": "big-model", "long_lived_services": True, "nodes": 2, "tightly_coupled": True,
+         "bare_metal": False, "tenant": "frontier"}]
+    plan = make_plan(Fleet.model_validate(doc), "x.yaml")
+    return plan, render(plan)
+
+
+def test_services_run_in_a_serving_cluster_beside_the_multikueue_workers():
+    plan, files = served()
+    roles = Counter(c.role for c in plan.clusters)
+    assert roles == {"manager": 1, "worker": 4, "serving": 1}, roles
+    manager = next(c for c in plan.clusters if c.role == "manager")
+    workers = [c for c in plan.clusters if c.role == "worker"]
+    (serving,) = [c for c in plan.clusters if c.role == "serving"]
+    # whole leaves from the end of the fabric: the services' nodes (8 + 2), so one leaf of 32
+    leaves = {leaf.name: leaf for leaf in plan.fabric.leaves}
+    assert serving.leaves == (plan.fabric.leaves[-1].name,)
+    assert set(serving.nodes["h100"]) == set(leaves[serving.leaves[0]].nodes)
+    held = [n for w in workers for n in w.nodes["h100"]]
+    assert not set(held) & set(serving.nodes["h100"])
+    assert len(held) + serving.node_count == len(plan.kube_plane.nodes)
+    assert all(w.node_count <= 5000 for w in workers)
+    # the manager dispatches to the workers only, and its starters are the batch ones; the services'
+    # starters are the serving cluster's, and no worker has any
+    (config,) = [d for p, d in cluster_objects_of(files, "manager") if d["kind"] == "MultiKueueConfig"]
+    assert config["spec"]["clusters"] == [w.name for w in workers]
+    starters = {p.split("/")[1]: set() for p in files if "/kubernetes/workloads/" in p}
+    for path in files:
+        if "/kubernetes/workloads/" in path:
+            starters[path.split("/")[1]].add(Path(path).stem)
+    batch = {d.name for d in plan.workloads} - {"chat", "big-model"}
+    assert starters == {"manager": batch, "serving": {"chat", "big-model"}}, starters
+    assert "clusters/serving/kubernetes/manifests/19-multikueue-access.yaml" not in files
+    values = yaml.safe_load(files["clusters/serving/kubernetes/helm/kueue.values.yaml"])
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert "multiKueue" not in config  # a standalone Kueue, admitting the services itself
+    # the 2-node server is a LeaderWorkerSet there, whose LWS controller the serving cluster installs
+    big = [d for d in yaml.safe_load_all(files["clusters/serving/kubernetes/workloads/big-model.yaml"]) if d]
+    assert any(d["kind"] == "LeaderWorkerSet" for d in big)
+    releases = yaml.safe_load(files["clusters/serving/kubernetes/helm/releases.yaml"])["releases"]
+    assert any(r["chart"] == "lws" for r in releases)
+    # quotas: the workers and the serving cluster add up to each tenant's; the manager holds the workers'
+    for t in plan.tenants:
+        for pool, q in t.quotas.items():
+            for r in RESOURCES:
+                in_workers = sum(getattr(w.quotas[t.name][pool], r) for w in workers)
+                assert getattr(manager.quotas[t.name][pool], r) == in_workers, (t.name, r)
+                assert in_workers + getattr(serving.quotas[t.name][pool], r) == getattr(q, r), (t.name, r)
+    s = plan.kube_plane.slices[0]
+    assert sum(serving.quotas[t.name]["h100"].gpus for t in plan.tenants) == s.gpus_per_node * serving.node_count
+    # ... and so do the ClusterQueues written: the manager's, the workers' summed
+    top = quota_table_of(files, "manager")
+    per_worker = [quota_table_of(files, w.name) for w in workers]
+    for key, by_flavor in top.items():
+        assert sum(sum(t[key].values()) for t in per_worker) == sum(by_flavor.values()), key
+    # every custom resource of the serving cluster passes its CRD's schema and CEL rules
+    reg = registry()
+    checked = 0
+    for path, obj in cluster_objects_of(files, "serving", "manifests", "workloads"):
+        crd = reg.get(obj["apiVersion"], obj["kind"])
+        if crd is None:
+            continue
+        assert not reg.validate(obj), (path, obj["kind"], reg.validate(obj))
+        assert not crd.cel.check_create(obj).violations, (path, obj["kind"])
+        checked += 1
+    assert checked
+    # the README and plan.json say where the services went
+    assert any("serving cluster" in r for r in plan.reasons)
+    assert not any(w.field == "fleet.pools" for w in plan.warnings)
+    readme = files["README.md"].decode()
+    assert "and a serving cluster" in readme and "Services run apart, in the cluster `serving`" in readme
+
+
+def cluster_objects_of(files: dict[str, bytes], cluster: str, *dirs: str) -> list[tuple[str, dict[str, Any]]]:
+    prefixes = [f"{contract.cluster_dir(cluster)}/kubernetes/{d}/" for d in (dirs or ("manifests",))]
+    return [(p, d) for p in files if any(p.startswith(x) for x in prefixes) and p.endswith(".yaml")
+            for d in yaml.safe_load_all(files[p]) if d]
+
+
+def quota_table_of(files: dict[str, bytes], cluster: str) -> dict[tuple[str, str], dict[str, int]]:
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for _, o in cluster_objects_of(files, cluster):
+        if o["kind"] != "ClusterQueue":
+            continue
+        for group in o["spec"]["resourceGroups"]:
+            for flavor in group["flavors"]:
+                for r in flavor["resources"]:
+                    q = r["nominalQuota"]
+                    out.setdefault((o["metadata"]["name"], r["name"]), {})[flavor["name"]] = \
+                        int(q[:-2]) if isinstance(q, str) and q.endswith("Gi") else int(q)
+    return out
+
+
 @pytest.mark.parametrize("cluster", ["manager", "worker-01"])
 def test_each_clusters_pulumi_program_installs_its_own_folder(cluster, tmp_path):
     """The bundle's Pulumi program, run in clusters/<name>/pulumi under Pulumi's mocks with every

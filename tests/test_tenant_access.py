@@ -268,6 +268,23 @@ def test_the_guard_admits_the_rdma_pods_and_refuses_a_node_takeover(cid, bundles
         bad = copy.deepcopy(base)
         mutate(bad)
         assert _cel_admits(policy, {"apiVersion": "v1", "kind": "Pod", "spec": bad}), bad
+    # every baseline control (the pods tests/tenant_walls.py sends to the real API server), and in an
+    # ephemeral container of a bundle pod: once (the guard's validations do not depend on the scheduler;
+    # cel-python is slow)
+    if not cid.endswith("+kueue"):
+        return
+    from tests.tenant_walls import BASELINE_BREAKS
+
+    for name, control, mutate in BASELINE_BREAKS:
+        bad = {"containers": [{"name": "c", "image": "busybox"}]}
+        mutate(bad)
+        refused = _cel_admits(policy, {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": bad})
+        assert any(f"baseline, {control}" in m for m in refused), (name, refused)
+    for ec in ({"name": "d", "securityContext": {"privileged": True}},
+               {"name": "d", "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}},
+               {"name": "d", "securityContext": {"seccompProfile": {"type": "Unconfined"}}}):
+        bad = {**copy.deepcopy(base), "ephemeralContainers": [ec]}
+        assert _cel_admits(policy, {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": bad}), ec
 
 
 def test_no_guard_where_every_tenant_namespace_is_restricted(bundles):

@@ -19,8 +19,16 @@ Refused, one line naming the field: a leaf bigger than a cluster (fleet.fabric),
 that no worker holds enough nodes of its pool for (workloads[i].nodes), more workers than one
 MultiKueueConfig lists (20, its CRD's maxItems), a gang scheduler other than Kueue and Slurm on
 Kubernetes. A GitOps mode is written per cluster (render/clusters/: clusters/<name>/gitops/).
-A plane with nothing MultiKueue would dispatch (no queues, or services, Ray or notebooks, which are
-not the starters' batch Jobs) stays one cluster with the envelope's warning, saying why (`_one_cluster`).
+A plane with nothing MultiKueue would dispatch (no queues, or Ray or notebooks, which are not the
+starters' batch Jobs) stays one cluster with the envelope's warning, saying why (`_one_cluster`).
+
+Services beside batch: MultiKueue dispatches batch jobs, not long-lived servers (the manager enables
+the batch/job integration only, render/clusters), so a plane with services gets a serving cluster
+beside the workers (`_serving`), as large sites run inference apart from training: a standalone
+cluster with its own Kueue, no MultiKueue, holding the services' pools' nodes they need, taken as whole
+leaves from the end of the fabric order (a server's nodes stay under one leaf where they fit one), and
+the rest cut into workers as above. Its quotas are the tenants' shares of its capacity, in its own
+cohort, so a tenant's service borrows what the others leave idle there, as on one cluster.
 
 Quotas: the manager's ClusterQueues carry each tenant's whole quota (the concept page: "the quota
 in the manager cluster should equal the total quota available in all worker clusters"); a worker's
@@ -67,6 +75,7 @@ def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
     if fleet.options.kubernetes_clusters == "one" or not beyond(plan, max_nodes):
         return plan
     why_not = _one_cluster(plan)
+    served = _services(plan)
     if why_not:  # nothing MultiKueue could dispatch: one cluster, with the old warning and why
         warnings: list[Warning_] = []
         platform._scale(plan.kube_plane, plan.fabric, [], warnings)
@@ -79,17 +88,21 @@ def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
     _refuse_combinations(plan, fleet, file)
     kube = plan.kube_plane
     cap = limit(plan, max_nodes)
-    groups = _pack(_units(plan, cap, file), cap)
+    serving = _serving(plan, served, cap, file) if served else None
+    groups = _pack(_units(plan, cap, file, set(serving.leaves) if serving else set()), cap)
     if len(groups) > MAX_WORKERS:
         raise OrchgenError(
             f"the {kube.name} plane needs {len(groups)} clusters of at most {cap:,} nodes, and one MultiKueueConfig "
             f"lists at most {MAX_WORKERS} (its CRD's maxItems): plan fewer nodes per fleet (or raise "
             "options.kubernetes_cluster_max_nodes)", file, None, "fleet.pools")
     workers = [_worker(plan, i, g) for i, g in enumerate(groups)]
-    _gangs_fit(plan, workers, file)
-    workers = _split_quotas(plan, workers)
+    _gangs_fit(plan, workers, file, skip={d.name for d in served})
+    if serving is not None:
+        _gangs_fit(plan, [serving], file, only={d.name for d in served})
+    workers = _split_quotas(plan, workers + ([serving] if serving else []))
+    serving = workers.pop() if serving is not None else None
     manager = KubeCluster(
-        MANAGER, "manager", quotas={t.name: dict(t.quotas) for t in plan.tenants},
+        MANAGER, "manager", quotas=_sum_quotas(plan, workers),
         why="MultiKueue manager: no GPU nodes; tenants submit here, its ClusterQueues hold each tenant's whole "
             "quota and its AdmissionCheck dispatches every admitted job whole to one worker")
     envelope = ("upstream's per-cluster envelope (5,000 nodes, 150,000 pods: "
@@ -101,7 +114,72 @@ def decide(plan: Plan, fleet: Fleet, file: str | None) -> Plan:
               f"{len(workers)} worker clusters of at most {cap:,} nodes cut at whole spines/leaves "
               f"({'; '.join(f'{w.name}: {hostlist.compress(list(w.units))}, {w.node_count:,} nodes' for w in workers)}) "
               "behind a Kueue MultiKueue manager cluster; a job runs whole in one worker")
-    return replace(plan, clusters=(manager, *workers), reasons=(*plan.reasons, reason))
+    if serving is not None:
+        reason += (f"; the services ({', '.join(d.name for d in served)}) run in a serving cluster beside them "
+                   f"({serving.name}: {hostlist.compress(list(serving.leaves))}, {serving.node_count:,} nodes), "
+                   "which MultiKueue does not dispatch to")
+    return replace(plan, clusters=(manager, *workers, *([serving] if serving else [])),
+                   reasons=(*plan.reasons, reason))
+
+
+SERVING = "serving"
+
+
+def is_service(d) -> bool:
+    return d.workload_class == "service" or d.serving is not None
+
+
+def _services(plan: Plan) -> list:
+    kube = plan.kube_plane
+    return [d for d in plan.workloads if d.plane == kube.name and is_service(d)]
+
+
+def _serving(plan: Plan, served: list, cap: int, file: str | None) -> KubeCluster:
+    """The serving cluster: per pool, the nodes its services need (each server's GPUs in whole nodes),
+    as whole leaves from the end of the fabric order, so the workers keep the front whole."""
+    need: dict[str, int] = {}
+    for d in served:
+        per_node = d.gpus_per_node or next((s.gpus // max(1, len(s.nodes)) for s in plan.kube_plane.slices
+                                            if s.pool == d.pool), 0)
+        nodes = max(d.facts.nodes, -(-d.gpus // per_node)) if per_node else d.facts.nodes
+        need[d.pool] = need.get(d.pool, 0) + max(1, nodes)
+    mine = set(plan.kube_plane.nodes)
+    pool_of = {n: s.pool for s in plan.kube_plane.slices for n in s.nodes}
+    taken: list[str] = []
+    got: dict[str, list[str]] = {}
+    for leaf in reversed(plan.fabric.leaves):
+        here = [n for n in leaf.nodes if n in mine]
+        pools = {pool_of[n] for n in here}
+        if not here or not any(len(got.get(p, [])) < need.get(p, 0) for p in pools):
+            continue
+        taken.append(leaf.name)
+        for n in here:
+            got.setdefault(pool_of[n], []).append(n)
+    total = sum(len(v) for v in got.values())
+    if total > cap:
+        raise OrchgenError(
+            f"the services of the {plan.kube_plane.name} plane need {total:,} nodes in whole leaves, more than one "
+            f"cluster holds ({cap:,}); serve them from fewer nodes or plan them in a fleet of their own",
+            file, None, "workloads")
+    leaves = tuple(reversed(taken))
+    order = {n: i for i, n in enumerate(plan.kube_plane.nodes)}
+    nodes = {s.pool: tuple(sorted(got[s.pool], key=order.get)) for s in plan.kube_plane.slices if got.get(s.pool)}
+    return KubeCluster(SERVING, SERVING, leaves, leaves, nodes,
+                       why="the services' nodes, whole leaves: long-lived servers, which MultiKueue does not dispatch, "
+                           "in a standalone cluster with its own Kueue")
+
+
+def _sum_quotas(plan: Plan, workers: list[KubeCluster]) -> dict[str, dict[str, Quota]]:
+    """The manager's quotas: per tenant and pool, the sum of its workers' (the concept page: the
+    manager's quota equals the total in the worker clusters); the whole plane's without a serving cluster."""
+    out: dict[str, dict[str, Quota]] = {}
+    for t in plan.tenants:
+        for pool in t.quotas:
+            parts = [w.quotas[t.name][pool] for w in workers if pool in w.quotas.get(t.name, {})]
+            if parts:
+                out.setdefault(t.name, {})[pool] = Quota(sum(q.gpus for q in parts), sum(q.cpus for q in parts),
+                                                         sum(q.memory_gib for q in parts))
+    return out
 
 
 def _refuse_combinations(plan: Plan, fleet: Fleet, file: str | None) -> None:
@@ -119,27 +197,32 @@ def _refuse_combinations(plan: Plan, fleet: Fleet, file: str | None) -> None:
 
 def _one_cluster(plan: Plan) -> str | None:
     """Why the plane stays one cluster though beyond the envelope: MultiKueue has nothing to dispatch
-    (no Kueue queues), or workloads that orchgen does not submit through it (services, Ray,
-    notebooks: not the starters' batch Jobs). None: it is planned as several clusters."""
+    (no Kueue queues), or workloads that orchgen does not submit through it and does not serve
+    apart (Ray, notebooks: not the starters' batch Jobs; services go to a serving cluster). None: it
+    is planned as several clusters."""
     kube = plan.kube_plane
     if plan.gang_scheduler is None:
         return ("no gang workload gives it queues, and MultiKueue dispatches Kueue's queued jobs; split the fleet "
                 "or give it options.gang_scheduler kueue")
     for i, d in enumerate(plan.workloads):
-        if d.plane == kube.name and (d.workload_class in ("service", "ray") or d.serving or d.interactive
-                                     or d.ray_host):
+        if d.plane == kube.name and not is_service(d) and (d.workload_class == "ray" or d.interactive
+                                                            or d.ray_host):
             return (f"workloads[{i}] ({d.name}) is a {d.workload_class or 'service'} workload, which orchgen does not "
                     "submit through MultiKueue; plan it in a fleet of its own")
+    if not any(d.plane == kube.name and not is_service(d) for d in plan.workloads):
+        return ("its workloads are all services, and MultiKueue dispatches batch jobs; split the fleet, or give it the "
+                "batch workloads the workers would run")
     return None
 
 
-def _units(plan: Plan, cap: int, file: str | None) -> list[tuple[str, tuple[str, ...], int]]:
+def _units(plan: Plan, cap: int, file: str | None, serving: set[str] = frozenset()
+           ) -> list[tuple[str, tuple[str, ...], int]]:
     """(name, its leaves, nodes of the plane) per fabric unit: a whole spine where its leaves fit
-    one cluster, else each of its leaves; fabric order."""
+    one cluster, else each of its leaves; fabric order. `serving`: leaves the serving cluster holds."""
     fab = plan.fabric
     mine = set(plan.kube_plane.nodes)
     count = {leaf.name: sum(1 for n in leaf.nodes if n in mine) for leaf in fab.leaves}
-    leaves = [leaf for leaf in fab.leaves if count[leaf.name]]
+    leaves = [leaf for leaf in fab.leaves if count[leaf.name] and leaf.name not in serving]
     units: list[tuple[str, tuple[str, ...], int]] = []
     placed: set[str] = set()
     for spine in fab.spines or ():
@@ -178,16 +261,18 @@ def _worker(plan: Plan, i: int, group: list[tuple[str, tuple[str, ...], int]]) -
                            "in this cluster stays under its switches")
 
 
-def _gangs_fit(plan: Plan, workers: list[KubeCluster], file: str | None) -> None:
+def _gangs_fit(plan: Plan, workers: list[KubeCluster], file: str | None, skip: set[str] = frozenset(),
+               only: set[str] | None = None) -> None:
     """Every multi-node job of the plane fits the nodes one worker has of its pool: MultiKueue runs a
-    job whole in one worker, so a bigger one would never be admitted anywhere."""
+    job whole in one worker, so a bigger one would never be admitted anywhere (the services, in the
+    serving cluster: `only`; `skip`: not the workers')."""
     kube = plan.kube_plane.name
     for i, d in enumerate(plan.workloads):
-        if d.plane != kube:
+        if d.plane != kube or d.name in skip or (only is not None and d.name not in only):
             continue
         # one job's span, as the planner sizes pools (planner.py: nodes, or its GPUs in whole nodes)
         span = max(d.facts.nodes, -(-d.gpus // d.gpus_per_node)) if d.gpus_per_node else d.facts.nodes
-        most = max(len(w.nodes.get(d.pool, ())) for w in workers)
+        most = max((len(w.nodes.get(d.pool, ())) for w in workers), default=0)
         if span > most:
             raise OrchgenError(
                 f"{d.name} spans {span:,} nodes of pool {d.pool}, but the largest worker cluster holds {most:,} of "

@@ -8,7 +8,7 @@ from ..yamlio import dump_json
 from . import slurm
 from ..spec.checks import PROVIDER_POOL_LABEL
 from .bringup import manual
-from .kubernetes import common as kube_common, gang_check, gpu_operator, helm, kai, kueue, manifests, metrics, nccl_check, slinky, soperator
+from .kubernetes import common as kube_common, gang_check, gpu_operator, helm, kai, kueue, manifests, metrics, nccl_check, ray, slinky, soperator
 from .templating import render_template
 
 PLANE_TITLES = {"slurm": "Slurm", "kubernetes": "Kubernetes", "k3s": "k3s"}
@@ -121,6 +121,7 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      kai_gitops_config="kai-scheduler" in plan.charts and "kaiConfig" in
                                      kai.values(plan),
                                      kai_v17="kai-scheduler" in plan.charts and "admission" not in kai.values(plan),
+                                     ray_elastic=[w.name for w in ray.ray_workloads(plan) if ray.elastic(plan, w)],
                                      orchgen_better=ORCHGEN_BETTER, orchgen_better_nodes=ORCHGEN_BETTER_NODES)),
     }
 

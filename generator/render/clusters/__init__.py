@@ -17,6 +17,11 @@ Each cluster's folder is laid out as a single-cluster bundle's kubernetes/ and p
   tenants' quotas of that worker (decide/clusters.py: they add up to the tenant's), and no
   starters (MultiKueue creates the jobs there).
 
+- clusters/serving/ (a plane with services, decide/clusters.py): a standalone cluster as orchgen
+  plans one over its own nodes, with its own Kueue and the services' starters only; no MultiKueue
+  reaches it (the manager's MultiKueueConfig lists the workers), and the manager's starters are the
+  batch ones.
+
 Object names stay the fleet's in every cluster (a dispatched job names the same PriorityClass and
 LocalQueue everywhere); only each Pulumi project is named after its cluster.
 """
@@ -62,6 +67,16 @@ MULTIKUEUE_CONFIG = {"gcInterval": "1m", "origin": "multikueue", "workerLostTime
 
 def workers(plan: Plan) -> list[KubeCluster]:
     return [c for c in plan.clusters if c.role == "worker"]
+
+
+def serving(plan: Plan) -> KubeCluster | None:
+    return next((c for c in plan.clusters if c.role == "serving"), None)
+
+
+def _services(plan: Plan) -> set[str]:
+    from ...decide.clusters import is_service
+
+    return {w.name for w in plan.workloads if is_service(w)}
 
 
 def worker_plan(plan: Plan, c: KubeCluster) -> Plan:
@@ -211,22 +226,42 @@ def manager_files(plan: Plan) -> dict[str, bytes]:
     from ..kubernetes import helm, manifests
 
     chart = schedulers.get(plan.gang_scheduler).chart  # the scheduler that dispatches (decide/clusters.py)
-    sub = replace(plan, charts={chart: plan.charts[chart]}, clusters=())
+    manager = next(c for c in plan.clusters if c.role == "manager")
+    # its ClusterQueues hold what the workers hold (the whole plane's quota, less a serving cluster's)
+    tenants = tuple(replace(t, quotas=dict(manager.quotas.get(t.name, t.quotas))) for t in plan.tenants)
+    sub = replace(plan, charts={chart: plan.charts[chart]}, clusters=(), tenants=tenants)
     files = helm.render(sub, extra={chart: manager_values})
     files.update({f"{MANIFESTS_DIR}/{name}": dump_yaml_all(objs) for name, objs in manager_manifests(sub, [c.name for c in workers(plan)]).items()})
+    apart = _services(plan) if serving(plan) else set()  # served in the serving cluster, not dispatched
     files.update({f"{WORKLOADS_DIR}/{name}": dump_yaml_all(objs)
-                  for name, objs in manifests.starter_files(plan).items()})
+                  for name, objs in manifests.starter_files(plan).items() if name.removesuffix(".yaml") not in apart})
     files[CONNECT_SCRIPT] = render_template(
         "kubernetes/connect-worker.sh.j2", fleet=plan.name, sa=WORKER_SA, access_file=WORKER_ACCESS_FILE,
         namespace=plan.charts[chart].namespace, workers=[c.name for c in workers(plan)])
     return _under("manager", {**files, **_gitops(plan, sub, "manager", files), **_pulumi(sub, "manager")})
 
 
+def serving_files(plan: Plan, c: KubeCluster) -> dict[str, bytes]:
+    """The serving cluster: a single cluster over its nodes, its own Kueue (no MultiKueue), and the
+    services' starters only."""
+    from ..kubernetes import helm, manifests
+    from ..kubernetes.slurm_values import slurm_on_kubernetes_values
+
+    sub = worker_plan(plan, c)
+    apart = _services(plan)
+    files = {**helm.render(sub, extra=slurm_on_kubernetes_values()), **manifests.render(sub)}
+    files = {p: d for p, d in files.items()
+             if not p.startswith(f"{WORKLOADS_DIR}/") or p[len(WORKLOADS_DIR) + 1:].removesuffix(".yaml") in apart}
+    return _under(c.name, {**files, **_gitops(plan, sub, c.name, files), **_pulumi(sub, c.name)})
+
+
 def render(plan: Plan) -> dict[str, bytes]:
-    """Every cluster's folder: the manager's, then each worker's."""
+    """Every cluster's folder: the manager's, then each worker's, then the serving cluster's."""
     if not plan.clusters:
         return {}
     out = manager_files(plan)
     for c in workers(plan):
         out.update(worker_files(plan, c))
+    if (c := serving(plan)) is not None:
+        out.update(serving_files(plan, c))
     return out

@@ -93,7 +93,8 @@ def readme(plan: Plan) -> dict[str, Any]:
     # the files of kubernetes/manifests/ this plan writes: the README names only those
     return {"topology": topology, "flavors": flavors, "policy": policy,
             "hosts_topology": kueue.hosts_topology_name(plan) if hosts_pools else None, "hosts_pools": hosts_pools, "files": sorted(manifests(plan)),
-            "prerequisites": sorted(prerequisites(plan)), "runtime_crds": runtime_crds(plan), "gpu_health": gpu_health.readme(plan)}
+            "prerequisites": sorted(prerequisites(plan)), "runtime_crds": runtime_crds(plan), "gpu_health": gpu_health.readme(plan),
+            "pod_security_guard": tenancy.guard_name(plan) if tenancy.pod_security_guard(plan) else None}
 
 
 def render(plan: Plan) -> dict[str, bytes]:

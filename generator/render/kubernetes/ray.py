@@ -1,9 +1,16 @@
 """A RayCluster (ray.io/v1) per Ray workload on the Kubernetes plane: a CPU head and one GPU worker
 group sized from the workload, on its pool's nodes, wired to its tenant's queue.
 
-Autoscaling stays off and minReplicas = replicas = maxReplicas: Volcano's and KAI's gangs and
-Kueue's admission all size the gang from the desired replicas, so a fixed size keeps every worker
-inside it.
+KubeRay's autoscaler (`enableInTreeAutoscaling`: a sidecar in the head pod that adds workers for
+the tasks, actors and placement groups Ray cannot place and removes idle ones, docs.ray.io "KubeRay
+Autoscaling") sizes the worker group between minReplicas and maxReplicas where the plan allows it
+(`elastic`): a workload that is no fixed gang (not tightly coupled across nodes, not on the RDMA fabric),
+under a gang scheduler that admits a cluster changing size. Volcano's PodGroup then holds the head and
+minReplicas (KubeRay's Volcano plugin: CalculateMinReplicas + 1 when autoscaling is on) and KAI's
+grouper scales the gang within min/max (docs.ray.io, "KAI Scheduler" with KubeRay); Kueue 0.19 refuses
+an autoscaling RayCluster without workload slicing (schedulers.ray_autoscaling), so there, and for a
+fixed gang, minReplicas = replicas = maxReplicas: the gang is sized from the desired replicas and a
+fixed size keeps every worker inside it.
 
 The gang is placed by the bundle's topology, the way each scheduler reads it from a RayCluster
 (`topology_wiring`): KAI's pod grouper takes `kai.scheduler/topology` and
@@ -76,8 +83,28 @@ def _pod(plan: Plan, w: WorkloadDecision, name: str, shape_: PodShape, image: st
     return {"spec": spec}
 
 
+# KubeRay's autoscaler sidecar, which KubeRay adds to the head pod: the container securityContext that
+# Pod Security `restricted` asks (the pod-level part is the head pod's, pod_security.harden)
+AUTOSCALER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def elastic(plan: Plan, w: WorkloadDecision) -> bool:
+    """Whether KubeRay's autoscaler may resize this workload's cluster (module docstring)."""
+    s = schedulers.get(plan.gang_scheduler)
+    return ((s is None or s.ray_autoscaling) and not w.gang_scheduler_required and not w.facts.tightly_coupled
+            and fabric_wiring.network_of(plan, w) is None)
+
+
+def autoscaler_options() -> dict[str, Any]:
+    # KubeRay's defaults, written out so a site sees what to tune (RayCluster autoscalerOptions, KubeRay
+    # API reference): a worker idle this long is removed; Default upscaling is not rate-limited
+    return {"idleTimeoutSeconds": 60, "upscalingMode": "Default",
+            "securityContext": dict(AUTOSCALER_SECURITY_CONTEXT)}
+
+
 def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     sh = shape(plan, w)
+    scaling = elastic(plan, w)
     worker_image = f"{RAY_IMAGE}-gpu" if sh.gpus else RAY_IMAGE
     labels, annotations, worker_annotations = topology_wiring(plan, w)
     template = _pod(plan, w, "ray-worker", sh, worker_image, fabric=fabric_wiring.network_of(plan, w) is not None)
@@ -85,7 +112,9 @@ def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
         template["metadata"] = {"annotations": worker_annotations}
     group = {
         "groupName": "gpu-workers" if sh.gpus else "workers",
-        "replicas": sh.pods, "minReplicas": sh.pods, "maxReplicas": sh.pods,
+        # autoscaling: from no worker (an idle cluster holds no GPU; the autoscaler adds workers for the
+        # GPU tasks Ray queues) up to the GPUs the plan gives the workload; a fixed gang otherwise
+        "replicas": 0 if scaling else sh.pods, "minReplicas": 0 if scaling else sh.pods, "maxReplicas": sh.pods,
         "rayStartParams": {},
         # the workers carry the gang's collectives: they get the fabric, the head does not
         "template": fabric_wiring.wire(plan, w, sh, template),
@@ -97,7 +126,8 @@ def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
         "spec": {
             "rayVersion": RAY_VERSION,
             "authOptions": dict(RAY_AUTH_OPTIONS),  # token auth on the dashboard, Jobs API, Ray Client
-            "enableInTreeAutoscaling": False,
+            "enableInTreeAutoscaling": scaling,
+            **({"autoscalerOptions": autoscaler_options()} if scaling else {}),
             "headGroupSpec": {"rayStartParams": {},
                               "template": _pod(plan, w, "ray-head", _head_shape(plan, w), RAY_IMAGE)},
             "workerGroupSpecs": [group],

@@ -351,6 +351,7 @@ def _ray_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
             "spec": {"serveConfigV2": _serve_config(sv),
                      "rayClusterConfig": {"rayVersion": RAY_VERSION, "authOptions": dict(RAY_AUTH_OPTIONS),
                                           "enableInTreeAutoscaling": elastic,
+                                          **({"autoscalerOptions": ray.autoscaler_options()} if elastic else {}),
                                           "headGroupSpec": {"rayStartParams": {"num-gpus": "0"},
                                                             "template": head_pod},
                                           "workerGroupSpecs": [group]}}}

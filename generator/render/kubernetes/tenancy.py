@@ -193,7 +193,8 @@ def guard_name(plan: Plan) -> str:
 
 
 def pod_security_guard(plan: Plan) -> list[dict[str, Any]]:
-    """The policy holding a privileged tenant namespace's pods to baseline + IPC_LOCK ([] when no
+    """The policy holding a privileged tenant namespace's pods to every baseline control, IPC_LOCK
+    excepted for the fabric's containers ([] when no
     tenant namespace is privileged, or before Kubernetes 1.30: the ValidatingAdmissionPolicy v1 API)."""
     if plan.kube_plane is None or not policies_available(plan):
         return []
@@ -207,11 +208,13 @@ def pod_security_guard(plan: Plan) -> list[dict[str, Any]]:
         {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": meta(name),
          "spec": {"failurePolicy": "Fail",
                   "matchConstraints": {"namespaceSelector": selector, "resourceRules": [
+                      # pods/ephemeralcontainers: `kubectl debug` adds a container to a running pod
+                      # through that subresource, whose body is the whole Pod (as Pod Security Admission
+                      # checks it)
                       {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                       "resources": ["pods"]}]},
-                  "variables": [{"name": "containers", "expression": pod_security.CONTAINERS}],
+                       "resources": ["pods", "pods/ephemeralcontainers"]}]},
                   "validations": [{"expression": e, "message": m, "reason": "Forbidden"}
-                                  for e, m in pod_security.GUARD_VALIDATIONS]}},
+                                  for e, m in pod_security.guard_validations(plan)]}},
         {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": meta(name),
          "spec": {"policyName": name, "validationActions": ["Deny"]}},
     ]
