@@ -271,13 +271,15 @@ def test_kueue_tas_puts_a_gang_under_one_leaf_and_an_nvlink_job_in_one_clique(tm
     assert any(d.startswith("release dra-driver-nvidia-gpu") for d in applied["dropped"])
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kube.get("nodes")["items"]}
     nv = sorted(n for n, lab in nodes.items() if lab.get("orchgen.io/pool") == "nv")
+    cliques: dict[str, list[str]] = {}
     for n in nv:
         clique = f"{CLUSTER_UUID}.{int(nodes[n]['orchgen.io/nvlink-domain'].removeprefix('nvl'))}"
-        kube.kubectl("label", "node", n, f"nvidia.com/gpu.clique={clique}")
+        cliques.setdefault(clique, []).append(n)
         nodes[n]["nvidia.com/gpu.clique"] = clique
-    assert {nodes[n]["orchgen.io/leaf"] for n in nv} == {"leaf003", "leaf004"}
-    for n in (nv[0], nv[3]):
-        kube.kubectl("taint", "node", n, "orchgen.test/busy=:NoSchedule")
+    for clique, members in cliques.items():
+        kube.kubectl("label", "node", *members, f"nvidia.com/gpu.clique={clique}")
+    assert {nodes[n]["orchgen.io/leaf"] for n in nv} == {"leaf003", "leaf004"} and len(cliques) == 4
+    kube.kubectl("taint", "node", nv[0], nv[3], "orchgen.test/busy=:NoSchedule")
 
     # the API server takes the starter as written: the ComputeDomain against the GPU Operator's CRD, the
     # Job's pods with their claim (resource.k8s.io served; without it the fields would be dropped)
@@ -316,8 +318,8 @@ def test_kueue_tas_puts_a_gang_under_one_leaf_and_an_nvlink_job_in_one_clique(tm
         assert len(leaves) == 1, f"{job_name} spans leaves {leaves}: {on}"
     cliques = {nodes[n]["nvidia.com/gpu.clique"] for n in got["rack-placed"]}
     assert len(cliques) == 1, f"the NVLink job spans cliques {cliques}: {got['rack-placed']}"
-    for n in (nv[0], nv[3]):  # the daemonsets' pods were there before the trays were taken
-        kube.kubectl("taint", "node", n, "orchgen.test/busy:NoSchedule-")
+    # the daemonsets' pods were there before the trays were taken
+    kube.kubectl("taint", "node", nv[0], nv[3], "orchgen.test/busy:NoSchedule-")
     assert_placement(kube)
 
 
