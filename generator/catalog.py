@@ -32,7 +32,8 @@ class Chart:
     depends_on: tuple[str, ...] = ()  # releases that must be running first (only those in the plan count)
     # the plan's needs (decide/planner._charts) any of which installs it: "gpu-stack:operator",
     # "network:<kind>", "gang:<scheduler>", "operator:<slinky|soperator>", "ray", "serving:<stack>"
-    # (decide/serving.py), "autoscaler:keda", "notebooks" (a workload with interactive: true)
+    # (decide/serving.py), "autoscaler:keda", "notebooks" (a workload with interactive: true),
+    # "nvlink:compute-domain" (a Kubernetes pool of multi-node NVLink domains: decide/platform.py)
     needed_when: tuple[str, ...] = ()
     crds_in_templates: bool = False  # its CRDs sit in templates/: `helm uninstall` would delete them
     gitops_unsupported: tuple[tuple[str, str], ...] = ()  # (GitOps mode, why it cannot install it)
@@ -114,6 +115,22 @@ CATALOG: dict[str, Chart] = {
               "network-operator", crd_groups=("k8s.cni.cncf.io", "mellanox.com", "nv-ipam.nvidia.com"),
               values_reference="network-operator", depends_on=("gpu-operator",),
               needed_when=("network:rdma-shared",), readme_part="kubernetes_fabric"),
+        # The DRA driver for NVIDIA GPUs (kubernetes-sigs/dra-driver-nvidia-gpu, formerly
+        # NVIDIA/k8s-dra-driver-gpu) v0.4.1, its newest release: ComputeDomains, i.e. multi-node NVLink
+        # (IMEX daemons and channels) for the pods of one job on GB200-class racks. Its install docs at
+        # v0.4.1 (docs/install.md): `helm install dra-driver-nvidia-gpu
+        # oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu --namespace
+        # dra-driver-nvidia-gpu`. CRDs in crds/ (ComputeDomain, ComputeDomainClique); the GPU Operator
+        # v26.7.0's crds/ carry the same group, and Helm skips a CRD that exists, so the GPU Operator's
+        # copy is the one a cluster keeps. It waits for the GPU Operator: the GPU driver it runs on, and
+        # the clique labels of GFD. Neither ../shared/reference nor ../shared/charts holds it (and the Go
+        # module proxy refuses its module), so its values are checked against its values.yaml by hand.
+        Chart("dra-driver-nvidia-gpu", "oci://registry.k8s.io/dra-driver-nvidia/charts", "dra-driver-nvidia-gpu",
+              "0.4.1", "dra-driver-nvidia-gpu", crd_groups=("resource.nvidia.com",), depends_on=("gpu-operator",),
+              values_reference="dra-driver-nvidia-gpu",
+              needed_when=("nvlink:compute-domain",), readme_part="kubernetes_nodes",
+              no_reference_why="not in the reference data: the three values it sets are checked against "
+                               "v0.4.1's values.yaml (render/kubernetes/dra_driver.py)"),
         # aws/eks-charts stable/aws-efa-k8s-device-plugin (Chart.yaml v0.5.30, image v0.5.20), installed
         # into kube-system as the EKS user guide does (`helm install efa eks/aws-efa-k8s-device-plugin
         # -n kube-system`). Its defaults are not in the reference data, but the pinned chart is in

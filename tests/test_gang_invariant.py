@@ -55,7 +55,9 @@ def _release_values(files: dict[str, bytes], chart: str) -> dict[str, Any] | Non
 
 
 def _main_objects(files: dict[str, bytes], w) -> list[dict[str, Any]]:
-    return [o for o in yaml.safe_load_all(files[f"kubernetes/workloads/{w.name}.yaml"]) if o["kind"] != "Service"]
+    # the headless Service and a ComputeDomain (multi-node NVLink, render/kubernetes/dra_driver.py) hold no pods
+    return [o for o in yaml.safe_load_all(files[f"kubernetes/workloads/{w.name}.yaml"])
+            if o["kind"] not in ("Service", "ComputeDomain")]
 
 
 def _raycluster(files: dict[str, bytes], w) -> dict[str, Any]:

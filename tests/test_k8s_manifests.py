@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from generator import spec
-from generator.spec.fabric import LABEL_HOSTNAME, LABEL_LEAF, LABEL_PLANE, LABEL_POOL
+from generator.spec.fabric import LABEL_CLIQUE, LABEL_HOSTNAME, LABEL_LEAF, LABEL_PLANE, LABEL_POOL
 from generator.decide import make_plan
 from generator.render.kubernetes import kueue, manifests as k8s
 from generator.spec import Fleet
@@ -402,6 +402,12 @@ def test_selected_labels_are_labels_the_script_sets(pid):
             assert hit and hit <= kube_nodes, o
         if o["kind"] == "Topology":
             for lv in o["spec"]["levels"][:-1]:
+                if lv["nodeLabel"] == LABEL_CLIQUE:  # GFD's label on the NVLink trays, not the script's
+                    users = [f for _, f in docs(files, "kubernetes/manifests/") if f["kind"] == "ResourceFlavor"
+                             and f["spec"].get("topologyName") == o["metadata"]["name"]]
+                    assert users and all(u["spec"]["nodeLabels"][LABEL_POOL] in plan.platform.compute_domains
+                                         for u in users), o
+                    continue
                 assert all(lv["nodeLabel"] in labels[n] for n in kube_nodes), lv
         for tmpl in _pod_templates(o):
             sel = tmpl["spec"].get("nodeSelector")
@@ -699,7 +705,7 @@ def test_readme_section_agrees_with_the_files(pid):
         if w.plane != plan.kube_plane.name:
             continue
         objs = list(yaml.safe_load_all(files[f"kubernetes/workloads/{w.name}.yaml"]))
-        main = next(o for o in objs if o["kind"] != "Service")
+        main = next(o for o in objs if o["kind"] not in ("Service", "ComputeDomain"))
         kind = kinds.get(main["kind"]) or ("Volcano Job" if "volcano" in main["apiVersion"] else "Indexed Job")
         row = next(line for line in readme.splitlines() if line.startswith(f"| {w.name} | {w.tenant} | `kubernetes/workloads/"))
         assert f"| {kind}" in row, (row, kind)

@@ -276,3 +276,83 @@ def test_roce_rails_need_their_ethernet_netdevs(tmp_path, orchgen):
     configs = [json.loads(o["spec"]["config"]) for o in net if o["kind"] == "NetworkAttachmentDefinition"]
     assert [(c["name"], c["type"], c["master"], c["mode"]) for c in configs] == [
         ("rdma-rail-0", "macvlan", "enp0s0np0", "bridge"), ("rdma-rail-1", "macvlan", "enp1s0np0", "bridge")]
+
+
+# --- NVL72 on Kubernetes: ComputeDomains and the clique level ----------------------------------------------
+# (the real API server and Kueue: tests/test_kube_real.py test_kueue_tas_..._nvlink_job_in_one_clique)
+
+def nvl_doc(**options) -> dict:
+    return {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "nvl"},
+            "fleet": {"bare_metal": True, "fabric": {"kind": "infiniband", "nodes_per_leaf": 18},
+                      "pools": [{"name": "gb", "platform": "gb200-nvl72", "nodes": 36},
+                                {"name": "h", "platform": "dgx-h100", "nodes": 4}]},
+            "workloads": [{"name": "rack", "plane": "kubernetes", "pool": "gb", "nodes": 12, "tightly_coupled": True},
+                          {"name": "wide", "plane": "kubernetes", "pool": "gb", "nodes": 20, "tightly_coupled": True},
+                          {"name": "solo", "plane": "kubernetes", "pool": "gb", "nodes": 1},
+                          {"name": "dgx", "plane": "kubernetes", "pool": "h", "nodes": 2, "tightly_coupled": True}],
+            "options": {"kubernetes_version": "1.34", **options}}
+
+
+def test_nvl72_on_kubernetes_gets_compute_domains_and_the_clique_level():
+    from generator.render import render
+    from tests.support import plan_of
+
+    p = plan_of(nvl_doc())
+    assert p.platform.compute_domains == ("gb",) and not p.warnings
+    files = render(p)
+    rels = {r["name"]: r for r in yaml.safe_load(files["kubernetes/helm/releases.yaml"])["releases"]}
+    assert rels["dra-driver-nvidia-gpu"]["dependsOn"] == ["gpu-operator"]
+    assert yaml.safe_load(files["kubernetes/helm/dra-driver-nvidia-gpu.values.yaml"]) == {
+        "nvidiaDriverRoot": "/run/nvidia/driver",
+        "resources": {"computeDomains": {"enabled": True}, "gpus": {"enabled": False}}}
+
+    def starter(name: str) -> list[dict]:
+        return list(yaml.safe_load_all(files[f"kubernetes/workloads/{name}.yaml"]))
+
+    # one rack's worth: all pods in one clique, the pods claim the ComputeDomain's channel
+    cd, *_, job = starter("rack")
+    assert cd["kind"] == "ComputeDomain" and cd["spec"] == {
+        "numNodes": 12, "channel": {"resourceClaimTemplate": {"name": "rack-imex-channel"}}}
+    tmpl = job["spec"]["template"]
+    assert tmpl["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == "nvidia.com/gpu.clique"
+    assert tmpl["spec"]["resourceClaims"] == [
+        {"name": "imex-channel", "resourceClaimTemplateName": "rack-imex-channel"}]
+    assert tmpl["spec"]["containers"][0]["resources"]["claims"] == [{"name": "imex-channel"}]
+    # more than a rack: slices of whole cliques that cover the job (20 pods: 2 slices of 10), under one leaf if it fits
+    ann = starter("wide")[-1]["spec"]["template"]["metadata"]["annotations"]
+    assert (ann["kueue.x-k8s.io/podset-slice-required-topology"], ann["kueue.x-k8s.io/podset-slice-size"],
+            ann["kueue.x-k8s.io/podset-preferred-topology"]) == ("nvidia.com/gpu.clique", "10", "orchgen.io/leaf")
+    assert "kueue.x-k8s.io/podset-required-topology" not in ann
+    # a one-node job and a job off the NVLink pool: no ComputeDomain, no claim, no clique
+    for name in ("solo", "dgx"):
+        objs = starter(name)
+        assert all(o["kind"] != "ComputeDomain" for o in objs)
+        assert "resourceClaims" not in objs[-1]["spec"]["template"]["spec"]
+    assert "nvidia.com/gpu.clique" not in files["kubernetes/workloads/dgx.yaml"].decode()
+
+    # Kueue: the NVLink pool's flavor names the clique Topology, the DGX pool's the fabric's; the channel is
+    # a mapped, quota'd resource (one per node's worth of GPUs in the quota; none on the DGX pool)
+    kueue = list(yaml.safe_load_all(files["kubernetes/manifests/20-kueue.yaml"]))
+    topologies = {t["metadata"]["name"]: [lv["nodeLabel"] for lv in t["spec"]["levels"]]
+                  for t in yaml.safe_load_all(files["kubernetes/manifests/18-topology.yaml"])}
+    flavors = {f["spec"]["nodeLabels"]["orchgen.io/pool"]: f for f in kueue if f["kind"] == "ResourceFlavor"}
+    assert topologies[flavors["gb"]["spec"]["topologyName"]][-2:] == ["nvidia.com/gpu.clique", "kubernetes.io/hostname"]
+    assert "nvidia.com/gpu.clique" not in topologies[flavors["h"]["spec"]["topologyName"]]
+    (cq,) = [o for o in kueue if o["kind"] == "ClusterQueue"]
+    quota = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]}
+             for f in cq["spec"]["resourceGroups"][0]["flavors"]}
+    assert quota[flavors["gb"]["metadata"]["name"]]["compute-domain.nvidia.com/channel"] == 36
+    assert quota[flavors["h"]["metadata"]["name"]]["compute-domain.nvidia.com/channel"] == 0
+    config = yaml.safe_load(yaml.safe_load(files["kubernetes/helm/kueue.values.yaml"])["managerConfig"][
+        "controllerManagerConfigYaml"])
+    assert config["resources"]["deviceClassMappings"] == [
+        {"name": "compute-domain.nvidia.com/channel",
+         "deviceClassNames": ["compute-domain-default-channel.nvidia.com"]}]
+
+
+def test_compute_domains_before_kubernetes_1_34_warn():
+    from tests.support import plan_of
+
+    p = plan_of(nvl_doc(kubernetes_version="1.33"))
+    (w,) = p.warnings
+    assert w.field == "options.kubernetes_version" and "1.34.2" in w.message and "gb" in w.message

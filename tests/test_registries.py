@@ -73,7 +73,7 @@ def test_chart_records_name_real_components_needs_and_modes():
         assert chart.needed_when, f"{chart.component}: nothing installs it"
         for need in chart.needed_when:
             kind, _, value = need.partition(":")
-            assert kind in {"gpu-stack", "network", "gang", "operator", "ray", "serving", "autoscaler", "notebooks", "metrics"}, need
+            assert kind in {"gpu-stack", "network", "gang", "operator", "ray", "serving", "autoscaler", "notebooks", "metrics", "nvlink"}, need
             if kind == "serving":  # the stacks of decide/serving.py
                 from generator.decide.serving import STACKS
                 assert value in STACKS, need

@@ -293,6 +293,9 @@ class Platform:
     taints: dict[str, tuple[tuple[str, str | None, str], ...]] = field(default_factory=dict)
     # the site runs Topograph (fleet.fabric.topograph): topology levels are its labels, which it sets
     topograph: bool = False
+    # pools whose multi-node jobs get a ComputeDomain (multi-node NVLink through the NVIDIA DRA driver)
+    # and whose Kueue Topology has the NVLink clique as its lowest level (decide/platform.py)
+    compute_domains: tuple[str, ...] = ()
 
     @property
     def cloud(self) -> bool:

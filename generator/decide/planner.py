@@ -484,6 +484,8 @@ def _charts(fleet: Fleet, placed: list[WorkloadDecision], kube: str | None, gang
         needs.add("ray")
     if fleet.options.metrics == "install":
         needs.add("metrics:install")
+    if platform.compute_domains:
+        needs.add("nvlink:compute-domain")
     # the serving stacks' controllers (decide/serving.py): serving:<stack>, and KEDA for every
     # ScaledObject; notebooks: JupyterHub
     for d in placed:

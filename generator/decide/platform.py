@@ -133,10 +133,45 @@ def decide(fleet: Fleet, kube: Plane | None, placed: list[WorkloadDecision], fab
     network = _network(fleet, kube, placed, fabric_wl, dist, reasons, warnings, file)
     if fleet.options.kubernetes_clusters == "one":  # auto: decide/clusters.py plans it as several clusters
         _scale(kube, fab, reasons, warnings)
+    domains = _compute_domains(fleet, kube, fab, gpu_stack, reasons, warnings)
     return Platform(spec.provider, dist, selectors, script, topology if topo_pools else (),
                     preferred if topo_pools else None, topo_pools, gpu_stack, network,
                     fabric_wl if network else (), pool_taints(fleet),
-                    topograph=bool(spec.fabric.topograph and known_by_name(fleet)))
+                    topograph=bool(spec.fabric.topograph and known_by_name(fleet)), compute_domains=domains)
+
+
+# The NVIDIA DRA driver's prerequisites (dra-driver-nvidia-gpu v0.4.1 docs/prerequisites.md: "Kubernetes
+# v1.34.2 or later"); its ComputeDomain controller writes the channel ResourceClaimTemplate as
+# resource.k8s.io/v1 (cmd/compute-domain-controller/resourceclaimtemplate.go), and Kueue 0.19.2 reads
+# claim templates and DeviceClasses only as resource.k8s.io/v1 (pkg/dra/claims.go), which Kubernetes
+# serves from 1.34.
+COMPUTE_DOMAIN_MIN_KUBERNETES = (1, 34)
+
+
+def _compute_domains(fleet: Fleet, kube: Plane, fab: fabric_mod.FabricModel, gpu_stack: str,
+                     reasons: list[str], warnings: list[Warning_]) -> tuple[str, ...]:
+    """The Kubernetes plane's pools of multi-node NVLink domains (GB200 NVL72 racks) that get
+    ComputeDomains: on bare metal under the GPU Operator, whose GPU Feature Discovery labels each
+    tray's clique (fabric.LABEL_CLIQUE) and whose driver the DRA driver uses."""
+    pools = tuple(s.pool for s in kube.slices if fab.domain_nodes(s.pool) > 1)
+    if not pools:
+        return ()
+    if not known_by_name(fleet) or gpu_stack != "operator":
+        reasons.append(f"NVLink domains of {', '.join(pools)} on Kubernetes: no ComputeDomains, since "
+                       "the nodes are the provider's (its own NVLink and IMEX set-up applies)")
+        return ()
+    reasons.append(
+        f"{', '.join(pools)}: multi-node NVLink domains on Kubernetes, so the NVIDIA DRA driver (ComputeDomains) is "
+        f"installed, each multi-node job there gets a ComputeDomain and claims its IMEX channel, and Kueue "
+        f"places a job inside one NVLink clique ({fabric_mod.LABEL_CLIQUE}, set by the GPU Operator's GFD)")
+    version = tuple(int(n) for n in fleet.options.kubernetes_version.split(".")[:2])
+    if version < COMPUTE_DOMAIN_MIN_KUBERNETES:
+        warnings.append(Warning_(
+            f"ComputeDomains (the NVIDIA DRA driver, multi-node NVLink on {', '.join(pools)}) need Kubernetes "
+            f"1.34.2 or later (the driver's prerequisites; it and Kueue 0.19.2 use resource.k8s.io/v1): "
+            f"on {fleet.options.kubernetes_version} the multi-node jobs there never start; set options.kubernetes_version",
+            "options.kubernetes_version"))
+    return pools
 
 
 def pool_taints(fleet: Fleet) -> dict[str, tuple[tuple[str, str | None, str], ...]]:

@@ -52,6 +52,12 @@ LABEL_LEAF = "orchgen.io/leaf"
 LABEL_SPINE = "orchgen.io/spine"
 LABEL_NVLINK = "orchgen.io/nvlink-domain"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
+# The NVLink clique a GB200-class node's GPUs belong to, as GPU Feature Discovery (the GPU Operator's
+# GFD) labels it: `<ClusterUUID>.<CliqueId>` from the fabric manager, the same on every tray of one
+# NVLink domain (dra-driver-nvidia-gpu v0.4.1 docs/install.md, "Validate clique node labels";
+# docs/prerequisites.md: "GFD generates the `nvidia.com/gpu.clique` node labels required by
+# ComputeDomains"). orchgen never writes it: its value is the fabric's own, read from the hardware.
+LABEL_CLIQUE = "nvidia.com/gpu.clique"
 # NVIDIA Topograph 1.0's label contract (its docs, "Kubernetes engine": `fabric.topograph.run/tier-N`,
 # "Tier 0 is the switch closest to the node; each higher tier is the next switch tier outward";
 # `accelerator.topograph.run/domain`, the accelerator-interconnect (NVLink) domain). Its values are

@@ -46,6 +46,8 @@ CASES: tuple[Case, ...] = (
          why="OKE (RoCE), Ray, KAI Scheduler, kustomize"),
     Case("serving-platform", "serving-platform",
          why="serving platform on EKS: KServe, LeaderWorkerSet, RayService, KEDA, Ingress and HTTPRoute"),
+    Case("nvl72-kubernetes", "nvl72-kubernetes",
+         why="GB200 NVL72 on Kubernetes: the NVIDIA DRA driver, ComputeDomains, the clique Topology"),
 )
 
 

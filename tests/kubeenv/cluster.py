@@ -43,6 +43,15 @@ BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager
 # loaded machine and evict what the tests just placed.
 CONTROLLERS = "*,-node-lifecycle-controller,-node-ipam-controller,-cloud-node-lifecycle-controller," \
               "-service-lb-controller,-node-route-controller,-persistentvolume-attach-detach-controller"
+# Dynamic Resource Allocation on Kubernetes 1.33 (Cluster(dra=True)): beta there with its feature gate
+# off by default (k8s.io/kubernetes v1.33 pkg/features/kube_features.go: DynamicResourceAllocation Beta
+# from 1.32, Default: false) and its API group not served.
+# The gate goes to the API server (the resource.k8s.io fields of PodSpec), the scheduler (its
+# DynamicResources plugin) and the controller manager (the resourceclaim controller, which makes a
+# pod's ResourceClaim from its ResourceClaimTemplate); v1beta1 and v1beta2 are the group's versions in
+# 1.33 (v1 is 1.34's), and a beta API is served only when runtime-config names it.
+DRA_GATE = "DynamicResourceAllocation=true"
+DRA_RUNTIME_CONFIG = "resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
 
 
 def k8s_version() -> str:
@@ -178,8 +187,10 @@ class Cluster:
     """One control plane in `workdir`. Use as a context manager, or call start()/stop()."""
 
     def __init__(self, workdir: Path, admission_config: dict[str, Any] | None = None,
-                 scheduler: bool = True, kwok: bool = True, controllers: bool = True, lws: bool = False):
+                 scheduler: bool = True, kwok: bool = True, controllers: bool = True, lws: bool = False,
+                 dra: bool = False):
         self.dir = workdir
+        self.dra = dra  # serve resource.k8s.io (DRA_GATE, DRA_RUNTIME_CONFIG)
         self.bin = bin_dir()
         self.admission_config = admission_config
         self.with_scheduler = scheduler
@@ -246,6 +257,9 @@ class Cluster:
             "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
             "--authorization-mode=RBAC", f"--cert-dir={c}",
             "--v=1"]
+        gates = [f"--feature-gates={DRA_GATE}"] if self.dra else []
+        if self.dra:
+            args += [*gates, f"--runtime-config={DRA_RUNTIME_CONFIG}"]
         if self.admission_config is not None:
             path = self.dir / "admission.yaml"
             path.write_text(yaml.safe_dump(self.admission_config))
@@ -267,12 +281,12 @@ class Cluster:
                 f"--service-account-private-key-file={c / 'sa.key'}", f"--root-ca-file={c / 'ca.crt'}",
                 "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
                 "--use-service-account-credentials=false", f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}", "--concurrent-job-syncs=10"])
+                f"--authorization-kubeconfig={self.kubeconfig}", "--concurrent-job-syncs=10", *gates])
         if self.with_scheduler:
             self._spawn("kube-scheduler", [
                 "kube-scheduler", kc, "--leader-elect=false", "--bind-address=127.0.0.1",
                 f"--secure-port={free_port()}", f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}"])
+                f"--authorization-kubeconfig={self.kubeconfig}", *gates])
         if self.with_kwok:
             # the stages build.sh takes from KWOK's module (nodes Ready, bound pods Running); naming
             # them also keeps KWOK off a ~/.kwok/kwok.yaml of the user's

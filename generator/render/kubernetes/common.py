@@ -25,6 +25,12 @@ GPU = "nvidia.com/gpu"
 # Queue wiring, per scheduler (label and annotation names checked against upstream sources).
 # (the queue labels, annotations and scheduler names: the gang-scheduler registry, imported above)
 KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+# Kueue 0.19.2 apis/kueue/v1beta2/topology_types.go: all pods in one domain of the level; each slice of
+# podset-slice-size pods in one domain of the slice level (the slice annotations go with a
+# podset-preferred-topology or alone: pkg/controller/jobframework/tas_validation.go)
+KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_SLICE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+KUEUE_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 KAI_PODGROUP_ANNOTATION = "pod-group-name"  # KAI's PodGroupAnnotationForPod
 
 # Tenancy: every tenant namespace carries these labels; schedulers and admission policies select
@@ -289,6 +295,19 @@ def topology_spec_levels(plan: Plan) -> list[dict[str, str]]:
     fabric's on bare metal, the provider's on a cloud), the hostname level last (Kueue allows it
     only there; both take the same shape)."""
     return [{"nodeLabel": lv} for lv in (*topology_levels(plan), fabric.LABEL_HOSTNAME)]
+
+
+def clique_topology_levels(plan: Plan) -> list[dict[str, str]]:
+    """The Kueue Topology of a pool of NVLink domains (`platform.compute_domains`): the fabric's levels,
+    then the NVLink clique GFD labels each tray with (fabric.LABEL_CLIQUE), then the node. A rack's
+    trays under several leaves make one clique domain per leaf in Kueue's tree: a job that requires the
+    clique then stays under one leaf too, stricter than NVLink needs, never looser."""
+    levels = topology_spec_levels(plan)
+    return [*levels[:-1], {"nodeLabel": fabric.LABEL_CLIQUE}, levels[-1]]
+
+
+def clique_topology_name(plan: Plan) -> str:
+    return content_name(f"{plan.name}-nvlink", clique_topology_levels(plan))
 
 
 def topology_name(plan: Plan) -> str:

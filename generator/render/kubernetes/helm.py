@@ -31,8 +31,8 @@ from ...catalog import CATALOG
 from ...errors import OrchgenError
 from ...decide.plan import Plan
 from ...yamlio import dump_yaml
-from . import (cert_manager, efa, gpu_operator, jupyterhub, kai, keda, kserve, kueue, lws, metrics, network_operator,
-               ray, volcano)
+from . import (cert_manager, dra_driver, efa, gpu_operator, jupyterhub, kai, keda, kserve, kueue, lws, metrics,
+               network_operator, ray, volcano)
 
 from ...contract import HELM_DIR, RELEASES_FILE
 
@@ -41,6 +41,8 @@ VALUES: dict[str, Callable[[Plan], dict[str, Any]]] = {
     "cert-manager": cert_manager.values,
     "gpu-operator": gpu_operator.values,
     "network-operator": network_operator.values,
+    # multi-node NVLink (ComputeDomains) on GB200-class pools: dra_driver.py says which values and why
+    "dra-driver-nvidia-gpu": dra_driver.values,
     # The EFA device plugin: its defaults but the GPU node groups' tolerations (efa.py says why)
     "aws-efa-k8s-device-plugin": efa.values,
     "kueue": kueue.values,

@@ -17,9 +17,10 @@ from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
 from ...yamlio import dump_yaml
 from ...spec.fabric import LABEL_HOSTNAME
-from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, content_name, devices, gpu_resources, has_topology,
+from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, clique_topology_levels, clique_topology_name, content_name, devices,
+                     gpu_resources, has_topology,
                      level_topology, meta, namespace_of, node_selector, pool_has_topology, queue_of, slices,
-                     tenant_namespaces, tolerations, topology_name, unique, workloads as kube_workloads)
+                     slice_of, tenant_namespaces, tolerations, topology_name, unique, workloads as kube_workloads)
 from .ray import ray_planned
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -54,7 +55,7 @@ def flavor_topology(plan: Plan, pool: str) -> str | None:
     one-level hosts Topology where they do not but another pool's do (so every ClusterQueue, which
     holds every pool, is topology-only); none on a plane without topology."""
     if pool_has_topology(plan, pool):
-        return topology_name(plan)
+        return clique_topology_name(plan) if pool in plan.platform.compute_domains else topology_name(plan)
     return hosts_topology_name(plan) if has_topology(plan) else None
 
 
@@ -85,15 +86,34 @@ def flavors(plan: Plan) -> list[dict[str, Any]]:
              "spec": flavor_spec(plan, s.pool)} for s in slices(plan)]
 
 
+# The quota'd resource Kueue counts a ComputeDomain's IMEX channel claims as. Kueue 0.19.2 (its DRA
+# integration, beta and on) turns every device a pod's ResourceClaimTemplate requests into a resource
+# through Configuration.resources.deviceClassMappings and holds a workload whose DeviceClass has no
+# mapping inadmissible ("DeviceClass %s is not mapped in DRA configuration", pkg/dra/claims.go); the
+# mapped resource is counted after excludeResourcePrefixes (pkg/workload/workload.go), so it needs quota.
+CHANNEL_RESOURCE = "compute-domain.nvidia.com/channel"
+
+
 def covered(plan: Plan) -> list[str]:
     """cpu, memory, nvidia.com/gpu and each MIG pool's nvidia.com/mig-<profile>: one resource group
-    covers them all (cpu is in every flavor), and a flavor whose nodes lack one quotas it at 0."""
-    return [*COVERED, *gpu_resources(plan)]
+    covers them all (cpu is in every flavor), and a flavor whose nodes lack one quotas it at 0. With
+    ComputeDomains, their channel (CHANNEL_RESOURCE) too."""
+    return [*COVERED, *gpu_resources(plan), *([CHANNEL_RESOURCE] if plan.platform.compute_domains else [])]
+
+
+def _channels(plan: Plan, pool: str, gpus: int) -> int:
+    """IMEX channels in a quota of `gpus` GPUs of `pool`: one per node's worth (a ComputeDomain job's
+    pod is one node's GPUs and claims one channel); 0 off the NVLink pools."""
+    s = slice_of(plan, pool)
+    if pool not in plan.platform.compute_domains or s is None or not s.gpus_per_node:
+        return 0
+    return gpus // s.gpus_per_node
 
 
 def _quota_entry(plan: Plan, tenant: Tenant, pool: str) -> dict[str, Any]:
     q = tenant.quotas[pool]
-    quantities: dict[str, Any] = {"cpu": q.cpus, "memory": f"{q.memory_gib}Gi", **devices(plan, {pool: q.gpus})}
+    quantities: dict[str, Any] = {"cpu": q.cpus, "memory": f"{q.memory_gib}Gi", **devices(plan, {pool: q.gpus}),
+                                  CHANNEL_RESOURCE: _channels(plan, pool, q.gpus)}
     return {"name": flavor_name(plan, pool),
             "resources": [{"name": r, "nominalQuota": quantities[r]} for r in covered(plan)]}
 
@@ -144,6 +164,9 @@ def topology_comment(plan: Plan) -> str:
 def topology(plan: Plan) -> list[dict[str, Any]]:
     """The fabric's Topology, and the hosts Topology where a pool's nodes lack its levels."""
     out = level_topology(plan, API)
+    if out and any(pool_has_topology(plan, p) for p in plan.platform.compute_domains):
+        out.append({"apiVersion": API, "kind": "Topology", "metadata": meta(clique_topology_name(plan)),
+                    "spec": {"levels": clique_topology_levels(plan)}})
     if any(flavor_topology(plan, s.pool) == hosts_topology_name(plan) for s in slices(plan)):
         out.append({"apiVersion": API, "kind": "Topology", "metadata": meta(hosts_topology_name(plan)),
                     "spec": {"levels": [dict(lv) for lv in HOSTS_LEVELS]}})
@@ -247,6 +270,11 @@ def kueue_config(plan: Plan) -> dict[str, Any]:
         # such pod ("resource vpc.amazonaws.com/efa unavailable in ClusterQueue", seen with the real
         # Kueue in tests/test_lws_real.py); configuration_types.go Resources.ExcludeResourcePrefixes
         config["resources"] = {"excludeResourcePrefixes": [net.resource]}
+    if plan.platform.compute_domains:  # the IMEX channel claims as a quota'd resource (CHANNEL_RESOURCE)
+        from .dra_driver import CHANNEL_DEVICE_CLASS
+
+        config.setdefault("resources", {})["deviceClassMappings"] = [
+            {"name": CHANNEL_RESOURCE, "deviceClassNames": [CHANNEL_DEVICE_CLASS]}]
     if len(plan.tenants) > 1:  # ClusterQueues' fairSharing.weight only counts with this on
         config["fairSharing"] = {k: list(v) for k, v in FAIR_SHARING.items()}
     return config

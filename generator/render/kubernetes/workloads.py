@@ -18,8 +18,10 @@ from typing import Any
 
 from ... import schedulers
 from ...decide.plan import Plan, WorkloadDecision
-from . import fabric_wiring, gang, pod_security, priority, ray, serving
-from .common import (KAI_PODGROUP_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY, TRAIN_IMAGE, PodShape,
+from ...spec import fabric
+from . import dra_driver, fabric_wiring, gang, pod_security, priority, ray, serving
+from .common import (KAI_PODGROUP_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY, KUEUE_REQUIRED_TOPOLOGY,
+                     KUEUE_SLICE_REQUIRED_TOPOLOGY, KUEUE_SLICE_SIZE, TRAIN_IMAGE, PodShape,
                          dns1035, indexed_name, meta, namespace_of, node_selector, pool_has_topology,
                          preferred_level, queue_of, resources, shape, tolerations, topology_levels, topology_name)
 
@@ -88,9 +90,28 @@ def _tas_annotations(plan: Plan, w: WorkloadDecision, sh: PodShape) -> dict[str,
     shared level) when it fits (preferred). Only on a pool whose flavor has the topology: Kueue
     cannot admit a TAS workload to a flavor without one."""
     s = schedulers.get(plan.gang_scheduler)
-    if s and s.topology_wiring == "podset-annotation" and pool_has_topology(plan, w.pool) and sh.pods > 1:
-        return {KUEUE_PREFERRED_TOPOLOGY: preferred_level(plan)}
-    return {}
+    if not (s and s.topology_wiring == "podset-annotation" and pool_has_topology(plan, w.pool) and sh.pods > 1):
+        return {}
+    if dra_driver.applies(plan, w, sh):  # multi-node NVLink reaches only within one clique
+        size = dra_driver.domain_size(plan, w.pool)
+        if sh.pods <= size:
+            return {KUEUE_REQUIRED_TOPOLOGY: fabric.LABEL_CLIQUE}
+        # bigger than a rack: slices of whole cliques (the largest divisor of the pods that fits one,
+        # so that the slices cover the job exactly), the job as a whole under one leaf where it fits
+        slice_pods = max(d for d in range(1, size + 1) if sh.pods % d == 0)
+        return {KUEUE_PREFERRED_TOPOLOGY: preferred_level(plan),
+                KUEUE_SLICE_REQUIRED_TOPOLOGY: fabric.LABEL_CLIQUE, KUEUE_SLICE_SIZE: str(slice_pods)}
+    return {KUEUE_PREFERRED_TOPOLOGY: preferred_level(plan)}
+
+
+def _domain(plan: Plan, w: WorkloadDecision, sh: PodShape) -> list[dict[str, Any]]:
+    """The job's ComputeDomain, first (its pods' channel template comes from it), on a pool of NVLink domains."""
+    return [dra_driver.compute_domain(plan, w, sh)] if dra_driver.applies(plan, w, sh) else []
+
+
+def _nvlink(plan: Plan, w: WorkloadDecision, sh: PodShape, template: dict[str, Any]) -> dict[str, Any]:
+    """The pod template claiming the job's IMEX channel (dra_driver.claim) where it has a ComputeDomain."""
+    return dra_driver.claim(w, template) if dra_driver.applies(plan, w, sh) else template
 
 
 def _group_priority(plan: Plan) -> bool:
@@ -114,9 +135,9 @@ def indexed_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
            "spec": {"completionMode": "Indexed", "completions": sh.pods, "parallelism": sh.pods,
                     # a gang is restarted as a whole, not pod by pod
                     "backoffLimit": 0 if w.gang_scheduler_required else 3,
-                    "template": fabric_wiring.wire(plan, w, sh, _template(plan, w, spec, sel,
-                                                                          _tas_annotations(plan, w, sh)))}}
-    return ([_headless_service(w, sel)] if sh.pods > 1 else []) + [job]
+                    "template": _nvlink(plan, w, sh, fabric_wiring.wire(plan, w, sh, _template(
+                        plan, w, spec, sel, _tas_annotations(plan, w, sh))))}}
+    return _domain(plan, w, sh) + ([_headless_service(w, sel)] if sh.pods > 1 else []) + [job]
 
 
 def volcano_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
@@ -130,8 +151,8 @@ def volcano_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
     job_spec: dict[str, Any] = {
         "schedulerName": "volcano", "queue": queue_of(w.tenant), "minAvailable": gang, "maxRetry": 3,
         "tasks": [{"name": "worker", "replicas": sh.pods, "minAvailable": gang,
-                   "template": fabric_wiring.wire(plan, w, sh, {"metadata": {"labels": {"orchgen.io/workload": w.name}},
-                                                                "spec": spec})}],
+                   "template": _nvlink(plan, w, sh, fabric_wiring.wire(
+                       plan, w, sh, {"metadata": {"labels": {"orchgen.io/workload": w.name}}, "spec": spec}))}],
     }
     if _group_priority(plan):
         job_spec["priorityClassName"] = priority.class_of(plan, w)
@@ -143,8 +164,8 @@ def volcano_job(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
                                 {"event": "PodFailed", "action": "RestartJob"}]
         if topology_levels(plan):  # HyperNodes exist (listed on bare metal, discovered by label on a cloud)
             job_spec["networkTopology"] = {"mode": "soft"}  # prefer the fewest HyperNode tiers
-    return [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-             "metadata": meta(name, namespace_of(w.tenant)), "spec": job_spec}]
+    return _domain(plan, w, sh) + [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                    "metadata": meta(name, namespace_of(w.tenant)), "spec": job_spec}]
 
 
 def kai_gang(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
@@ -156,7 +177,7 @@ def kai_gang(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
     if pool_has_topology(plan, w.pool):
         pg_spec["topologyConstraint"] = {"topology": topology_name(plan),
                                          "preferredTopologyLevel": preferred_level(plan)}
-    out: list[dict[str, Any]] = [{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+    out: list[dict[str, Any]] = _domain(plan, w, sh) + [{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
                                   "metadata": meta(pg_name, namespace_of(w.tenant),
                                                    labels=gang.for_pods(plan, w.tenant).labels),
                                   "spec": pg_spec}]
@@ -170,7 +191,8 @@ def kai_gang(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
             env.append({"name": "NODE_RANK", "value": str(rank)})
         spec = _pod_spec(plan, w, sh, forever=False, restart="Never", env=env)
         spec.update({"hostname": f"{stem}-{rank}", "subdomain": dns1035(w.name)} if sh.pods > 1 else {})
-        template = fabric_wiring.wire(plan, w, sh, _template(plan, w, spec, sel, {KAI_PODGROUP_ANNOTATION: pg_name}))
+        template = _nvlink(plan, w, sh, fabric_wiring.wire(
+            plan, w, sh, _template(plan, w, spec, sel, {KAI_PODGROUP_ANNOTATION: pg_name})))
         md = meta(f"{w.name}-{rank}", namespace_of(w.tenant), labels=template["metadata"]["labels"],
                   annotations=template["metadata"]["annotations"])
         out.append({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": template["spec"]})
