@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from generator.spec.checks import pool_hostnames
-from generator.spec.load import load as load_fleet
+from generator.spec import load as load_fleet  # the function: importing the submodule generator.spec.load would shadow it (generator/spec/__init__.py)
 
 WORKLOAD_LABEL = "orchgen.io/workload"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -26,7 +26,7 @@ import yaml
 
 from generator.decide.platform import pool_taints
 from generator.spec import hardware
-from generator.spec.load import load as load_fleet
+from generator.spec import load as load_fleet  # the function: importing the submodule generator.spec.load would shadow it (generator/spec/__init__.py)
 from generator.spec.checks import pool_hostnames, pool_node_labels
 
 from tests._consumers import helm_objects
