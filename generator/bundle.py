@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import OrchgenError
+from .entry import held
 
 MARKER = ".orchgen-bundle"
 MARKER_TEXT = b"This directory is written by `orchgen plan`; edits here are replaced on the next run.\n"
@@ -391,8 +392,9 @@ def _write_locked(files: Files, target: Path, force: bool, shown: str, fleet: st
             shutil.rmtree(stage)  # now holds the previous bundle
             return gone
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-old-", dir=target.parent))
-        os.rename(target, old / "b")
-        os.rename(stage, target)
+        with held():  # a signal between the two renames would leave no bundle at `target`
+            os.rename(target, old / "b")
+            os.rename(stage, target)
         shutil.rmtree(old)
         return gone
     except BaseException:
