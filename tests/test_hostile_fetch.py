@@ -526,3 +526,20 @@ def test_a_huge_repository_in_a_bundle_is_cut_in_the_refusal(tmp_path, repo):
     line = refused(run("validate", bundle, env=cache_env(tmp_path)), r"^orchgen: ")
     assert len(line) < 2_100 and line.endswith("more)"), len(line)  # the CLI's 2,000-character cap
     assert repo.connections == 0
+
+
+def test_an_archive_of_too_many_files_is_refused(tmp_path, monkeypatch):
+    """The member cap (MAX_FILES) of an archive: counted while unpacking, nothing left in the cache."""
+    from generator.validate import charts
+
+    name, version, home = KUEUE
+    many = [(_member(f"{name}/templates/t{i}.yaml", size=2), b"x\n") for i in range(8)]
+    monkeypatch.setattr(charts, "MAX_FILES", 5)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    target = charts.blob_dir("0" * 64)
+    with pytest.raises(charts.FetchError, match="the archive holds more than 5 files"):
+        charts._unpack(chart_archive(name, version, many), charts.Pin(home, name, version), target)
+    assert not target.exists() and not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))
+    monkeypatch.setattr(charts, "MAX_FILES", 20)
+    charts._unpack(chart_archive(name, version, many), charts.Pin(home, name, version), target)
+    assert (target / "Chart.yaml").is_file() and len(list((target / "templates").iterdir())) == 8
