@@ -453,3 +453,27 @@ def test_a_signal_ends_orchgen_with_one_line_and_exit_2(tmp_path, sig):
     assert err == f"orchgen: stopped by {sig}\n", err
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], "a staging folder was left"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_discover_reads_its_inventory_bounded(tmp_path, kind):
+    """discover's HOSTS.yaml (a bundle's bringup/inventory.yaml, which a pull request may edit): a FIFO hung
+    it, and a link to /dev/zero was read until memory ran out. Refused before a byte is read now."""
+    import resource
+
+    inventory = tmp_path / "inventory.yaml"
+    if kind == "fifo":
+        os.mkfifo(inventory)
+    else:
+        inventory.symlink_to("/dev/zero")
+
+    def capped() -> None:  # a regression reads /dev/zero until memory runs out: 4 GiB here, not the machine's
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    done = subprocess.run([*orchgen_argv(), "discover", str(EXAMPLES / "research-lab.yaml"), str(inventory), "-o",
+                           str(tmp_path / "facts.yaml")], capture_output=True, text=True, env=cli_env(),
+                          timeout=60, preexec_fn=capped)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr == f"orchgen: {inventory}: is {'a FIFO (named pipe)' if kind == 'fifo' else 'a device'}, " \
+                          "not a regular file\n", done.stderr
+    assert not (tmp_path / "facts.yaml").exists()
