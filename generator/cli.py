@@ -745,8 +745,11 @@ def main(argv: list[str] | None = None) -> None:
 
     trap()  # again for `python -m generator.cli`; the console script (generator/entry.py) trapped them first
     try:
-        _main(argv)
-    except Stopped as exc:  # SIGINT, SIGTERM, SIGHUP: the cleanups ran on the way here; one line, exit 2
+        try:
+            _main(argv)
+        except Stopped as exc:  # SIGINT, SIGTERM, SIGHUP: the cleanups ran on the way here; one line, exit 2
+            stopped(exc)
+    except Stopped as exc:  # a second signal before the first one's line was said
         stopped(exc)
     finally:  # the work is done (or said): a signal while Python shuts down no longer changes the exit code
         quiet()

@@ -88,4 +88,7 @@ def main() -> None:
         from .cli import main as cli_main  # the CLI's imports happen here, signals trapped
     except Stopped as exc:
         stopped(exc)
-    cli_main()
+    try:
+        cli_main()
+    except Stopped as exc:  # a signal inside cli.main's own handling of one
+        stopped(exc)
