@@ -165,6 +165,20 @@ def _read(path: Path, what: str) -> str:
         raise OrchgenError(f"cannot read: {exc.strerror or exc}", str(path), None, what) from None
 
 
+def _write_new(path: Path, data: bytes) -> None:
+    """Write a new file at `path` itself: never through a link put there meanwhile, never over a file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise OrchgenError(f"cannot write: {exc.strerror or exc}", str(path)) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
 def _dns(name: str, fallback: str) -> str:
     out = _DNS.sub("-", name.lower()).strip("-")[:63].strip("-")
     return out or fallback
@@ -194,8 +208,9 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
     for problem in conf.problems:
         report.fatal.append(Item(f"{problem.file}:{problem.line}", problem.message))
     base = src.slurm_conf.parent
-    gres = _optional(src.gres, base / "gres.conf", "--gres", report)
-    cgroup = _optional(src.cgroup, base / "cgroup.conf", "--cgroup", report)
+    gres = _optional(src.gres, None if src.gres else _beside(src, "gres.conf", "--gres"), "--gres", report)
+    cgroup = _optional(src.cgroup, None if src.cgroup else _beside(src, "cgroup.conf", "--cgroup"), "--cgroup",
+                       report)
 
     doc: dict[str, Any] = {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet"}
     slurm_opts: dict[str, Any] = {}
@@ -376,10 +391,14 @@ def import_slurm(src: Sources, out: Path, slurm_version: str | None = None) -> t
 
     # plan it, and carry whatever orchgen does not write as the site has it (the topology copy must be
     # beside workload.yaml for that; it goes again if planning refuses)
-    written = [out.parent / n for n in extra if not (out.parent / n).exists()]
-    for path in written:
-        path.write_bytes(extra[path.name])
+    written: list[Path] = []
     try:
+        for name, data in extra.items():
+            path = out.parent / name
+            if os.path.lexists(path):  # a link there, dangling or not, is not written through (issue 40)
+                continue
+            _write_new(path, data)
+            written.append(path)
         # where a field of the imported workload came from: a refusal while planning names the site's line
         origin = {f"options.slurm.partitions[{i}]": w for i, w in enumerate(part_wheres)}
         origin.update({f"fleet.pools[{i}]": n.record.where for i, n in enumerate(pool_keys.values())})
@@ -438,8 +457,25 @@ def _fatal(item: Item) -> OrchgenError:
     return OrchgenError(item.what, file or item.where, int(line) if line.isdigit() and int(line) else None)
 
 
-def _optional(given: Path | None, beside: Path, flag: str, report: Report) -> slurmconf.Config | None:
-    path = given or (beside if beside.is_file() else None)
+def _beside(src: Sources, name: str, flag: str) -> Path | None:
+    """The site's file `name` beside slurm.conf (None: there is none), read only where it stays inside
+    slurm.conf's folder (or an --input-root) once `..` and links are followed, as an Include is
+    (spec/slurmconf.read): a gres.conf, cgroup.conf, topology file or job_submit.lua that is a link out
+    of the folder would carry another file's content into workload.yaml (issue 40). A file named on the
+    command line (`flag`) is read where it is."""
+    path = src.slurm_conf.parent / name
+    if not os.path.lexists(path):
+        return None
+    real = os.path.realpath(path)
+    tops = [os.path.realpath(src.slurm_conf.parent), *(os.path.realpath(r) for r in src.roots)]
+    if not any(real.startswith(top.rstrip(os.sep) + os.sep) for top in tops):
+        raise _fatal(Item(str(path), f"leads outside the folder of {src.slurm_conf.name} (a symbolic "
+                          f"link): not read; give the file with {flag} to read it"))
+    return path if path.is_file() else None
+
+
+def _optional(given: Path | None, beside: Path | None, flag: str, report: Report) -> slurmconf.Config | None:
+    path = given or beside
     if path is None:
         return None
     text = _read(path, flag)
@@ -580,8 +616,8 @@ def _fabric(src: Sources, conf: slurmconf.Config, g: dict[str, slurmconf.Record]
     topo = src.topology
     if topo is None:
         plugin = g.get("topologyplugin")
-        beside = src.slurm_conf.parent / "topology.conf"
-        yaml = src.slurm_conf.parent / "topology.yaml"
+        beside = _beside(src, "topology.conf", "--topology") or src.slurm_conf.parent / "topology.conf"
+        yaml = _beside(src, "topology.yaml", "--topology") or src.slurm_conf.parent / "topology.yaml"
         # the release the import plans for (--slurm-version, else options.slurm_version's default)
         m = re.match(r"(\d+)\.(\d+)", slurm_version or Options.model_fields["slurm_version"].default)
         release = (int(m[1]), int(m[2])) if m else (99, 99)  # a version the plan refuses later, with its line
@@ -1136,8 +1172,8 @@ def _site_files(g: dict[str, slurmconf.Record], src: Sources, report: Report) ->
     out = {}
     plugins = g.get("jobsubmitplugins")
     if plugins and "lua" in plugins.pairs[0].value.split(","):
-        lua = src.slurm_conf.parent / "job_submit.lua"
-        if lua.is_file():
+        lua = _beside(src, "job_submit.lua", "--input-root DIR (the folder it leads to)")
+        if lua is not None:
             out["job_submit.lua"] = _read(lua, "job_submit.lua")
             report.carried.append(Item(str(lua), "job_submit.lua: shipped verbatim beside slurm.conf"))
         else:

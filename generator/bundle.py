@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import OrchgenError
+from .entry import held
 
 MARKER = ".orchgen-bundle"
 MARKER_TEXT = b"This directory is written by `orchgen plan`; edits here are replaced on the next run.\n"
@@ -89,7 +90,13 @@ def manifest(target: Path) -> Manifest | None:
     path = Path(target) / MARKER
     if not path.is_file() or path.is_symlink():
         return None
-    lines = path.read_bytes().decode("utf-8", "replace").splitlines()
+    from .spec.inputs import Refused
+
+    try:  # a regular file, read bounded: a committed bundle may hold anything under this name
+        data = read_inside(target, MARKER, _MAX_OWN)
+    except (LinkOutside, Refused, OSError):
+        return None
+    lines = data.decode("utf-8", "replace").splitlines()
     if _FILES not in lines:
         return Manifest(None, None)
     fleet = next((line[len(_FLEET):] for line in lines if line.startswith(_FLEET)), "") or None
@@ -259,9 +266,11 @@ def _foreign(target: Path, owned: set[str], bundle: bool) -> list[str]:
 
 def _fleet_on_disk(target: Path) -> str | None:
     """The fleet of a bundle whose marker lists nothing (an orchgen before issue 39): its plan.json's."""
-    try:
-        return fleet_of({"plan.json": (target / "plan.json").read_bytes()})
-    except OSError:
+    from .spec.inputs import Refused
+
+    try:  # never through a link out of the bundle, never /dev/zero: a plan.json linked there grew past 20 GB
+        return fleet_of({"plan.json": read_inside(target, "plan.json", _MAX_OWN)})
+    except (LinkOutside, Refused, OSError):
         return None
 
 
@@ -391,8 +400,9 @@ def _write_locked(files: Files, target: Path, force: bool, shown: str, fleet: st
             shutil.rmtree(stage)  # now holds the previous bundle
             return gone
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-old-", dir=target.parent))
-        os.rename(target, old / "b")
-        os.rename(stage, target)
+        with held():  # a signal between the two renames would leave no bundle at `target`
+            os.rename(target, old / "b")
+            os.rename(stage, target)
         shutil.rmtree(old)
         return gone
     except BaseException:
@@ -400,6 +410,9 @@ def _write_locked(files: Files, target: Path, force: bool, shown: str, fleet: st
         raise
 
 
+# orchgen's own files of a bundle it reads to decide whose the folder is (the marker, plan.json): far
+# below this, which a committed folder of a stranger's may still exceed (spec.inputs.MAX_INPUT_BYTES)
+_MAX_OWN = 16 << 20
 MAX_READ = 1 << 30  # a bundle file orchgen compares (--check, --diff, --against); validate reads at most 16 MiB
 OUTSIDE = "is a symbolic link leading outside the bundle: not read"
 

@@ -741,6 +741,21 @@ class _Closed(io.TextIOBase):
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .entry import Stopped, quiet, stopped, trap
+
+    trap()  # again for `python -m generator.cli`; the console script (generator/entry.py) trapped them first
+    try:
+        try:
+            _main(argv)
+        except Stopped as exc:  # SIGINT, SIGTERM, SIGHUP: the cleanups ran on the way here; one line, exit 2
+            stopped(exc)
+    except Stopped as exc:  # a second signal before the first one's line was said
+        stopped(exc)
+    finally:  # the work is done (or said): a signal while Python shuts down no longer changes the exit code
+        quiet()
+
+
+def _main(argv: list[str] | None) -> None:
     if sys.stdout is None:
         sys.stdout = _Closed()
     try:

@@ -86,8 +86,16 @@ def _text(value: Any, n: int = 200) -> str:
 
 def read_inventory(path: str) -> list[Host]:
     """The hosts of an Ansible YAML inventory (all: hosts/vars/children), each with its merged vars."""
+    from .spec.inputs import Refused, read_bounded
+
+    try:  # a regular file of at most 16 MiB: a FIFO hung here, and /dev/zero was read until memory ran out
+        text = read_bounded(path).decode("utf-8", errors="replace")
+    except Refused as exc:
+        raise OrchgenError(str(exc), path) from None
+    except OSError as exc:
+        raise OrchgenError(f"cannot read: {exc.strerror or exc}", path) from None
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise OrchgenError(f"not YAML: {_text(getattr(exc, 'problem', exc))}", path,

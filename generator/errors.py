@@ -92,6 +92,12 @@ _URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.-]{0,31}://[^/\s@'\"?#:]*:[^/\s
 _HTTP_USER = re.compile(r"(?i)\bhttps?://[^/\s@'\"?#]+@")
 
 
+# a password or token assigned in a value's options (`password=...` first or after `,` or a blank, as a
+# Slurm option list or a connection string writes it); a path or a reference (`$VAR`, `<...>`) is none
+_ASSIGNED = re.compile(r"(?i)(?:^|[,\s])(?:password|passwd|pwd|secret|token|access_token|private_token)"
+                       r"=(?![$<{/]|\s|$)")
+
+
 def secret_in(text: str) -> str | None:
     """What in `text` looks like a credential (a URL's user and password, a token in a query string,
     one of TOKEN_SHAPES), in words that never repeat it; None when nothing does."""
@@ -99,6 +105,8 @@ def secret_in(text: str) -> str | None:
         return "a user or password in a URL"
     if _QUERY_TOKEN.search(text):
         return "a token in a URL's query string"
+    if _ASSIGNED.search(text):
+        return "a password or token assigned in the value"
     for what, rx in _SHAPES:
         if rx.search(text):
             return what

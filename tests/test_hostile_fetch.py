@@ -526,3 +526,46 @@ def test_a_huge_repository_in_a_bundle_is_cut_in_the_refusal(tmp_path, repo):
     line = refused(run("validate", bundle, env=cache_env(tmp_path)), r"^orchgen: ")
     assert len(line) < 2_100 and line.endswith("more)"), len(line)  # the CLI's 2,000-character cap
     assert repo.connections == 0
+
+
+def test_an_archive_of_too_many_files_is_refused(tmp_path, monkeypatch):
+    """The member cap (MAX_FILES) of an archive: counted while unpacking, nothing left in the cache."""
+    from generator.validate import charts
+
+    name, version, home = KUEUE
+    many = [(_member(f"{name}/templates/t{i}.yaml", size=2), b"x\n") for i in range(8)]
+    monkeypatch.setattr(charts, "MAX_FILES", 5)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    target = charts.blob_dir("0" * 64)
+    with pytest.raises(charts.FetchError, match="the archive holds more than 5 files"):
+        charts._unpack(chart_archive(name, version, many), charts.Pin(home, name, version), target)
+    assert not target.exists() and not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))
+    monkeypatch.setattr(charts, "MAX_FILES", 20)
+    charts._unpack(chart_archive(name, version, many), charts.Pin(home, name, version), target)
+    assert (target / "Chart.yaml").is_file() and len(list((target / "templates").iterdir())) == 8
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "secret"])
+def test_an_old_bundles_plan_json_is_not_read_through_a_link(dev_bundle, tmp_path, target):
+    """A bundle written before the manifest (its marker lists no files) is told by its plan.json's fleet name:
+    that plan.json, a link to /dev/zero, was read whole (past 20 GB, then killed); a link out of the bundle
+    was read as the fleet's. Neither is read now: the fleet is unknown, and --force is asked for."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(dev_bundle, out)
+    (out / ".orchgen-bundle").write_bytes((out / ".orchgen-bundle").read_bytes().split(b"\n")[0] + b"\n")
+    (tmp_path / "secret").write_text('{"name": "research-lab"}\n')
+    (out / "plan.json").unlink()
+    (out / "plan.json").symlink_to(target if target.startswith("/") else tmp_path / target)
+    import resource
+
+    def capped() -> None:  # a regression reads /dev/zero until memory runs out: 4 GiB here, not the machine's
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    proc = run_cli(("plan", REPO / "examples" / "research-lab.yaml", "-o", out, "-q"), capture_output=True,
+                   text=True, cwd=REPO, timeout=60, preexec_fn=capped)
+    lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith("orchgen: warning: ")]  # the example's own
+    assert proc.returncode == 2 and len(lines) == 1, (proc.returncode, proc.stderr)
+    assert lines[0].startswith(f"orchgen: {out}: holds the bundle of fleet (unknown), not research-lab; pass --force")
+    assert (out / "plan.json").is_symlink()

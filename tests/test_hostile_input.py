@@ -106,13 +106,24 @@ def test_a_site_credential_key_in_workload_yaml_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("line", ["JobCompLoc=http://elastic:hunter2x@es.example.com:9200/slurm",
-                                  "JobCompLoc=https://es.example.com/slurm?token=hunter2x"])
+                                  "JobCompLoc=https://es.example.com/slurm?token=hunter2x",
+                                  "JobCompLoc=https://elastic%3Ahunter2x@es.example.com/slurm",
+                                  "AccountingStorageParameters=SSL_CA=/etc/ca.pem,password=hunter2x"])
 def test_import_slurm_never_carries_a_password_in_a_url(tmp_path, line):
     done = _import(tmp_path, MINIMAL + "JobCompType=jobcomp/elasticsearch\n" + line + "\n")
     written = (tmp_path / "workload.yaml").read_text() if done.returncode == 0 else ""
     assert "hunter2x" not in done.stdout + done.stderr + written, (done.stdout, written)
     assert done.returncode in (0, 2) and "Traceback" not in done.stderr
     assert "refused" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("value", ["password=hunter2x", "SSL_CA=/etc/ca.pem,password=hunter2x", "x token=hunter2x"])
+def test_a_password_assigned_in_a_site_value_is_refused(tmp_path, value):
+    doc = _base()
+    doc["site"] = {"slurm_conf": {"keys": [{"key": "AccountingStorageParameters", "value": value,
+                                            "reason": "the site's"}]}}
+    err = _refused(tmp_path, doc, "site.slurm_conf.keys[0].value", "credential")
+    assert "hunter2x" not in err
 
 
 def test_validate_flags_a_token_shaped_value_in_any_bundle_file(tmp_path):
@@ -124,6 +135,10 @@ def test_validate_flags_a_token_shaped_value_in_any_bundle_file(tmp_path):
     found = list(secrets_check.scan("url: https://bob:pa55word@db.example.com/x\n"))
     assert [n for n, _ in found] == [1]
     assert not list(secrets_check.scan("repo: ssh://git@github.com/org/repo\nweights: hf://meta-llama/x\n"))
+    # Slurm's credential keys (spec/site.py CREDENTIAL_KEYS) with a literal value, as a hand edit would add them
+    for line in ("AccountingStoragePass=hunter2x", "JobCompPass=hunter2x", "StoragePass=hunter2x"):
+        assert [n for n, _ in secrets_check.scan(f"# x\n{line}\n")] == [2], line
+    assert not list(secrets_check.scan("#AccountingStoragePass=hunter2x\nAccountingStorageHost=db\n"))
 
 
 # ----------------------------------------------------------------------------------- 2. bounded everything
@@ -193,6 +208,22 @@ def test_simulating_more_jobs_than_the_limit_is_refused_with_the_limit(tmp_path)
     doc["workloads"][0].update(jobs_per_day=10_000_000, runtime="00:10:00")
     err = _refused(tmp_path, doc, "jobs_per_day", f"{jobs.MAX_SIMULATED_JOBS:,}", command="simulate")
     assert "fleet.yaml:" in err
+
+
+def test_a_trace_of_more_jobs_than_the_limit_is_refused(tmp_path, monkeypatch):
+    """A trace replays one job per row: 5 million rows (its row bound) were 5 million jobs, gigabytes; the
+    bound of a drawn demand holds for a trace too."""
+    from generator.simulate import jobs
+
+    monkeypatch.setattr(jobs, "MAX_SIMULATED_JOBS", 3)
+    trace = tmp_path / "trace.csv"
+    trace.write_text("submit_time,gpus,nodes,duration\n" + "".join(f"{i},8,1,60\n" for i in range(5)))
+    plan = __import__("generator.decide", fromlist=["make_plan"]).make_plan(spec.load(_write(tmp_path, BASE)),
+                                                                             str(tmp_path / "fleet.yaml"))
+    with pytest.raises(OrchgenError) as exc:
+        jobs.from_trace(plan, trace)
+    assert exc.value.line == 5 and "more than the 3 orchgen simulates at once" in exc.value.message
+    assert len(jobs.from_trace(plan, _write(tmp_path, "submit_time,gpus,nodes,duration\n0,8,1,60\n", "t.csv"))) == 1
 
 
 def test_a_huge_unknown_key_is_cut_in_the_error_line(tmp_path):
@@ -334,3 +365,156 @@ def test_no_spec_regex_lets_a_trailing_newline_through():
             if isinstance(rx, re.Pattern) and rx.pattern.endswith("$"):
                 source = Path(module.__file__).read_text()
                 assert f"{name}.match(" not in source and f"{name}.search(" not in source, name
+
+
+# ------------------------------------------------------------------- 4. a site's files and the signals (round 2)
+
+LUA_SITE = MINIMAL.replace("GresTypes=gpu\n", "GresTypes=gpu\nJobSubmitPlugins=lua\nTopologyPlugin=topology/tree\n")
+BESIDE = {  # a file import slurm reads beside slurm.conf when no flag names one, with content it would carry
+    "gres.conf": "Name=gpu Type=h100 File=/dev/nvidia[0-7] # leakedvalue4711\n",
+    "cgroup.conf": "ConstrainCores=yes # leakedvalue4711\n",
+    "job_submit.lua": "-- leakedvalue4711\nfunction slurm_job_submit(d, p, u) return slurm.SUCCESS end\n",
+    "topology.conf": "SwitchName=leakedvalue4711 Nodes=gpu[01-04]\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BESIDE))
+def test_import_does_not_read_a_site_file_linked_out_of_its_folder(tmp_path, name):
+    """Its Include was confined (issue 22); gres.conf, cgroup.conf, job_submit.lua and the topology file
+    beside slurm.conf were read through a link anywhere, and job_submit.lua copied whole into workload.yaml."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / name).write_text(BESIDE[name])
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / name).symlink_to(elsewhere / name)
+    done = _import(tmp_path, LUA_SITE)
+    err = _one_line_refusal(done, tmp_path, f"site/{name}: leads outside the folder of slurm.conf")
+    assert len(err.splitlines()) == 1 and "leakedvalue4711" not in done.stdout + err
+    # a link that stays inside the folder, or leads into an --input-root, is read as before
+    done = _import(tmp_path, LUA_SITE, "--input-root", str(elsewhere))
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "workload.yaml").unlink()
+    if name == "job_submit.lua":
+        (tmp_path / "site" / name).unlink()
+        (tmp_path / "site" / "lua").mkdir()
+        (tmp_path / "site" / "lua" / name).write_text(BESIDE[name])
+        (tmp_path / "site" / name).symlink_to(Path("lua") / name)
+        assert _import(tmp_path, LUA_SITE).returncode == 0
+
+
+def test_import_does_not_write_the_topology_copy_through_a_link(tmp_path):
+    """The topology file is copied beside workload.yaml: a dangling link there made orchgen create the file
+    where the link leads (and then remove the link, a file orchgen did not write)."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "topology.conf").write_text("SwitchName=s1 Nodes=gpu[01-04]\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "topology.conf").symlink_to(elsewhere / "planted")
+    done = _import(tmp_path, LUA_SITE.replace("JobSubmitPlugins=lua\n", ""), out="out/workload.yaml")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert not any(elsewhere.iterdir()) and (out / "topology.conf").is_symlink()
+    assert sorted(p.name for p in out.iterdir()) == ["topology.conf"]
+
+
+def test_a_fleet_past_the_node_limit_is_refused_before_its_hostnames_are_expanded(tmp_path):
+    """256 pools of 65,536 named nodes each: every name was expanded and checked (97 s, 1.5 GB) before the
+    fleet's size was refused."""
+    from generator.spec.models import MAX_FLEET_NODES, MAX_NODES_PER_POOL, MAX_POOLS
+
+    doc = _base()
+    pool = doc["fleet"]["pools"][0]
+    doc["fleet"]["pools"] = [{**pool, "name": f"p{i}", "nodes": MAX_NODES_PER_POOL,
+                              "hostnames": f"g{i}n[00001-{MAX_NODES_PER_POOL:05d}]"} for i in range(MAX_POOLS)]
+    doc["fleet"]["fabric"]["nodes_per_leaf"] = 64
+    doc["workloads"][0]["pool"] = "p0"
+    started = time.monotonic()
+    _refused(tmp_path, doc, f"fleet.pools: the fleet has {MAX_POOLS * MAX_NODES_PER_POOL} nodes; orchgen plans "
+                            f"at most {MAX_FLEET_NODES}", command="recommend")
+    assert time.monotonic() - started < 20
+
+
+def _foreground() -> None:
+    """In the child: the three signals at their defaults, as in a terminal's foreground (a CI runner's
+    background job inherits SIGINT ignored, which orchgen keeps ignoring, as it should)."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_ends_orchgen_with_one_line_and_exit_2(tmp_path, sig):
+    """A CI runner's SIGTERM (or a closed terminal's SIGHUP) killed orchgen without a word (exit -15), and a
+    Ctrl-C printed an empty line before its message (at start, a traceback). Here orchgen is surely running
+    when the signal comes: `init` waits at its first question on a terminal. (A signal that lands after
+    Python's input() has begun but before its read() blocks is seen only at the next one: CPython's race,
+    not orchgen's; a Ctrl-C there is pressed again. The signal is sent again after 5 s for that reason.)"""
+    import pty
+    import signal
+
+    primary, secondary = pty.openpty()
+    out = tmp_path / "workload.yaml"
+    try:
+        proc = subprocess.Popen([*orchgen_argv(), "init", "-o", str(out)], stdin=secondary, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=cli_env(), preexec_fn=_foreground)
+        os.close(secondary)
+        assert b"Fleet name" in proc.stdout.read(len("Fleet name")), "init asked nothing"
+        time.sleep(0.3)  # into its read of the answer
+        proc.send_signal(getattr(signal, sig))
+        try:
+            _, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(getattr(signal, sig))
+            _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(primary)
+    assert proc.returncode == 2, (proc.returncode, err)
+    assert err.decode() == f"orchgen: stopped by {sig}\n", err
+    assert not out.exists()
+
+
+def test_a_signal_during_a_plan_leaves_the_bundle_whole(tmp_path):
+    """A bundle being replaced when SIGTERM comes is the old one or the new one, never half of either, and no
+    staging folder is left (the cleanups run); the exit is 2 with one line, or 0 where the plan was done."""
+    import signal
+
+    out = tmp_path / "out"
+    assert run_orchgen("plan", EXAMPLES / "superpod.yaml", "-o", out, "-q").returncode == 0
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    for delay in (0.3, 0.6, 0.9):
+        proc = _example_run("plan", str(EXAMPLES / "superpod.yaml"), "-o", str(out), "-q", stdout=subprocess.PIPE,
+                            preexec_fn=_foreground)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode in (0, 2), (proc.returncode, err)
+        if proc.returncode == 2:
+            assert err == "orchgen: stopped by SIGTERM\n", err
+        assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], "a staging folder was left"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_discover_reads_its_inventory_bounded(tmp_path, kind):
+    """discover's HOSTS.yaml (a bundle's bringup/inventory.yaml, which a pull request may edit): a FIFO hung
+    it, and a link to /dev/zero was read until memory ran out. Refused before a byte is read now."""
+    import resource
+
+    inventory = tmp_path / "inventory.yaml"
+    if kind == "fifo":
+        os.mkfifo(inventory)
+    else:
+        inventory.symlink_to("/dev/zero")
+
+    def capped() -> None:  # a regression reads /dev/zero until memory runs out: 4 GiB here, not the machine's
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    done = subprocess.run([*orchgen_argv(), "discover", str(EXAMPLES / "research-lab.yaml"), str(inventory), "-o",
+                           str(tmp_path / "facts.yaml")], capture_output=True, text=True, env=cli_env(),
+                          timeout=60, preexec_fn=capped)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr == f"orchgen: {inventory}: is {'a FIFO (named pipe)' if kind == 'fifo' else 'a device'}, " \
+                          "not a regular file\n", done.stderr
+    assert not (tmp_path / "facts.yaml").exists()

@@ -239,6 +239,9 @@ def from_trace(plan: Plan, path: str | Path) -> list[Job]:
             raise OrchgenError(f"not a CSV file ({type(exc).__name__})", name, reader.line_num, "--trace") from None
     if not rows:
         raise OrchgenError("the trace has no job with GPUs", name, None, "--trace")
+    if len(rows) > MAX_SIMULATED_JOBS:  # the same bound as a drawn demand's: each job is about a kilobyte
+        raise OrchgenError(f"{len(rows):,} jobs with GPUs, more than the {MAX_SIMULATED_JOBS:,} orchgen simulates at "
+                           "once: simulate a part of the trace", name, rows[MAX_SIMULATED_JOBS][0], "--trace")
     t0 = min(r[1] for r in rows)
     by_name = {d.name: d for d in plan.workloads if d.plane}
     jobs = []

@@ -74,11 +74,15 @@ def _unique(fleet: Fleet) -> Iterator[Problem]:
 
 
 def _pools(fleet: Fleet) -> Iterator[Problem]:
+    # the fleet's size first, from the counts alone: 256 pools of 65,536 hostnames each took minutes and
+    # gigabytes to expand and check before this refusal came (issue 40, bounded input)
+    total = sum(pool.nodes for pool in fleet.fleet.pools)
+    if total > MAX_FLEET_NODES:
+        yield f"the fleet has {total} nodes; orchgen plans at most {MAX_FLEET_NODES}", ("fleet", "pools")
+        return
     owner: dict[str, str] = {}
-    total = 0
     for i, pool in enumerate(fleet.fleet.pools):
         at: Path_ = ("fleet", "pools", i)
-        total += pool.nodes
         try:
             if pool.hostnames is not None and hostlist.count(pool.hostnames) != pool.nodes:
                 yield (f"hostlist {pool.hostnames!r} names {hostlist.count(pool.hostnames)} nodes "
@@ -113,8 +117,6 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
             elif pool.nodes % pool.nvlink_domain_nodes:
                 yield (f"{pool.nodes} nodes do not fill whole NVLink domains of "
                        f"{pool.nvlink_domain_nodes} nodes"), (*at, "nvlink_domain_nodes")
-    if total > MAX_FLEET_NODES:
-        yield f"the fleet has {total} nodes; orchgen plans at most {MAX_FLEET_NODES}", ("fleet", "pools")
 
 
 def _held(pool: Pool, names: list[str], at: Path_) -> Iterator[Problem]:

@@ -2,8 +2,9 @@
 
 A bundle references secrets (a Kubernetes Secret's name, Pulumi secret config, a README step that
 says how to make the munge key) and never contains one. This finds what looks like one: PEM blocks,
-AWS access keys, `password:` / `StoragePass=` / `token:` with a literal value, and long base64 blobs
-of the kind a munge key or a JWT key is (>= 32 bytes); and what spec.load refuses in workload.yaml
+AWS access keys, `password:` / `StoragePass=` / `AccountingStoragePass=` / `JobCompPass=` / `token:`
+with a literal value, and long base64 blobs of the kind a munge key or a JWT key is (>= 32 bytes);
+and what spec.load refuses in workload.yaml
 (errors.secret_in): the token shapes of Hugging Face, GitHub, GitLab, Slack and AWS, a URL's user and
 password, a token in a URL's query string.
 """
@@ -19,7 +20,8 @@ from ..errors import secret_in
 PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----")
 AWS_KEY = re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA)[0-9A-Z]{16}\b")
 ASSIGNED = re.compile(
-    r"(?i)\b(password|passwd|storagepass|secret|token|api[_-]?key|secret[_-]?access[_-]?key|jwt[_-]?key)"
+    r"(?i)\b(password|passwd|(?:accounting)?storagepass|jobcomppass|secret|token|api[_-]?key|"
+    r"secret[_-]?access[_-]?key|jwt[_-]?key)"
     r"\"?\s*(?::|=)[ \t]*(\S.*?)\s*$")
 BLOB = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{43,}={0,2}(?![A-Za-z0-9+/=_-])")
 # Values that name or point at a secret rather than being one.
