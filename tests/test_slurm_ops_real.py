@@ -17,12 +17,18 @@ bundles the CLI wrote (the loopback overlay's changes are listed in tests/slurmh
 * GB200 NVL72 trays (gpu-health.sh ... imex): a tray whose NVLink fabric registration is not done or
   failed, that is off the fabric, whose GPUs disagree on their clique, or whose IMEX daemon is not READY is
   drained with gpu-health.sh's line; the healthy trays stay up and run a job;
-* two controllers with one StateSaveLocation: the primary is killed, the backup takes over, the
-  running job carries on and a new job is scheduled (22.05 and 24.11).
+* two controllers with one StateSaveLocation: the bundle's production takeover check (checks/run.py: `scontrol
+  takeover` and back with a job running) passes; then the primary is killed, the backup takes over, the running
+  job carries on and a new job is scheduled (22.05 and 24.11).
 """
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
@@ -307,6 +313,49 @@ TAKEOVER = [re.compile(p) for p in (r"ControlMachine \S+ not responding, BackupC
                                     r"agent_init: thread already running")]
 
 
+# What a hand-over and back logs: while one controller has control, the other, in standby, refuses what reaches it
+# (clients and slurmds try each SlurmctldHost in turn)
+HANDOVER = [re.compile(p) for p in (
+    r"Invalid RPC received \S+ while in standby mode",
+    # 24.11: the backup answers the restarted primary's REQUEST_CONTROL only once its wait for its own shutdown
+    # (slurmctld's CONTROL_TIMEOUT, 30 s) ran out, and says so; the job's state is checked after it (checks/run.py)
+    r"_slurm_rpc_request_control: REQUEST_CONTROL reply but backup not completely done relinquishing control",
+    # meanwhile the clients polling `scontrol ping` and squeue give up on the primary (their own timeout), which
+    # then answers a closed socket, and a slurmd registering with the relinquishing backup is cut off
+    r"slurm_bufs_sendto\(msg_type=RESPONSE_SLURM_RC\) failed: Unexpected missing socket error",
+    r"Unable to register: Connection reset by peer")]
+
+
+def production_takeover(c: SlurmCluster, out, tmp_path) -> dict:
+    """The bundle's production takeover check (checks/run.py --only takeover) against this cluster: run by the
+    host's python3 through wrappers of the client commands (the chroots have no python3). Its --start-controller
+    asks this test to start the primary again (SlurmCluster.start_controller, under its own name, as its host's
+    systemd would), which the check waits for."""
+    request = tmp_path / "start-primary"
+    done = threading.Event()
+
+    def starter():
+        while not done.is_set():
+            if request.exists():
+                c.start_controller(0)
+                request.unlink()
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=starter, daemon=True)
+    thread.start()
+    bin_ = c.client_bin(tmp_path / "client-bin")
+    start = f"touch {request} && while [ -e {request} ]; do sleep 0.1; done"
+    try:
+        proc = subprocess.run([sys.executable, str(out / "checks" / "run.py"), "--only", "takeover",
+                               "--start-controller", start], capture_output=True, text=True, timeout=400,
+                              env={**os.environ, "PATH": f"{bin_}:/usr/bin:/bin"})
+    finally:
+        done.set()
+        thread.join(timeout=70)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)["takeover"]
+
+
 @pytest.mark.parametrize("suite, version", [("bookworm", "22.05"), pytest.param("trixie", "24.11",
                                                                                marks=pytest.mark.chroot)])
 def test_backup_controller_takes_over(tmp_path, suite, version):
@@ -317,9 +366,22 @@ def test_backup_controller_takes_over(tmp_path, suite, version):
     assert "StateSaveLocation=/shared/slurm/state" in conf_text and "SlurmctldTimeout=120" in conf_text
     # Two controllers: the generated file names one SlurmctldHost (its lines come from the fleet model's
     # controllers separately), so the harness is told; the overlay gives both this host under their own names
-    with SlurmCluster(out / "slurm", suite=suite, controllers=2, failover_timeout_s=10) as c:
+    # bf_interval_s: the primary that took control back starts the check's new job from its backfill pass (22.05:
+    # 30 s by default, a wait the check allows but CI need not spend)
+    with SlurmCluster(out / "slurm", suite=suite, controllers=2, failover_timeout_s=10, bf_interval_s=2) as c:
         ping = c.run("scontrol", "ping").stdout
         assert "Slurmctld(primary) at orchgen-ctld1 is UP" in ping and "Slurmctld(backup) at orchgen-ctld2 is UP" in ping
+
+        takeover = production_takeover(c, out, tmp_path)
+        assert takeover["ok"] is True, takeover
+        held = re.fullmatch(r"job (\d+) \(RUNNING \S+\) survived takeover by orchgen-ctld2 in \d+ s, then back to "
+                            r"orchgen-ctld1 in \d+ s; each ran a new job", takeover["detail"])
+        assert held, takeover
+        # the check cancels its job once done, which slurmd logs
+        # (24.11 logs its batch step's end with the signal's number or the shell's 143 read as an errno, as in
+        # test_pmix_and_imex_on_2411: "rc[0xf]:Block device required", "rc[0x8f00]:Unknown error 36608")
+        handed_over = [*HANDOVER, re.compile(rf"\*\*\* JOB {held.group(1)} ON \S+ CANCELLED AT"),
+                       re.compile(rf"\[{held.group(1)}\.batch\] stepd_cleanup: done with step \(rc\[0x(f|8f00)\]")]
 
         job = running_job(c, "-N", "2", "--wrap", "srun sleep 300")
         started = time.time()
@@ -339,4 +401,4 @@ def test_backup_controller_takes_over(tmp_path, suite, version):
         assert all(pid in c.ns.members("sleep") for pid in sleepers)  # its processes too
         assert len(c.job("-N", "2", "hostname").stdout.split()) == 2  # and the backup schedules new ones
         assert "Slurmctld(backup) at orchgen-ctld2 is UP" in c.run("scontrol", "ping", check=False).stdout
-        check_clean_log(c, p, also=TAKEOVER)
+        check_clean_log(c, p, also=TAKEOVER + handed_over)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -499,6 +500,32 @@ class SlurmCluster:
         proc = self._daemons["slurmctld" if index == 0 else f"slurmctld{index + 1}"]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+    def start_controller(self, index: int = 0) -> None:
+        """Start controller `index` again after it exited (a takeover stops the primary, scontrol(1)), as its host
+        would, under its own name; waits until `scontrol ping` shows it UP."""
+        assert self.layout is not None
+        name, host = ("slurmctld" if index == 0 else f"slurmctld{index + 1}"), self.layout.controller(index)[0]
+        if index == 0:
+            self._spawn(name, ["slurmctld", "-D", "-i"], host)
+        else:
+            proc = self._spawn(name, ["slurmctld", "-D", "-L", f"{self.work}/log/{name}.log"], host, f"run-{name}")
+            self.ns.adopt(proc.pid)
+        if not self._until(lambda: f"at {host} is UP" in self._ping(), 60, name):
+            raise SlurmBootError(f"{name} ({host}) does not answer `scontrol ping`:\n{_tail(self._log_of(name))}")
+
+    def client_bin(self, directory: Path, commands=("scontrol", "squeue", "sbatch", "srun", "scancel", "sinfo",
+                                                    "sacctmgr")) -> Path:
+        """A directory of wrappers, one per Slurm client command, that run it in this cluster's namespace (and
+        chroot) with its SLURM_CONF: for a program of the host's (the bundle's checks/run.py under the host's
+        python3, which the chroots lack) to reach this cluster through PATH."""
+        directory.mkdir(parents=True, exist_ok=True)
+        env = " ".join(f"{k}={v}" for k, v in self._env().items())
+        for cmd in commands:
+            prefix = " ".join(shlex.quote(a) for a in self._argv([cmd]))
+            (directory / cmd).write_text(f'#!/bin/sh\nexec env -i {env} {prefix} "$@"\n')
+            (directory / cmd).chmod(0o755)
+        return directory
 
     def controller_log(self, index: int) -> str:
         name = "slurmctld" if index == 0 else f"slurmctld{index + 1}"

@@ -178,6 +178,8 @@ def checks(plan: Plan) -> dict[str, object]:
         **busbw_floor(m.groups, fabric),
         "accounts": [a.name for a in m.accounts],
         "health_program": ops.nhc_program if ops and ops.health else None,
+        # SlurmctldHost, primary first: with two or more the takeover check hands control to the backup and back
+        "controllers": [] if m.placeholder_controller else list(m.controllers),
     }
 
 
