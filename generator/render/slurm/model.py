@@ -484,6 +484,17 @@ class SlurmModel:
         return self.accounting_host
 
     @property
+    def dbd_backup_host(self) -> str | None:
+        """DbdBackupHost (slurmdbd.conf) and AccountingStorageBackupHost (slurm.conf): the first controller that is
+        not the accounting host, where the controllers are paired and the site names a database both slurmdbd
+        reach (options.slurm.accounting.storage_host: a backup against a database of its own host would keep
+        another set of books). None: one slurmdbd."""
+        if not self.accounting or not self.site or not self.site.storage_host or self.placeholder_controller:
+            return None
+        return next((c for c in self.controllers if c != self.accounting_host), None) \
+            if len(self.controllers) > 1 else None
+
+    @property
     def dbd_host_placeholder(self) -> bool:
         return self.accounting_host == PLACEHOLDER_CONTROLLER
 
