@@ -9,7 +9,9 @@ bundles the CLI wrote (the loopback overlay's changes are listed in tests/slurmh
 * 24.11 (trixie chroot): MpiDefault=pmix, a 2-node job under PMIx; switch/nvidia_imex loaded, each
   running job with its own IMEX channel;
 * 26.05 (forky chroot): the Debian build has no mpi/pmix, so the default fails every srun (what the
-  README says); with pmi2 a 2-node job runs under PMI2, and a batch step gets its IMEX channel;
+  README says); with pmi2 a 2-node job runs under PMI2, and a batch step gets its IMEX channel; slurmctld's own
+  metrics (MetricsType=metrics/openmetrics) answer the bundle's scrape jobs in Prometheus text format, with every
+  metric its alerts name;
 * health check: NHC's stand-in runs the bundle's nhc.conf line and gpu-health.sh against a fake
   nvidia-smi and dmesg (tests/fake_gpu.py): the nodes with one GPU fewer, an uncorrectable ECC error, a
   pending row remap or an Xid 79, and only they, are drained with the reason; correctable errors, a GPU
@@ -33,6 +35,7 @@ import threading
 import time
 
 import pytest
+import yaml
 
 from tests import fake_gpu
 from tests.slurmharness import SlurmCluster, require_slurm
@@ -171,7 +174,54 @@ def test_mpi_and_imex_on_2605(tmp_path):
         # 26.05 gives the batch step the job's channel too (slurm.conf(5) imex_channel_count)
         text = c.batch_wait("ls /dev/nvidia-caps-imex-channels", "-p", "gb200", "-N", "1")
         assert re.fullmatch(r"channel\d+\n", text), text
+        slurm_metrics_scraped(c, out)
         check_clean_log(c, p)
+
+
+# One line of the Prometheus text format (https://prometheus.io/docs/instrumenting/exposition_formats/): a sample
+# `name{label="value",...} value`, or a `# HELP name text` / `# TYPE name type` comment
+SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? '
+                    r'([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|NaN|Inf))( -?[0-9]+)?')
+META = re.compile(r"# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*)( .*)?")
+
+
+def parse_prometheus_text(text: str) -> dict[str, str]:
+    """Every sample's metric name -> its TYPE, failing on a line that is not the text format or a sample whose
+    metric has no TYPE."""
+    types, names = {}, set()
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        meta = META.fullmatch(line)
+        if meta:
+            if meta.group(1) == "TYPE":
+                types[meta.group(2)] = (meta.group(3) or "").strip()
+            continue
+        sample = SAMPLE.fullmatch(line)
+        assert sample, f"not Prometheus text format: {line!r}"
+        names.add(sample.group(1))
+    assert names and names <= set(types), sorted(names - set(types))
+    return {n: types[n] for n in names}
+
+
+def slurm_metrics_scraped(c: SlurmCluster, out) -> None:
+    """slurmctld's own metrics (MetricsType=metrics/openmetrics, 25.11+) on its port, as the bundle's scrape jobs ask
+    for them: each path answers, parses as Prometheus text, and every metric the bundle's alerts name is there
+    (`up` is Prometheus's own)."""
+    import urllib.request
+
+    scrape = yaml.safe_load((out / "slurm" / "prometheus-slurm.yaml").read_text())["scrape_configs"]
+    rules = yaml.safe_load((out / "slurm" / "prometheus-slurm-rules.yaml").read_text())["groups"][0]["rules"]
+    assert c.config()["MetricsType"] == "metrics/openmetrics"
+    served: dict[str, str] = {}
+    for job in scrape:
+        url = f"http://127.0.0.1:{c.layout.ctld_port}{job['metrics_path']}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.status == 200, url
+            served |= parse_prometheus_text(r.read().decode())
+    named = {n for rule in rules for n in re.findall(r"\b(slurm_\w+|up)\b", rule["expr"])} - {"up"}
+    assert named and named <= set(served), sorted(named - set(served))
+    assert {served[n] for n in named} == {"gauge"}
 
 
 # ------------------------------------------------------------------ health check drains a bad node

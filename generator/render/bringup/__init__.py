@@ -71,6 +71,8 @@ def _dest(name: str, site_database: bool) -> dict[str, object]:
         return {"dest": "/etc/nhc/nhc.conf", "owner": "root", "mode": "0644", "on": ["slurmd"]}
     if name == "enroot.conf":
         return {"dest": "/etc/enroot/enroot.conf", "owner": "root", "mode": "0644", "on": ["slurmd"]}
+    if name.startswith("prometheus-"):  # the site's Prometheus loads them; no Slurm host reads them
+        return {"dest": f"{ETC}/{name}", "owner": "root", "mode": "0644", "on": []}
     mode = "0755" if name.endswith(".sh") else "0644"
     return {"dest": f"{ETC}/{name}", "owner": "root", "mode": mode, "on": nodes_and_ctld}
 

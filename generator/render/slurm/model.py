@@ -72,6 +72,10 @@ SCAVENGER_QOS = "scavenger"
 # StoragePassScript to enable database password rotation"); before it, slurmdbd.conf Includes a
 # file that holds the StoragePass line.
 STORAGE_PASS_SCRIPT_SINCE = (25, 11)
+# slurmctld's own metrics (MetricsType=metrics/openmetrics): "Slurm 25.11 introduced" them (Metrics Guide,
+# https://slurm.schedmd.com/metrics.html); older releases need an exporter of their own
+METRICS_SINCE = (25, 11)
+METRICS_FILES = ["prometheus-slurm.yaml", "prometheus-slurm-rules.yaml"]
 STORAGE_PASS_FILE = "/etc/slurm/slurmdbd-storage-pass.conf"
 STORAGE_PASS_SCRIPT = "/etc/slurm/slurmdbd-storage-pass.sh"
 
@@ -521,7 +525,12 @@ class SlurmModel:
         if self.accounting:
             out += ["slurmdbd.conf", "mariadb-slurm.cnf", "accounts.sh"]
         out += [j.file for j in self.ray_jobs]
-        return out + (self.ops.files if self.ops else [])
+        return out + (self.ops.files if self.ops else []) + (METRICS_FILES if self.metrics else [])
+
+    @property
+    def metrics(self) -> bool:
+        """slurmctld serves OpenMetrics (25.11+) on a bare-metal plane: MetricsType, the scrape jobs and alerts."""
+        return self.ops is not None and tuple(int(x) for x in self.version.split(".")) >= METRICS_SINCE
 
     def outside(self, topo: BlockTopology) -> list[str]:
         """Pools whose nodes a block topology leaves out (Slurm logs "Blocks lack access")."""
