@@ -382,6 +382,10 @@ HANDOVER = [re.compile(p) for p in (
     # 24.11: the check's cancelled job's slurmd reports its epilog while the backup is handing control back
     r"Unable to send epilog complete message: (Socket timed out on send/recv operation|Zero Bytes were transmitted"
     r" or received)",
+    # 24.11: a standing-by controller reads the other's heartbeat file in StateSaveLocation, which the controller
+    # taking control writes anew, so it can be missing for a moment
+    r"get_last_heartbeat: heartbeat open attempt failed from \S+/heartbeat",
+    r"Waiting for heartbeat file to exist",
     # a job that ended while control moved: its node's registration reports the ended step to the controller that
     # recovered the job from the state saved before
     r"Registered JobId=\d+ StepId=\d+\.extern in state COMPLETED on node",
