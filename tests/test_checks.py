@@ -290,3 +290,19 @@ def test_nccl_tests_path_is_taken_from_the_flag(cluster):
     proc = run("local", "--only", "nccl", "--nccl-tests", str(fake))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["nccl"]["busbw_gbps"] == 75.81
+
+
+def test_takeover_needs_two_controllers_up(cluster):
+    """The takeover check (issue 38; proven against a real controller pair in test_slurm_ops_real.py) has nothing
+    to try with one controller, and refuses to start a takeover unless `scontrol ping` shows both UP."""
+    run, d = cluster
+    proc = run("nodes", "--only", "takeover")
+    assert json.loads(proc.stdout)["takeover"] == {"ok": True, "detail": "one controller (ctl1): no takeover to try"}
+    cfg = json.loads((d / "checks.json").read_text())
+    (d / "checks.json").write_text(json.dumps({**cfg, "controllers": ["ctl1", "ctl2"]}))
+    proc = run("nodes", "--only", "takeover")  # no scontrol on this PATH: no controller answers
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["takeover"] == {
+        "ok": False, "detail": "planned controllers ['ctl1', 'ctl2']; scontrol ping shows none: both must be UP "
+                               "before a takeover"}
+    assert not (d / "srun.log").exists()  # no job was started

@@ -458,3 +458,42 @@ def test_the_admin_group_reaches_the_bring_up_and_a_bad_name_is_refused(tmp_path
     bad = orchgen("plan", str(src), "-o", str(tmp_path / "bad"))
     assert bad.returncode == 2 and not (tmp_path / "bad").exists()
     assert len(bad.stderr.strip().splitlines()) == 1 and "admin_group" in bad.stderr, bad.stderr
+
+
+def test_paired_controllers_get_a_backup_slurmdbd_only_against_the_sites_database(tmp_path):
+    """slurmdbd HA (issue 38): with two controllers and the site's database server (options.slurm.accounting.
+    storage_host) the other controller runs a backup slurmdbd (DbdBackupHost, AccountingStorageBackupHost) and the
+    bring-up installs slurmdbd there, no MariaDB, and says what the site does on its server; without that server,
+    one slurmdbd and the trade-off said in slurmdbd.conf (test_slurm_ops_real.py fails the primary over for real)."""
+    from generator.render.bringup import inventory, vars_data
+
+    def planned(name: str, accounting: dict | None):
+        d = doc(name, controllers=["ctl1", "ctl2"], version="22.05",
+                slurm={"state_save_location": "/shared/slurm/state",
+                       **({"accounting": accounting} if accounting else {})})
+        d["tenants"] = [{"name": "nlp", "share": 1}]
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(d, sort_keys=False))
+        plan = make_plan(spec.load(path), path)
+        files = slurm_config(plan)
+        return plan, files
+
+    plan, files = planned("pair", {"storage_host": "db.example.org"})
+    dbd = files["slurmdbd.conf"].splitlines()
+    assert {"DbdHost=ctl1", "DbdBackupHost=ctl2", "StorageHost=db.example.org"} <= set(dbd)
+    assert "StorageHost=localhost" not in dbd
+    assert settings_of(files["slurm.conf"])["AccountingStorageBackupHost"] == "ctl2"
+    assert list(inventory(plan)["all"]["children"]["slurmdbd"]["hosts"]) == ["ctl1", "ctl2"]
+    v = vars_data(plan, {k: v.encode() for k, v in files.items()})
+    assert v["orchgen_packages"]["slurmdbd"] == ["slurmdbd"] and v["orchgen_storage_host"] == "db.example.org"
+    assert next(f for f in v["orchgen_files"] if f["src"] == "mariadb-slurm.cnf")["on"] == []
+    site = next(r for r in v["orchgen_not_installed"] if r["name"] == "the accounting database on db.example.org")
+    assert "CREATE USER 'slurm'@'ctl2' IDENTIFIED BY '<password>'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'ctl2';" \
+        in site["steps"]
+
+    plan, files = planned("one", None)
+    dbd = files["slurmdbd.conf"]
+    assert "DbdBackupHost" not in settings_of(dbd) and "StorageHost=localhost" in dbd.splitlines()
+    assert "# One slurmdbd, though the controllers are paired" in dbd
+    assert "AccountingStorageBackupHost" not in settings_of(files["slurm.conf"])
+    assert list(inventory(plan)["all"]["children"]["slurmdbd"]["hosts"]) == ["ctl1"]

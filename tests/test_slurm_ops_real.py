@@ -9,7 +9,9 @@ bundles the CLI wrote (the loopback overlay's changes are listed in tests/slurmh
 * 24.11 (trixie chroot): MpiDefault=pmix, a 2-node job under PMIx; switch/nvidia_imex loaded, each
   running job with its own IMEX channel;
 * 26.05 (forky chroot): the Debian build has no mpi/pmix, so the default fails every srun (what the
-  README says); with pmi2 a 2-node job runs under PMI2, and a batch step gets its IMEX channel;
+  README says); with pmi2 a 2-node job runs under PMI2, and a batch step gets its IMEX channel; slurmctld's own
+  metrics (MetricsType=metrics/openmetrics) answer the bundle's scrape jobs in Prometheus text format, with every
+  metric its alerts name;
 * health check: NHC's stand-in runs the bundle's nhc.conf line and gpu-health.sh against a fake
   nvidia-smi and dmesg (tests/fake_gpu.py): the nodes with one GPU fewer, an uncorrectable ECC error, a
   pending row remap or an Xid 79, and only they, are drained with the reason; correctable errors, a GPU
@@ -17,15 +19,23 @@ bundles the CLI wrote (the loopback overlay's changes are listed in tests/slurmh
 * GB200 NVL72 trays (gpu-health.sh ... imex): a tray whose NVLink fabric registration is not done or
   failed, that is off the fabric, whose GPUs disagree on their clique, or whose IMEX daemon is not READY is
   drained with gpu-health.sh's line; the healthy trays stay up and run a job;
-* two controllers with one StateSaveLocation: the primary is killed, the backup takes over, the
-  running job carries on and a new job is scheduled (22.05 and 24.11).
+* two controllers with one StateSaveLocation: the bundle's production takeover check (checks/run.py: `scontrol
+  takeover` and back with a job running) passes; on 22.05 the primary slurmdbd stops and its backup (DbdBackupHost,
+  one database) answers sacctmgr, takes its writes and slurmctld's job records; then the primary is killed, the
+  backup takes over, the running job carries on and a new job is scheduled (22.05 and 24.11).
 """
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
+import yaml
 
 from tests import fake_gpu
 from tests.slurmharness import SlurmCluster, require_slurm
@@ -164,7 +174,54 @@ def test_mpi_and_imex_on_2605(tmp_path):
         # 26.05 gives the batch step the job's channel too (slurm.conf(5) imex_channel_count)
         text = c.batch_wait("ls /dev/nvidia-caps-imex-channels", "-p", "gb200", "-N", "1")
         assert re.fullmatch(r"channel\d+\n", text), text
+        slurm_metrics_scraped(c, out)
         check_clean_log(c, p)
+
+
+# One line of the Prometheus text format (https://prometheus.io/docs/instrumenting/exposition_formats/): a sample
+# `name{label="value",...} value`, or a `# HELP name text` / `# TYPE name type` comment
+SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? '
+                    r'([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|NaN|Inf))( -?[0-9]+)?')
+META = re.compile(r"# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*)( .*)?")
+
+
+def parse_prometheus_text(text: str) -> dict[str, str]:
+    """Every sample's metric name -> its TYPE, failing on a line that is not the text format or a sample whose
+    metric has no TYPE."""
+    types, names = {}, set()
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        meta = META.fullmatch(line)
+        if meta:
+            if meta.group(1) == "TYPE":
+                types[meta.group(2)] = (meta.group(3) or "").strip()
+            continue
+        sample = SAMPLE.fullmatch(line)
+        assert sample, f"not Prometheus text format: {line!r}"
+        names.add(sample.group(1))
+    assert names and names <= set(types), sorted(names - set(types))
+    return {n: types[n] for n in names}
+
+
+def slurm_metrics_scraped(c: SlurmCluster, out) -> None:
+    """slurmctld's own metrics (MetricsType=metrics/openmetrics, 25.11+) on its port, as the bundle's scrape jobs ask
+    for them: each path answers, parses as Prometheus text, and every metric the bundle's alerts name is there
+    (`up` is Prometheus's own)."""
+    import urllib.request
+
+    scrape = yaml.safe_load((out / "slurm" / "prometheus-slurm.yaml").read_text())["scrape_configs"]
+    rules = yaml.safe_load((out / "slurm" / "prometheus-slurm-rules.yaml").read_text())["groups"][0]["rules"]
+    assert c.config()["MetricsType"] == "metrics/openmetrics"
+    served: dict[str, str] = {}
+    for job in scrape:
+        url = f"http://127.0.0.1:{c.layout.ctld_port}{job['metrics_path']}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.status == 200, url
+            served |= parse_prometheus_text(r.read().decode())
+    named = {n for rule in rules for n in re.findall(r"\b(slurm_\w+|up)\b", rule["expr"])} - {"up"}
+    assert named and named <= set(served), sorted(named - set(served))
+    assert {served[n] for n in named} == {"gauge"}
 
 
 # ------------------------------------------------------------------ health check drains a bad node
@@ -295,8 +352,12 @@ def ha_fleet(version: str) -> dict:
             "fleet": {"bare_metal": True, "slurm": {"controllers": ["ctl1", "ctl2"]},
                       "fabric": {"kind": "infiniband", "nodes_per_leaf": 4},
                       "pools": [{"name": "h100", "nodes": 4, "gpu": {"type": "h100", "count": 8}, "cpus": 16}]},
+            "tenants": [{"name": "nlp", "share": 1}],
             "workloads": [{"name": "train", "nodes": 2, "tightly_coupled": True}],
-            "options": {"slurm_version": version, "slurm": {"state_save_location": "/shared/slurm/state"}}}
+            "options": {"slurm_version": version, "slurm": {
+                "state_save_location": "/shared/slurm/state",
+                # the site's database server, which both slurmdbd use: a backup slurmdbd on ctl2 (issue 38)
+                "accounting": {"storage_host": "db.example.org"}}}}
 
 
 # What a takeover logs, each for a reason: the backup says it takes over; the primary, killed seconds
@@ -307,19 +368,119 @@ TAKEOVER = [re.compile(p) for p in (r"ControlMachine \S+ not responding, BackupC
                                     r"agent_init: thread already running")]
 
 
+# What a hand-over and back logs: while one controller has control, the other, in standby, refuses what reaches it
+# (clients and slurmds try each SlurmctldHost in turn)
+HANDOVER = [re.compile(p) for p in (
+    r"Invalid RPC received \S+ while in standby mode",
+    # 24.11: the backup answers the restarted primary's REQUEST_CONTROL only once its wait for its own shutdown
+    # (slurmctld's CONTROL_TIMEOUT, 30 s) ran out, and says so; the job's state is checked after it (checks/run.py)
+    r"_slurm_rpc_request_control: REQUEST_CONTROL reply but backup not completely done relinquishing control",
+    # meanwhile the clients polling `scontrol ping` and squeue give up on the primary (their own timeout), which
+    # then answers a closed socket, and a slurmd registering with the relinquishing backup is cut off
+    r"slurm_bufs_sendto\(msg_type=RESPONSE_SLURM_RC\) failed: Unexpected missing socket error",
+    r"Unable to register: (Connection reset by peer|Zero Bytes were transmitted or received)",
+    # 24.11: the check's cancelled job's slurmd reports its epilog while the backup is handing control back
+    r"Unable to send epilog complete message: (Socket timed out on send/recv operation|Zero Bytes were transmitted"
+    r" or received)",
+    # 24.11: a standing-by controller reads the other's heartbeat file in StateSaveLocation, which the controller
+    # taking control writes anew, so it can be missing for a moment
+    r"get_last_heartbeat: heartbeat open attempt failed from \S+/heartbeat",
+    r"Waiting for heartbeat file to exist",
+    # a job that ended while control moved: its node's registration reports the ended step to the controller that
+    # recovered the job from the state saved before
+    r"Registered JobId=\d+ StepId=\d+\.extern in state COMPLETED on node",
+    # with accounting: the controller taking control registers with slurmdbd while the connection of the one that
+    # gave it up is still open; slurmdbd keeps the new one
+    r"A new registration for cluster \S+ CONN:\d+ just came in, but I am already talking to that cluster")]
+# What slurmdbd's failover logs: slurmctld's messages in flight to the stopping primary slurmdbd fail (refused, or
+# EAGAIN: "Resource temporarily unavailable"; slurmctld keeps them and sends them to the backup), the stopping
+# primary's connection threads end (24.11), and the backup controller, taking over later, tries the stopped
+# primary slurmdbd first
+DBD_FAILOVER = [re.compile(p) for p in (r"Failure sending message: \d+: Connection refused",
+                                        r"Sending message type DBD_\w+: 11: Resource temporarily unavailable",
+                                        r"DBD_\w+ failure: Resource temporarily unavailable",
+                                        r"slurm_persist_conn_recv_server_fini: pthread_join\(\): Invalid argument",
+                                        r"slurm_persist_conn_open: No response to persist_init",
+                                        r"Sending PersistInit msg: Resource temporarily unavailable")]
+
+
+def production_takeover(c: SlurmCluster, out, tmp_path) -> dict:
+    """The bundle's production takeover check (checks/run.py --only takeover) against this cluster: run by the
+    host's python3 through wrappers of the client commands (the chroots have no python3). Its --start-controller
+    asks this test to start the primary again (SlurmCluster.start_controller, under its own name, as its host's
+    systemd would), which the check waits for."""
+    request = tmp_path / "start-primary"
+    done = threading.Event()
+
+    def starter():
+        while not done.is_set():
+            if request.exists():
+                c.start_controller(0)
+                request.unlink()
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=starter, daemon=True)
+    thread.start()
+    bin_ = c.client_bin(tmp_path / "client-bin")
+    start = f"touch {request} && while [ -e {request} ]; do sleep 0.1; done"
+    try:
+        proc = subprocess.run([sys.executable, str(out / "checks" / "run.py"), "--only", "takeover",
+                               "--start-controller", start], capture_output=True, text=True, timeout=400,
+                              env={**os.environ, "PATH": f"{bin_}:/usr/bin:/bin"})
+    finally:
+        done.set()
+        thread.join(timeout=70)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)["takeover"]
+
+
 @pytest.mark.parametrize("suite, version", [("bookworm", "22.05"), pytest.param("trixie", "24.11",
                                                                                marks=pytest.mark.chroot)])
-def test_backup_controller_takes_over(tmp_path, suite, version):
-    require_slurm(suite)
+def test_backup_controller_takes_over(tmp_path, suite, version, request):
+    # the slurmdbd pair on 22.05 only (CI time: its failover is the same code on 24.11, ~20 s more there)
+    dbd = suite == "bookworm"
+    require_slurm(suite, accounting=dbd)
+    slurm_db = request.getfixturevalue("slurm_db") if dbd else None
     out = bundle(tmp_path, ha_fleet(version))
     p = Planned(out)
     conf_text = (out / "slurm" / "slurm.conf").read_text()
     assert "StateSaveLocation=/shared/slurm/state" in conf_text and "SlurmctldTimeout=120" in conf_text
+    dbd_text = (out / "slurm" / "slurmdbd.conf").read_text()
+    assert {"DbdHost=ctl1", "DbdBackupHost=ctl2", "StorageHost=db.example.org"} <= set(dbd_text.splitlines())
+    assert {"AccountingStorageHost=ctl1", "AccountingStorageBackupHost=ctl2"} <= set(conf_text.splitlines())
     # Two controllers: the generated file names one SlurmctldHost (its lines come from the fleet model's
     # controllers separately), so the harness is told; the overlay gives both this host under their own names
-    with SlurmCluster(out / "slurm", suite=suite, controllers=2, failover_timeout_s=10) as c:
+    # bf_interval_s: the primary that took control back starts the check's new job from its backfill pass (22.05:
+    # 30 s by default, a wait the check allows but CI need not spend)
+    # accounting: slurmdbd and its backup (the overlay runs it under orchgen-ctld2) on one database of the session's
+    # MariaDB, standing in for the site's db.example.org
+    with SlurmCluster(out / "slurm", suite=suite, controllers=2, failover_timeout_s=10, bf_interval_s=2,
+                      accounting=dbd, database=slurm_db) as c:
         ping = c.run("scontrol", "ping").stdout
         assert "Slurmctld(primary) at orchgen-ctld1 is UP" in ping and "Slurmctld(backup) at orchgen-ctld2 is UP" in ping
+
+        takeover = production_takeover(c, out, tmp_path)
+        assert takeover["ok"] is True, takeover
+        held = re.fullmatch(r"job (\d+) \(RUNNING \S+\) survived takeover by orchgen-ctld2 in \d+ s, then back to "
+                            r"orchgen-ctld1 in \d+ s; each ran a new job", takeover["detail"])
+        assert held, takeover
+        # the check cancels its job once done, which slurmd logs
+        # (24.11 logs its batch step's end with the signal's number or the shell's 143 read as an errno, as in
+        # test_pmix_and_imex_on_2411: "rc[0xf]:Block device required", "rc[0x8f00]:Unknown error 36608")
+        handed_over = [*HANDOVER, re.compile(rf"\*\*\* JOB {held.group(1)} ON \S+ CANCELLED AT"),
+                       re.compile(rf"\[{held.group(1)}\.batch\] stepd_cleanup: done with step \(rc\[0x(f|8f00)\]")]
+
+        # slurmdbd HA: the primary slurmdbd stops; its backup takes over on the same database, so sacctmgr still
+        # answers and writes, and slurmctld's job records reach it (sacct)
+        if dbd:
+            c.stop_slurmdbd()
+            listed = lambda: c.run("sacctmgr", "-n", "-P", "list", "cluster", "format=cluster",  # noqa: E731
+                                   check=False, timeout=30).stdout.split()
+            assert wait_for("the backup slurmdbd to answer", lambda: c.cluster_name in listed(), 90)
+            c.sacctmgr("add", "account", "failover", f"cluster={c.cluster_name}")
+            assert "failover" in c.run("sacctmgr", "-n", "-P", "list", "account", "format=account").stdout.split()
+            c.batch_wait("true")
+            assert c.sacct_job(c.last_job_id, wait_s=90)["State"] == "COMPLETED"
 
         job = running_job(c, "-N", "2", "--wrap", "srun sleep 300")
         started = time.time()
@@ -339,4 +500,4 @@ def test_backup_controller_takes_over(tmp_path, suite, version):
         assert all(pid in c.ns.members("sleep") for pid in sleepers)  # its processes too
         assert len(c.job("-N", "2", "hostname").stdout.split()) == 2  # and the backup schedules new ones
         assert "Slurmctld(backup) at orchgen-ctld2 is UP" in c.run("scontrol", "ping", check=False).stdout
-        check_clean_log(c, p, also=TAKEOVER)
+        check_clean_log(c, p, also=TAKEOVER + handed_over + DBD_FAILOVER)

@@ -767,6 +767,10 @@ class SlurmPriority(_Model):
         default=None, max_length=16, description="PriorityFlags; absent: orchgen's MAX_TRES")
 
 
+DbHost = Annotated[str, AfterValidator(_pattern(re.compile(_GIT_HOST), "a database host name (letters, digits, '.' "
+                                                                      "and '-')", 253))]
+
+
 class SlurmAccounting(_Model):
     """The accounting database slurmdbd keeps, and whether it already runs (an adopted site)."""
 
@@ -775,6 +779,10 @@ class SlurmAccounting(_Model):
     existing: bool = Field(
         default=False, description="true: join a running slurmdbd: accounts.sh neither adds the cluster "
         "nor creates the database, it only adds the accounts, QOS and users that are missing")
+    storage_host: DbHost | None = Field(
+        default=None, description="StorageHost: the site's MariaDB server (replicated or clustered) that slurmdbd "
+        "uses instead of one on its own host; with two controllers a backup slurmdbd then runs on the one that is "
+        "not the accounting host (DbdBackupHost), against the same database")
 
 
 class SlurmOptions(_Model):

@@ -33,7 +33,10 @@ touched).
 
 Options (overlay.py says what each changes): `controllers=2` boots a backup slurmctld beside the
 primary (both on this host, under their own names, one shared StateSaveLocation) and
-`kill_controller(0)` crashes the primary; `failover_timeout_s` shortens SlurmctldTimeout;
+`kill_controller(0)` crashes the primary, `start_controller(0)` starts it again (after `scontrol takeover`
+stopped it); with `accounting=True` and a DbdBackupHost in the input's slurmdbd.conf, a backup slurmdbd
+runs too, and `stop_slurmdbd()` stops the primary; `client_bin(dir)` writes wrappers of the client commands
+for a program of the host's (checks/run.py) to reach the cluster; `failover_timeout_s` shortens SlurmctldTimeout;
 `health_check=True` runs the bundle's nhc.conf checks through an NHC stand-in (nhc.py), with
 `bin_files` (a fake nvidia-smi, say) first on its PATH.
 

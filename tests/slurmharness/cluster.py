@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -365,7 +366,8 @@ class SlurmCluster:
                                 dbd_port=base + 1 if self.accounting else 0, controllers=self.controllers,
                                 failover_timeout_s=self.failover_timeout_s, bf_interval_s=self.bf_interval_s,
                                 health_check=f"{self.work}/nhc/{nhc.STANDIN}" if self.health_check else None,
-                                imex_dev_major=overlay.pick_free_major())
+                                imex_dev_major=overlay.pick_free_major(),
+                                dbd_backup=self.accounting and self.controllers > 1 and self._input_dbd_backup())
         self.layout = layout
         result = overlay.apply(self.config_dir, self.workdir, layout, self.database)
         for name, text in self.bin_files.items():
@@ -386,6 +388,12 @@ class SlurmCluster:
                 path.chmod(path.stat().st_mode | 0o444)
         if self.accounting and not result.cluster_name:
             raise SlurmBootError("accounting needs ClusterName in slurm.conf (the cluster slurmdbd records)")
+
+    def _input_dbd_backup(self) -> bool:
+        """The input's slurmdbd.conf names a backup slurmdbd (DbdBackupHost)."""
+        path = self.config_dir / "slurmdbd.conf"
+        return path.is_file() and any(line.split("=", 1)[0].strip().lower() == "dbdbackuphost"
+                                      for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
 
     def _spawn(self, name: str, argv: list[str], hostname: str | None = None,
                own_run: str | None = None) -> subprocess.Popen:
@@ -431,7 +439,8 @@ class SlurmCluster:
 
     def _log_of(self, daemon: str) -> Path:
         """The daemon's log file, or its captured stdout if it died before opening that."""
-        logs = {"slurmctld": "slurmctld.log", "slurmdbd": "slurmdbd.log", "munged": "../munge/munged.log"}
+        logs = {"slurmctld": "slurmctld.log", "slurmdbd": "slurmdbd.log", "slurmdbd2": "slurmdbd.log",
+                "munged": "../munge/munged.log"}
         logs.update({f"slurmctld{i + 1}": f"slurmctld{i + 1}.log" for i in range(1, self.controllers)})
         if daemon.startswith("slurmd:"):
             logs[daemon] = f"slurmd.{daemon.split(':', 1)[1]}.log"
@@ -449,7 +458,8 @@ class SlurmCluster:
         logs "error: update cluster: Connection refused". With the cluster added first, slurmctld
         finds its cluster and associations on its first connection, on every version.
         """
-        self._spawn("slurmdbd", ["slurmdbd", "-D"])  # -D: foreground, so we own the PID
+        # -D: foreground, so we own the PID; with a backup slurmdbd, under controller 1's name (see overlay.py)
+        self._spawn("slurmdbd", ["slurmdbd", "-D"], self.layout.dbd_host if self.layout.dbd_backup else None)
         last: list[subprocess.CompletedProcess] = []
 
         def listed() -> bool:
@@ -462,6 +472,16 @@ class SlurmCluster:
                                  f"last lines of {self._log_of('slurmdbd')}:\n{_tail(self._log_of('slurmdbd'))}")
         if self.cluster_name not in last[0].stdout.split():
             self.sacctmgr("add", "cluster", self.cluster_name)
+        if self.layout is not None and self.layout.dbd_backup:
+            # the backup slurmdbd, under its own name (slurmdbd takes the DbdBackupHost line naming its hostname) and
+            # with its own /run (PidFile): it stands by while the primary answers (slurmdbd.conf(5) DbdBackupHost)
+            (self.workdir / "run-slurmdbd2").mkdir()
+            proc = self._spawn("slurmdbd2", ["slurmdbd", "-D"], self.layout.controller(1)[0], "run-slurmdbd2")
+            self.ns.adopt(proc.pid)
+
+    def stop_slurmdbd(self) -> None:
+        """Stop the primary slurmdbd (SIGTERM, as `systemctl stop` does): a backup slurmdbd then takes over."""
+        procs.stop(self._daemons.pop("slurmdbd"), timeout_s=10)
 
     def _start_slurmctld(self) -> None:
         # -D: foreground, so we own the PID; -i: ignore unreadable state files
@@ -499,6 +519,32 @@ class SlurmCluster:
         proc = self._daemons["slurmctld" if index == 0 else f"slurmctld{index + 1}"]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+    def start_controller(self, index: int = 0) -> None:
+        """Start controller `index` again after it exited (a takeover stops the primary, scontrol(1)), as its host
+        would, under its own name; waits until `scontrol ping` shows it UP."""
+        assert self.layout is not None
+        name, host = ("slurmctld" if index == 0 else f"slurmctld{index + 1}"), self.layout.controller(index)[0]
+        if index == 0:
+            self._spawn(name, ["slurmctld", "-D", "-i"], host)
+        else:
+            proc = self._spawn(name, ["slurmctld", "-D", "-L", f"{self.work}/log/{name}.log"], host, f"run-{name}")
+            self.ns.adopt(proc.pid)
+        if not self._until(lambda: f"at {host} is UP" in self._ping(), 60, name):
+            raise SlurmBootError(f"{name} ({host}) does not answer `scontrol ping`:\n{_tail(self._log_of(name))}")
+
+    def client_bin(self, directory: Path, commands=("scontrol", "squeue", "sbatch", "srun", "scancel", "sinfo",
+                                                    "sacctmgr")) -> Path:
+        """A directory of wrappers, one per Slurm client command, that run it in this cluster's namespace (and
+        chroot) with its SLURM_CONF: for a program of the host's (the bundle's checks/run.py under the host's
+        python3, which the chroots lack) to reach this cluster through PATH."""
+        directory.mkdir(parents=True, exist_ok=True)
+        env = " ".join(f"{k}={v}" for k, v in self._env().items())
+        for cmd in commands:
+            prefix = " ".join(shlex.quote(a) for a in self._argv([cmd]))
+            (directory / cmd).write_text(f'#!/bin/sh\nexec env -i {env} {prefix} "$@"\n')
+            (directory / cmd).chmod(0o755)
+        return directory
 
     def controller_log(self, index: int) -> str:
         name = "slurmctld" if index == 0 else f"slurmctld{index + 1}"
@@ -556,10 +602,10 @@ class SlurmCluster:
         slurmds = [p for n, p in self._daemons.items() if n.startswith("slurmd:")]
         procs.wait_gone([p.pid for p in slurmds], 10)
         for name, proc in self._daemons.items():
-            if name not in ("munged", "slurmdbd"):
+            if name not in ("munged", "slurmdbd", "slurmdbd2"):
                 procs.stop(proc, timeout_s=0 if name.startswith("slurmd:") else 10)
         # slurmdbd after slurmctld (which sends it its last records), munged after both
-        for name in ("slurmdbd", "munged"):
+        for name in ("slurmdbd", "slurmdbd2", "munged"):
             if name in self._daemons:
                 procs.stop(self._daemons[name], timeout_s=0)
 

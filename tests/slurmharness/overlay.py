@@ -109,6 +109,13 @@ Controllers (`controllers=N`, N > 1)
     SlurmctldPort is one port for all. StateSaveLocation is the one <work>/state of every
     controller: shared, as production needs it. `failover_timeout_s` replaces SlurmctldTimeout, so
     that a takeover test waits seconds rather than the bundle's minutes.
+Backup slurmdbd (`controllers=N`, N > 1, with accounting, where the input's slurmdbd.conf names DbdBackupHost)
+    `DbdHost=orchgen-ctld1`, `DbdBackupHost=orchgen-ctld2` (slurmdbd.conf) and `AccountingStorageHost`/
+    `AccountingStorageBackupHost` the same (slurm.conf), in place of the input's hosts: each slurmdbd runs under its
+    name (UTS namespace; the backup with its own /run), both on the one database. `CommunicationParameters=
+    NoInAddrAny` joins slurmdbd.conf: each then listens on its own name's address, 127.0.0.1 and 127.0.0.2, one
+    DbdPort; bound to any address, the backup that took over would answer its own pings to the primary's address
+    here and give control back at once ("Primary has come back").
 Re-plans (`SlurmCluster.apply_config`, issue 23)
     A re-planned config dir gets exactly this overlay again, with the booted cluster's layout, and
     replaces etc/ (slurmdbd.conf stays as booted). Node ports follow NodeName order, so a node added
@@ -191,10 +198,16 @@ class Layout:
     health_check: str | None = None  # the HealthCheckProgram standing in for the input's (NHC)
     imex_dev_major: int = 4000  # a character major no driver registered (see pick_free_major)
     bf_interval_s: int | None = None  # joins SchedulerParameters (see the module doc)
+    dbd_backup: bool = False  # a backup slurmdbd under controller 2's name (see the module doc)
 
     @property
     def etc(self) -> str:
         return f"{self.work}/etc"
+
+    @property
+    def dbd_host(self) -> str:
+        """DbdHost and AccountingStorageHost: this host, or with a backup slurmdbd controller 1's name."""
+        return self.controller(0)[0] if self.dbd_backup else self.host
 
     @property
     def accounting(self) -> bool:
@@ -410,7 +423,8 @@ def _accounting_header(lay: Layout) -> list[str]:
     # jobacct_gather/linux reads /proc; the cgroup one cannot work without cgroup writes here
     # AccountingStoragePass names the munge socket for connections to slurmdbd: AuthInfo's socket is
     # not used for those (22.05's sacctmgr and slurmctld then try /run/munge/munge.socket.2)
-    return ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={lay.host}",
+    backup = [f"AccountingStorageBackupHost={lay.controller(1)[0]}"] if lay.dbd_backup else []
+    return ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={lay.dbd_host}", *backup,
             f"AccountingStoragePort={lay.dbd_port}", f"AccountingStoragePass={lay.work}/munge/munge.sock",
             "JobAcctGatherType=jobacct_gather/linux"]
 
@@ -570,7 +584,8 @@ def rewrite_slurmdbd_conf(text: str | None, lay: Layout, db: "Database",
             body.append(line)
     header = [
         "# --- loopback overlay (tests/slurmharness); the input's slurmdbd.conf follows, if any ---",
-        f"DbdHost={lay.host}", "DbdAddr=127.0.0.1", f"DbdPort={lay.dbd_port}", "SlurmUser=root",
+        f"DbdHost={lay.dbd_host}", "DbdAddr=127.0.0.1", f"DbdPort={lay.dbd_port}", "SlurmUser=root",
+        *([f"DbdBackupHost={lay.controller(1)[0]}", "CommunicationParameters=NoInAddrAny"] if lay.dbd_backup else []),
         "AuthType=auth/munge", f"AuthInfo=socket={w}/munge/munge.sock",
         "StorageType=accounting_storage/mysql", f"StorageHost={db.host}", f"StoragePort={db.port}",
         f"StorageUser={db.user}", f"StorageLoc={db.name}",

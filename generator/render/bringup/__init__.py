@@ -57,19 +57,22 @@ def static(name: str) -> bytes:
     return resources.files("generator.templates").joinpath("bringup", name).read_bytes()
 
 
-def _dest(name: str, accounting_host_only: bool) -> dict[str, object]:
+def _dest(name: str, site_database: bool) -> dict[str, object]:
     """Where a file of slurm/ goes, who owns it, its mode, and on which roles."""
     nodes_and_ctld = ["slurmctld", "slurmd"]
     if name == "slurmdbd.conf":  # slurmdbd refuses a file others can read (it may hold the password)
         return {"dest": f"{ETC}/slurmdbd.conf", "owner": "slurm", "mode": "0600", "on": ["slurmdbd"]}
-    if name == "mariadb-slurm.cnf":  # read after Debian's 50-server.cnf
-        return {"dest": "/etc/mysql/mariadb.conf.d/60-slurm.cnf", "owner": "root", "mode": "0644", "on": ["slurmdbd"]}
+    if name == "mariadb-slurm.cnf":  # read after Debian's 50-server.cnf; the site's own database server: none here
+        return {"dest": "/etc/mysql/mariadb.conf.d/60-slurm.cnf", "owner": "root", "mode": "0644",
+                "on": [] if site_database else ["slurmdbd"]}
     if name == "accounts.sh":
         return {"dest": f"{ETC}/accounts.sh", "owner": "root", "mode": "0755", "on": ["slurmctld"]}
     if name == "nhc.conf":
         return {"dest": "/etc/nhc/nhc.conf", "owner": "root", "mode": "0644", "on": ["slurmd"]}
     if name == "enroot.conf":
         return {"dest": "/etc/enroot/enroot.conf", "owner": "root", "mode": "0644", "on": ["slurmd"]}
+    if name.startswith("prometheus-"):  # the site's Prometheus loads them; no Slurm host reads them
+        return {"dest": f"{ETC}/{name}", "owner": "root", "mode": "0644", "on": []}
     mode = "0755" if name.endswith(".sh") else "0644"
     return {"dest": f"{ETC}/{name}", "owner": "root", "mode": mode, "on": nodes_and_ctld}
 
@@ -87,7 +90,8 @@ def _conf(text: str) -> dict[str, str]:
 def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
     m = model(plan)
     conf = _conf(slurm_files["slurm.conf"].decode())
-    files = [{"src": name, **_dest(name, False)} for name in sorted(slurm_files)]
+    site_db = bool(m.site and m.site.storage_host)
+    files = [{"src": name, **_dest(name, site_db)} for name in sorted(slurm_files)]
     logdirs = sorted({v.rsplit("/", 1)[0] for k, v in conf.items() if k.endswith("logfile")})
     dirs = [{"path": conf.get("statesavelocation", "/var/spool/slurmctld"), "owner": "slurm", "on": ["slurmctld"]},
             {"path": conf.get("slurmdspooldir", "/var/spool/slurmd"), "owner": "root", "on": ["slurmd"]}]
@@ -110,7 +114,9 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_packages": {
             "common": ["munge"],
             "slurmctld": ["slurmctld", "slurm-client"],
-            "slurmdbd": ["slurmdbd", "mariadb-server", "mariadb-client"] if m.accounting else [],
+            # the site's database server (options.slurm.accounting.storage_host): slurmdbd only
+            "slurmdbd": (["slurmdbd"] if site_db else ["slurmdbd", "mariadb-server", "mariadb-client"])
+            if m.accounting else [],
             "slurmd": node_pkgs,
         },
         "orchgen_files": files,
@@ -124,6 +130,8 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_storage_pass_file": STORAGE_PASS_FILE,
         "orchgen_storage_user": conf.get("accountingstorageuser", "slurm"),
         "orchgen_storage_loc": m.site.database if m.site else "slurm_acct_db",
+        # the site's database server both slurmdbd hosts use (empty: MariaDB on the slurmdbd host, set up here)
+        "orchgen_storage_host": m.site.storage_host if site_db else "",
         "orchgen_nodes": [n for g in m.groups for n in g.nodes],
         # NHC from its 1.4.3 source tree on the machine that runs Ansible (it is not packaged by Debian);
         # empty: up.sh downloads the tag's archive from GitHub
@@ -157,8 +165,8 @@ def inventory(plan: Plan) -> dict[str, object]:
     m = model(plan)
     nodes = [n for g in m.groups for n in g.nodes]
     groups = {"slurmctld": {"hosts": {c: None for c in m.controllers}}}
-    if m.accounting:
-        groups["slurmdbd"] = {"hosts": {m.accounting_host: None}}
+    if m.accounting:  # with the backup slurmdbd (DbdBackupHost) beside the primary
+        groups["slurmdbd"] = {"hosts": {h: None for h in (m.accounting_host, m.dbd_backup_host) if h}}
     groups["slurmd"] = {"hosts": {n: None for n in nodes}}
     return {"all": {"children": groups}}
 
@@ -178,6 +186,8 @@ def checks(plan: Plan) -> dict[str, object]:
         **busbw_floor(m.groups, fabric),
         "accounts": [a.name for a in m.accounts],
         "health_program": ops.nhc_program if ops and ops.health else None,
+        # SlurmctldHost, primary first: with two or more the takeover check hands control to the backup and back
+        "controllers": [] if m.placeholder_controller else list(m.controllers),
     }
 
 

@@ -76,10 +76,40 @@ def kube_nodes(plan: Plan) -> dict[str, Any] | None:
                       label]}
 
 
+def site_database(m) -> dict[str, Any] | None:
+    """The record of the site's accounting database (options.slurm.accounting.storage_host): its server is the site's,
+    so its database user (allowed from each slurmdbd host) and each host's password file are the site's to make."""
+    if not m.accounting or not m.site or not m.site.storage_host:
+        return None
+    hosts = [h for h in (m.accounting_host, m.dbd_backup_host) if h]
+    user, db = "slurm", m.site.database
+    return {"name": f"the accounting database on {m.site.storage_host}",
+            "why": "options.slurm.accounting.storage_host names the site's database server, which every slurmdbd "
+                   "uses; the bring-up installs no MariaDB then and never sees that server's credentials",
+            "doc": "https://slurm.schedmd.com/accounting.html",
+            "on": f"{m.site.storage_host} and the slurmdbd hosts {', '.join(hosts)}",
+            "steps": [f"# on {m.site.storage_host}, in mariadb as its admin: a user slurmdbd logs in as from each host",
+                      *(f"CREATE USER '{user}'@'{h}' IDENTIFIED BY '<password>'; "
+                        f"GRANT ALL ON {db}.* TO '{user}'@'{h}';" for h in hosts),
+                      f"# the settings of slurm/mariadb-slurm.cnf in {m.site.storage_host}'s server configuration",
+                      *(pass_steps(m, hosts))]}
+
+
+def pass_steps(m, hosts: list[str]) -> list[str]:
+    """Where each slurmdbd host keeps the password: the file slurmdbd.conf includes, or (25.11+) the script it runs."""
+    kind, path = m.storage_pass
+    if kind == "script":
+        return [f"# on {' and '.join(hosts)}: StoragePassScript, which prints TOKEN=<password> (slurmdbd.conf(5))",
+                f"printf '#!/bin/sh\\necho TOKEN=<password>\\n' > {path} && chown slurm {path} && chmod 0700 {path}"]
+    return [f"# on {' and '.join(hosts)}: the password, in the file slurmdbd.conf includes",
+            f"install -o slurm -m 0600 /dev/null {path} && echo 'StoragePass=<password>' > {path}"]
+
+
 def not_installed(plan: Plan) -> list[dict[str, Any]]:
     m = model(plan)
     ops = m.ops
     kube = [k] if (k := kube_nodes(plan)) else []
+    kube += [d] if (d := site_database(m)) else []
     if not ops or ops.containers != "pyxis":
         return kube
     v = ENROOT_VERSION

@@ -72,6 +72,10 @@ SCAVENGER_QOS = "scavenger"
 # StoragePassScript to enable database password rotation"); before it, slurmdbd.conf Includes a
 # file that holds the StoragePass line.
 STORAGE_PASS_SCRIPT_SINCE = (25, 11)
+# slurmctld's own metrics (MetricsType=metrics/openmetrics): "Slurm 25.11 introduced" them (Metrics Guide,
+# https://slurm.schedmd.com/metrics.html); older releases need an exporter of their own
+METRICS_SINCE = (25, 11)
+METRICS_FILES = ["prometheus-slurm.yaml", "prometheus-slurm-rules.yaml"]
 STORAGE_PASS_FILE = "/etc/slurm/slurmdbd-storage-pass.conf"
 STORAGE_PASS_SCRIPT = "/etc/slurm/slurmdbd-storage-pass.sh"
 
@@ -484,6 +488,17 @@ class SlurmModel:
         return self.accounting_host
 
     @property
+    def dbd_backup_host(self) -> str | None:
+        """DbdBackupHost (slurmdbd.conf) and AccountingStorageBackupHost (slurm.conf): the first controller that is
+        not the accounting host, where the controllers are paired and the site names a database both slurmdbd
+        reach (options.slurm.accounting.storage_host: a backup against a database of its own host would keep
+        another set of books). None: one slurmdbd."""
+        if not self.accounting or not self.site or not self.site.storage_host or self.placeholder_controller:
+            return None
+        return next((c for c in self.controllers if c != self.accounting_host), None) \
+            if len(self.controllers) > 1 else None
+
+    @property
     def dbd_host_placeholder(self) -> bool:
         return self.accounting_host == PLACEHOLDER_CONTROLLER
 
@@ -510,7 +525,12 @@ class SlurmModel:
         if self.accounting:
             out += ["slurmdbd.conf", "mariadb-slurm.cnf", "accounts.sh"]
         out += [j.file for j in self.ray_jobs]
-        return out + (self.ops.files if self.ops else [])
+        return out + (self.ops.files if self.ops else []) + (METRICS_FILES if self.metrics else [])
+
+    @property
+    def metrics(self) -> bool:
+        """slurmctld serves OpenMetrics (25.11+) on a bare-metal plane: MetricsType, the scrape jobs and alerts."""
+        return self.ops is not None and tuple(int(x) for x in self.version.split(".")) >= METRICS_SINCE
 
     def outside(self, topo: BlockTopology) -> list[str]:
         """Pools whose nodes a block topology leaves out (Slurm logs "Blocks lack access")."""

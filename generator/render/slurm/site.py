@@ -59,6 +59,7 @@ class SitePolicy:
     priority: Priority
     database: str
     existing_accounting: bool
+    storage_host: str | None = None  # options.slurm.accounting.storage_host: the site's database server
 
     @property
     def default_qos(self) -> str | None:
@@ -144,7 +145,8 @@ def policy(o: SlurmOptions, has_gpus: bool, accounting: bool, source: str) -> Si
         qos=tuple(_qos(q) for q in o.qos) if o.qos is not None else None,
         priority=_priority(o, has_gpus),
         database=acct.database if acct else "slurm_acct_db",
-        existing_accounting=bool(acct and acct.existing))
+        existing_accounting=bool(acct and acct.existing),
+        storage_host=acct.storage_host if acct else None)
 
 
 def scheduler_parameters(orchgen_items: list[str], p: SitePolicy) -> str:
