@@ -13,6 +13,12 @@ Checks:
 - allocation: a 2-node job gets its whole allocation under one job ID, on the fewest leaf switches the
   topology allows (a job that fits one leaf lands under one leaf);
 - health: NHC passes on every node (run on each, and no node drained with an NHC reason);
+- takeover (a plan with two or more controllers): a job runs, `scontrol takeover` hands control to the first
+  backup (the primary's slurmctld saves its state and exits: scontrol(1) takeover), the job is still RUNNING on its
+  nodes under the backup and the backup starts a new job; then slurmctld starts again on the primary, which takes
+  control back at startup (scontrol(1)), and the job is still RUNNING and the primary starts a new job. Run on the
+  primary controller: the check starts its slurmctld again there with `--start-controller CMD` (default
+  `systemctl start slurmctld`); the bring-up gives its own start command where the hosts have no init system;
 - nccl: nccl-tests all_reduce_perf over two nodes with NCCL_DEBUG=INFO uses the fabric's RDMA transport
   (NET/IB on InfiniBand and RoCE), never the socket fallback, and reaches the bus-bandwidth floor of the
   fabric kind. NCCL's own log line names the transport ("via NET/IB/0/GDRDMA"); `--nccl-log FILE` checks
@@ -69,7 +75,14 @@ IMMEDIATE_S = 30
 # The most one check may take in all, its jobs included (all_reduce_perf from 8 B to 4 GB over two nodes takes
 # minutes; NHC seconds); `--check-timeout` overrides every one. srun(1): a killed srun leaves its job, so the
 # checks scancel(1) what they started.
-CHECK_BOUND_S = {"gres": 60, "allocation": 300, "health": 600, "nccl": 1200, "gang": 1800, "kube-nccl": 1800}
+CHECK_BOUND_S = {"gres": 60, "allocation": 300, "health": 600, "takeover": 600, "nccl": 1200, "gang": 1800,
+                 "kube-nccl": 1800}
+# How the takeover check starts slurmctld on the primary again after `scontrol takeover` stopped it (scontrol(1):
+# "The primary controller daemon will shut down ... It will take control back at startup"); --start-controller.
+START_CONTROLLER = "systemctl start slurmctld"
+# How long each hand-over may take: the backup waits for the primary to save its state and exit, then loads that
+# state (slurm.conf(5) SlurmctldTimeout bounds only an unannounced failure, not a takeover)
+HANDOVER_S = 120
 # run.py's exit status where the only failures are checks whose tools are not installed (nccl-tests)
 NOT_INSTALLED_EXIT = 3
 NCCL_MISSING = "orchgen-checks: NOT INSTALLED"
@@ -286,6 +299,111 @@ def check_health(cfg: dict, bound: float = CHECK_BOUND_S["health"], immediate: i
         if "NHC" in line:
             problems.append(f"drained by NHC: {line}")
     return {"ok": not problems, "detail": problems or f"{program} passed on {len(nodes)} nodes"}
+
+
+PING = re.compile(r"Slurmctld\((primary|backup\d*)\) at (\S+) is (UP|DOWN)")
+
+
+def _ping() -> list[tuple[str, str, str]]:
+    """`scontrol ping`: (role, host, UP|DOWN) per SlurmctldHost, primary first."""
+    return PING.findall(sh(["scontrol", "ping"], timeout=30).stdout)
+
+
+def _job_state(job: str) -> str:
+    """`squeue -j JOB -o '%T %N'`: "RUNNING node1" ("" while no controller answers)."""
+    out = sh(["squeue", "-h", "-j", job, "-o", "%T %N"], timeout=30)
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _until(what: str, probe, timeout: float):
+    end = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value or time.monotonic() >= end:
+            if not value:
+                raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+            return value
+        time.sleep(0.5)
+
+
+def check_takeover(cfg: dict, bound: float = CHECK_BOUND_S["takeover"], immediate: int = IMMEDIATE_S,
+                   start: str | None = None) -> dict:
+    """`scontrol takeover` to the first backup and back with a job running; the job survives both hand-overs and
+    each controller schedules a new job while it has control (see the module docstring)."""
+    planned = cfg.get("controllers") or []
+    if len(planned) < 2:
+        return {"ok": True, "detail": f"one controller ({', '.join(planned) or 'none planned'}): no takeover to try"}
+    ping = _ping()
+    if len(ping) < 2 or any(state != "UP" for _, _, state in ping[:2]):
+        return {"ok": False, "detail": f"planned controllers {planned}; scontrol ping shows "
+                                       f"{[' '.join(p) for p in ping] or 'none'}: both must be UP before a takeover"}
+    primary, backup = ping[0][1], ping[1][1]
+    here = sh(["hostname", "-s"]).stdout.strip()
+    if start is None:
+        if here != primary:
+            return {"ok": False, "detail": f"run on the primary controller {primary}, not {here}: `scontrol takeover` "
+                                           f"stops its slurmctld and the check starts it again there "
+                                           f"(or give --start-controller CMD, e.g. 'ssh {primary} {START_CONTROLLER}')"}
+        start = START_CONTROLLER
+    end = time.monotonic() + bound
+    left = lambda: max(1.0, min(HANDOVER_S, end - time.monotonic()))  # noqa: E731
+    name = f"orchgen-check-takeover-{os.getpid()}"
+    with _LOCK:
+        NAMES.add(name)
+    # the job that must survive: one task on one node, bounded by the check's own time (sbatch has no --immediate:
+    # it is cancelled, as BUSY, when it does not run within --immediate seconds)
+    sub = sh(["sbatch", "--parsable", "-J", name, "-N1", "-n1", "-t", str(max(2, int(bound // 60) + 1)),
+              "-o", "/dev/null", "--wrap", f"sleep {int(bound)}"])
+    job = sub.stdout.strip().split(";")[0]
+    if sub.returncode != 0 or not job.isdigit():
+        return {"ok": False, "detail": f"the takeover check's job was refused: sbatch exit {sub.returncode}: "
+                                       f"{sub.stderr.strip()[-300:]}"}
+    with _LOCK:
+        JOBS.add(job)
+    steps: list[str] = []
+    try:
+        try:
+            running = _until(f"job {job} to run", lambda: (s := _job_state(job)).startswith("RUNNING") and s, immediate)
+        except TimeoutError:
+            sh(["scancel", job], timeout=30)
+            part = _default_partition()
+            raise Busy(f"takeover: partition {part} busy: 1 node not free within {immediate} s (raise it with "
+                       f"--immediate) (job {job}, cancelled); squeue -p {part} shows {_squeue(part)}") from None
+        t = time.monotonic()
+        took = sh(["scontrol", "takeover"], timeout=left())
+        if took.returncode != 0:
+            return {"ok": False, "detail": f"scontrol takeover exit {took.returncode}: {took.stderr.strip()[-300:]}"}
+        # the backup has control once the primary is DOWN and a controller answers for the job
+        _until(f"{backup} to take control (scontrol ping: {primary} DOWN)",
+               lambda: (p := _ping()) and p[0][2] == "DOWN" and len(p) > 1 and p[1][2] == "UP", left())
+        under_backup = _until(f"{backup} to answer for job {job}", lambda: _job_state(job), left())
+        steps.append(f"takeover by {backup} in {time.monotonic() - t:.0f} s")
+        problems = [] if under_backup == running else [f"under {backup} job {job} is {under_backup!r}, was {running!r}"]
+        new = srun("takeover", ["-N1", "-n1", "-t", "2"], ["true"], f"1 node under {backup}", left(), immediate)
+        if new.returncode != 0:
+            problems.append(f"{backup} did not run a new job: srun exit {new.returncode}: {new.stderr.strip()[-200:]}")
+        t = time.monotonic()
+        started = subprocess.run(start, shell=True, capture_output=True, text=True, timeout=left())
+        if started.returncode != 0:
+            problems.append(f"`{start}` exit {started.returncode}: {started.stderr.strip()[-300:]}; slurmctld on "
+                            f"{primary} is still down, {backup} keeps control")
+            return {"ok": False, "detail": problems}
+        _until(f"{primary} to take control back (scontrol ping: both UP)",
+               lambda: (p := _ping()) and len(p) > 1 and p[0][2] == "UP" and p[1][2] == "UP", left())
+        back = _until(f"{primary} to answer for job {job}", lambda: _job_state(job), left())
+        steps.append(f"back to {primary} in {time.monotonic() - t:.0f} s")
+        if back != running:
+            problems.append(f"back under {primary} job {job} is {back!r}, was {running!r}")
+        new = srun("takeover", ["-N1", "-n1", "-t", "2"], ["true"], f"1 node under {primary}", left(), immediate)
+        if new.returncode != 0:
+            problems.append(f"{primary} did not run a new job: srun exit {new.returncode}: {new.stderr.strip()[-200:]}")
+        return {"ok": not problems,
+                "detail": problems or f"job {job} ({running}) survived {', then '.join(steps)}; each ran a new job"}
+    except TimeoutError as e:
+        return {"ok": False, "detail": [f"{e} (job {job}; done: {', '.join(steps) or 'nothing'})",
+                                        f"scontrol ping: {[' '.join(p) for p in _ping()]}"]}
+    finally:
+        sh(["scancel", job], timeout=30)
 
 
 def judge_nccl(log: str, transport: str, floor: float) -> dict:
@@ -520,7 +638,7 @@ def check_kube_nccl(cfg: dict, ctx: str | None, log_file: str | None, timeout: f
             print(f"NCCL check job not cleaned up: {gone}", file=sys.stderr)
 
 
-SLURM_CHECKS = ("gres", "allocation", "health", "nccl")
+SLURM_CHECKS = ("gres", "allocation", "health", "takeover", "nccl")
 KUBE_CHECKS = ("gang", "kube-nccl")
 CHECKS = SLURM_CHECKS + KUBE_CHECKS
 
@@ -540,6 +658,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--immediate", type=int, default=IMMEDIATE_S,
                     help=f"seconds a check's job may wait for its nodes (srun --immediate; default {IMMEDIATE_S})")
     ap.add_argument("--check-timeout", type=float, help="the most seconds one check may take (default: per check)")
+    ap.add_argument("--start-controller", default=None,
+                    help="the command that starts slurmctld on the primary again after the takeover check's "
+                         f"`scontrol takeover` (default: {START_CONTROLLER!r}, run on the primary)")
     ap.add_argument("--plane", choices=("slurm", "kubernetes"), help="only this plane's checks")
     ap.add_argument("--kube-context", default=os.environ.get("ORCHGEN_KUBE_CONTEXT") or None,
                     help="the kubeconfig context of the gang check (default: the current one)")
@@ -564,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
                                      else {"ok": True, "detail": "one node"})
                 elif name == "health":
                     results[name] = check_health(cfg, bound, imm)
+                elif name == "takeover":
+                    results[name] = check_takeover(cfg, bound, imm, args.start_controller)
                 elif name == "gang":
                     results[name] = check_gang(cfg, args.kube_context, args.gang_timeout)
                 elif name == "kube-nccl":
