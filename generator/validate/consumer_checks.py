@@ -303,7 +303,7 @@ def _jinja_skeleton(name: str) -> tuple[frozenset[str], tuple[re.Pattern[str], .
 
 @functools.lru_cache(maxsize=None)
 def _node_labels_skeleton() -> frozenset[str]:
-    from ..render.kubernetes import labels
+    from .. import labels_script as labels
 
     statics = set()
     for block in (labels.HEADER, labels.CLOUD_HEADER, labels.UNTAINT, labels.FOOTER):
@@ -316,7 +316,7 @@ def _node_labels_skeleton() -> frozenset[str]:
 
 def _formatted_lines() -> tuple[re.Pattern[str], ...]:
     """node-labels.sh's header lines with a value (PLANE=..., the untaint lines with the taint key)."""
-    from ..render.kubernetes import labels
+    from .. import labels_script as labels
 
     out = []
     for block in (labels.HEADER, labels.CLOUD_HEADER, labels.UNTAINT, labels.FOOTER):
