@@ -115,3 +115,28 @@ def bringup_os_line(release: str) -> str | None:
     oses = ", ".join(f"{os_}: {r}" for os_, r in sorted(BRINGUP_OS_SLURM.items()))
     return (f"no OS of the bring-up packages Slurm {release} ({oses}); the bring-up refuses such hosts: set "
             f"slurm_version to one of those or install Slurm {release} packages yourself")
+
+# Node labels: the same names in the labelling script, flavors, topologies and NodeSet selectors (kept
+# here, not in spec/fabric.py, so that `validate` reads them without importing the planner's models).
+LABEL_POOL = "orchgen.io/pool"
+LABEL_PLANE = "orchgen.io/plane"
+LABEL_LEAF = "orchgen.io/leaf"
+LABEL_SPINE = "orchgen.io/spine"
+LABEL_NVLINK = "orchgen.io/nvlink-domain"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+# The NVLink clique a GB200-class node's GPUs belong to, as GPU Feature Discovery (the GPU Operator's
+# GFD) labels it: `<ClusterUUID>.<CliqueId>` from the fabric manager, the same on every tray of one
+# NVLink domain (dra-driver-nvidia-gpu v0.4.1 docs/install.md, "Validate clique node labels";
+# docs/prerequisites.md: "GFD generates the `nvidia.com/gpu.clique` node labels required by
+# ComputeDomains"). orchgen never writes it: its value is the fabric's own, read from the hardware.
+LABEL_CLIQUE = "nvidia.com/gpu.clique"
+# NVIDIA Topograph 1.0's label contract (its docs, "Kubernetes engine": `fabric.topograph.run/tier-N`,
+# "Tier 0 is the switch closest to the node; each higher tier is the next switch tier outward";
+# `accelerator.topograph.run/domain`, the accelerator-interconnect (NVLink) domain). Its values are
+# the switch identifiers Topograph discovers, which orchgen does not know: only the keys are used.
+TOPOGRAPH_TIER = "fabric.topograph.run/tier-{}"
+# The planes that are Kubernetes clusters (plan.json `planes`).
+KUBE_PLANES = ("kubernetes", "k3s")
+# SlurmctldHost when fleet.slurm is not given: a name no machine has, so that slurmctld refuses to start
+# ("This host (...) not a valid controller") until the site sets fleet.slurm.controllers.
+PLACEHOLDER_CONTROLLER = "set-fleet-slurm-controllers"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from generator import spec
 from generator.errors import OrchgenError
@@ -139,6 +140,24 @@ def test_validate_flags_a_token_shaped_value_in_any_bundle_file(tmp_path):
     for line in ("AccountingStoragePass=hunter2x", "JobCompPass=hunter2x", "StoragePass=hunter2x"):
         assert [n for n, _ in secrets_check.scan(f"# x\n{line}\n")] == [2], line
     assert not list(secrets_check.scan("#AccountingStoragePass=hunter2x\nAccountingStorageHost=db\n"))
+
+
+_PIECES = [*TOKENS.values(), "password: s3cretpw0rd", "StoragePass=hunter2hunter2", "-----BEGIN PRIVATE KEY-----",
+           "https://bob:pa55word@db.example.com/x", "?token=abc123", "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fXy7Zq3Wp9Lm2Nk5",
+           "token", "pa\u017f\u017fword: hunter2hunter2", "api\u212aey=abc", "gh", "p_", "xox", "b-", ":", "=", "# ", " ", "\t", "\r", "\x0c", "\x85", "\u2028", "\n", "\r\n", "x", "\"", "'", "@", "/"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30))
+def test_secrets_scan_finds_what_a_line_by_line_scan_finds(pieces):
+    """scan searches the whole text once per pattern and checks only the lines a pattern matches
+    (issue 41): the same findings as checking every line, whatever the line breaks."""
+    from generator.validate import secrets_check
+
+    text = "".join(pieces)
+    every_line = [(n, what) for n, line in enumerate(text.splitlines(), 1)
+                  for what in secrets_check.line_findings(line)]
+    assert list(secrets_check.scan(text)) == every_line
 
 
 # ----------------------------------------------------------------------------------- 2. bounded everything

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from generator.validate.crds import CRDRegistry, convert_schema
 from generator.validate.values import load_defaults, unknown_keys
@@ -546,3 +547,14 @@ def test_cached_validators_report_what_the_library_reports(builtin) -> None:
             assert got == want, (version, obj)
     assert sum(_first_error_of_the_library(o, "1.33.0") is not None for o in objects) == 5
     assert builtin._validator.cache_info().hits > 0
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["---", "\n", "---\n", " ", "\t", "#x", "a", "---#c", "----", "\r", "\n---"]),
+                max_size=14))
+def test_crd_files_split_into_the_documents_the_separator_pattern_gives(pieces):
+    """The CRD loader's fast split (issue 41) cuts a file where re.split with the separator pattern does."""
+    from generator.validate import crds
+
+    text = "".join(pieces)
+    assert crds._split_documents(text) == crds._SEPARATOR.split(text)

@@ -14,9 +14,9 @@ from ..spec import slurmtime
 from ..spec.hardware import NodeHardware
 from ..spec.models import SlurmOptions
 from ..spec.site import Site
+from ..contract import KUBE_PLANES  # noqa: F401  (the bundle contract's; re-exported)
 
 PLANES = ("slurm", "kubernetes", "k3s")
-KUBE_PLANES = ("kubernetes", "k3s")
 
 
 @dataclass(frozen=True)

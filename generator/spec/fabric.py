@@ -37,6 +37,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# node labels: the bundle contract's (generator/contract.py), re-exported
+from ..contract import (LABEL_CLIQUE, LABEL_HOSTNAME, LABEL_LEAF, LABEL_NVLINK, LABEL_PLANE,  # noqa: F401
+                        LABEL_POOL, LABEL_SPINE, TOPOGRAPH_TIER)
 from ..errors import OrchgenError
 from . import hostlist
 from .models import MAX_FLEET_NODES
@@ -45,24 +48,7 @@ if TYPE_CHECKING:
     from .importers import ImportedFabric
     from .models import Fleet, Path_  # noqa: F401
 
-# Node labels: the same names in the labelling script, flavors, topologies and NodeSet selectors.
-LABEL_POOL = "orchgen.io/pool"
-LABEL_PLANE = "orchgen.io/plane"
-LABEL_LEAF = "orchgen.io/leaf"
-LABEL_SPINE = "orchgen.io/spine"
-LABEL_NVLINK = "orchgen.io/nvlink-domain"
-LABEL_HOSTNAME = "kubernetes.io/hostname"
-# The NVLink clique a GB200-class node's GPUs belong to, as GPU Feature Discovery (the GPU Operator's
-# GFD) labels it: `<ClusterUUID>.<CliqueId>` from the fabric manager, the same on every tray of one
-# NVLink domain (dra-driver-nvidia-gpu v0.4.1 docs/install.md, "Validate clique node labels";
-# docs/prerequisites.md: "GFD generates the `nvidia.com/gpu.clique` node labels required by
-# ComputeDomains"). orchgen never writes it: its value is the fabric's own, read from the hardware.
-LABEL_CLIQUE = "nvidia.com/gpu.clique"
-# NVIDIA Topograph 1.0's label contract (its docs, "Kubernetes engine": `fabric.topograph.run/tier-N`,
-# "Tier 0 is the switch closest to the node; each higher tier is the next switch tier outward";
-# `accelerator.topograph.run/domain`, the accelerator-interconnect (NVLink) domain). Its values are
-# the switch identifiers Topograph discovers, which orchgen does not know: only the keys are used.
-TOPOGRAPH_TIER = "fabric.topograph.run/tier-{}"
+# Topograph's accelerator-interconnect (NVLink) domain label (its label contract: see TOPOGRAPH_TIER)
 TOPOGRAPH_ACCELERATOR = "accelerator.topograph.run/domain"
 # orchgen's own switch labels, and Topograph's key for the same level
 TOPOGRAPH_OF = {LABEL_LEAF: TOPOGRAPH_TIER.format(0), LABEL_SPINE: TOPOGRAPH_TIER.format(1),

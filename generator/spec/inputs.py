@@ -23,8 +23,12 @@ import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from .. import catalog
-from .models import Fleet, Path_, _short
+
+if TYPE_CHECKING:  # pydantic's models cost ~0.1 s to import: `validate` reads bundles with Refused alone
+    from .models import Fleet, Path_
 
 MAX_INPUT_BYTES = 16 * 1024 * 1024  # workload.yaml and every file it names; checked before reading
 MAX_INT_DIGITS = 64  # no count in workload.yaml comes near; Python refuses int("9" * 4301) anyway
@@ -136,6 +140,8 @@ def fleet_problems(fleet: Fleet) -> Iterator[tuple[str, Path_]]:
                    f"({_show(oldest)}; supported: {_show(oldest)} to {_show(newest)})", ("options", key))
     for component, version in sorted(opts.versions.items()):
         if not isinstance(version, str) or not _CHART_VERSION.fullmatch(version):
+            from .models import _short
+
             yield (f"{_short(version)} is not a chart version: write a SemVer version such as 1.2.3 or "
                    "v1.2.3 (no spaces, quotes, newlines or shell characters)", ("options", "versions", component))
 

@@ -38,8 +38,10 @@ def bundled_versions() -> tuple[str, ...]:
     return tuple(sorted(set(all_versions()), key=_version_key))
 
 
+@functools.lru_cache(maxsize=None)
 def schema_version(kubernetes_version: str) -> str:
-    """The bundled version used for `kubernetes_version` ("v1.33.2" -> "1.33.0")."""
+    """The bundled version used for `kubernetes_version` ("v1.33.2" -> "1.33.0"); kept per version (is_builtin
+    asks it for every object: cProfile, issue 41: 1,220 calls, 17,093 version keys, ~10% of `validate`)."""
     wanted = _version_key(kubernetes_version)[:2]
     if len(wanted) < 2:
         raise ValueError(f"not a Kubernetes version: {kubernetes_version!r}")
@@ -102,21 +104,25 @@ def _validator(version: str, api_version: str, kind: str) -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def _definitions(version: str) -> Any:
+def _definitions_json(version: str) -> dict[str, Any]:
+    """The version's strict `_definitions.json` (~1.4 MB), read once for both the validators and the kinds."""
     from kubernetes_validate.utils import schema_contents
+
+    return schema_contents(f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", version)
+
+
+@functools.lru_cache(maxsize=None)
+def _definitions(version: str) -> Any:
     from referencing import Resource
 
-    return Resource.from_contents(
-        schema_contents(f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", version))
+    return Resource.from_contents(_definitions_json(version))
 
 
 @functools.lru_cache(maxsize=None)
 def _known_kinds(version: str) -> frozenset[tuple[str, str]]:
     """(apiVersion, kind) pairs of the bundled definitions, from their x-kubernetes-group-version-kind."""
-    from importlib.resources import files
-
-    defs_file = files("kubernetes_validate") / "kubernetes-json-schema" / f"v{version}-local" / "_definitions.json"
-    definitions = json.loads(defs_file.read_text(encoding="utf-8"))["$defs"]
+    # the strict definitions carry the same x-kubernetes-group-version-kind as the -local ones
+    definitions = _definitions_json(version)["$defs"]
     kinds = set()
     for definition in definitions.values():
         gvks = definition.get("x-kubernetes-group-version-kind", [])

@@ -179,6 +179,7 @@ def _findings(bundle: Bundle, crds: CRDRegistry | None, chart_defaults: Path | N
     notices = report.notices
     if crds is None and bundle.under("kubernetes/") + bundle.under("gitops/"):
         notices.append("no --crds: custom resources not checked against CRD schemas")
+    consumer_checks.start_scripts(bundle)  # bash -n and shellcheck run beside the checks below
     found: list[Finding] = []
     found += slurm_checks.check(bundle, notices)
     docs = kube_checks.objects(bundle)

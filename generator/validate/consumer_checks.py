@@ -303,7 +303,7 @@ def _jinja_skeleton(name: str) -> tuple[frozenset[str], tuple[re.Pattern[str], .
 
 @functools.lru_cache(maxsize=None)
 def _node_labels_skeleton() -> frozenset[str]:
-    from ..render.kubernetes import labels
+    from .. import labels_script as labels
 
     statics = set()
     for block in (labels.HEADER, labels.CLOUD_HEADER, labels.UNTAINT, labels.FOOTER):
@@ -316,7 +316,7 @@ def _node_labels_skeleton() -> frozenset[str]:
 
 def _formatted_lines() -> tuple[re.Pattern[str], ...]:
     """node-labels.sh's header lines with a value (PLANE=..., the untaint lines with the taint key)."""
-    from ..render.kubernetes import labels
+    from .. import labels_script as labels
 
     out = []
     for block in (labels.HEADER, labels.CLOUD_HEADER, labels.UNTAINT, labels.FOOTER):
@@ -359,7 +359,7 @@ def _foreign_line(path: str, text: str) -> tuple[int, str] | None:
     return None
 
 
-def _scripts(bundle: Bundle) -> Iterator[Finding]:
+def _script_texts(bundle: Bundle) -> list[tuple[str, str]]:
     scripts = []
     for path in bundle.files:
         if not path.endswith((".sh", ".sbatch")):
@@ -367,18 +367,33 @@ def _scripts(bundle: Bundle) -> Iterator[Finding]:
         text = bundle.text(path)
         if text is not None:
             scripts.append((path, text))
-    # bash -n and shellcheck of every script at once (each is a process that mostly waits to start):
-    # run one after another they were most of validate's wall time; the findings keep the scripts' order
+    return scripts
+
+
+def start_scripts(bundle: Bundle) -> None:
+    """Start bash -n and shellcheck of every script now, in threads (each is a process that mostly waits
+    to start; run one after another they were most of validate's wall time), so that they run beside
+    the checks in Python (issue 41); _scripts takes their findings, in the scripts' order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(scripts)))) as pool:
-        syntax = list(pool.map(lambda script: list(_shell_syntax(bundle, *script)), scripts))
-    for (path, text), found in zip(scripts, syntax):
+    if "shell-syntax" in bundle.memo:
+        return
+    scripts = _script_texts(bundle)
+    pool = ThreadPoolExecutor(max_workers=max(1, min(8, len(scripts))))
+    futures = [pool.submit(lambda script: list(_shell_syntax(bundle, *script)), script) for script in scripts]
+    pool.shutdown(wait=False)  # the threads finish their work; no new work comes
+    bundle.memo["shell-syntax"] = (scripts, futures)
+
+
+def _scripts(bundle: Bundle) -> Iterator[Finding]:
+    start_scripts(bundle)
+    scripts, futures = bundle.memo["shell-syntax"]
+    for (path, text), future in zip(scripts, futures):
         foreign = _foreign_line(path, text)
         if foreign:
             yield error(path, foreign[0], "a line orchgen does not write: the script was edited by hand "
                         "(re-run orchgen plan, or move site additions to a script of your own)")
-        yield from found
+        yield from future.result()
 
 
 def _shell_syntax(bundle: Bundle, path: str, text: str) -> Iterator[Finding]:

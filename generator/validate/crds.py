@@ -147,6 +147,27 @@ class CRDLoadError(ValueError):
 
 
 _SEPARATOR = re.compile(r"^---[ \t]*(?:#.*)?$", re.M)
+# The same separator after its newline: a pattern that starts with a literal is searched for as one, where
+# `^` in MULTILINE tries every position (cProfile, issue 41: splitting 19 MB of reference CRDs was half
+# of loading them).
+_AFTER_NEWLINE = re.compile(r"\n(---[ \t]*(?:#[^\n]*)?)(?=\n|\Z)")
+_AT_START = re.compile(r"---[ \t]*(?:#[^\n]*)?(?=\n|\Z)")
+
+
+def _split_documents(text: str) -> list[str]:
+    """_SEPARATOR.split(text), faster."""
+    out, start = [], 0
+    first = _AT_START.match(text)
+    if first:
+        out.append("")
+        start = first.end()
+    for m in _AFTER_NEWLINE.finditer(text, max(start - 1, 0)):
+        if m.start(1) < start:
+            continue
+        out.append(text[start:m.start(1)])
+        start = m.end(1)
+    out.append(text[start:])
+    return out
 _SCHEMA_KEY = re.compile(r"( *)openAPIV3Schema:[ \t]*(?:#.*)?")
 
 
@@ -189,7 +210,7 @@ def _without_schemas(text: str) -> str:
 
 def _documents(text: str, source: str) -> Iterator[tuple[Any, _Document]]:
     """(what the document says outside its schemas, the document) for each CRD document of a file."""
-    for chunk in _SEPARATOR.split(text):
+    for chunk in _split_documents(text):
         if "CustomResourceDefinition" not in chunk:
             continue  # not a CRD: Helm templates and such are not parsed at all (they may not be YAML)
         try:

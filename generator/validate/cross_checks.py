@@ -31,8 +31,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..spec import hostlist
-from ..spec.fabric import LABEL_HOSTNAME, LABEL_LEAF, LABEL_NVLINK, LABEL_PLANE, LABEL_POOL, LABEL_SPINE, TOPOGRAPH_TIER
-from ..decide.plan import KUBE_PLANES
+from ..contract import LABEL_HOSTNAME, LABEL_LEAF, LABEL_NVLINK, LABEL_PLANE, LABEL_POOL, LABEL_SPINE, TOPOGRAPH_TIER
+from ..contract import KUBE_PLANES
 from .bundle_view import Bundle, Doc, Finding, error, as_list
 from .kube_refs import SCRIPT, pod_templates, set_elsewhere
 from .slinky_checks import nodeset_gres, slurm_values

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from ..spec import hostlist
-from ..render.slurm.model import PLACEHOLDER_CONTROLLER
+from ..contract import PLACEHOLDER_CONTROLLER
 from . import slurm_ops_checks
 from .bundle_view import Bundle, Finding, error, warning
 from .slurm_conf import (GresConf, SlurmConf, Topology, format_gres, parse_gres_conf, parse_slurm_conf,

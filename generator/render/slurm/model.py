@@ -58,9 +58,7 @@ HEADROOM_FRACTION = 0.05
 REPORTED_MARGIN_MIN_MIB = 512  # below slurmd -C's RealMemory, when MemSpecLimit keeps the OS its share
 REPORTED_MARGIN_DIVISOR = 200  # 0.5%
 KERNEL_FRACTION = 0.03  # what firmware and the kernel keep of the installed memory (1-3% on servers)
-# SlurmctldHost when fleet.slurm is not given: a name no machine has, so that slurmctld refuses to start
-# ("This host (...) not a valid controller") until the site sets fleet.slurm.controllers.
-PLACEHOLDER_CONTROLLER = "set-fleet-slurm-controllers"
+from ...contract import PLACEHOLDER_CONTROLLER  # noqa: F401  (the bundle contract's; re-exported)
 # Names Slurm reads as keywords in NodeName=/PartitionName=/Nodes= values (case-insensitively).
 SLURM_KEYWORDS = ("default", "all")
 CPU_PARTITION = "cpu"  # the default partition over several CPU pools
