@@ -32,7 +32,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests._consumers import require
