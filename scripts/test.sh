@@ -113,26 +113,28 @@ phase "Go builds (control plane, LWS, Flux)"
 
 # --- issue 33: a real Pulumi toolchain (tests/test_pulumi_up_real.py runs `pulumi up` for real) -------------
 # No prebuilt Pulumi binary is reachable here: ../shared/pulumi-src/build.sh builds the CLI, the Python language
-# host and the command and random providers from source (its README: minutes cold on 2 cores; not the
-# Kubernetes provider, which no test runs yet) into ~/.cache/orchgen/pulumi/<CLI version>/bin, kept between runs
-# (build.sh skips what is there). Only when a selected test file uses it (ORCHGEN_PULUMI_BIN), as above, and
-# under `nice`: the build is CPU-bound and the rest of the run should not wait on its share.
+# host and the command and random providers from source (its README: minutes cold on 2 cores) into
+# ~/.cache/orchgen/pulumi/<CLI version>/bin, kept between runs (build.sh skips what is there). Only when a selected
+# test file uses it (ORCHGEN_PULUMI_BIN), as above, and under `nice`: the build is CPU-bound and the rest of the run
+# should not wait on its share. pulumi-resource-kubernetes v4.25.0 (`--kubernetes`: about 6.5 min and 442 MB more)
+# only when a selected file runs the Kubernetes program (tests/test_pulumi_kube_real.py names that plugin).
 pulumi_src="${ORCHGEN_PULUMI_SRC:-../shared/pulumi-src}"
 pulumi_out="${ORCHGEN_PULUMI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orchgen/pulumi}/v3.276.0"
-need_pulumi=1
+need_pulumi=1 pulumi_kubernetes=--kubernetes
 if [ ${#selected[@]} -gt 0 ] && ! [ -n "$(find "${selected[@]}" -maxdepth 0 -type d 2>/dev/null)" ]; then
   grep -qs "ORCHGEN_PULUMI_BIN" "${selected[@]}" || need_pulumi=0
+  grep -qs "pulumi-resource-kubernetes" "${selected[@]}" || pulumi_kubernetes=
 fi
 if [ $need_pulumi = 1 ]; then
   if ! command -v go >/dev/null || [ ! -x "$pulumi_src/build.sh" ]; then
     echo "note: no go or no $pulumi_src/build.sh, so no Pulumi toolchain: tests/test_pulumi_up_real.py will skip" >&2
   else
-    nice "$pulumi_src/build.sh" "$pulumi_out" >/dev/null
+    nice "$pulumi_src/build.sh" "$pulumi_out" $pulumi_kubernetes >/dev/null
     export ORCHGEN_PULUMI_BIN="$pulumi_out/bin"
   fi
 fi
 # --- end issue 33 ------------------------------------------------------------------------------------------
-phase "Pulumi toolchain (CLI, Python host, command and random providers)"
+phase "Pulumi toolchain (CLI, Python host, command, random and kubernetes providers)"
 
 # Parallel by default (issue 32): N workers (ORCHGEN_TEST_WORKERS, default 3 on this 2-core machine: the
 # real-consumer tests mostly wait on their daemons), modules that share a fixture kept on one worker and

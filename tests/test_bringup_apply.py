@@ -6,6 +6,7 @@ it on real clusters, reading what they run from the hosts."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +26,10 @@ def bundle(tmp_path_factory) -> Path:
     return out
 
 
-# the Python standard library only: isolated (-I: no PYTHONPATH, no user site) and no site-packages (-S)
+# the Python standard library only: isolated (-I: no PYTHONPATH, no user site) and no site-packages (-S); Ansible
+# installed apart (this venv's ansible-playbook on PATH), whose Python's PyYAML then reads vars.yaml for apply.py
 STDLIB_ONLY = [sys.executable, "-I", "-S"]
+ANSIBLE_APART = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
 
 
 def change(action: str, nodes=(), key="k") -> dict:
@@ -38,7 +41,8 @@ def apply(bundle: Path, tmp_path: Path, changes: list[dict]) -> subprocess.Compl
     path = tmp_path / "changes.json"
     path.write_text(json.dumps(changes))
     return subprocess.run([*STDLIB_ONLY, str(bundle / "bringup/apply.py"), "hosts.yaml", "--changes", str(path),
-                           "--dry-run"], capture_output=True, text=True, timeout=60)
+                           "--dry-run"], capture_output=True, text=True, timeout=60,
+                          env=ANSIBLE_APART)
 
 
 def orchgen_apply(out: str) -> dict:
@@ -110,7 +114,8 @@ def resized(tmp_path: Path, release: str, old: int, new: int) -> subprocess.Comp
         subprocess.run([*orchgen_argv(), "plan", str(src), "-o", str(bundles[name]), "-q"],
                        check=True, capture_output=True, timeout=120, env=cli_env())
     return subprocess.run([*STDLIB_ONLY, str(bundles["new"] / "bringup/apply.py"), "hosts.yaml", "--old",
-                           str(bundles["old"]), "--dry-run"], capture_output=True, text=True, timeout=60)
+                           str(bundles["old"]), "--dry-run"], capture_output=True, text=True, timeout=60,
+                          env=ANSIBLE_APART)
 
 
 @pytest.mark.parametrize("release,restart", [("22.05", True), ("24.11", False)])

@@ -292,6 +292,21 @@ def test_sample_bundle_installs_under_mocks(tmp_path: Path, crds) -> None:
         "requests.nvidia.com/gpu": "48"}
 
 
+def test_a_site_chart_mirror_and_post_renderer_reach_every_release(tmp_path: Path, crds) -> None:
+    """orchgen:chartRepository (an OCI mirror here; the real `pulumi up` of tests/test_pulumi_kube_real.py fetches
+    from an index.yaml mirror) and orchgen:helmPostRenderer: every release, chart names and versions unchanged."""
+    bundle = _sample_bundle(tmp_path)
+    site = {**CONTEXT, "orchgen:chartRepository": "oci://harbor.example.internal/charts/",
+            "orchgen:helmPostRenderer": "/usr/local/bin/site-post-render"}
+    run = pulumi_mocks.run_program(bundle / "pulumi" / "__main__.py", _mocks(crds), site)
+    run.mocks.check()  # check_run's check_releases expects the public sources
+    check_objects(bundle, run)
+    for rel in yaml.safe_load((bundle / "kubernetes/helm/releases.yaml").read_text())["releases"]:
+        got = run.named(RELEASE, rel["name"]).inputs
+        assert got["chart"] == f"oci://harbor.example.internal/charts/{rel['chart']}" and "repositoryOpts" not in got
+        assert (got["version"], got["postrender"]) == (rel["version"], "/usr/local/bin/site-post-render")
+
+
 def test_options_check_fails_when_the_program_retains_nothing(tmp_path: Path, crds) -> None:
     """check_options has teeth: the program with retain_on_delete switched off fails it."""
     bundle = _sample_bundle(tmp_path)

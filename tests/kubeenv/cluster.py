@@ -188,7 +188,7 @@ class Cluster:
 
     def __init__(self, workdir: Path, admission_config: dict[str, Any] | None = None,
                  scheduler: bool = True, kwok: bool = True, controllers: bool = True, lws: bool = False,
-                 dra: bool = False):
+                 dra: bool = False, hold_ready: tuple[str, ...] = ()):
         self.dir = workdir
         self.dra = dra  # serve resource.k8s.io (DRA_GATE, DRA_RUNTIME_CONFIG)
         self.bin = bin_dir()
@@ -197,6 +197,10 @@ class Cluster:
         self.with_kwok = kwok
         self.with_controllers = controllers
         self.with_lws = lws  # run LeaderWorkerSet's controller when the bundle's lws release is applied
+        # namespaces whose pods KWOK leaves unready: the test marks them Ready (mark_ready) once the
+        # controller that pod stands for runs here as a process, as a kubelet would once its readiness
+        # probe passes (a Deployment is then not "ready" before its controller serves)
+        self.hold_ready = tuple(hold_ready)
         self.procs: dict[str, subprocess.Popen] = {}
         self.kubeconfig = workdir / "kubeconfig"
         self.certs = workdir / "pki"
@@ -290,7 +294,7 @@ class Cluster:
         if self.with_kwok:
             # the stages build.sh takes from KWOK's module (nodes Ready, bound pods Running); naming
             # them also keeps KWOK off a ~/.kwok/kwok.yaml of the user's
-            stages = [f"--config={f}" for f in sorted((self.bin.parent / "kwok-stages").glob("*.yaml"))]
+            stages = [f"--config={f}" for f in self._kwok_stages()]
             self._spawn("kwok", [
                 "kwok", kc, *stages, "--manage-all-nodes=true",
                 "--cidr=10.244.0.0/16",
@@ -302,6 +306,44 @@ class Cluster:
                                             timeout=10) is not None,
                        120, "kube-controller-manager")
         return self
+
+    def _kwok_stages(self) -> list[Path]:
+        """KWOK's stage files; with hold_ready, pod-ready skips pods of those namespaces."""
+        stages = sorted((self.bin.parent / "kwok-stages").glob("*.yaml"))
+        if not self.hold_ready:
+            return stages
+        out = []
+        (self.dir / "kwok-stages").mkdir(exist_ok=True)
+        for f in stages:
+            if f.name == "pod-ready.yaml":
+                stage = yaml.safe_load(f.read_text())
+                stage["spec"]["selector"]["matchExpressions"].append(
+                    {"key": ".metadata.namespace", "operator": "NotIn", "values": list(self.hold_ready)})
+                f = self.dir / "kwok-stages" / f.name
+                f.write_text(yaml.safe_dump(stage, sort_keys=False))
+            out.append(f)
+        return out
+
+    def mark_ready(self, namespace: str) -> int:
+        """Every bound, not yet Ready pod of `namespace` becomes Running and Ready (the status KWOK's
+        pod-ready stage writes); returns how many."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        done = 0
+        for pod in (self.request("GET", f"/api/v1/namespaces/{namespace}/pods") or {}).get("items", []):
+            conds = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
+            if not pod["spec"].get("nodeName") or conds.get("Ready") == "True" \
+                    or pod["metadata"].get("deletionTimestamp"):
+                continue
+            status = {"phase": "Running", "startTime": now, "conditions": [
+                {"type": t, "status": "True", "lastTransitionTime": now}
+                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
+                "containerStatuses": [{"name": c["name"], "image": c["image"], "imageID": "", "ready": True,
+                                       "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                                      for c in pod["spec"]["containers"]]}
+            self.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}/status",
+                         {"status": status}, content_type="application/merge-patch+json")
+            done += 1
+        return done
 
     def stop(self) -> None:
         # SIGKILL: the control plane is thrown away with its directory, so nothing needs a graceful

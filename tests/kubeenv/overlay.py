@@ -76,6 +76,17 @@ made in the committed copy, never in the bundle:
 13. source-controller advertises its artifact server at its loopback address (`--storage-adv-addr`),
    where Flux's install gives its Service's in-cluster name. Flux's controllers re-check a dependency
    every 5 s (`--requeue-dependency`, default 30 s) so the test does not wait out the default.
+
+The Pulumi path (tests/test_pulumi_kube_real.py) runs the bundle's own program (pulumi/__main__.py) with
+the real Pulumi CLI and pulumi-kubernetes; the bundle's files are unchanged and the harness acts only
+through the stack config a site sets:
+14. `orchgen:chartRepository`: the loopback Helm repository that serves every chart of releases.yaml from
+   ../shared/charts (`helm package`, `helm repo index`), the site chart mirror the program supports.
+15. `orchgen:helmPostRenderer`: a Helm post-renderer (`post_render` below) that does to each release what
+   rules 1 to 3 do to `helm template`'s output. Kueue's controller runs here as a process (rule 4 to 6),
+   started once its release's ConfigMap is in; its pods are left unready by KWOK (`Cluster(hold_ready=)`)
+   and marked Ready once that process serves its webhooks, as a kubelet would once the pod's readiness
+   probe passes, so `pulumi up` goes on to Kueue's objects only when its webhooks answer.
 """
 from __future__ import annotations
 
@@ -230,3 +241,25 @@ def flux_post_renderers(rendered: list[dict[str, Any]], kueue_port: int, ca_bund
         patches.append({"target": {"kind": o["kind"], "name": o["metadata"]["name"]},
                         "patch": yaml.safe_dump(ops)})
     return [{"kustomize": {"patches": patches}}] if patches else []
+
+
+# ---- the Pulumi path (rules 14 and 15) --------------------------------------------------------------
+def post_render(manifests: str, kueue_port: int, ca_bundle: str) -> str:
+    """Rule 15: a release's rendered manifests (a Helm post-renderer's stdin) with rules 1 to 3 applied."""
+    import yaml
+
+    objs = [o for o in yaml.safe_load_all(manifests) if o]
+    keep, hooks, _ = split(objs, ("kueue",))
+    return yaml.safe_dump_all(keep + kueue_webhooks(hooks, kueue_port, ca_bundle), sort_keys=False)
+
+
+def post_renderer_script(path: Path, kueue_port: int, ca_bundle: str) -> Path:
+    """An executable post-renderer (Helm runs it by path, without arguments) that calls post_render."""
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    path.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(repo)!r})\n"
+                    "from tests.kubeenv.overlay import post_render\n"
+                    f"sys.stdout.write(post_render(sys.stdin.read(), {kueue_port}, {ca_bundle!r}))\n")
+    path.chmod(0o755)
+    return path

@@ -32,7 +32,8 @@ not at all. Its JSON result is the stack output `checks`; a failed check fails `
 Slurm bring-up's checks do (bringup/pulumi/). It re-runs when checks/ changes.
 
 The stack's config file (Pulumi.<stack>.yaml) is the operator's: this program reads only
-`kubernetes:context` from it, and orchgen never rewrites it once it exists.
+`kubernetes:context` from it, and the site's optional `orchgen:chartRepository` (a chart mirror) and
+`orchgen:helmPostRenderer` (site_release_options), and orchgen never rewrites it once it exists.
 
 It needs only pulumi, pulumi-kubernetes, pulumi-command and PyYAML (pulumi/requirements.txt), and
 kubectl for the check: no orchgen, and no network until the Kubernetes provider talks to the cluster
@@ -108,11 +109,29 @@ def has_null(value: Any) -> bool:
     return value is None
 
 
-def chart_source(rel: dict[str, Any]) -> dict[str, Any]:
-    """Release arguments naming the chart: OCI charts are a full reference, https ones a repo + name."""
-    if rel["repo"].startswith("oci://"):
-        return {"chart": f"{rel['repo'].rstrip('/')}/{rel['chart']}"}
-    return {"chart": rel["chart"], "repository_opts": k8s.helm.v3.RepositoryOptsArgs(repo=rel["repo"])}
+def chart_source(rel: dict[str, Any], mirror: str | None = None) -> dict[str, Any]:
+    """Release arguments naming the chart: OCI charts are a full reference, https ones a repo + name.
+
+    `mirror` (config `orchgen:chartRepository`) is the site's own chart repository, which serves every
+    chart of releases.yaml under its chart name at the same version (an air-gapped site's Harbor,
+    Artifactory or ChartMuseum that mirrors the public ones): an oci:// mirror gives the reference
+    <mirror>/<chart>, any other a classic Helm repository (index.yaml) that the chart is looked up in.
+    Chart names and versions stay the bundle's; only where Helm fetches them changes."""
+    repo = mirror or rel["repo"]
+    if repo.startswith("oci://"):
+        return {"chart": f"{repo.rstrip('/')}/{rel['chart']}"}
+    return {"chart": rel["chart"], "repository_opts": k8s.helm.v3.RepositoryOptsArgs(repo=repo)}
+
+
+def site_release_options() -> dict[str, Any]:
+    """What the site's config adds to every release (both optional, unset by default):
+    - `orchgen:chartRepository`: its chart mirror (chart_source);
+    - `orchgen:helmPostRenderer`: the path of a Helm post-renderer (an executable that reads the
+      rendered manifests on stdin and writes them on stdout, `helm install --post-renderer`), for
+      what a site changes in every chart (its image registry, its labels), run by each release."""
+    config = pulumi.Config("orchgen")
+    post = config.get("helmPostRenderer")
+    return {"mirror": config.get("chartRepository"), **({"postrender": post} if post else {})}
 
 
 def install_releases(releases: list[dict[str, Any]], kube_dir: Path, provider: k8s.Provider,
@@ -123,6 +142,8 @@ def install_releases(releases: list[dict[str, Any]], kube_dir: Path, provider: k
     and after its namespace when a manifest declares it (then Helm must not create it too: the
     second creator would fail with AlreadyExists), and after every prerequisite object."""
     installed: dict[str, k8s.helm.v3.Release] = {}
+    site = site_release_options()
+    mirror = site.pop("mirror")
     for rel in releases:
         missing = [d for d in rel["dependsOn"] if d not in installed]
         if missing:
@@ -138,7 +159,8 @@ def install_releases(releases: list[dict[str, Any]], kube_dir: Path, provider: k
             create_namespace=own_namespace is None,
             version=rel["version"],
             **values_args(kube_dir, rel),
-            **chart_source(rel),
+            **chart_source(rel, mirror),
+            **site,
             opts=pulumi.ResourceOptions(provider=provider,
                                         depends_on=deps + ([own_namespace] if own_namespace else []),
                                         # a release that installs CRDs is never uninstalled by Pulumi

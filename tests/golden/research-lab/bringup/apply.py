@@ -12,7 +12,7 @@ By default the cluster's own files are read first (running.yml: each file of slu
 first host that has it). None there (bare hosts): a first bring-up. Otherwise each difference from this
 bundle's slurm/ is a change, and slurm_impact.py (a copy of orchgen's one impact table,
 generator/impact/slurm.py, shipped in the bundle: this file needs only the Python standard library and
-Ansible) gives its action for the plan's Slurm release. Actions, least to most disruptive: none; sacctmgr
+Ansible, whose PyYAML reads vars.yaml) gives its action for the plan's Slurm release. Actions, least to most disruptive: none; sacctmgr
 (accounts.sh, which the playbook runs every time); reconfigure (`scontrol reconfigure`); restart_slurmctld;
 restart_slurmd (the nodes listed, or every node); drain_restart (drain the nodes, wait for their jobs,
 restart their slurmd, resume the ones still in the plan); impossible (refused: exit 2, nothing done). Each
@@ -22,6 +22,7 @@ new files and brings up hosts the re-plan added.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -37,9 +38,51 @@ import slurm_impact  # noqa: E402  (the bundle's copy of orchgen's impact table:
 ACTIONS = slurm_impact.ACTIONS
 
 
+@functools.lru_cache(maxsize=None)
+def ansible_python() -> str:
+    """The Python that runs ansible-playbook, as `ansible-playbook --version` names it ("" when it names none)."""
+    try:
+        version = subprocess.run(["ansible-playbook", "--version"], capture_output=True, text=True).stdout
+    except OSError:  # not installed: the playbook could not run either
+        return ""
+    line = next((ln for ln in version.splitlines() if "python version" in ln), "")
+    return line.rsplit("(", 1)[-1].rstrip(")").strip() if line.endswith(")") else ""
+
+
+@functools.lru_cache(maxsize=None)
+def load_yaml(path: Path):
+    """A YAML file, parsed by PyYAML, which ansible-core requires (its setup's install_requires): this python3's,
+    else the one of the Python that runs ansible-playbook (`ansible-playbook --version` names it), for an Ansible
+    installed apart (pipx, a distribution package) from the python3 that runs this file."""
+    try:
+        import yaml
+    except ImportError:
+        python = ansible_python()
+        if not python:
+            raise ValueError(f"{path}: no PyYAML here, and `ansible-playbook --version` names no Python")
+        proc = subprocess.run([python, "-c", "import json, sys, yaml; "
+                               "print(json.dumps(yaml.safe_load(open(sys.argv[1]))))", str(path)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ValueError(f"{path}: {(proc.stderr.strip().splitlines() or ['unreadable'])[-1]}")
+        return json.loads(proc.stdout)
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: {' '.join(str(e).split())}") from None
+
+
+def bundle_vars(bundle: Path = HERE.parent) -> dict:
+    """`bundle`'s bringup/vars.yaml, as Ansible reads it."""
+    path = bundle / "bringup" / "vars.yaml"
+    data = load_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("orchgen_files"), list):
+        raise ValueError(f"{path}: not a bring-up's vars (no orchgen_files list)")
+    return data
+
+
 def release() -> str:
-    return next(line.split(":", 1)[1].strip().strip("'\"") for line in (HERE / "vars.yaml").read_text().splitlines()
-                if line.startswith("orchgen_slurm_release:"))
+    return str(bundle_vars()["orchgen_slurm_release"])
 
 
 def files_of(root: Path) -> dict[str, str]:
@@ -51,9 +94,9 @@ def files_of(root: Path) -> dict[str, str]:
     return out
 
 
-def installed(name: str, bundle: Path = HERE.parent) -> bool:
-    """Whether `bundle` installs slurm/`name` on a host (its bringup/vars.yaml's orchgen_files)."""
-    return f"  src: {name}\n" in (bundle / "bringup" / "vars.yaml").read_text()
+def installed(bundle: Path = HERE.parent) -> set[str]:
+    """The files of slurm/ that `bundle` installs on hosts (its bringup/vars.yaml's orchgen_files)."""
+    return {f["src"] for f in bundle_vars(bundle)["orchgen_files"] if isinstance(f, dict) and "src" in f}
 
 
 def running_files(hosts: str) -> dict[str, str] | None:
@@ -76,9 +119,11 @@ def load_changes(args: argparse.Namespace, hosts: str) -> list[dict] | None:
     if args.changes:
         data = json.loads(Path(args.changes).read_text())
         return [dict(c) for c in data]
-    new = {k: v for k, v in files_of(HERE.parent / "slurm").items() if installed(k)}
+    ours = installed()
+    new = {k: v for k, v in files_of(HERE.parent / "slurm").items() if k in ours}
     if args.old:
-        old = {k: v for k, v in files_of(Path(args.old) / "slurm").items() if installed(k, Path(args.old))}
+        theirs = installed(Path(args.old))
+        old = {k: v for k, v in files_of(Path(args.old) / "slurm").items() if k in theirs}
     else:
         old = running_files(hosts)
         if old is None:
