@@ -324,7 +324,7 @@ def test_mig_quotas_count_instances(tmp_path):
         group = q["spec"]["resourceGroups"][0]
         assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
         # flavors are named <pool>-<hash of their spec> (content-named: the CRD freezes the spec)
-        flavors = {f["name"].rsplit("-", 1)[0]: {r["name"]: r["nominalQuota"] for r in f["resources"]}
+        flavors = {f["name"].rsplit("-", 1)[0]: {r["name"]: int(r["nominalQuota"]) if r["nominalQuota"].isdigit() else r["nominalQuota"] for r in f["resources"]}
                    for f in group["flavors"]}
         assert flavors["mig"]["nvidia.com/gpu"] == 0 and flavors["mig"]["nvidia.com/mig-1g.10gb"] == 16 * 7
         assert flavors["l40s"]["nvidia.com/mig-1g.10gb"] == 0 and flavors["l40s"]["nvidia.com/gpu"] == 8

@@ -318,7 +318,7 @@ DAMAGE = {
                             r"ConstrainDevices=no, and the nodes have GPUs: every job would see every GPU"),
     "plan.json deleted": ("plan.json", lambda b: (b / "plan.json").unlink(), r"is missing: orchgen writes it"),
     "99,999 GPUs": ("kubernetes/manifests/20-kueue.yaml",
-                    lambda b: sub(b / "kubernetes/manifests/20-kueue.yaml", "nominalQuota: 48", "nominalQuota: 99999"),
+                    lambda b: sub(b / "kubernetes/manifests/20-kueue.yaml", "nominalQuota: '48'", "nominalQuota: '99999'"),
                     r"ClusterQueue nlp: nominalQuota 99999 nvidia.com/gpu is more than the 576 GPUs"),
     "chart version": ("kubernetes/helm/releases.yaml",
                       lambda b: sub(b / "kubernetes/helm/releases.yaml", "version: 0.19.2", "version: 9.9.9"),

@@ -339,7 +339,7 @@ def test_nvl72_on_kubernetes_gets_compute_domains_and_the_clique_level():
     assert topologies[flavors["gb"]["spec"]["topologyName"]][-2:] == ["nvidia.com/gpu.clique", "kubernetes.io/hostname"]
     assert "nvidia.com/gpu.clique" not in topologies[flavors["h"]["spec"]["topologyName"]]
     (cq,) = [o for o in kueue if o["kind"] == "ClusterQueue"]
-    quota = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]}
+    quota = {f["name"]: {r["name"]: int(r["nominalQuota"]) if r["nominalQuota"].isdigit() else r["nominalQuota"] for r in f["resources"]}
              for f in cq["spec"]["resourceGroups"][0]["flavors"]}
     assert quota[flavors["gb"]["metadata"]["name"]]["compute-domain.nvidia.com/channel"] == 36
     assert quota[flavors["h"]["metadata"]["name"]]["compute-domain.nvidia.com/channel"] == 0

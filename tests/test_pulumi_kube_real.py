@@ -159,25 +159,12 @@ class Stack:
                 if not r["type"].startswith("pulumi:")}
 
 
-# KNOWN BUG, found by this test (to fix in generator/render/kubernetes/kueue.py, then drop this): the bundle writes a
-# ClusterQueue's Quantity fields as YAML integers (nominalQuota: 16, fairSharing.weight: 1); the API server returns
-# them as strings ("16"), and pulumi-kubernetes diffs its inputs against that, so every later `pulumi up` updates
-# each ClusterQueue, to the same value. Anything else that would change fails the test.
-QUANTITY_DRIFT = re.compile(r'^\s*~ (nominalQuota|weight)\s*: "(\d+)" => (\d+)$')
-
-
 def converged(stack: Stack) -> None:
-    """`pulumi preview --diff --expect-no-changes`: nothing would change, but for QUANTITY_DRIFT."""
+    """`pulumi up --expect-no-changes` as a preview: nothing would change. (This test found the bundle writing a
+    ClusterQueue's Quantity fields as YAML integers, which the API server returns as strings, so that every later
+    `pulumi up` updated each ClusterQueue; generator/render/kubernetes/kueue.py now writes them as strings.)"""
     proc = stack("preview", "--diff", "--expect-no-changes", timeout=600, check=False)
-    if proc.returncode == 0:
-        return
-    updates = re.findall(r"(?m)^\s*([~+-]+|\+-) (kubernetes:\S+|command:\S+|pulumi:\S+): \((\w[\w-]*)\)", proc.stdout)
-    assert updates and all(op == "~" and typ.endswith(":ClusterQueue") and what == "update"
-                           for op, typ, what in updates), proc.stdout[-5000:]
-    changed = [ln for ln in proc.stdout.splitlines() if re.match(r"^\s*[~+-] \w", ln) and ":" in ln
-               and not re.match(r"^\s*~ (spec|fairSharing|resourceGroups|flavors|resources|kubernetes:)", ln)
-               and not re.match(r"^\s*~ \[\d+\]", ln)]
-    assert changed and all((m := QUANTITY_DRIFT.match(ln)) and m[2] == m[3] for ln in changed), proc.stdout[-5000:]
+    assert proc.returncode == 0, proc.stdout[-5000:]
 
 
 def created(obj: dict) -> str:

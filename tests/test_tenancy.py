@@ -389,7 +389,7 @@ def borrowing_ceiling_gpus(plan, tenant: str) -> int:
         [cq] = [q for q in by_kind(objs, "ClusterQueue") if q["metadata"]["name"] == common.queue_of(tenant)]
         cohort = [q for q in by_kind(objs, "ClusterQueue") if q["spec"]["cohortName"] == cq["spec"]["cohortName"]]
         assert "borrowingLimit" not in str(cq)  # unlimited borrowing from the cohort
-        return sum(r["nominalQuota"] for q in cohort for rg in q["spec"]["resourceGroups"]
+        return sum(int(r["nominalQuota"]) for q in cohort for rg in q["spec"]["resourceGroups"]
                    for f in rg["flavors"] for r in f["resources"] if r["name"] == common.GPU)
     if plan.gang_scheduler == "volcano":
         [q] = [q for q in by_kind(objs, "Queue") if q["metadata"]["name"] == common.queue_of(tenant)]

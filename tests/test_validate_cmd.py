@@ -398,7 +398,7 @@ def test_custom_resource_against_crd(broken):
 
 def test_custom_resource_wrong_type(broken):
     b = broken("research-lab")
-    line = b.edit(KUEUE, "nominalQuota: 48", "nominalQuota: [48]")
+    line = b.edit(KUEUE, "nominalQuota: '48'", "nominalQuota: [48]")
     expect(b, KUEUE, line, r"ClusterQueue nlp: spec\.resourceGroups\[0\]\.flavors\[0\]\.resources\[2\]\.nominalQuota: "
                            r"expected integer or string, got array")
 

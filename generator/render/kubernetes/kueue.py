@@ -114,8 +114,10 @@ def _quota_entry(plan: Plan, tenant: Tenant, pool: str) -> dict[str, Any]:
     q = tenant.quotas[pool]
     quantities: dict[str, Any] = {"cpu": q.cpus, "memory": f"{q.memory_gib}Gi", **devices(plan, {pool: q.gpus}),
                                   CHANNEL_RESOURCE: _channels(plan, pool, q.gpus)}
+    # quantities as strings, as the API server returns them (resource.Quantity): an integer here reads back
+    # as "16", and `pulumi up` would report every ClusterQueue changed on every run (issue 33)
     return {"name": flavor_name(plan, pool),
-            "resources": [{"name": r, "nominalQuota": quantities[r]} for r in covered(plan)]}
+            "resources": [{"name": r, "nominalQuota": str(quantities[r])} for r in covered(plan)]}
 
 
 def cluster_queue(plan: Plan, tenant: Tenant) -> dict[str, Any]:
@@ -129,7 +131,7 @@ def cluster_queue(plan: Plan, tenant: Tenant) -> dict[str, Any]:
         "queueingStrategy": "BestEffortFIFO",
         "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
         # with fair sharing on (kueue values), quota lent through the cohort goes by share
-        "fairSharing": {"weight": tenant.share},
+        "fairSharing": {"weight": str(tenant.share)},  # a resource.Quantity: a string, as read back
         "resourceGroups": [],
     }
     if pools:
