@@ -130,7 +130,7 @@ def test_a_serving_secret_is_rendered_as_a_reference_only(tmp_path):
 
     ref = [{"secretRef": {"name": "hf-token", "optional": False}}]
     # KServe (chat-api, hf://): the server's envFrom and the ServiceAccount the storage initializer uses
-    sa, isvc = objs("chat-api")[:2]
+    isvc, sa = objs("chat-api")[0], objs("chat-api")[-1]  # the server first, its ServiceAccount last
     assert sa["kind"] == "ServiceAccount" and sa["secrets"] == [{"name": "hf-token"}]
     assert isvc["kind"] == "InferenceService"
     assert isvc["spec"]["predictor"]["serviceAccountName"] == sa["metadata"]["name"]

@@ -518,11 +518,15 @@ def objects(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
     sv = w.serving
     assert sv is not None
     out = [SERVERS[sv.stack](plan, w), _service(w), _pdb(w)]
-    if _storage_secret(sv):
-        out.insert(0, _storage_service_account(w))
     if sv.autoscaler == "keda":
         out.append(_scaled_object(plan, w))
         if sv.scale_on != "gpu_utilization" and metrics.installed(plan):  # DCGM's is scraped already
             out.append(_pod_monitor(w))
-    return out + _exposure(w)
+    out += _exposure(w)
+    if _storage_secret(sv):
+        # last, the server first (the file's order everywhere); the predictor's pods wait for it only the
+        # moment `kubectl apply -f` takes to reach it (the ReplicaSet retries a pod refused for a missing
+        # ServiceAccount)
+        out.append(_storage_service_account(w))
+    return out
 
