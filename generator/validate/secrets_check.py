@@ -4,8 +4,7 @@ A bundle references secrets (a Kubernetes Secret's name, Pulumi secret config, a
 says how to make the munge key) and never contains one. This finds what looks like one: PEM blocks,
 AWS access keys, `password:` / `StoragePass=` / `AccountingStoragePass=` / `JobCompPass=` / `token:`
 with a literal value, and long base64 blobs of the kind a munge key or a JWT key is (>= 32 bytes);
-and what spec.load refuses in workload.yaml. `secret: NAME` with a Kubernetes object name
-(serving.secret, in plan.json) is a Secret's name, not a value
+and what spec.load refuses in workload.yaml
 (errors.secret_in): the token shapes of Hugging Face, GitHub, GitLab, Slack and AWS, a URL's user and
 password, a token in a URL's query string.
 """
@@ -32,11 +31,6 @@ PLACEHOLDER = re.compile(r"""(?ix)^(
   | [a-z0-9_.-]*(ref|name|file|path|secret)["']?[,}]?
 )$""")
 
-# workload.yaml's serving.secret and plan.json's copy of it (`secret: hf-token`, `"secret": "hf-token",`):
-# the NAME of a Secret in the tenant's namespace, a Kubernetes object name (lower-case DNS subdomain),
-# which spec.load has already checked holds no token shape. A reference, not a value.
-SECRET_NAME = re.compile(r"""^\s*(-\s+)?"?secret"?\s*:\s*(["']?)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\2,?\s*$""")
-
 
 def scan(text: str) -> Iterator[tuple[int, str]]:
     """(line, what) for everything in `text` that looks like key material."""
@@ -49,7 +43,7 @@ def scan(text: str) -> Iterator[tuple[int, str]]:
             yield number, what
         m = ASSIGNED.search(line)
         if m and not line.lstrip().startswith(("#", "//")) and not PLACEHOLDER.match(m.group(2)) \
-                and not _prose(m.group(2)) and not SECRET_NAME.match(line):
+                and not _prose(m.group(2)):
             yield number, f"a literal {m.group(1)} value"
         for blob in BLOB.findall(line):
             if _looks_random(blob):

@@ -144,8 +144,8 @@ def _secret_env(sv: ServingDecision, container: dict[str, Any]) -> None:
     variables"); AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY what vLLM's Run:ai streamer reads for s3://.
     `optional: false`: a pod whose Secret is missing waits (CreateContainerConfigError, naming it)
     rather than starting without credentials and failing the download."""
-    if sv.secret:
-        container["envFrom"] = [{"secretRef": {"name": sv.secret, "optional": False}}]
+    if sv.secret_name:
+        container["envFrom"] = [{"secretRef": {"name": sv.secret_name, "optional": False}}]
 
 
 def _pod_spec(plan: Plan, w: WorkloadDecision, containers: list[dict[str, Any]], fabric: bool = False
@@ -236,7 +236,7 @@ def _inference_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
 
 def _storage_secret(sv: ServingDecision) -> bool:
     """Whether KServe's storage initializer downloads the weights with serving.secret's credentials."""
-    return bool(sv.secret) and sv.stack == "kserve" and sv.weights != "baked" and not sv.weights.startswith("pvc:")
+    return bool(sv.secret_name) and sv.stack == "kserve" and sv.weights != "baked" and not sv.weights.startswith("pvc:")
 
 
 def storage_account(w: WorkloadDecision) -> str:
@@ -251,9 +251,9 @@ def _storage_service_account(w: WorkloadDecision) -> dict[str, Any]:
     https://kserve.github.io/website/docs/0.20/model-serving/storage/providers/hf). The ServiceAccount
     names the Secret; the Secret is the site's."""
     sv = w.serving
-    assert sv is not None and sv.secret
+    assert sv is not None and sv.secret_name
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(storage_account(w), namespace_of(w.tenant)),
-            "secrets": [{"name": sv.secret}]}
+            "secrets": [{"name": sv.secret_name}]}
 
 
 def _leader_worker_set(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
