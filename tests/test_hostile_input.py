@@ -84,8 +84,82 @@ def test_a_secret_in_a_serving_field_is_refused_and_never_echoed(tmp_path, field
     value, secret = value.format(tok=tok, low=tok.lower()), secret.format(tok=tok, low=tok.lower())
     doc = _serving()
     doc["workloads"][0]["serving"][field] = value
-    err = _refused(tmp_path, doc, f"workloads[0].serving.{field}", "Secret")
+    # the line names the field that carries a credential instead: serving.secret, a Secret's name
+    err = _refused(tmp_path, doc, f"workloads[0].serving.{field}", "Secret", "serving.secret")
     assert secret not in err and secret.lower() not in err.lower()
+
+
+@pytest.mark.parametrize("field", ["secret", "image_pull_secret"])
+@pytest.mark.parametrize("value", ["HF_TOKEN", "-hf", "x" * 254])
+def test_a_serving_secret_that_is_no_secret_name_is_refused(tmp_path, field, value):
+    """serving.secret / image_pull_secret are a Kubernetes Secret's name (a DNS subdomain), never a value."""
+    doc = _serving()
+    doc["workloads"][0]["serving"][field] = value
+    text = yaml.safe_dump(doc, sort_keys=False, width=1000)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if t.strip().startswith(f"{field}:"))
+    _refused(tmp_path, text, f"fleet.yaml:{line}: workloads[0].serving.{field}", "Secret's name")
+
+
+def test_a_serving_secret_is_rendered_as_a_reference_only(tmp_path):
+    """serving.secret becomes the servers' envFrom on every stack (KServe: also the storage initializer's
+    ServiceAccount), image_pull_secret imagePullSecrets; the bundle holds no Secret and no value, its
+    README the kubectl line that makes each, and `validate`'s secrets scan passes it."""
+    doc = _serving()
+    by_name = {w["name"]: w for w in doc["workloads"]}
+    by_name["rerank"]["serving"]["image_pull_secret"] = "registry-pull"
+    by_name["agent-pipeline"]["serving"]["secret"] = "hf-token"
+    path = _write(tmp_path, doc)
+    out = tmp_path / "out"
+    run_orchgen("plan", path, "-o", out, check=True)
+
+    def objs(name: str) -> list[dict]:
+        return [o for o in yaml.safe_load_all((out / "kubernetes" / "workloads" / f"{name}.yaml").read_text()) if o]
+
+    def containers(o: dict) -> list[dict]:
+        found = []
+        def walk(x):
+            if isinstance(x, dict):
+                if "containers" in x and isinstance(x["containers"], list):
+                    found.extend(x["containers"])
+                for v in x.values():
+                    walk(v)
+            elif isinstance(x, list):
+                for v in x:
+                    walk(v)
+        walk(o)
+        return found
+
+    ref = [{"secretRef": {"name": "hf-token", "optional": False}}]
+    # KServe (chat-api, hf://): the server's envFrom and the ServiceAccount the storage initializer uses
+    isvc, sa = objs("chat-api")[0], objs("chat-api")[-1]  # the server first, its ServiceAccount last
+    assert sa["kind"] == "ServiceAccount" and sa["secrets"] == [{"name": "hf-token"}]
+    assert isvc["kind"] == "InferenceService"
+    assert isvc["spec"]["predictor"]["serviceAccountName"] == sa["metadata"]["name"]
+    assert sa["metadata"]["namespace"] == isvc["metadata"]["namespace"] == "chat"
+    assert [c["envFrom"] for c in isvc["spec"]["predictor"]["containers"]] == [ref]
+    # LeaderWorkerSet (llama-405b, s3://): leader and worker both read the bucket's keys
+    lws = objs("llama-405b")[0]
+    assert [c["envFrom"] for c in containers(lws)] == [[{"secretRef": {"name": "model-store", "optional": False}}]] * 2
+    # RayService: head and workers (Ray Serve LLM's engines download where they run)
+    ray = objs("agent-pipeline")[0]
+    assert ray["kind"] == "RayService" and [c["envFrom"] for c in containers(ray)] == [ref, ref]
+    # a Deployment with a private image: imagePullSecrets, and no envFrom without serving.secret
+    dep = objs("rerank")[0]
+    assert dep["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "registry-pull"}]
+    assert all("envFrom" not in c for c in containers(dep))
+    # no Secret object, no HF_TOKEN value anywhere; the README says how to make each Secret
+    for f in out.rglob("*"):
+        if f.suffix in (".yaml", ".yml"):
+            assert all(o.get("kind") != "Secret" for o in yaml.safe_load_all(f.read_text()) if isinstance(o, dict)), f
+    readme = (out / "README.md").read_text()
+    assert 'kubectl create secret generic hf-token -n chat --from-literal=HF_TOKEN="$HF_TOKEN"' in readme
+    assert "kubectl create secret generic model-store -n chat --from-literal=AWS_ACCESS_KEY_ID=" in readme
+    assert "kubectl create secret docker-registry registry-pull -n search " in readme
+    plan = __import__("json").loads((out / "plan.json").read_text())
+    assert {w["name"]: w["serving"].get("secret_name") for w in plan["workloads"] if w.get("serving")} == {
+        "chat-api": "hf-token", "rerank": None, "llama-405b": "model-store", "agent-pipeline": "hf-token"}
+    done = run_orchgen("validate", out, "--no-fetch")
+    assert done.returncode == 0 and "looks like" not in done.stdout + done.stderr, done.stdout + done.stderr
 
 
 def test_a_token_anywhere_in_the_file_is_refused_with_its_line(tmp_path):
@@ -140,6 +214,8 @@ def test_validate_flags_a_token_shaped_value_in_any_bundle_file(tmp_path):
     for line in ("AccountingStoragePass=hunter2x", "JobCompPass=hunter2x", "StoragePass=hunter2x"):
         assert [n for n, _ in secrets_check.scan(f"# x\n{line}\n")] == [2], line
     assert not list(secrets_check.scan("#AccountingStoragePass=hunter2x\nAccountingStorageHost=db\n"))
+    # serving.secret as plan.json carries it: a Secret's name, not a value
+    assert not list(secrets_check.scan('        "secret_name": "hf-token",\n'))
 
 
 _PIECES = [*TOKENS.values(), "password: s3cretpw0rd", "StoragePass=hunter2hunter2", "-----BEGIN PRIVATE KEY-----",

@@ -122,6 +122,57 @@ def test_example_applies(example: Path, tmp_path: Path, kube_factory) -> None:
     # the walls between tenants, on this cluster (tests/tenant_walls.py): NetworkPolicies as stored,
     # against the documented rule; can-i; Pod Security; the GPU checker's own-node policy
     tenant_walls.check(kube, out)
+    assert_secret_references(kube, out, p)
+
+
+def _containers(x: Any) -> list[dict[str, Any]]:
+    """Every container of every pod template (or pod) inside an object, in document order."""
+    found: list[dict[str, Any]] = []
+    if isinstance(x, dict):
+        if isinstance(x.get("containers"), list):
+            found += x["containers"]
+        for v in x.values():
+            found += _containers(v)
+    elif isinstance(x, list):
+        for v in x:
+            found += _containers(v)
+    return found
+
+
+def assert_secret_references(kube, out: Path, p: dict[str, Any]) -> int:
+    """Issue 40: serving.secret reaches the API server as a reference only. Each server object as
+    stored (KServe's predictor, the LeaderWorkerSet's templates, ...) and each pod a controller made
+    from it carry envFrom's secretRef to the named Secret and no literal value for it; no Secret of
+    that name came from the bundle; KServe's storage ServiceAccount lists it. Returns the containers
+    checked (serving-platform names two Secrets)."""
+    checked = 0
+    for w in p["workloads"]:
+        secret = (w.get("serving") or {}).get("secret_name")
+        if not secret:
+            continue
+        ns = w["tenant"]
+        ref = [{"secretRef": {"name": secret, "optional": False}}]
+        objs = [o for f in [out / "kubernetes" / "workloads" / f"{w['name']}.yaml"]
+                for o in yaml.safe_load_all(f.read_text()) if o]
+        assert not [o for o in objs if o["kind"] == "Secret"], f"{w['name']}: a Secret in the bundle"
+        stored = []
+        for o in objs:
+            kind = o["kind"] + ("." + o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else "")
+            got = kube.get(kind, o["metadata"]["name"], "-n", ns)
+            if o["kind"] == "ServiceAccount":
+                assert got["secrets"] == [{"name": secret}], got
+            stored.append(got)
+        pods = kube.get("pods", "-n", ns, "-l", f"orchgen.io/workload={w['name']}")["items"]
+        containers = [c for o in stored + pods for c in _containers(o)]
+        assert containers, f"{w['name']}: no server container stored"
+        for c in containers:
+            assert c.get("envFrom") == ref, (w["name"], c["name"], c.get("envFrom"))
+            # the only literal values are orchgen's own (HOME, STORAGE_URI, MODEL, ...), none the Secret's
+            assert not [e for e in c.get("env", []) if e["name"] in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY")], c
+        checked += len(containers)
+        assert kube.kubectl("get", "secret", secret, "-n", ns, check=False).returncode != 0, \
+            f"{ns}/{secret}: a Secret came from the bundle"
+    return checked
 
 
 # The guide's deadlock: 8 one-GPU nodes, two 5-pod all-or-nothing jobs (10 GPUs asked, 8 there).

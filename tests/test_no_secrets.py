@@ -22,7 +22,9 @@ from tests.conftest import all_examples
 GITOPS = ("none", "kustomize", "argocd", "flux")
 
 PEM = re.compile(rb"-----BEGIN")
-AWS = re.compile(rb"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|aws_secret_access_key", re.I)
+# an access key id, or aws_secret_access_key given a literal (its name alone, or `=$VAR`, is a README's step)
+AWS = re.compile(rb"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|aws_secret_access_key[\"']?\s*[:=][ \t]*[\"']?(?![$<\"'\s])\S",
+                 re.I)
 # key: value / Key=value where the key names a secret; the value must not be a literal.
 ASSIGN = re.compile(rb"(?i)(?:^|[\s\"'{,])(password|passwd|storagepass|token|secret|jwt_?key|munge_?key)"
                     rb"[\"']?\s*[:=][ \t]*([^\s,}]*)")
@@ -82,13 +84,15 @@ def test_the_detector_finds_what_it_should():
     samples = {
         "pem": pem, "aws": b"id: AKIAABCDEFGHIJKLMNOP\n", "munge": b"key: " + munge + b"\n",
         "dbpass": b"StoragePass=hunter2\n", "yaml": b"  password: s3cret\n", "token": b'{"token": "abc123"}\n',
+        "aws_secret": b"aws_secret_access_key = wJalrXUtnFEMI\n",
     }
     for name, data in samples.items():
         assert leaks({name: data}), name
     fine = [b"  passwordKeyRef:\n    key: password\n    name: slurm-mariadb\n",
             b"kubectl create secret generic x --from-literal=password=<password>\n",
             b"# munge key: /etc/munge/munge.key; orchgen never writes it\n",
-            b"image: nvcr.io/x@sha256:" + b"ab" * 32 + b"\n", b"token: ${TOKEN}\n", b'password: ""\n']
+            b"image: nvcr.io/x@sha256:" + b"ab" * 32 + b"\n", b"token: ${TOKEN}\n", b'password: ""\n',
+            b'kubectl create secret generic s -n t --from-literal=AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY"\n']
     for data in fine:
         assert not leaks({"f": data}), data
 

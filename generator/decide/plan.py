@@ -71,9 +71,15 @@ class ServingDecision:
     host: str | None
     weights: str  # baked | pvc:NAME | a URI
     pod: PodShape  # one pod of a replica (a multi-node replica has nodes_per_replica of them)
+    # Secrets the server's pods reference by name (workload.yaml serving.secret / image_pull_secret);
+    # plan.json carries them only when set, as secret_name: a bare `"secret": ...` reads as a literal
+    # value to secret scanners (validate's, tests/test_no_secrets.py)
+    secret_name: str | None = None
+    image_pull_secret: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in vars(self).items() if k != "pod"}
+        out = {k: v for k, v in vars(self).items()
+               if k != "pod" and not (k in ("secret_name", "image_pull_secret") and v is None)}
         out["pod"] = {"gpus": self.pod.gpus, "cpu": self.pod.cpu, "memory_gib": self.pod.memory_gib}
         return out
 

@@ -169,7 +169,8 @@ def _decision(d: WorkloadDecision, sv: Serving, stack: str, why: str, gpus: int,
         scale_on="requests_in_flight" if ray else sv.scale_on,
         scale_target=sv.scale_target or DEFAULT_TARGET["requests_in_flight" if ray else sv.scale_on],
         autoscaler="ray-serve" if ray else "keda", expose=sv.expose, ingress_class=sv.ingress_class,
-        gateway=sv.gateway, host=sv.host, weights=sv.weights, pod=pod)
+        gateway=sv.gateway, host=sv.host, weights=sv.weights, pod=pod, secret_name=sv.secret,
+        image_pull_secret=sv.image_pull_secret)
 
 
 def _quota_warning(d: WorkloadDecision, tenants: list[Tenant], gpus: int, hi: int, at: str,

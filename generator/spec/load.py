@@ -253,8 +253,10 @@ def _refuse_secrets(src: _Source, data: Any, path: Path_ = ()) -> None:
         what = secret_in(data)
         if what:
             raise src.error(f"holds what looks like a credential ({what}); a bundle is committed, so orchgen never "
-                            "writes one: give it to the cluster as a Kubernetes Secret (a Secret reference) or "
-                            "a Pulumi secret (pulumi config set --secret), and remove it here", path)
+                            "writes one: remove it here and create a Kubernetes Secret in the tenant's namespace "
+                            "(kubectl create secret generic NAME --from-literal=HF_TOKEN=...), then name it in "
+                            "serving.secret (a private registry's: serving.image_pull_secret), or pass it as a "
+                            "Pulumi secret (pulumi config set --secret)", path)
 
 
 def _loc(err: dict[str, Any]) -> Path_:

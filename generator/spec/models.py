@@ -578,6 +578,8 @@ _WEIGHTS = re.compile(r"^(baked|pvc:[a-z0-9]([-a-z0-9]*[a-z0-9])?|(s3|gs|hf|http
 # A Gateway API parent: [namespace/]name
 _GATEWAY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _HOSTNAME = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# A Secret's name: a DNS subdomain (Kubernetes docs, "Object Names and IDs"; a Secret's name must be one)
+_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _pattern(rx: re.Pattern[str], what: str, longest: int):
@@ -596,6 +598,9 @@ Weights = Annotated[str, AfterValidator(_pattern(_WEIGHTS, "where weights come f
 GatewayRef = Annotated[str, AfterValidator(_pattern(_GATEWAY, "a Gateway as [namespace/]name", 127))]
 Hostname = Annotated[str, AfterValidator(_pattern(_HOSTNAME, "a DNS host name such as chat.example.com", 253))]
 DnsName = Annotated[str, AfterValidator(_dns_label)]
+SecretName = Annotated[str, AfterValidator(_pattern(_OBJECT_NAME, "a Kubernetes Secret's name (lower-case letters, "
+                                                                  "digits, '-' and '.'; the name, never the value)",
+                                                    253))]
 
 
 class Serving(_Model):
@@ -632,6 +637,14 @@ class Serving(_Model):
     host: Hostname | None = Field(default=None, description="the host name the Ingress or HTTPRoute matches")
     weights: Weights = Field(default="baked", description="pvc:NAME (an existing PVC in the tenant's "
                              "namespace), an s3:// gs:// hf:// https:// oci:// URI, or baked (in the image)")
+    secret: SecretName | None = Field(
+        default=None, description="an existing Kubernetes Secret in the tenant's namespace whose keys the model "
+        "server gets as environment variables: HF_TOKEN for a gated or private Hugging Face model, "
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for a private s3:// bucket (KServe's storage initializer "
+        "reads it too). The bundle names it; the README says how to create it; its value is never in a file")
+    image_pull_secret: SecretName | None = Field(
+        default=None, description="an existing kubernetes.io/dockerconfigjson Secret in the tenant's namespace "
+        "for a private registry (the pods' imagePullSecrets)")
 
 
 class Workload(_Model):

@@ -131,9 +131,21 @@ def _server(sv: ServingDecision, name: str, *, kserve: bool = False, command: li
     if sv.model and command is None:
         env.append({"name": "MODEL", "value": sv.model})  # your image's own entrypoint reads it
     c["env"] = env
+    _secret_env(sv, c)
     _, mounts = _weights(sv)
     c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}, *mounts]  # NCCL and vLLM need a big /dev/shm
     return c
+
+
+def _secret_env(sv: ServingDecision, container: dict[str, Any]) -> None:
+    """serving.secret: every key of the site's Secret becomes an environment variable of the server, by
+    reference (the Secret's value is never in the bundle): HF_TOKEN is what huggingface_hub, and so
+    vLLM and Ray Serve LLM, read for a gated or private model (huggingface_hub docs, "Environment
+    variables"); AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY what vLLM's Run:ai streamer reads for s3://.
+    `optional: false`: a pod whose Secret is missing waits (CreateContainerConfigError, naming it)
+    rather than starting without credentials and failing the download."""
+    if sv.secret_name:
+        container["envFrom"] = [{"secretRef": {"name": sv.secret_name, "optional": False}}]
 
 
 def _pod_spec(plan: Plan, w: WorkloadDecision, containers: list[dict[str, Any]], fabric: bool = False
@@ -146,6 +158,8 @@ def _pod_spec(plan: Plan, w: WorkloadDecision, containers: list[dict[str, Any]],
                             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes]}
     if tols := tolerations(plan, w.pool):
         spec["tolerations"] = tols
+    if sv.image_pull_secret:  # serving.image_pull_secret: the kubelet pulls a private image with it
+        spec["imagePullSecrets"] = [{"name": sv.image_pull_secret}]
     if not fabric:  # a fabric pod needs root for IPC_LOCK (pod_security.py)
         pod_security.harden(spec)
     return spec
@@ -211,11 +225,35 @@ def _inference_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     # spec.predictor is a PodSpec plus KServe's component fields; `labels` go onto its pods
     predictor = {**pod["spec"], "labels": pod["metadata"]["labels"],
                  "minReplicas": sv.min_replicas, "maxReplicas": sv.max_replicas}
+    if _storage_secret(sv):
+        predictor["serviceAccountName"] = storage_account(w)
     return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
             "metadata": meta(name_of(w), namespace_of(w.tenant), labels=gang.for_pods(plan, w.tenant).labels,
                              annotations={"serving.kserve.io/deploymentMode": "Standard",
                                           "serving.kserve.io/autoscalerClass": "external"}),
             "spec": {"predictor": predictor}}
+
+
+def _storage_secret(sv: ServingDecision) -> bool:
+    """Whether KServe's storage initializer downloads the weights with serving.secret's credentials."""
+    return bool(sv.secret_name) and sv.stack == "kserve" and sv.weights != "baked" and not sv.weights.startswith("pvc:")
+
+
+def storage_account(w: WorkloadDecision) -> str:
+    return dns1035(f"{w.name}-storage", 63)
+
+
+def _storage_service_account(w: WorkloadDecision) -> dict[str, Any]:
+    """KServe's storage initializer (an init container KServe adds to the predictor pod) takes its
+    credentials from the Secrets its pod's ServiceAccount lists: HF_TOKEN for hf://, the AWS keys and
+    the serving.kserve.io/s3-* annotations for s3:// (KServe 0.20 docs, "Deploy InferenceService with
+    model from Hugging Face Hub", Option 1: a ServiceAccount with the secret's name in `secrets`,
+    https://kserve.github.io/website/docs/0.20/model-serving/storage/providers/hf). The ServiceAccount
+    names the Secret; the Secret is the site's."""
+    sv = w.serving
+    assert sv is not None and sv.secret_name
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(storage_account(w), namespace_of(w.tenant)),
+            "secrets": [{"name": sv.secret_name}]}
 
 
 def _leader_worker_set(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
@@ -313,6 +351,7 @@ def _ray_pod(plan: Plan, w: WorkloadDecision, name: str, shape: PodShape, labels
                          # no livenessProbe: KubeRay adds its own raylet health check to a Ray container
                          # without one, the form it keeps working under token auth (RAY_AUTH_OPTIONS)
                          "env": [{"name": "HOME", "value": "/tmp"}]}
+    _secret_env(sv, c)  # Ray Serve LLM's vLLM engines run in these pods and download the model there
     _, mounts = _weights(sv)
     c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}, *mounts]
     spec = _pod_spec(plan, w, [c], fabric)
@@ -483,5 +522,11 @@ def objects(plan: Plan, w: WorkloadDecision) -> list[dict[str, Any]]:
         out.append(_scaled_object(plan, w))
         if sv.scale_on != "gpu_utilization" and metrics.installed(plan):  # DCGM's is scraped already
             out.append(_pod_monitor(w))
-    return out + _exposure(w)
+    out += _exposure(w)
+    if _storage_secret(sv):
+        # last, the server first (the file's order everywhere); the predictor's pods wait for it only the
+        # moment `kubectl apply -f` takes to reach it (the ReplicaSet retries a pod refused for a missing
+        # ServiceAccount)
+        out.append(_storage_service_account(w))
+    return out
 
