@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import OrchgenError
-from .entry import held
+from .signals import held
 
 MARKER = ".orchgen-bundle"
 MARKER_TEXT = b"This directory is written by `orchgen plan`; edits here are replaced on the next run.\n"

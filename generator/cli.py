@@ -741,7 +741,7 @@ class _Closed(io.TextIOBase):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .entry import Stopped, quiet, stopped, trap
+    from .signals import Stopped, quiet, stopped, trap
 
     trap()  # again for `python -m generator.cli`; the console script (generator/entry.py) trapped them first
     try:

@@ -174,7 +174,7 @@ NO_REFERENCE = {"aws-efa-k8s-device-plugin", "dra-driver-nvidia-gpu"}
 def test_every_values_key_exists_in_the_upstream_chart_defaults(plan: Plan) -> None:
     rels = released(plan)
     assert rels or plan.platform.gpu_stack == "provider", "a Kubernetes plane installs at least the GPU Operator"
-    absent = []
+    absent, known = [], []
     for rel in rels:
         values = values_of(plan, rel["name"])
         assert isinstance(values, dict)
@@ -183,7 +183,9 @@ def test_every_values_key_exists_in_the_upstream_chart_defaults(plan: Plan) -> N
             # no reference copy: its keys are checked against the pinned chart itself (../shared/charts)
             chart = reference_dir().parent / "charts" / rel["name"] / rel["version"] / "values.yaml"
             if not chart.is_file():  # the others are checked first; then this one is reported as skipped
-                absent.append(f"{rel['name']} {rel['version']}")
+                from tests.kubeenv.bundle import NO_CHART
+
+                (known if rel["name"] in NO_CHART else absent).append(f"{rel['name']} {rel['version']}")
                 continue
             assert unknown_keys(values, load_defaults(chart)) == [], rel["name"]
             continue
@@ -192,6 +194,8 @@ def test_every_values_key_exists_in_the_upstream_chart_defaults(plan: Plan) -> N
 
         assert unknown_keys(values, _adapt(rel["name"], upstream_defaults(rel["name"]), values)) == [], rel["name"]
     require(not absent, f"pinned chart {', '.join(absent)} not in ../shared/charts: its values not checked")
+    if known:  # tests/kubeenv/bundle.NO_CHART: no copy can be had here (reported, never passed)
+        pytest.skip(f"chart {', '.join(known)} has no copy here (tests/kubeenv/bundle.NO_CHART): its values not checked")
 
 
 def test_unknown_keys_would_be_caught() -> None:

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "generator"
 
 # Which top-level parts of generator/ each part may import (besides itself and the base modules).
-BASE = {"errors", "catalog", "yamlio", "schedulers", "providers", "contract"}  # data every part reads
+BASE = {"errors", "catalog", "yamlio", "schedulers", "providers", "contract",  # data every part reads
+        "labels_script"}  # node-labels.sh's fixed text (render writes it, validate compares with it)
 LAYERS = {
     "spec": set(),
     "decide": {"spec"},

@@ -92,6 +92,10 @@ def bundle(tmp_path_factory):
 @functools.cache
 def _template(component: str, version: str, namespace: str, values: bytes, kube: str) -> tuple[dict, ...]:
     chart = charts_dir() / component / version
+    from tests.kubeenv.bundle import NO_CHART
+
+    if component in NO_CHART and not chart.is_dir():  # known, not a missing consumer: say it, never pass it
+        pytest.skip(f"chart {component} {version}: {NO_CHART[component]}")
     require(chart.is_dir(), f"chart {component} {version} not in {charts_dir()}")
     import tempfile
 

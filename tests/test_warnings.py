@@ -148,7 +148,8 @@ def test_the_warning_counts_what_the_manifests_ask_for(tmp_path):
             specs = ([doc["spec"]["headGroupSpec"]] + doc["spec"]["workerGroupSpecs"] if doc["kind"] == "RayCluster"
                      else [doc["spec"]])
             for spec in specs:
-                n = spec.get("replicas", spec.get("parallelism", 1))
+                # an autoscaling RayCluster's workers (issue 34) count at their most, as the warning counts them
+                n = spec.get("maxReplicas", spec.get("replicas", spec.get("parallelism", 1)))
                 for c in spec["template"]["spec"]["containers"]:
                     cpus += n * int(c["resources"]["requests"]["cpu"])
                     gpus += n * int(c["resources"]["requests"].get("nvidia.com/gpu", 0))

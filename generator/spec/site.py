@@ -154,6 +154,8 @@ ORCHGEN_BETTER: dict[str, str] = {
     "JobAcctGatherType": "cgroup accounting of each job's usage",
     "SwitchType": "switch/nvidia_imex where NVLink domains span nodes",
     "SwitchParameters": "with switch/nvidia_imex",
+    "MetricsType": "metrics/openmetrics: slurmctld serves its own metrics on its port for the bundle's Prometheus "
+                   "scrape jobs and alerts (Slurm 25.11+, Metrics Guide)",
 }
 
 # The same for node lines: what orchgen adds to a node where the site set nothing (`scontrol show node`

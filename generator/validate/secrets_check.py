@@ -36,7 +36,7 @@ PLACEHOLDER = re.compile(r"""(?ix)^(
 # What a line must hold (lower-cased) for a pattern to match in it: PEM, AWS_KEY, ASSIGNED (and errors._ASSIGNED), the URL
 # patterns of errors.secret_in, and each token shape of errors.TOKEN_SHAPES (by its name; a shape not
 # listed here is searched for as a pattern instead).
-_LITERALS = ("-----begin", "akia", "asia", "aroa", "aida", "passw", "pwd", "storagepass", "secret", "token", "apikey",
+_LITERALS = ("-----begin", "akia", "asia", "aroa", "aida", "passw", "pwd", "storagepass", "comppass", "secret", "token", "apikey",
              "api_key", "api-key", "jwtkey", "jwt_key", "jwt-key", "://")
 _SHAPE_LITERALS = {
     "a Hugging Face token": ("hf_",),
