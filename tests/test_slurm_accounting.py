@@ -139,14 +139,14 @@ def test_logs_are_clean(acct):
     # the jobs the priority test cancelled log their end ("*** JOB 4 ON gpu002 CANCELLED AT", and on
     # 24.11 "[4.batch] stepd_cleanup: done with step (rc[0xf]...No error)"): slurmdbd knows which
     # slurmdbd learns a job's end a moment after slurmd logs it, so the unexplained lines are asked again
-    # until slurmdbd has caught up (at most 30 s); a line no cancelled job explains still fails the test
+    # until slurmdbd has caught up (at most 120 s); a line no cancelled job explains still fails the test
     def unexplained() -> list[str]:
         cancelled = {row["JobID"] for row in acct.sacct("-X") if row["State"].startswith("CANCELLED")}
         expected = [f"slurmctld: error: User {NOBODY} not found"]  # the refused submission of a uid with no name
         expected += [f"[{job}.batch] " for job in cancelled]
         return [p for p in acct.problems() if not any(e in p for e in expected)]
 
-    acct.wait_for(lambda: not unexplained(), 30, "slurmdbd to record the cancelled jobs")
+    acct.wait_for(lambda: not unexplained(), 120, "slurmdbd to record the cancelled jobs")  # 30 s ran out once in CI at load 12+
     assert unexplained() == []
 
 

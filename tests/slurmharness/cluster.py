@@ -39,6 +39,10 @@ _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Log lines that are known to be harmless here; keep this list short, and say why for each.
 HARMLESS = [
+    # slurmdbd's side of a client that closed its persistent connection without the protocol's goodbye
+    # (sacctmgr or slurmctld giving up on its own timeout when the machine is loaded: seen once in CI at load
+    # 12+); slurmdbd drops that connection and serves the next (src/common/persist_conn.c `_conn_readable`)
+    re.compile(r"_conn_readable: persistent connection for fd \d+ experienced error\[104\]: Connection reset by peer"),
     # slurmctld times 1000 clock reads at startup and logs this when the machine is busy (a loaded CI
     # host running other tests); it says nothing of the configuration under test
     re.compile(r"High latency for 1000 calls to gettimeofday\(\)"),
