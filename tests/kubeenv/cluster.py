@@ -543,7 +543,10 @@ class Cluster:
         todo, restored = [], []
         for o in crds:
             key = _crd_digest(o)
-            if key in _CRD_STORE:
+            # restored only where this cluster has no such CRD yet: one it holds (an earlier apply here, with
+            # its own uid and perhaps custom resources) is applied as kubectl would, never overwritten
+            if key in _CRD_STORE and not self._etcd_call("range", {
+                    "key": _b64(_CRD_PREFIX + _CRD_STORE[key][0]), "keys_only": True}).get("kvs"):
                 name, value = _CRD_STORE[key]
                 self._etcd_call("put", {"key": _b64(_CRD_PREFIX + name), "value": value})
                 restored.append(name)
