@@ -158,11 +158,11 @@ def rejected(fleet, plan) -> list[tuple[str, Any, str]]:
     return out
 
 
-def worst_wait(r: dict) -> tuple[int, float]:
-    """The metric the trade-off lines compare, lower is better: (jobs never started, worst wait p95 in
-    seconds) of a replayed variant."""
+def worst_wait(r: dict) -> tuple[int, int]:
+    """The metric the trade-off lines compare, lower is better: (jobs never started, worst wait p95 in whole
+    minutes: seconds apart are no difference a reader of the line could see) of a replayed variant."""
     return (sum(w["never_started"] for w in r["workloads"]),
-            max((w["wait_p95_s"] for w in r["workloads"] if w["wait_p95_s"] is not None), default=0.0))
+            round(max((w["wait_p95_s"] for w in r["workloads"] if w["wait_p95_s"] is not None), default=0.0) / 60))
 
 
 def tradeoff(rows: list[dict]) -> list[str]:
@@ -190,8 +190,9 @@ def tradeoff(rows: list[dict]) -> list[str]:
             out.append(f"trade-off: the rejected alternative ({alt}) cannot be planned: {r['refused']}")
             continue
         ours, theirs = worst_wait(plan), worst_wait(r)
-        verdict = ("the plan waits less" if ours < theirs else "the alternative waits no less" if ours == theirs
-                   else "the alternative waits less, and the plan still keeps its choice")
+        verdict = ("the plan waits less, and keeps its choice" if ours < theirs else
+                   "the alternative waits no less, so the plan keeps its choice" if ours == theirs else
+                   "the alternative waits less, and the plan still keeps its choice")
         why = f": {r['plan_keeps']}" if r.get("plan_keeps") else ""
         out.append(f"trade-off: the plan: {figures(plan)}; the rejected alternative ({alt}): {figures(r)}; "
                    f"verdict: {verdict}{why}")
