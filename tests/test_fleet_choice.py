@@ -260,6 +260,8 @@ def test_recommend_quotes_the_plan_beside_the_island_it_turned_down(tmp_path):
     assert line.startswith(f"trade-off: the plan: worst wait p95 {worst(plan)}; GPU utilization slurm "
                            f"{plan['planes'][0]['gpu_utilization']:.0%} of {plan['planes'][0]['gpus']} GPUs"), line
     assert f"the rejected alternative (eval-harness on kubernetes): worst wait p95 {worst(alt)}" in line, line
+    _assert_the_plan_says_why(sim)
+    assert "second control plane, the GPU Operator, Kueue and Prometheus" in line, line
     text = subprocess.run([*orchgen_argv(), "recommend", str(EXAMPLES / "superpod.yaml"), "--simulate", "--hours",
                            "24"], capture_output=True, text=True, cwd=tmp_path, env=cli_env({"COLUMNS": "400"})).stdout
     assert "trade-off: the plan: worst wait p95" in text and "the rejected alternative (eval-harness on kubernetes)" \
@@ -295,3 +297,60 @@ def test_recommend_quotes_one_plane_and_batch_on_slurm_for_a_hybrid_with_service
         assert line.startswith(f"trade-off: the plan: worst wait p95 "), line
         assert f"GPU utilization {util(plan)}; planes: kubernetes, slurm;" in line, line
         assert f"GPU utilization {util(alt)}; planes: {', '.join(p['plane'] for p in alt['planes'])}" in line, line
+    # the demand the plan was sized for (one job at a time each, orchgen's default): every H100 job has its
+    # nodes, so no alternative waits less, and each line still says why the plan keeps its choice
+    assert all(w["wait_p95_s"] == 0 for r in (plan, batch, one) for w in r["workloads"]), sim["variants"][:3]
+    _assert_the_plan_says_why(sim)
+    assert "verdict: the alternative waits no less, so the plan keeps its choice: rlhf: rule python-native-pipeline" \
+        in lines[0], lines[0]
+    assert "verdict: the alternative waits no less, so the plan keeps its choice: pretrain: rule " \
+        "coupled-multinode-bare-metal" in lines[1], lines[1]
+
+
+def _worst(r: dict) -> tuple[int, int]:
+    """What the trade-off line compares: jobs never started, then the worst wait p95 to the minute."""
+    return (sum(w["never_started"] for w in r["workloads"]),
+            round(max((w["wait_p95_s"] for w in r["workloads"] if w["wait_p95_s"] is not None), default=0.0) / 60))
+
+
+def _assert_the_plan_says_why(sim: dict) -> None:
+    """Every rejected alternative of recommend --simulate has its trade-off line, whose verdict agrees with
+    the replayed rows (jobs never started, then worst wait p95: the metric the line states); one that waits
+    less than the plan is quoted with the reason the plan keeps its choice anyway (the moved workloads'
+    rules), never silently."""
+    rows = {r["variant"]: r for r in sim["variants"]}
+    plan = rows["plan"]
+    rejected = [r for r in sim["variants"] if r["variant"].startswith("rejected: ")]
+    assert rejected and len(sim["tradeoff"]) == len(rejected), sim["tradeoff"]
+    for r, line in zip(rejected, sim["tradeoff"]):
+        assert f"the rejected alternative ({r['variant'][len('rejected: '):]})" in line, line
+        if "refused" in r:
+            continue
+        ours, theirs = _worst(plan), _worst(r)
+        why = r["plan_keeps"]
+        assert why and line.endswith(f": {why}"), (line, why)
+        if theirs < ours:
+            assert f"verdict: the alternative waits less, and the plan still keeps its choice: {why}" in line, line
+        else:
+            assert (f"verdict: the plan waits less, and keeps its choice: {why}" if ours < theirs else
+                    f"verdict: the alternative waits no less, so the plan keeps its choice: {why}") in line, line
+
+
+def test_where_the_alternative_waits_less_recommend_says_why_the_plan_keeps_its_choice(tmp_path):
+    """The same hybrid under bursty demand (Poisson streams of jobs_per_day): the plan's 8 H100 nodes of its
+    own for rlhf queue its bursts, which the 72 pooled nodes of the rejected alternatives absorb; recommend
+    says so, and why the plan still keeps rlhf on KubeRay and pretraining on Slurm."""
+    doc = copy.deepcopy(FRONTIER)
+    doc["workloads"][0].update(jobs_per_day=4, runtime="05:00:00")
+    doc["workloads"][2].update(jobs_per_day=6, runtime="03:00:00")
+    path = tmp_path / "busy.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    proc = subprocess.run([*orchgen_argv(), "recommend", str(path), "--simulate", "--hours", "72", "--format",
+                           "json"], capture_output=True, text=True, cwd=tmp_path, env=cli_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sim = json.loads(proc.stdout)["simulate"]
+    rows = {r["variant"]: r for r in sim["variants"]}
+    assert _worst(rows["rejected: rlhf on slurm (kubernetes for the services only)"]) < _worst(rows["plan"])
+    _assert_the_plan_says_why(sim)
+    assert "the alternative waits less, and the plan still keeps its choice: rlhf: rule python-native-pipeline: " \
+        "Python-native pipeline: Ray, hosted by KubeRay" in sim["tradeoff"][0], sim["tradeoff"][0]

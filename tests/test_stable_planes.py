@@ -6,7 +6,7 @@ in `plan --diff` and `validate --against`, with the drain steps of both planes.
   (the Kubernetes nodes running the service) on Kubernetes, where a fresh split would give them to
   Slurm; the fresh bundle, compared with `validate --against`, is a disruptive move with both drains;
 - a move the input asks for (`planes:`) is disruptive in `plan --diff` (exit 1), JSON included;
-- property: for random fleets and random size changes (pool sizes, job sizes, split modes, held
+- property: for random fleets and random size changes (both pools' sizes, job sizes, split modes, held
   nodes), no node changes plane unless the input holds it to the other plane, and every change of
   plane is among the disruptive changes `compare` reports for the two plan.json documents.
 """
@@ -161,7 +161,8 @@ def _changes(draw):
     for node in moved:
         held.setdefault(draw(st.sampled_from(["slurm", "kubernetes"])), []).append(node)
     held_expr = {plane: hostlist.compress(sorted(ns)) for plane, ns in held.items()}
-    after = _fleet(n2, train2, service2, per_leaf=per_leaf, split=split, held=held_expr or None, extra_pool=extra)
+    extra2 = max(1, extra + draw(st.integers(-3, 8))) if extra else 0  # the second pool grows or shrinks too
+    after = _fleet(n2, train2, service2, per_leaf=per_leaf, split=split, held=held_expr or None, extra_pool=extra2)
     return before, after, {node: plane for plane, ns in held.items() for node in ns}
 
 

@@ -81,15 +81,16 @@ def compare_variants(fleet, plan, workload: str, trace: str | None, hours: float
     from ..decide import make_plan
 
     rows = []
-    for name, variant in _variants(fleet, plan):
+    for name, variant, why in _variants(fleet, plan):
+        kept = {"plan_keeps": why} if why else {}
         try:
             alt = make_plan(variant, workload)
         except OrchgenError as err:
-            rows.append({"variant": name, "refused": str(err.message)})
+            rows.append({"variant": name, "refused": str(err.message), **kept})
             continue
         jobs = _jobs(alt, trace, hours, seed)
         with _progress(len([j for j in jobs if not j.service]), name) as tick:
-            rows.append({"variant": name, **simulate(alt, jobs, progress=tick)})
+            rows.append({"variant": name, **simulate(alt, jobs, progress=tick), **kept})
     return rows
 
 
@@ -113,26 +114,35 @@ def brief(rows: list[dict]) -> list[str]:
 REJECTED = "rejected: "
 
 
-def rejected(fleet, plan) -> list[tuple[str, Any]]:
+def rejected(fleet, plan) -> list[tuple[str, Any, str]]:
     """The fleet-level alternatives the plan turned down (issue 36), to replay beside it: on a Slurm
     site whose batch the rule slurm-site-batch kept on Slurm, that batch on a Kubernetes plane of its
     own (the island, opted in past options.kubernetes_min_nodes); in a hybrid, one plane instead of two:
     every workload on Slurm where no long-lived service or notebook needs Kubernetes, else every workload
     on Kubernetes, and also, where the plan put batch on Kubernetes beside the services, that batch on
-    Slurm (Kubernetes keeps only the services). Each: (name starting "rejected: ", the fleet)."""
+    Slurm (Kubernetes keeps only the services). Each: (name starting "rejected: ", the fleet, why the
+    plan keeps its own choice: the rules of the workloads the alternative moves)."""
     out = []
+    by_name = {d.name: d for d in plan.workloads}
+
+    def rules(names) -> str:  # each moved workload's deciding rule, as the plan gives it
+        return "; ".join(f"{n}: {by_name[n].reasons[0]}" for n in names if by_name[n].reasons)
+
     kept = [d.name for d in plan.workloads if d.rule == "slurm-site-batch"]
     if kept:
         ws = [w.model_copy(update={"plane": "kubernetes"}) if w.name in kept else w for w in fleet.workloads]
         alt = fleet.model_copy(update={"workloads": ws, "options": fleet.options.model_copy(
             update={"kubernetes_min_nodes": 1})})
-        out.append((f"{REJECTED}{', '.join(kept)} on kubernetes", alt))
+        out.append((f"{REJECTED}{', '.join(kept)} on kubernetes", alt,
+                    "a Kubernetes plane for batch that Slurm runs already costs a second control plane, the GPU "
+                    "Operator, Kueue and Prometheus, and their operators' time (rule slurm-site-batch)"))
     if not (len(plan.planes) > 1 and plan.slurm_plane is not None and not plan.slurm_plane.operator):
         return out
     services = {w.name for w in fleet.workloads if w.long_lived_services or w.interactive}
     if not services:  # every workload on Slurm: no second plane at all
         ws = [w.model_copy(update={"plane": "slurm"}) for w in fleet.workloads]
-        out.append((f"{REJECTED}all on slurm", fleet.model_copy(update={"workloads": ws})))
+        on_kube = [d.name for d in plan.workloads if d.plane and d.plane != "slurm"]
+        out.append((f"{REJECTED}all on slurm", fleet.model_copy(update={"workloads": ws}), rules(on_kube)))
         return out
     # the services need Kubernetes: the batch the plan runs there could go to Slurm instead, and the
     # one-plane alternative is Kubernetes alone (its own gangs for the coupled jobs)
@@ -141,15 +151,25 @@ def rejected(fleet, plan) -> list[tuple[str, Any]]:
     if moved:
         ws = [w.model_copy(update={"plane": "slurm"}) if w.name in moved else w for w in fleet.workloads]
         out.append((f"{REJECTED}{', '.join(moved)} on slurm (kubernetes for the services only)",
-                    fleet.model_copy(update={"workloads": ws})))
+                    fleet.model_copy(update={"workloads": ws}), rules(moved)))
     ws = [w.model_copy(update={"plane": "kubernetes"}) for w in fleet.workloads]
-    out.append((f"{REJECTED}all on kubernetes", fleet.model_copy(update={"workloads": ws})))
+    out.append((f"{REJECTED}all on kubernetes", fleet.model_copy(update={"workloads": ws}),
+                rules([d.name for d in plan.workloads if d.plane == "slurm"])))
     return out
+
+
+def worst_wait(r: dict) -> tuple[int, int]:
+    """The metric the trade-off lines compare, lower is better: (jobs never started, worst wait p95 in whole
+    minutes: seconds apart are no difference a reader of the line could see) of a replayed variant."""
+    return (sum(w["never_started"] for w in r["workloads"]),
+            round(max((w["wait_p95_s"] for w in r["workloads"] if w["wait_p95_s"] is not None), default=0.0) / 60))
 
 
 def tradeoff(rows: list[dict]) -> list[str]:
     """`recommend --simulate`'s trade-off lines: the plan's worst wait p95 and each plane's GPU
-    utilization beside each rejected alternative's, from the same replayed demand."""
+    utilization beside each rejected alternative's, from the same replayed demand, and the verdict: which
+    waits less, and why the plan keeps its choice (the rules of the workloads the alternative moves), said
+    above all where the alternative waits less."""
     plan = next((r for r in rows if r["variant"] == "plan" and "refused" not in r), None)
     if plan is None:
         return []
@@ -169,7 +189,13 @@ def tradeoff(rows: list[dict]) -> list[str]:
         if "refused" in r:
             out.append(f"trade-off: the rejected alternative ({alt}) cannot be planned: {r['refused']}")
             continue
-        out.append(f"trade-off: the plan: {figures(plan)}; the rejected alternative ({alt}): {figures(r)}")
+        ours, theirs = worst_wait(plan), worst_wait(r)
+        verdict = ("the plan waits less, and keeps its choice" if ours < theirs else
+                   "the alternative waits no less, so the plan keeps its choice" if ours == theirs else
+                   "the alternative waits less, and the plan still keeps its choice")
+        why = f": {r['plan_keeps']}" if r.get("plan_keeps") else ""
+        out.append(f"trade-off: the plan: {figures(plan)}; the rejected alternative ({alt}): {figures(r)}; "
+                   f"verdict: {verdict}{why}")
     return out
 
 
@@ -177,14 +203,15 @@ def _jobs(plan, trace: str | None, hours: float, seed: int):
     return jobs_mod.from_trace(plan, trace) if trace else jobs_mod.from_demand(plan, hours, seed)
 
 
-def _variants(fleet, plan) -> list[tuple[str, Any]]:
-    """The plan as given, then options.split's other modes, the other gang schedulers (and none:
-    what the stock kube-scheduler would do), and each workload pinned to the other plane."""
+def _variants(fleet, plan) -> list[tuple[str, Any, str | None]]:
+    """The plan as given, then the fleet-level alternatives it rejected (`rejected`, with why the plan
+    keeps its choice), options.split's other modes, the other gang schedulers (and none: what the stock
+    kube-scheduler would do), and each workload pinned to the other plane."""
     def opts(**kw):
         return fleet.model_copy(update={"options": fleet.options.model_copy(update=kw)})
-    out = [("plan", fleet)] + rejected(fleet, plan)
-    out += [(f"split={s}", opts(split=s)) for s in ("auto", "leaf", "node") if s != fleet.options.split]
-    out += [(f"gang={g}", opts(gang_scheduler=g)) for g in GANG_CHOICES if g != fleet.options.gang_scheduler]
+    out: list[tuple[str, Any, str | None]] = [("plan", fleet, None)] + rejected(fleet, plan)
+    out += [(f"split={s}", opts(split=s), None) for s in ("auto", "leaf", "node") if s != fleet.options.split]
+    out += [(f"gang={g}", opts(gang_scheduler=g), None) for g in GANG_CHOICES if g != fleet.options.gang_scheduler]
     on = {d.name: ("slurm" if d.plane == "slurm" else "kubernetes") for d in plan.workloads}
     for i, w in enumerate(fleet.workloads):
         for plane in ("slurm", "kubernetes"):
@@ -193,7 +220,7 @@ def _variants(fleet, plan) -> list[tuple[str, Any]]:
                 ws[i] = w.model_copy(update={"plane": plane})
                 # what if: a Kubernetes plane of any size (options.kubernetes_min_nodes would refuse a small one)
                 out.append((f"{w.name} on {plane}", fleet.model_copy(update={"workloads": ws, "options": (
-                    fleet.options.model_copy(update={"kubernetes_min_nodes": 1}))})))
+                    fleet.options.model_copy(update={"kubernetes_min_nodes": 1}))}), None))
     return out
 
 

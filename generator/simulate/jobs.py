@@ -108,9 +108,10 @@ def span(d: WorkloadDecision) -> tuple[int, int]:
 
 
 def from_demand(plan: Plan, hours: float, seed: int) -> list[Job]:
-    """Jobs drawn from each workload's demand over `hours`: a Poisson stream of jobs_per_day, or of
-    jobs_at_once / runtime (Little's law) where only jobs at once is given; runtimes uniform in
-    0.5-1.5 x `runtime` (default: half the time limit), cut at the limit. Services run from t=0."""
+    """Jobs drawn from each workload's demand over `hours`: a Poisson stream of jobs_per_day, or, where
+    only jobs_at_once is given (default 1), that many back-to-back streams (the demand the plan was
+    sized for); runtimes uniform in 0.5-1.5 x `runtime` (default: half the time limit), cut at the
+    limit. Services run from t=0."""
     rng = np.random.default_rng(seed)
     horizon = hours * 3600
     jobs: list[Job] = []
@@ -137,16 +138,31 @@ def from_demand(plan: Plan, hours: float, seed: int) -> list[Job]:
             continue
         runtime = (d.runtime * 60) if d.runtime else limit / 2
         limit = _limit_for(plan, d, runtime * 1.5)
-        per_day = d.jobs_per_day if d.jobs_per_day is not None else d.jobs_at_once * SECONDS_PER_DAY / runtime
-        rate = per_day / SECONDS_PER_DAY
-        t = 0.0
-        while True:
-            t += float(rng.exponential(1 / rate))
-            if t >= horizon:
-                break
+        coupled = d.gang_scheduler_required or (d.plane == "slurm" and nodes > 1)
+
+        def job(t: float) -> Job:
             run = min(limit, runtime * float(rng.uniform(0.5, 1.5)))
-            jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, t, nodes, per, run, limit,
-                            d.gang_scheduler_required or (d.plane == "slurm" and nodes > 1), priority=prio))
+            return Job(0, d.name, d.tenant, d.plane, d.pool, t, nodes, per, run, limit, coupled, priority=prio)
+
+        if d.jobs_per_day is not None:  # arrivals: a Poisson stream
+            rate = d.jobs_per_day / SECONDS_PER_DAY
+            t = 0.0
+            while True:
+                t += float(rng.exponential(1 / rate))
+                if t >= horizon:
+                    break
+                jobs.append(job(t))
+            continue
+        # jobs_at_once (default 1) is how many of its jobs run together, what the plan sizes its pools by:
+        # that many streams, each submitting its next job when its last would end had it never waited
+        # (a queue that every variant of the plan is given alike). A Poisson stream of jobs_at_once / runtime
+        # would load a pool sized for it at exactly 100%, an unstable queue whose waits grow with the hours
+        # replayed and favour whichever variant pools the most nodes, whatever the plan.
+        for _ in range(d.jobs_at_once):
+            t = float(rng.uniform(0, runtime))  # the streams are not in step
+            while t < horizon:
+                jobs.append(job(t))
+                t += jobs[-1].runtime
     return _numbered(jobs)
 
 
