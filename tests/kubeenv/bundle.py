@@ -67,7 +67,10 @@ def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubern
             mig = pool.gpu.mig
             resource = f"nvidia.com/mig-{mig.profile}" if mig is not None else "nvidia.com/gpu"
             cap[resource] = str(pool.gpu.count * (mig.per_gpu if mig is not None else 1))
-            if net.get("kind") == "rdma-shared":
+            if net.get("kind") == "rdma-shared" and net.get("rails"):
+                # one resource per compute rail (issue 35), each its own port's (network_operator.py)
+                cap.update({rail["resource"]: RDMA_SHARED[1] for rail in net["rails"]})
+            elif net.get("kind") == "rdma-shared":
                 cap[RDMA_SHARED[0]] = RDMA_SHARED[1]
             elif net.get("kind") == "efa" and (net.get("per_node") or {}).get(pool.name):
                 # the EFA device plugin advertises the instance type's interfaces (plan.json's per_node)
