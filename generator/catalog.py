@@ -124,7 +124,11 @@ CATALOG: dict[str, Chart] = {
         # v26.7.0's crds/ carry the same group, and Helm skips a CRD that exists, so the GPU Operator's
         # copy is the one a cluster keeps. It waits for the GPU Operator: the GPU driver it runs on, and
         # the clique labels of GFD. Neither ../shared/reference nor ../shared/charts holds it (and the Go
-        # module proxy refuses its module), so its values are checked against its values.yaml by hand.
+        # module proxy refuses its module); the chart at the repository's tag v0.4.1 (commit 764900e7,
+        # deployments/helm/dra-driver-nvidia-gpu, Chart.yaml version 0.4.1) passes `helm lint` with the
+        # bundle's values, and `helm template` of them renders the controller, a kubelet plugin of
+        # compute-domains alone with NVIDIA_DRIVER_ROOT=/run/nvidia/driver, and the two compute-domain
+        # DeviceClasses (tests/kubeenv/bundle.NO_CHART says how the tests take it where it is at hand).
         Chart("dra-driver-nvidia-gpu", "oci://registry.k8s.io/dra-driver-nvidia/charts", "dra-driver-nvidia-gpu",
               "0.4.1", "dra-driver-nvidia-gpu", crd_groups=("resource.nvidia.com",), depends_on=("gpu-operator",),
               values_reference="dra-driver-nvidia-gpu",

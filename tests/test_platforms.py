@@ -283,7 +283,10 @@ def test_roce_rails_need_their_ethernet_netdevs(tmp_path, orchgen):
 
 def nvl_doc(**options) -> dict:
     return {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "nvl"},
-            "fleet": {"bare_metal": True, "fabric": {"kind": "infiniband", "nodes_per_leaf": 18},
+            # the site names its IPoIB interface: the trays' rail netdevs are not in the catalog (without it, a
+            # warning: test_rails_without_netdevs_warn_what_kubernetes_guesses)
+            "fleet": {"bare_metal": True, "fabric": {"kind": "infiniband", "nodes_per_leaf": 18,
+                                                     "rdma_network": {"interface": "ib0"}},
                       "pools": [{"name": "gb", "platform": "gb200-nvl72", "nodes": 36},
                                 {"name": "h", "platform": "dgx-h100", "nodes": 4}]},
             "workloads": [{"name": "rack", "plane": "kubernetes", "pool": "gb", "nodes": 12, "tightly_coupled": True},
@@ -356,3 +359,25 @@ def test_compute_domains_before_kubernetes_1_34_warn():
     p = plan_of(nvl_doc(kubernetes_version="1.33"))
     (w,) = p.warnings
     assert w.field == "options.kubernetes_version" and "1.34.2" in w.message and "gb" in w.message
+
+
+def test_rails_without_netdevs_warn_what_kubernetes_guesses(tmp_path, orchgen):
+    # a GB200 tray's four compute HCAs are in the catalog, their netdev names are not (gb200-nvl72's source)
+    trays = {"platform": "gb200-nvl72", "nodes": 18, "hostnames": "gb-[01-18]"}  # one NVLink domain
+    out, proc = plan(tmp_path / "a", orchgen, kube_doc(trays))
+    assert proc.returncode == 0, proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if "compute rails" in ln]
+    assert len(warned) == 1 and "fleet.pools[0].platform: pool gpu: 4 compute rails (mlx5_0, mlx5_1, mlx5_4, " \
+        "mlx5_5), but their netdevs on infiniband are not known, so its pods get one network on ib0 and one RDMA " \
+        "resource for every HCA, not one per rail" in warned[0], proc.stderr
+    net, _, _ = rail_objects(out)
+    assert [o["metadata"]["name"] for o in net if o["kind"] == "NetworkAttachmentDefinition"] == ["rdma-fabric"]
+    # the same trays with their netdevs given: a network per rail, and no warning
+    nics = [{"device": d, "netdev": f"ibp{i}s0", "rate_gbps": 400, "gpu": i}
+            for i, d in enumerate(("mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5"))]
+    out, proc = plan(tmp_path / "b", orchgen, kube_doc({**trays, "nics": nics}))
+    assert proc.returncode == 0, proc.stderr
+    assert "compute rails" not in proc.stderr, proc.stderr
+    net, _, _ = rail_objects(out)
+    assert [o["metadata"]["name"] for o in net if o["kind"] == "NetworkAttachmentDefinition"] == [
+        f"rdma-rail-{i}" for i in range(4)]

@@ -6,6 +6,9 @@ on Debian 12's 22.05 (the host) and in the trixie (24.11) and forky (26.05) chro
   bound to their sockets (Gres=gpu:h100:8(S:0-1));
 * `slurmd -G` (the GRES as slurmd parsed gres.conf) gives every GPU its socket's cores (Cores=0-55
   for GPUs 0-3, 56-111 for 4-7), in Slurm's abstract core numbering;
+* `slurmd -C` of each release, run on the DGX H100's CPU layout as hwloc (which slurmd reads the
+  machine through) describes it, prints the layout the bundle's NodeName line gives the pool, and
+  `slurmd -G` on that layout still gives every GPU its socket's cores;
 * TaskProlog gives every task NCCL_IB_HCA as exactly the eight compute rails, never a storage HCA;
 * no WARNING or error in any daemon's log (tests/slurmharness: problems()).
 """
@@ -23,6 +26,11 @@ pytestmark = pytest.mark.slurm
 
 # the DGX H100/H200 User Guide's 'Network Modules' table: the compute ports' RDMA devices, GPU 0 to 7
 COMPUTE_HCAS = "=mlx5_0:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_9:1,mlx5_10:1,mlx5_11:1"
+# A DGX H100's CPUs as hwloc sees them: two Intel Xeon Platinum 8480C, 56 cores each, 2 threads per core (the
+# DGX H100/H200 User Guide, "Hardware Overview"), one NUMA node per socket. Given to slurmd through hwloc's
+# HWLOC_SYNTHETIC (hwloc's "Synthetic topologies"; an environment variable hwloc_topology_load honours), so
+# `slurmd -C` prints what it would on the machine, not on the test host.
+DGX_H100_HWLOC = "package:2 numa:1 core:56 pu:2"
 
 
 def dgx_fleet(version: str, suite: str) -> dict:
@@ -50,6 +58,31 @@ def gres_cores(text: str) -> dict[str, str]:
     return out
 
 
+def dgx_node_line(out) -> dict[str, str]:
+    """slurm.conf's NodeName line of the DGX pool, key -> value."""
+    conf = (out / "slurm/slurm.conf").read_text()
+    line = next(ln for ln in conf.splitlines() if ln.startswith("NodeName=") and "Gres=gpu:h100:8" in ln)
+    return dict(kv.split("=", 1) for kv in line.split())
+
+
+def check_slurmd_c(c: SlurmCluster, out, node: str) -> None:
+    """`slurmd -C` on the DGX H100's layout prints what slurm.conf's NodeName line says; `slurmd -G` on it
+    gives each GPU its socket's cores."""
+    want = dgx_node_line(out)
+    shown = c.run("env", f"HWLOC_SYNTHETIC={DGX_H100_HWLOC}", "slurmd", "-C").stdout
+    got = dict(kv.split("=", 1) for kv in shown.splitlines()[0].split())
+    assert got["CPUs"] == "224" and (int(got["Boards"]) * int(got["SocketsPerBoard"]), got["CoresPerSocket"],
+                                     got["ThreadsPerCore"]) == (2, "56", "2"), shown  # the layout took
+    sockets = want.get("Sockets") or str(int(want["Boards"]) * int(want["SocketsPerBoard"]))
+    assert (want["CPUs"], sockets, want["CoresPerSocket"], want["ThreadsPerCore"]) == \
+        (got["CPUs"], str(int(got["Boards"]) * int(got["SocketsPerBoard"])), got["CoresPerSocket"],
+         got["ThreadsPerCore"]), (shown, want)
+    g = c.run("env", f"HWLOC_SYNTHETIC={DGX_H100_HWLOC}", "slurmd", "-G", "-N", node)
+    assert gres_cores(g.stdout + g.stderr) == {f"nvidia{i}": "0-55" if i < 4 else "56-111" for i in range(8)}, \
+        g.stdout + g.stderr
+    assert "error" not in (g.stdout + g.stderr).lower(), g.stdout + g.stderr
+
+
 def platform_case(tmp_path, version: str, suite: str) -> None:
     out = bundle(tmp_path, dgx_fleet(version, suite))
     p = Planned(out)
@@ -65,6 +98,7 @@ def platform_case(tmp_path, version: str, suite: str) -> None:
         shown = c.run("slurmd", "-G", "-N", node)
         cores = gres_cores(shown.stdout + shown.stderr)
         assert cores == {f"nvidia{i}": "0-55" if i < 4 else "56-111" for i in range(8)}, shown.stdout + shown.stderr
+        check_slurmd_c(c, out, node)
         assert nodes_env(c, "-N", "2", var="NCCL_IB_HCA") == [COMPUTE_HCAS, COMPUTE_HCAS]
         c.job("-N", "2", "--gres=gpu:h100:8", "--gpu-bind=closest", "true")
 

@@ -237,8 +237,31 @@ def _network(fleet: Fleet, kube: Plane, placed: list[WorkloadDecision], fabric_w
         env = (("NCCL_SOCKET_IFNAME", "net1"), ("NCCL_IB_HCA", "=" + ",".join(r.hca for r in rails)))
         return Network("rdma-shared", RAIL_RESOURCE_PREFIX, {s.pool: 1 for s in kube.slices}, env,
                        ",".join(r.name for r in rails), "ipoib" if ib else "macvlan", None, subnet, rails)
+    if not (net and net.interface):
+        _warn_unnamed_rails(fleet, kube, iface, warnings)
     return Network("rdma-shared", RDMA_SHARED_RESOURCE, {s.pool: 1 for s in kube.slices}, RDMA_ENV,
                    FABRIC_NETWORK, "ipoib" if ib else "macvlan", iface, subnet)
+
+
+def _warn_unnamed_rails(fleet: Fleet, kube: Plane, iface: str | None, warnings: list[Warning_]) -> None:
+    """A GPU pool whose compute rails are known (its platform or nics) but not their netdevs: one shared
+    network on a guessed interface takes the place of a network per rail; say so, and what to give."""
+    kind = fleet.fleet.fabric.kind
+    index = {p.name: i for i, p in enumerate(fleet.fleet.pools)}
+    for s in kube.slices:
+        ports = s.hardware.compute_rails if s.gpu_type else ()
+        unnamed = [n.device for n in ports if n.netdev_on(kind) is None]
+        if not unnamed:
+            continue
+        pool = fleet.fleet.pools[index[s.pool]]
+        warnings.append(Warning_(
+            f"pool {s.pool}: {len(ports)} compute rails ({', '.join(n.device for n in ports)}), but "
+            f"{'their netdevs' if len(unnamed) == len(ports) else 'the netdev of ' + ', '.join(unnamed)} on {kind} "
+            f"{'are' if len(unnamed) == len(ports) else 'is'} not known, so its pods get one network on "
+            f"{iface or 'the default-route interface'} and one RDMA resource for every HCA, not one per rail; "
+            f"give the pool's nics with their netdev (`orchgen discover` reads them) or "
+            f"fleet.fabric.rdma_network.interface",
+            f"fleet.pools[{index[s.pool]}].{'nics' if pool.nics else 'platform' if pool.platform else 'gpu'}"))
 
 
 # Per-rail networks (issue 35): rdma-rail-N, each over one compute HCA (k8s-rdma-shared-dev-plugin

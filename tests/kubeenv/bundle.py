@@ -67,7 +67,10 @@ def fleet_nodes(workload: Path, bundle: Path, planes: tuple[str, ...] = ("kubern
             mig = pool.gpu.mig
             resource = f"nvidia.com/mig-{mig.profile}" if mig is not None else "nvidia.com/gpu"
             cap[resource] = str(pool.gpu.count * (mig.per_gpu if mig is not None else 1))
-            if net.get("kind") == "rdma-shared":
+            if net.get("kind") == "rdma-shared" and net.get("rails"):
+                # one resource per compute rail (issue 35), each its own port's (network_operator.py)
+                cap.update({rail["resource"]: RDMA_SHARED[1] for rail in net["rails"]})
+            elif net.get("kind") == "rdma-shared":
                 cap[RDMA_SHARED[0]] = RDMA_SHARED[1]
             elif net.get("kind") == "efa" and (net.get("per_node") or {}).get(pool.name):
                 # the EFA device plugin advertises the instance type's interfaces (plan.json's per_node)
@@ -104,9 +107,28 @@ def helm_template(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
             "--include-crds", "--kube-version", kube_version]
     if values.is_file():
         args += ["-f", str(values)]
+    if rel["chart"] in DISCOVERED_RESOURCE_API:
+        args += ["--set", f"resourceApiVersion={resource_api_version(cluster)}"]
     r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, f"helm template {rel['name']}: {r.stderr[-3000:]}"
     return helm_objects(r.stdout)
+
+
+# Charts that pick the resource.k8s.io version from the cluster (.Capabilities.APIVersions: `helm install`
+# reads the API server's discovery). `helm template` knows only its built-in list, which has 1.34's
+# resource.k8s.io/v1 whatever --kube-version says, so the version the cluster serves is set as the chart's
+# own override would (dra-driver-nvidia-gpu v0.4.1 values.yaml `resourceApiVersion`: "auto-detects the
+# highest supported version from the cluster ... (v1 > v1beta2 > v1beta1)").
+DISCOVERED_RESOURCE_API = {"dra-driver-nvidia-gpu"}
+
+
+def resource_api_version(cluster: Cluster) -> str:
+    """The newest resource.k8s.io version the API server serves, as the DRA driver's chart would detect it."""
+    served = set(cluster.kubectl("api-versions").stdout.split())
+    for version in ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1"):
+        if version in served:
+            return version
+    raise AssertionError("the API server serves no resource.k8s.io version (Cluster(dra=True) serves it)")
 
 
 def manager_configuration(objs: list[dict[str, Any]], chart: str) -> dict[str, Any]:
@@ -224,11 +246,18 @@ def workloads(bundle: Path) -> list[dict[str, Any]]:
     return objs
 
 
-# Releases whose chart cannot be rendered here, and why: the test plane applies the others. The DRA
-# driver's chart is in neither ../shared/charts nor the Go module proxy (proxy.golang.org answers 403 for
-# github.com/NVIDIA/k8s-dra-driver-gpu and sigs.k8s.io/dra-driver-nvidia-gpu), and its CRDs are the GPU
-# Operator release's too (resource.nvidia.com, in gpu-operator v26.7.0's crds/), which is applied.
+# Releases whose chart may be missing here, and why: the test plane applies the others, and these too
+# where charts_dir() holds them (ORCHGEN_CHARTS naming a folder with <chart>/<version>/). The DRA driver's
+# chart is not in ../shared/charts, and no source CI reaches has it: the Go module proxy answers 403 for
+# github.com/NVIDIA/k8s-dra-driver-gpu and sigs.k8s.io/dra-driver-nvidia-gpu; it is in the GitHub
+# repository kubernetes-sigs/dra-driver-nvidia-gpu, tag v0.4.1, deployments/helm/dra-driver-nvidia-gpu/,
+# which a developer may put there by hand (never into the project). Its CRDs are the GPU Operator
+# release's too (resource.nvidia.com, in gpu-operator v26.7.0's crds/), which is applied.
 NO_CHART = {"dra-driver-nvidia-gpu": "chart not available offline; its ComputeDomain CRD comes with gpu-operator"}
+
+
+def chart_missing(rel: dict[str, Any]) -> bool:
+    return rel["chart"] in NO_CHART and not (charts_dir() / rel["chart"] / rel["version"]).is_dir()
 
 
 def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: str = "1.33",
@@ -246,7 +275,7 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
         cluster.apply(before)
     dropped: list[str] = []
     for rel in releases(bundle):
-        if rel["chart"] in NO_CHART:
+        if chart_missing(rel):
             dropped.append(f"release {rel['name']}: {NO_CHART[rel['chart']]}")
             continue
         dropped += apply_release(cluster, rel, bundle, kube_version)
