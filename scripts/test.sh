@@ -104,6 +104,9 @@ elif [ $need_kube = 1 ]; then
   # separate small build (cold: about 3 CPU-minutes, tests/kubeenv/README.md) that leaves the one above
   # and its cache key alone
   tests/kubeenv/lws/build.sh >/dev/null
+  # the NetworkPolicy engine of the tenant-wall tests (tests/tenant_walls.py: Cyclonus's matcher), small
+  # (cold: about 1.5 CPU-minutes)
+  tests/kubeenv/netpol/build.sh >/dev/null
   # Flux's source-, kustomize- and helm-controller (tests/test_flux_real.py: the Flux delivery path for
   # real), another separate build (cold: about 11 CPU-minutes, tests/kubeenv/README.md)
   if [ $need_flux = 1 ]; then tests/kubeenv/flux/build.sh >/dev/null; fi

@@ -1,12 +1,14 @@
 """The walls between tenants, checked on the real API server after a bundle is applied (issue 34); called by
 tests/test_kube_real.py for every example, on the cluster that test already booted.
 
-- NetworkPolicy: the policies the API server stored, evaluated with the rule Kubernetes documents
-  (https://kubernetes.io/docs/concepts/services-networking/network-policies/: a pod selected by an
-  Ingress policy accepts only what some such policy's rule allows; a rule's `from` peers are a
-  podSelector in the policy's namespace, a namespaceSelector, or both together; no `ports` means every
-  port; policies add up). No policy engine runs in the test control plane (KWOK pods have no network),
-  so this is the objects against the documented rule, not packets.
+- NetworkPolicy: the policies the API server stored, with the namespaces' real labels, evaluated by a
+  policy engine that is not orchgen's: Cyclonus's matcher (github.com/mattfenwick/cyclonus pkg/matcher,
+  built from Go modules by tests/kubeenv/netpol/build.sh), the NetworkPolicy model SIG Network's
+  conformance probing compares CNIs against (ingress and egress, pod, namespace and ipBlock peers,
+  ports and port ranges, policies adding up). A pod of every tenant (an intruder) probes every pod
+  template of every other tenant and its own on the ports an intruder would try: allowed only in its
+  own namespace and to a server's own port. KWOK pods have no network, so these are the engine's
+  verdicts on the stored objects, not packets through a CNI.
 - RBAC: `kubectl auth can-i` as each tenant's group and as the GPU checker's service account.
 - Pod Security: a privileged pod is refused in every tenant namespace (server-side dry run: admission
   runs, nothing is stored); in a namespace at `privileged` for RDMA's IPC_LOCK, a pod breaking any one
@@ -17,10 +19,15 @@ tests/test_kube_real.py for every example, on the cluster that test already boot
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
+
+from tests._consumers import require
+from tests.kubeenv.cluster import netpol_binary
 
 TENANT_LABEL = "orchgen.io/tenant"
 NS_NAME = "kubernetes.io/metadata.name"
@@ -46,49 +53,21 @@ def _templates(obj: Any) -> Iterator[dict[str, Any]]:
             yield from _templates(v)
 
 
-def selects(sel: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    if sel is None:
-        return False
-    for k, v in (sel.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in sel.get("matchExpressions") or []:
-        k, op, vals = e["key"], e["operator"], e.get("values") or []
-        if op == "In" and labels.get(k) not in vals or op == "NotIn" and labels.get(k) in vals \
-                or op == "Exists" and k not in labels or op == "DoesNotExist" and k in labels:
-            return False
-    return True
-
-
-def allowed(policies: list[dict[str, Any]], ns_labels: dict[str, dict[str, str]],
-            src: tuple[str, dict[str, str]], dst: tuple[str, dict[str, str]], port: int) -> bool:
-    """Whether a TCP connection from pod src=(namespace, labels) to dst on `port` is allowed."""
-    dst_ns, dst_labels = dst
-    src_ns, src_labels = src
-    isolating = [p for p in policies if p["metadata"]["namespace"] == dst_ns
-                 and "Ingress" in (p["spec"].get("policyTypes") or ["Ingress"])
-                 and selects(p["spec"].get("podSelector", {}), dst_labels)]
-    if not isolating:
-        return True
-    for p in isolating:
-        for rule in p["spec"].get("ingress") or []:
-            ports = rule.get("ports")
-            if ports and not any((pt.get("protocol") or "TCP") == "TCP" and (
-                    pt.get("port") is None or pt["port"] == port
-                    or (pt.get("endPort") and pt["port"] <= port <= pt["endPort"])) for pt in ports):
-                continue
-            peers = rule.get("from")
-            if not peers:
-                return True
-            for peer in peers:
-                pod_sel, ns_sel = peer.get("podSelector"), peer.get("namespaceSelector")
-                if ns_sel is None and pod_sel is None:
-                    continue  # an ipBlock: not a pod of the cluster
-                ns_ok = selects(ns_sel, ns_labels.get(src_ns, {})) if ns_sel is not None else src_ns == dst_ns
-                pod_ok = selects(pod_sel, src_labels) if pod_sel is not None else True
-                if ns_ok and pod_ok:
-                    return True
-    return False
+def verdicts(policies: list[dict[str, Any]], ns_labels: dict[str, dict[str, str]],
+             probes: list[tuple[tuple[str, dict[str, str]], tuple[str, dict[str, str]], int]]) -> list[bool]:
+    """Whether each TCP connection (src=(namespace, labels), dst, port) is allowed by the policies, in
+    Cyclonus's NetworkPolicy engine (tests/kubeenv/netpol: ingress and egress, every peer form), one
+    process for all of them."""
+    require(os.access(netpol_binary(), os.X_OK),
+            f"the NetworkPolicy engine is not built ({netpol_binary()} missing): run tests/kubeenv/netpol/build.sh")
+    doc = {"policies": policies, "namespaces": ns_labels,
+           "probes": [{"src": {"namespace": s[0], "labels": s[1]}, "dst": {"namespace": d[0], "labels": d[1]},
+                       "port": port} for s, d, port in probes]}
+    r = subprocess.run([str(netpol_binary())], input=json.dumps(doc), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert len(got) == len(probes)
+    return got
 
 
 def check(kube, bundle: Path) -> dict[str, int]:
@@ -119,20 +98,25 @@ def check(kube, bundle: Path) -> dict[str, int]:
         sv = w.get("serving")
         if sv and w.get("tenant") in served:
             served[w["tenant"]].append(({"orchgen.io/workload": w["name"]}, sv["port"]))
+    probes, want = [], []
     for a in tenants:
         for b in tenants:
             for dst in pods[b]:
                 for port in PROBE_PORTS:
-                    got = allowed(policies, ns_labels, (a, {"orchgen.io/workload": "intruder"}), (b, dst), port)
+                    probes.append(((a, {"orchgen.io/workload": "intruder"}), (b, dst), port))
                     exposed = any(p == port and all(dst.get(k) == v for k, v in sel.items()) for sel, p in served[b])
-                    assert got == (a == b or exposed), (a, b, dst, port, got)
-                    counts["pairs"] += 1
+                    want.append(a == b or exposed)
     # the platform's callers: Prometheus (where the bundle installs it) reaches every tenant pod
     if (bundle / "kubernetes" / "helm").is_dir() and "monitoring" in ns_labels and any(
             "kube-prometheus-stack" in line for line in (bundle / "kubernetes" / "helm" / "releases.yaml").read_text()
             .splitlines()):
         for b in tenants:
-            assert allowed(policies, ns_labels, ("monitoring", {}), (b, pods[b][-1]), 8000), b
+            probes.append((("monitoring", {}), (b, pods[b][-1]), 8000))
+            want.append(True)
+    got = verdicts(policies, ns_labels, probes)
+    wrong = [(src, dst, port, g) for (src, dst, port), g, w in zip(probes, got, want) if g != w]
+    assert not wrong, f"{len(wrong)} connections the walls get wrong (source, destination, port, allowed): {wrong[:5]}"
+    counts["pairs"] = len(probes)
     # --- RBAC: a tenant's group works in its namespace only, and cannot take its own walls down
     for t, ns_obj in tenants.items():
         for role in _docs(man / "15-access.yaml"):

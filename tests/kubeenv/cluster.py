@@ -87,6 +87,19 @@ def lws_binary() -> Path:
     return bin_dir().parents[1] / f"lws-{version}-{key}" / "bin" / "lws-manager"
 
 
+def netpol_binary() -> Path:
+    """Where tests/kubeenv/netpol/build.sh puts the NetworkPolicy engine of the tenant-wall tests
+    (Cyclonus's matcher; same key: the module's go.mod, go.sum, main.go and the script)."""
+    import hashlib
+
+    mod = HERE / "netpol" / "module"
+    version = next(line.split()[-1] for line in (mod / "go.mod").read_text().splitlines()
+                   if "github.com/mattfenwick/cyclonus " in line + " " and line.split()[-1].startswith("v"))
+    files = [mod / "go.mod", mod / "go.sum", mod / "main.go", HERE / "netpol" / "build.sh"]
+    key = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+    return bin_dir().parents[1] / f"netpol-{version}-{key}" / "bin" / "netpol-verdict"
+
+
 FLUX_CONTROLLERS = ("source-controller", "kustomize-controller", "helm-controller")
 
 
