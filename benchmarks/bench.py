@@ -213,9 +213,9 @@ def report(result: dict) -> list[str]:
                 "timings are mostly other work's"),
              f"floor (python -c 'import generator'): {floor:.3f} s wall, {result['floor']['cpu_s']:.3f} s CPU",
              *([f"libraries (python -c '{LIBRARIES}'): {result['libraries']['wall_s']:.3f} s wall, "
-                f"{result['libraries']['cpu_s']:.3f} s CPU; plan of 16,384 GPUs is "
-                + ", ".join(f"{row['wall_s'] / result['libraries']['wall_s']:.1f}x" for row in result["plan"]
-                            if row["nodes"] == 2048) + " of it"]
+                f"{result['libraries']['cpu_s']:.3f} s CPU"
+                + "".join(f"; plan of 16,384 GPUs is {row['wall_s'] / result['libraries']['wall_s']:.1f}x of it"
+                          for row in result["plan"] if row["nodes"] == 2048)]
                if "libraries" in result else []),
              f"{'':9}{'nodes':>7} {'gpus':>7} {'wall s':>8} {'x floor':>8} {'target':>8} {'CPU s':>7} "
              f"{'files':>6} {'bundle KiB':>11}"]

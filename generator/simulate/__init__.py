@@ -10,6 +10,7 @@ package (it needs SimPy and numpy, which planning does not).
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -18,22 +19,19 @@ import numpy as np
 from ..decide.plan import Plan
 from . import cluster, jobs as jobs_mod
 from .engine import Replay
-from .jobs import Job
+from .jobs import FRESH_FROM, Job
 from .kube import GangScheduler, PerPodScheduler
 from .slurm import SlurmScheduler, policy_of
 
 __all__ = ["simulate", "Job"]
 
 
+_GIVEN = operator.attrgetter(*(f.name for f in dataclasses.fields(Job)[:FRESH_FROM]))  # what a job is given
+
+
 def _fresh(jobs: list[Job]) -> list[Job]:
-    """Copies not yet started (dataclasses.replace's fields, without its __init__ per job)."""
-    out = []
-    for j in jobs:
-        c = object.__new__(Job)
-        c.__dict__ = {**j.__dict__, "start": None, "end": None, "nodes_held": None, "preemptions": 0,
-                      "lost_gs": 0.0, "run": 0}
-        out.append(c)
-    return out
+    """Copies not yet started: the fields a job is given, the ones a replay sets at their defaults."""
+    return [Job(*_GIVEN(j)) for j in jobs]
 
 
 def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | None = None,

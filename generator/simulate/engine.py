@@ -23,6 +23,7 @@ class Replay:
         self.jobs = jobs
         self.pending: dict[int, Job] = {}  # by job id: submission order
         self.freed = True  # since the last scheduler pass: a job ended (GPUs came free)
+        self.frees = 0  # times GPUs came free (a job ended or was preempted): between two, GPUs only get taken
         self.arrived: list[Job] = []  # since the last scheduler pass
         self.never: list[Job] = []  # larger than every node set its scheduler could give it
         self.running: dict[int, Job] = {}
@@ -149,6 +150,7 @@ class Replay:
         job.preemptions += 1
         job.run += 1  # its end event, if any, is void
         np.add.at(self.nodes.free, job.nodes_held, job.per_node)
+        self.frees += 1
         i = self.pool_index(job)
         self._pool_free[i] += job.gpus
         self._waiting[i] += job.gpus
@@ -186,6 +188,7 @@ class Replay:
         self.account()
         job.end = self.env.now
         np.add.at(self.nodes.free, job.nodes_held, job.per_node)  # per-pod: two pods may share a node
+        self.frees += 1
         self._pool_free[self.pool_index(job)] += job.gpus
         del self.running[job.id]
         self.freed = True

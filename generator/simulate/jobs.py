@@ -47,7 +47,7 @@ MAX_SIMULATED_JOBS = 1_000_000
 MAX_TRACE_BYTES = 512 * 1024 * 1024
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # slots: a month of a large site is a million of them (about 250 bytes each, not 1 KiB)
 class Job:
     id: int
     workload: str
@@ -61,13 +61,14 @@ class Job:
     limit: float  # seconds: its time limit (Slurm plans backfill with it)
     coupled: bool  # tightly coupled across nodes: a Kubernetes gang, a Slurm job asking --switches
     service: bool = False  # a long-lived service: runs from the start, never ends
-    start: float | None = None
-    end: float | None = None
-    nodes_held: np.ndarray | None = field(default=None, repr=False)
     partition: str = ""
     # its PriorityClass's value on a Kubernetes plane (render/kubernetes/priority.py: services 1000,
     # batch 50): what the gang schedulers' preemption compares (kube.py)
     priority: int = 0
+    # (the fields above are what a job is given, FRESH_FROM of them; a replay sets those below)
+    start: float | None = None
+    end: float | None = None
+    nodes_held: np.ndarray | None = field(default=None, repr=False)
     preemptions: int = 0  # times it was preempted (evicted and requeued) before it ran to its end
     lost_gs: float = 0.0  # GPU-seconds its preempted runs had used: work lost (no checkpoint modelled)
     run: int = 0  # its runs so far: an end event of an earlier, preempted run is ignored
@@ -75,6 +76,9 @@ class Job:
     @property
     def gpus(self) -> int:
         return self.nodes * self.per_node
+
+
+FRESH_FROM = 14  # Job's fields through `priority`: a fresh copy for another replay takes these (simulate._fresh)
 
 
 def limit_of(plan: Plan, d: WorkloadDecision) -> int:

@@ -44,6 +44,7 @@ from .jobs import Job
 AGE_MAX = 7 * 86_400  # PriorityMaxAge=7-0
 HALF_LIFE = 7 * 86_400  # PriorityDecayHalfLife=7-0
 PRIORITY_CALC_PERIOD = 300  # PriorityCalcPeriod: Slurm's default, 5 minutes
+SORT_CHUNK = 1024  # pending jobs sorted by priority at a time (order()): the main scheduler reads 100
 MAX_SWITCH_WAIT = 300  # SchedulerParameters max_switch_wait: Slurm's default; policy_of takes the bundle's
 
 
@@ -121,15 +122,21 @@ class SlurmScheduler:
         self.shapes: dict[tuple, int] = {}  # pending jobs per (partition, nodes, GPUs per node, limit)
         self._calc_at = -1.0
         self._fs: dict[str, float] = {}
-        self._ids: list[int] = []  # pending job ids by priority, as of the last recalculation
+        # pending job ids by priority, as of the last recalculation: sorted a chunk at a time, as far as
+        # a pass reads (the main scheduler reads default_queue_depth, backfill until it stops), not the
+        # whole queue every PriorityCalcPeriod (a month of a large site queues hundreds of thousands)
+        self._ids: list[int] = []
         self._keys: list[int] = []  # their -priority
+        self._rest = np.zeros(0, dtype=np.int64)  # the others' (-priority, id) as -priority * 2**32 + id
+        self._chunk = SORT_CHUNK
         self._head = 0
         self._new: list[tuple[int, int]] = []  # (-priority, id) of the jobs submitted since
-        self._given: set[int] = set()
         # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
         # they start and end, so a backfill pass does not sort every running job again
         self._ends: list[tuple[float, int, Job]] = []
         self.pending_of: dict[str, int] = {}  # pending jobs per tenant
+        self._no_fit: dict[tuple, int] = {}  # shape -> replay.frees when it last did not fit (_fit_now)
+        self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
         replay.scheduler = self
         # per job (by its index in the replay): what a priority recalculation reads, as arrays
         jobs = replay.jobs
@@ -147,6 +154,7 @@ class SlurmScheduler:
         self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
         self._a_running = np.zeros(len(jobs), dtype=bool)
         self._a_seq = np.zeros(len(jobs), dtype=np.int64)  # start order (the replay's running jobs' order)
+        self._a_given = np.zeros(len(jobs), dtype=bool)  # has a priority (the last recalculation's or its own)
         self._seq = 0
 
     # -- priority
@@ -180,8 +188,9 @@ class SlurmScheduler:
         if now - self._calc_at >= self.p.calc_period or self._calc_at < 0:
             self._recalc(now)
         for j in self.r.arrived:
-            if j.id in pending and j.id not in self._given:
-                self._given.add(j.id)
+            k = self._ix[j.id]
+            if j.id in pending and not self._a_given[k]:
+                self._a_given[k] = True
                 bisect.insort(self._new, (-self._priority(j, now), j.id))
         return itertools.islice(self._merged(), limit)
 
@@ -198,13 +207,33 @@ class SlurmScheduler:
         p = self.p
         age = np.minimum(1.0, (now - self._a_submit[ix]) / p.age_max)
         prio = (p.weight_fairshare * fs + p.weight_gpu * size + p.weight_age * age).astype(np.int64)  # integers
-        ids = self._a_id[ix]
-        order = np.lexsort((ids, -prio))
-        self._ids = ids[order].tolist()
-        self._keys = (-prio[order]).tolist()
+        # one int64 per job orders as (-priority, id) does (ids < 2**32; priorities >= 0)
+        self._rest = -prio * (1 << 32) + self._a_id[ix]
+        self._ids, self._keys = [], []
+        self._chunk = SORT_CHUNK
         self._head = 0
         self._new = []
-        self._given = set(self._ids)
+        self._a_given[:] = False
+        self._a_given[ix] = True
+
+    def _extend(self) -> bool:
+        """The next chunk of the recalculated order (twice the last one's size), onto _ids and _keys:
+        the smallest keys of the rest (argpartition), sorted; False when none are left."""
+        rest = self._rest
+        if not rest.size:
+            return False
+        k = self._chunk
+        self._chunk *= 2
+        if k < rest.size:
+            part = np.argpartition(rest, k - 1)
+            top = np.sort(rest[part[:k]])
+            self._rest = rest[part[k:]]
+        else:
+            top = np.sort(rest)
+            self._rest = rest[:0]
+        self._ids += (top & 0xFFFFFFFF).tolist()
+        self._keys += (top >> 32).tolist()
+        return True
 
     def _merged(self):
         """The recalculated list and the jobs submitted since, merged by (-priority, id), skipping
@@ -215,8 +244,11 @@ class SlurmScheduler:
             self._head += 1
         i, k = self._head, 0
         while True:
-            while i < len(ids) and ids[i] not in pending:
-                i += 1
+            while True:
+                while i < len(ids) and ids[i] not in pending:
+                    i += 1
+                if i < len(ids) or not self._extend():
+                    break
             while k < len(new) and new[k][1] not in pending:
                 k += 1
             if i < len(ids) and (k >= len(new) or (keys[i], ids[i]) < new[k]):
@@ -244,17 +276,38 @@ class SlurmScheduler:
         ok = (avail >= job.per_node) & self.part_mask[job.partition]
         return pick(ok, self.r.nodes.leaf, job.nodes, self._one_leaf(job, now), len(self.r.nodes.leaves))
 
+    def _fit_now(self, job: Job, now: float) -> np.ndarray | None:
+        """_fit on the GPUs free now, remembering a shape that does not fit until GPUs next come free
+        (until then they are only taken, and what did not fit still does not): most passes are for an
+        arrival, and a long queue's first job of a partition is tried again on each."""
+        key = (job.partition, job.nodes, job.per_node, self._one_leaf(job, now))
+        if self._no_fit.get(key) == self.r.frees:
+            return None
+        got = self._fit(job, self.r.nodes.free, now)
+        if got is None:
+            self._no_fit[key] = self.r.frees
+        return got
+
     def possible(self, job: Job) -> bool:
         """Whether the job fits its partition when it is empty (else it never starts: the report
         counts it, as sbatch would refuse it)."""
-        mask = self.part_mask.get(job.partition)
-        ok = mask is not None and int(((self.r.nodes.cap >= job.per_node) & mask).sum()) >= job.nodes
+        ok = self._nodes_for(job.partition, job.per_node) >= job.nodes
         if ok:
             key = (job.partition, job.nodes, job.per_node, job.limit)
             self.shapes[key] = self.shapes.get(key, 0) + 1
             self.pending_of[job.tenant] = self.pending_of.get(job.tenant, 0) + 1
             self._a_pending[self._ix[job.id]] = True
         return ok
+
+    def _nodes_for(self, partition: str, per_node: int) -> int:
+        """Nodes of `partition` with at least `per_node` GPUs (0: no such partition), counted once
+        per (partition, GPUs per node) rather than on every arrival."""
+        key = (partition, per_node)
+        n = self._capable.get(key)
+        if n is None:
+            mask = self.part_mask.get(partition)
+            n = self._capable[key] = 0 if mask is None else int(((self.r.nodes.cap >= per_node) & mask).sum())
+        return n
 
     def _start(self, job: Job, nodes: np.ndarray) -> None:
         key = (job.partition, job.nodes, job.per_node, job.limit)
@@ -288,7 +341,7 @@ class SlurmScheduler:
                 break
             if job.partition in blocked:
                 continue
-            nodes = self._fit(job, self.r.nodes.free, now)
+            nodes = self._fit_now(job, now)
             if nodes is None:
                 blocked.add(job.partition)
             else:
