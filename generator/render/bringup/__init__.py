@@ -150,7 +150,53 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_munge_key_file": f"~/.config/orchgen/{m.cluster}/munge.key",
         "orchgen_service_manager": "systemd",
         "orchgen_idle_timeout_s": 300,
+        # the site's Slurm repository (options.slurm.repository; empty: the OS's archive): bringup/slurm-repo/'s
+        # files go to these places on every Slurm host before Slurm is installed (site.yml, tag slurm_repo)
+        "orchgen_slurm_repo": slurm_repo_vars(plan),
     }
+
+
+# Where the site's repository's files go on each host: the key where apt's documentation keeps keys that are
+# not trusted for every source (/etc/apt/keyrings, sources.list(5) Signed-By), the deb822 source, the pin.
+REPO_NAME = "orchgen-slurm"
+REPO_DEST = {f"{REPO_NAME}.asc": "/etc/apt/keyrings", f"{REPO_NAME}.sources": "/etc/apt/sources.list.d",
+             f"{REPO_NAME}.pref": "/etc/apt/preferences.d"}
+# Debian's binary packages of slurm-wlm (packages.debian.org/source/bookworm/slurm-wlm): slurmd, slurmctld,
+# slurmdbd, slurmrestd, slurm-client, slurm-wlm-*, libslurm*, libpam-slurm(-adopt), libpmi0/libpmi2-0, libnss-slurm,
+# sview. Only these are pinned: a site repository that is a whole Debian mirror moves nothing else.
+SLURM_PACKAGES = "slurm* libslurm* libpam-slurm* libpmi0* libpmi2-0* libnss-slurm sview"
+
+
+def slurm_repo_vars(plan: Plan) -> dict[str, object]:
+    repo = plan.slurm_options.repository
+    if repo is None:
+        return {}
+    return {"url": repo.url, "suite": repo.suite,
+            "files": [{"src": name, "dest": f"{d}/{name}"} for name, d in REPO_DEST.items()]}
+
+
+def slurm_repo_files(plan: Plan) -> dict[str, bytes]:
+    """bringup/slurm-repo/: the site repository's public key (a copy of options.slurm.repository.key), its
+    deb822 source and its apt pin, byte for byte what each Slurm host gets."""
+    repo = plan.slurm_options.repository
+    if repo is None:
+        return {}
+    if repo._key is None:  # a Fleet not read by spec.load (the key file is read there)
+        raise ValueError("options.slurm.repository.key was not read: load workload.yaml with spec.load")
+    host = repo.url.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0]  # apt's origin: the host, no port
+    source = (f"# orchgen: the site's Slurm repository (options.slurm.repository), deb822 (sources.list(5));\n"
+              f"# Signed-By: apt trusts this key for this source only, and this source only with it\n"
+              f"Types: deb\nURIs: {repo.url}\nSuites: {repo.suite}\nComponents: {' '.join(repo.components)}\n"
+              f"Signed-By: {REPO_DEST[REPO_NAME + '.asc']}/{REPO_NAME}.asc\n")
+    # apt_preferences(5): "P >= 1000 causes a version to be installed even if this constitutes a downgrade",
+    # so a host whose OS packages a newer Slurm still gets the site's release; the origin is the URL's host without
+    # its port (as `apt-cache policy` shows it: `origin HOST`), so only this repository's Slurm packages are pinned
+    pref = (f"# orchgen: Slurm's packages from the site's repository (options.slurm.repository), above the OS's\n"
+            f"# archive (500): apt_preferences(5), a priority over 1000 installs its version even as a downgrade\n"
+            f"Package: {SLURM_PACKAGES}\nPin: origin \"{host}\"\nPin-Priority: 1001\n")
+    d = "bringup/slurm-repo"
+    return {f"{d}/{REPO_NAME}.asc": repo._key, f"{d}/{REPO_NAME}.sources": source.encode(),
+            f"{d}/{REPO_NAME}.pref": pref.encode()}
 
 
 def imex_vars(ops) -> dict[str, object]:
@@ -231,6 +277,7 @@ def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
     out["bringup/slurm_impact.py"], out["bringup/hostlist.py"] = impact_table()
     out["bringup/inventory.yaml"] = dump_yaml(inventory(plan))
     out["bringup/vars.yaml"] = dump_yaml(vars_data(plan, slurm_files))
+    out.update(slurm_repo_files(plan))
     # the Pulumi program that runs the bring-up over SSH (stacks/slurm_bringup.py), its own project
     out["bringup/pulumi/Pulumi.yaml"] = dump_yaml({
         "name": f"{plan.name}-slurm",
