@@ -7,8 +7,10 @@ of the bring-up packages (25.11) because the repository provides it, and the REA
 (tests/bringupharness: debootstrap root, sshd, nothing else) gets the repository from the bundle's site.yml run
 by ansible-playbook with `--tags slurm_repo` (the tasks themselves, not a copy of them); then that host's apt says
 the site's slurmd wins over Debian's 22.05 (the pin), installs it, and a second run changes nothing. A repository
-signed by another key, and one not signed at all, fail the task with apt's own line instead of leaving the OS's
-Slurm in place.
+signed by another key fails the task with apt's own line instead of leaving the OS's Slurm in place, and apt
+refuses one not signed at all. The same runs take the nccl-tests tasks (`--tags nccl_tests`): on this host, with
+no CUDA or NCCL, they print NOT INSTALLED with what is missing and build nothing (the CUDA path needs a GPU
+node: not proven here).
 """
 from __future__ import annotations
 
@@ -133,6 +135,19 @@ def test_plan_renders_the_source_key_and_pin(site_repo):
     readme = " ".join((bundle / "README.md").read_text().split())
     assert "the site repository must provide slurm 25.11" in readme
     assert "no OS of the bring-up packages" not in readme
+    # nccl-tests: the build's command line as vars.yaml gives it to nccl_tests.yml is the README's step, and the
+    # playbook with both new task sets parses (ansible-playbook --syntax-check)
+    nccl = yaml.safe_load((bundle / "bringup/vars.yaml").read_text())["orchgen_nccl_tests"]
+    assert nccl["make"] == ("make -C /usr/local/src/nccl-tests-2.19.6 -j4 MPI=1 MPI_HOME=/usr/lib/$(uname -m)-linux-gnu/"
+                            "openmpi CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr BUILDDIR=/opt/nccl-tests-2.19.6")
+    assert nccl["nodes"] == ["gpu01", "gpu02"] and nccl["binary"] == "/opt/nccl-tests-2.19.6/all_reduce_perf"
+    assert nccl["make"] in nccl["steps"] and f"```bash\n{chr(10).join(nccl['steps'])}\n```" in \
+        (bundle / "README.md").read_text()
+    assert "To skip it" in readme and """-e '{"orchgen_check_args": "--skip nccl"}'""" in readme
+    syntax = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "inventory.yaml", "site.yml", "--syntax-check"],
+                            cwd=bundle / "bringup", capture_output=True, text=True,
+                            env={**os.environ, "ANSIBLE_CONFIG": str(bundle / "bringup/ansible.cfg")})
+    assert syntax.returncode == 0, syntax.stdout + syntax.stderr
 
 
 @pytest.mark.parametrize("key, field_error", [
@@ -201,7 +216,7 @@ def test_bare_host_gets_slurm_from_the_site_repository(site_repo, tmp_path):
         def repo_tasks(b: Path) -> subprocess.CompletedProcess:
             # what apply.py runs (bringup/apply.py main), with only the repository's tasks, on this one host
             return subprocess.run(["ansible-playbook", "-i", str(b / "bringup/inventory.yaml"), "-i", str(inv),
-                                   str(b / "bringup/site.yml"), "--tags", "slurm_repo", "--limit", "gpu01"],
+                                   str(b / "bringup/site.yml"), "--tags", "slurm_repo,nccl_tests", "--limit", "gpu01"],
                                   capture_output=True, text=True, timeout=300,
                                   env={**env, "ANSIBLE_CONFIG": str(b / "bringup/ansible.cfg")})
 
@@ -212,6 +227,16 @@ def test_bare_host_gets_slurm_from_the_site_repository(site_repo, tmp_path):
         first = repo_tasks(bundle)
         assert first.returncode == 0, failure(first)
         assert recap(first.stdout)["gpu01"]["changed"] >= 1
+        # nccl-tests on a GPU node without CUDA or NCCL (as this one): NOT INSTALLED, naming what is missing, and
+        # nothing built (Ansible's YAML output folds long lines: read it with whitespace collapsed)
+        said = " ".join(first.stdout.split())
+        assert ("NOT INSTALLED: nccl-tests 2.19.6 on gpu01: the bring-up builds it only where CUDA and NCCL are "
+                "installed") in said, failure(first)
+        assert "missing here: /usr/local/cuda/bin/nvcc, /usr/include/nccl.h, /usr/lib/x86_64-linux-gnu/libnccl.so" \
+            in said, failure(first)
+        assert re.search(r"TASK \[built \(its README's make line\)[^\]]*\] \**\s*skipping: \[gpu01\]", first.stdout), \
+            failure(first)
+        assert hosts.ssh("gpu01", "test ! -e /opt/nccl-tests-2.19.6", check=False).returncode == 0
         policy = hosts.ssh("gpu01", "apt-cache policy slurmd").stdout
         # the site's release is the candidate, pinned at 1001, over Debian's own 22.05 (still listed at 500)
         assert f"Candidate: {SITE_SLURM}" in policy and f"{SITE_SLURM} 1001" in policy, policy

@@ -4,7 +4,8 @@ Only for a plan with a bare-metal Slurm plane. Ansible (ansible-core) runs it: H
 idempotent by construction (a second run reports `changed=0`), and its inventory is where each site's own
 host addresses, SSH user and key live, outside the bundle. The files:
 
-- bringup/site.yml, imex.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt, fetch_nhc.sh:
+- bringup/site.yml, imex.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt, fetch_nhc.sh,
+  nccl_tests.yml:
   copied byte for byte from templates/bringup (the playbook, its one command, apply.py, which reads what the cluster runs
   and applies the difference by its impact); bringup/slurm_impact.py and hostlist.py: generator/impact/slurm.py,
   the one impact table, and generator/spec/hostlist.py, byte for byte (apply.py imports them; standard
@@ -12,7 +13,8 @@ host addresses, SSH user and key live, outside the bundle. The files:
 - bringup/inventory.yaml: the plan's Slurm hosts in the groups slurmctld, slurmdbd, slurmd, by name only
   (no address, user or key: the operator's inventory or the Pulumi stack's config gives those);
 - bringup/vars.yaml: what the playbook installs where: the Slurm release, the packages of each role, every
-  file of slurm/ with its destination, owner and mode, the directories slurm.conf names;
+  file of slurm/ with its destination, owner and mode, the directories slurm.conf names, nccl-tests' build;
+- bringup/slurm-repo/ (options.slurm.repository): the site's Slurm repository's public key, deb822 source and pin;
 - bringup/pulumi/: the Pulumi project (stacks/slurm_bringup.py as __main__.py) that runs up.sh per host
   over SSH in dependency order; hosts' addresses, SSH user and key are its stack config (the key a secret);
 - checks/run.py (copied): the production checks, run as the bring-up's last step and on their own;
@@ -31,13 +33,13 @@ from ...decide.plan import Plan
 from ...yamlio import dump_json, dump_yaml
 from ..kubernetes import gang_check, nccl_check
 from ...decide.nccl_floor import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE  # both planes' NCCL checks
-from .manual import not_installed
+from .manual import nccl_tests, not_installed
 from ..slurm.model import STORAGE_PASS_FILE, model
 from ..slurm.ops import ETC
 from ...spec.hostlist import expand
 
 STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt",
-          "fetch_nhc.sh")
+          "fetch_nhc.sh", "nccl_tests.yml")
 
 # The transport NCCL must log for the inter-node ring (NCCL_DEBUG=INFO "via NET/<name>"): IB verbs on
 # InfiniBand and RoCE (both are NET/IB in NCCL), sockets only on plain Ethernet.
@@ -153,7 +155,14 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         # the site's Slurm repository (options.slurm.repository; empty: the OS's archive): bringup/slurm-repo/'s
         # files go to these places on every Slurm host before Slurm is installed (site.yml, tag slurm_repo)
         "orchgen_slurm_repo": slurm_repo_vars(plan),
+        # nccl-tests for the check `nccl` (nccl_tests.yml, manual.nccl_tests): built on these GPU nodes where CUDA and
+        # NCCL are installed, NOT INSTALLED with the steps where they are not
+        "orchgen_nccl_tests": nccl_tests(gpu_nodes(m)),
     }
+
+
+def gpu_nodes(m) -> list[str]:
+    return [n for g in m.groups if g.gpus for n in g.nodes]
 
 
 # Where the site's repository's files go on each host: the key where apt's documentation keeps keys that are
@@ -234,6 +243,8 @@ def checks(plan: Plan) -> dict[str, object]:
         "health_program": ops.nhc_program if ops and ops.health else None,
         # SlurmctldHost, primary first: with two or more the takeover check hands control to the backup and back
         "controllers": [] if m.placeholder_controller else list(m.controllers),
+        # where the bring-up builds nccl-tests' all_reduce_perf, and the steps where it could not (manual.nccl_tests)
+        "nccl_tests": {k: v for k, v in nccl_tests(gpu_nodes(m)).items() if k in ("version", "binary", "steps")},
     }
 
 
