@@ -144,6 +144,12 @@ def test_plan_renders_the_source_key_and_pin(site_repo):
     assert nccl["make"] in nccl["steps"] and f"```bash\n{chr(10).join(nccl['steps'])}\n```" in \
         (bundle / "README.md").read_text()
     assert "To skip it" in readme and """-e '{"orchgen_check_args": "--skip nccl"}'""" in readme
+    # the public key in the bundle is no secret to `orchgen validate` (a private key block still is one)
+    valid = run_cli(["validate", bundle], capture_output=True, text=True)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    from generator.validate.secrets_check import scan
+    private = (site_repo / "site.asc").read_text().replace("PUBLIC KEY", "PRIVATE KEY")
+    assert any("PEM block" in what for _, what in scan(private)) and any("blob" in w for _, w in scan(private))
     syntax = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "inventory.yaml", "site.yml", "--syntax-check"],
                             cwd=bundle / "bringup", capture_output=True, text=True,
                             env={**os.environ, "ANSIBLE_CONFIG": str(bundle / "bringup/ansible.cfg")})
