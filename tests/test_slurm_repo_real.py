@@ -6,11 +6,11 @@ A throwaway OpenPGP key (gpg) signs a repository built here (dpkg-deb, dpkg-scan
 of the bring-up packages (25.11) because the repository provides it, and the README says so. One bare host
 (tests/bringupharness: debootstrap root, sshd, nothing else) gets the repository from the bundle's site.yml run
 by ansible-playbook with `--tags slurm_repo` (the tasks themselves, not a copy of them); then that host's apt says
-the site's slurmd wins over Debian's 22.05 (the pin), installs it, and a second run changes nothing. A repository
-signed by another key fails the task with apt's own line instead of leaving the OS's Slurm in place, and apt
-refuses one not signed at all. The same runs take the nccl-tests tasks (`--tags nccl_tests`): on this host, with
-no CUDA or NCCL, they print NOT INSTALLED with what is missing and build nothing (the CUDA path needs a GPU
-node: not proven here).
+the site's slurmd wins over Debian's 22.05 (the pin), installs it, and a second run changes nothing. The task's own
+apt command refuses, exit 100 with apt's line, a repository signed by another key and one not signed at all
+(apt 2.6 alone warns and exits 0, leaving the OS's Slurm in place). The same runs take the nccl-tests
+tasks (`--tags nccl_tests`): on this host, with no CUDA or NCCL, they print NOT INSTALLED with what is missing
+and build nothing (the CUDA path needs a GPU node: not proven here).
 """
 from __future__ import annotations
 
@@ -124,8 +124,12 @@ def site_repo(tmp_path_factory):
         server.shutdown()
 
 
-def test_plan_renders_the_source_key_and_pin(site_repo):
-    bundle = _plan(site_repo, "site.asc", "bundle")
+@pytest.fixture(scope="module")
+def bundle(site_repo):
+    return _plan(site_repo, "site.asc", "bundle")
+
+
+def test_plan_renders_the_source_key_and_pin(site_repo, bundle):
     repo = bundle / "bringup/slurm-repo"
     assert (repo / "orchgen-slurm.asc").read_bytes() == (site_repo / "site.asc").read_bytes()
     url = (site_repo / "url").read_text()
@@ -156,57 +160,60 @@ def test_plan_renders_the_source_key_and_pin(site_repo):
     assert syntax.returncode == 0, syntax.stdout + syntax.stderr
 
 
-@pytest.mark.parametrize("key, field_error", [
-    ("../outside.asc", "must name a file inside the folder of workload.yaml"),
-    ("secret.asc", "is a private (secret) key"),
-    ("notakey.asc", "is not one ASCII-armored OpenPGP public key"),
-    ("missing.asc", "cannot read"),
-])
-def test_bad_key_is_one_line_naming_the_field(tmp_path, key, field_error):
+KEY_TEXT = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nxx\n-----END PGP PUBLIC KEY BLOCK-----\n"
+BAD = [  # (repository fields over a good one, what the one line says)
+    ({"key": "../outside.asc"}, "must name a file inside the folder of workload.yaml"),
+    ({"key": "secret.asc"}, "is a private (secret) key"),
+    ({"key": "notakey.asc"}, "is not one ASCII-armored OpenPGP public key"),
+    ({"key": "missing.asc"}, "cannot read"),
+    ({"url": "https://user:pw@mirror.example/slurm"}, "credential"),
+    ({"url": "ftp://mirror.example/slurm"}, "http:// or https://"),
+    ({"suite": "bookworm main"}, "an apt suite or component"),
+]
+
+
+def _bad_fleet(tmp_path: Path, change: dict) -> Path:
     inside = tmp_path / "site"
-    inside.mkdir()
-    (tmp_path / "outside.asc").write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nxx\n-----END PGP PUBLIC KEY BLOCK-----\n")
-    (inside / "secret.asc").write_text("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nxx\n-----END PGP PRIVATE KEY BLOCK-----\n")
+    inside.mkdir(exist_ok=True)
+    (tmp_path / "outside.asc").write_text(KEY_TEXT)
+    (inside / "good.asc").write_text(KEY_TEXT)
+    (inside / "secret.asc").write_text(KEY_TEXT.replace("PUBLIC", "PRIVATE"))
     (inside / "notakey.asc").write_text("deb http://mirror.example/slurm bookworm main\n")
     data = yaml.safe_load(FLEET.read_text())
-    data["options"]["slurm"] = {"repository": {"url": "https://mirror.example/slurm", "suite": SUITE, "key": key}}
+    data["options"]["slurm"] = {"repository": {"url": "https://mirror.example/slurm", "suite": SUITE,
+                                               "key": "good.asc", **change}}
     src = inside / "workload.yaml"
     src.write_text(yaml.safe_dump(data, sort_keys=False))
-    proc = run_cli(["plan", src, "-o", tmp_path / "out"], capture_output=True, text=True)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert "workload.yaml:" in lines[0] and "options.slurm.repository.key" in lines[0] and field_error in lines[0]
-    assert "xx" not in lines[0] and not (tmp_path / "out").exists()
+    return src
 
 
-@pytest.mark.parametrize("field, value, what", [
-    ("url", "https://user:pw@mirror.example/slurm", "credential"),
-    ("url", "ftp://mirror.example/slurm", "http:// or https://"),
-    ("suite", "bookworm main", "an apt suite or component"),
-])
-def test_bad_repository_value_is_one_line(tmp_path, field, value, what):
-    (tmp_path / "k.asc").write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nxx\n-----END PGP PUBLIC KEY BLOCK-----\n")
-    data = yaml.safe_load(FLEET.read_text())
-    repo = {"url": "https://mirror.example/slurm", "suite": SUITE, "key": "k.asc", field: value}
-    data["options"]["slurm"] = {"repository": repo}
-    src = tmp_path / "workload.yaml"
-    src.write_text(yaml.safe_dump(data, sort_keys=False))
-    proc = run_cli(["plan", src, "-o", tmp_path / "out"], capture_output=True, text=True)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert f"options.slurm.repository.{field}" in lines[0] and what in lines[0], lines[0]
-    assert "pw@" not in lines[0]
+def test_bad_repository_is_one_line_naming_file_line_field(tmp_path):
+    """Each bad value: the loader's one error naming workload.yaml, its line and the field (in-process, cheap);
+    then the CLI for two of them: exit 2, that one line on stderr, nothing written."""
+    from generator.errors import OrchgenError
+    from generator.spec.load import load
+
+    for change, says in BAD:
+        with pytest.raises(OrchgenError) as err:
+            load(_bad_fleet(tmp_path, change))
+        line = str(err.value)
+        field = next(iter(change))
+        assert "workload.yaml:" in line and f"options.slurm.repository.{field}" in line and says in line, line
+        assert "xx" not in line and "pw@" not in line
+    for change, says in (BAD[1], BAD[4]):
+        proc = run_cli(["plan", _bad_fleet(tmp_path, change), "-o", tmp_path / "out"], capture_output=True, text=True)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
+        assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slurm
 @pytest.mark.chroot
-def test_bare_host_gets_slurm_from_the_site_repository(site_repo, tmp_path):
+def test_bare_host_gets_slurm_from_the_site_repository(site_repo, bundle, tmp_path):
     require(os.geteuid() == 0, "needs root (overlay mounts, namespaces)")
     require(shutil.which("debootstrap"), "debootstrap not installed (scripts/test.sh installs it)")
     require(shutil.which("ssh"), "openssh-client not installed")
     require((VENV_BIN / "ansible-playbook").exists(), "ansible-core not installed (pip install -e '.[test]')")
-    bundle = _plan(site_repo, "site.asc", "bundle-host")
-    wrong = _plan(site_repo, "other.asc", "bundle-wrong-key")
     env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_NOCOLOR": "1", "HOME": str(tmp_path),
            "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"), "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
            # the repository's tasks read no facts: skip gathering them (the test's time, not the product's path)
@@ -225,10 +232,6 @@ def test_bare_host_gets_slurm_from_the_site_repository(site_repo, tmp_path):
                                    str(b / "bringup/site.yml"), "--tags", "slurm_repo,nccl_tests", "--limit", "gpu01"],
                                   capture_output=True, text=True, timeout=300,
                                   env={**env, "ANSIBLE_CONFIG": str(b / "bringup/ansible.cfg")})
-
-        # a key that did not sign the repository: the task fails with apt's line, nothing is installed from it
-        bad = repo_tasks(wrong)
-        assert bad.returncode != 0 and "NO_PUBKEY" in bad.stdout, failure(bad)
 
         first = repo_tasks(bundle)
         assert first.returncode == 0, failure(first)
@@ -254,13 +257,20 @@ def test_bare_host_gets_slurm_from_the_site_repository(site_repo, tmp_path):
         again = repo_tasks(bundle)
         assert again.returncode == 0 and recap(again.stdout)["gpu01"]["changed"] == 0, failure(again)
 
-        # the same repository, its InRelease gone (unsigned): apt refuses it (the task's own command line)
+        # what the task runs (its argv), refusing: a key that did not sign the repository (NO_PUBKEY), then the
+        # repository unsigned (no InRelease): apt 2.6 alone would warn and exit 0; with Error-Mode=any it exits 100
+        update = ("apt-get update -q -o Dir::Etc::SourceList=/etc/apt/sources.list.d/orchgen-slurm.sources "
+                  "-o Dir::Etc::SourceParts=- -o APT::Get::List-Cleanup=0 -o APT::Update::Error-Mode=any")
+        site_key = "/etc/apt/keyrings/orchgen-slurm.asc"
+        other = (site_repo / "other.asc").read_text()
+        hosts.ssh("gpu01", f"cp {site_key} /root/site.asc && printf '%s' '{other}' > {site_key}")
+        wrong = hosts.ssh("gpu01", update, check=False)
+        assert wrong.returncode == 100 and "NO_PUBKEY" in wrong.stderr, wrong
+        hosts.ssh("gpu01", f"cp /root/site.asc {site_key}")
         inrelease = site_repo / "www/dists" / SUITE / "InRelease"
         inrelease.rename(inrelease.with_suffix(".off"))
         try:
-            unsigned = hosts.ssh("gpu01", "apt-get update -q -o Dir::Etc::SourceList=/etc/apt/sources.list.d/"
-                                 "orchgen-slurm.sources -o Dir::Etc::SourceParts=- -o APT::Get::List-Cleanup=0 "
-                                 "-o APT::Update::Error-Mode=any", check=False)
+            unsigned = hosts.ssh("gpu01", update, check=False)
         finally:
             inrelease.with_suffix(".off").rename(inrelease)
-        assert unsigned.returncode != 0 and re.search(r"is (not|no longer) signed", unsigned.stderr), unsigned
+        assert unsigned.returncode == 100 and re.search(r"is (not|no longer) signed", unsigned.stderr), unsigned
