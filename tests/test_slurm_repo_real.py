@@ -207,6 +207,18 @@ def test_bad_repository_is_one_line_naming_file_line_field(tmp_path):
         assert not (tmp_path / "out").exists()
 
 
+def test_a_plan_without_bare_metal_slurm_says_the_repository_is_unused():
+    from tests.support import plan_of
+
+    data = yaml.safe_load((Path(__file__).parents[1] / "examples" / "serving-platform.yaml").read_text())
+    data.setdefault("options", {}).setdefault("slurm", {})["repository"] = {
+        "url": "https://mirror.example/slurm", "suite": SUITE, "key": "k.asc"}
+    plan = plan_of(data)
+    assert plan.slurm_plane is None or plan.slurm_plane.host != "bare-metal"
+    [w] = [w for w in plan.warnings if w.field == "options.slurm.repository"]
+    assert "nothing installs from it" in w.message
+
+
 @pytest.mark.slurm
 @pytest.mark.chroot
 def test_bare_host_gets_slurm_from_the_site_repository(site_repo, bundle, tmp_path):

@@ -119,6 +119,10 @@ def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None 
             slices.get(slurm, ()) if slurm and not operator else (), file, warnings)
     _controllers(fleet, bool(slurm) and not operator, warnings)
     _bringup_os(slurm_version, bool(slurm) and not operator and fleet.options.slurm.repository is None, warnings)
+    if fleet.options.slurm.repository is not None and not (slurm and not operator):
+        warnings.append(Warning_("the site's Slurm repository is for the bare-metal Slurm bring-up (bringup/), and this "
+                                 "plan has no bare-metal Slurm plane: nothing installs from it", "options.slurm.repository",
+                                 bundle_only=True))
     planes: dict[str, Plane] = {}
     if slurm:
         planes[slurm] = Plane(slurm, "kubernetes" if operator else "bare-metal", operator, slices[slurm],
