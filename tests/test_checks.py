@@ -275,10 +275,14 @@ def test_nccl_tests_not_installed_says_how_to_build_them(cluster):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     res = json.loads(proc.stdout)["nccl"]
     assert res["ok"] is False and res["status"] == "NOT INSTALLED"
-    assert res["detail"][0].startswith("NOT INSTALLED: nccl-tests' all_reduce_perf is not on ")
+    # where the bring-up builds it (checks.json nccl_tests.binary), then PATH: neither here
+    assert res["detail"][0].startswith("NOT INSTALLED: nccl-tests' /opt/nccl-tests-2.19.6/all_reduce_perf is not on ")
+    # the steps are the bring-up's record (manual.nccl_tests), which the README prints too
+    assert res["detail"][1:] == json.loads((d / "checks.json").read_text())["nccl_tests"]["steps"]
     steps = "\n".join(res["detail"])
-    assert "git clone https://github.com/NVIDIA/nccl-tests" in steps and "make -C" in steps and "MPI=1" in steps
-    assert "--nccl-tests PATH or ORCHGEN_NCCL_TESTS=PATH" in steps and "--skip nccl" in steps
+    assert "/usr/local/cuda/bin/nvcc" in steps and "make -C /usr/local/src/nccl-tests-2.19.6" in steps
+    assert "MPI=1" in steps and "BUILDDIR=/opt/nccl-tests-2.19.6" in steps
+    assert "--nccl-tests PATH" in steps and "--skip nccl" in steps
     assert "check nccl failed: NOT INSTALLED" in proc.stderr
 
 
@@ -288,6 +292,21 @@ def test_nccl_tests_path_is_taken_from_the_flag(cluster):
     fake.write_text(f"#!/bin/sh\ncat {DATA / 'nccl-ib-pass.log'}\n")
     fake.chmod(0o755)
     proc = run("local", "--only", "nccl", "--nccl-tests", str(fake))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["nccl"]["busbw_gbps"] == 75.81
+
+
+def test_nccl_tests_default_is_where_the_bring_up_builds_them(cluster):
+    """Without --nccl-tests the check runs checks.json's nccl_tests.binary (bringup/nccl_tests.yml's prefix)."""
+    run, d = cluster
+    fake = d / "prefix" / "all_reduce_perf"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\ncat {DATA / 'nccl-ib-pass.log'}\n")
+    fake.chmod(0o755)
+    cfg = json.loads((d / "checks.json").read_text())
+    cfg["nccl_tests"]["binary"] = str(fake)
+    (d / "checks.json").write_text(json.dumps(cfg))
+    proc = run("local", "--only", "nccl")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["nccl"]["busbw_gbps"] == 75.81
 

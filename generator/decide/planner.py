@@ -118,7 +118,11 @@ def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None 
     _arches(fleet, kube_slices + (slices.get(slurm, ()) if operator else ()), charts,
             slices.get(slurm, ()) if slurm and not operator else (), file, warnings)
     _controllers(fleet, bool(slurm) and not operator, warnings)
-    _bringup_os(slurm_version, bool(slurm) and not operator, warnings)
+    _bringup_os(slurm_version, bool(slurm) and not operator and fleet.options.slurm.repository is None, warnings)
+    if fleet.options.slurm.repository is not None and not (slurm and not operator):
+        warnings.append(Warning_("the site's Slurm repository is for the bare-metal Slurm bring-up (bringup/), and this "
+                                 "plan has no bare-metal Slurm plane: nothing installs from it", "options.slurm.repository",
+                                 bundle_only=True))
     planes: dict[str, Plane] = {}
     if slurm:
         planes[slurm] = Plane(slurm, "kubernetes" if operator else "bare-metal", operator, slices[slurm],
@@ -326,7 +330,8 @@ def _controllers(fleet: Fleet, bare_metal_slurm: bool, warnings: list[Warning_])
 
 def _bringup_os(release: str, bare_metal_slurm: bool, warnings: list[Warning_]) -> None:
     """bringup/site.yml installs the OS's own Slurm packages and refuses a host whose release is not the plan's
-    (contract.BRINGUP_OS_SLURM): say at plan time when no OS it supports packages the planned release."""
+    (contract.BRINGUP_OS_SLURM): say at plan time when no OS it supports packages the planned release. With the
+    site's own repository (options.slurm.repository) Slurm comes from there: the README says it must provide it."""
     line = bringup_os_line(release) if bare_metal_slurm else None
     if line:
         warnings.append(Warning_(line, "options.slurm_version", bundle_only=True))

@@ -109,6 +109,7 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      checks_gang=gang_check.gang(plan) if plan.kube_plane else None,
                                      checks_nccl=nccl_check.nccl(plan) if plan.kube_plane else None,
                                      not_installed=manual.not_installed if plan.slurm_plane else (lambda p: []),
+                                     nccl_tests=manual.nccl_tests([]),
                                      bringup_os_line=bringup_os_line,
                                      crd_owners=sorted(helm.CRD_GROUPS),
                                      crd_in_templates=[c for c in helm.CRDS_IN_TEMPLATES if c in plan.charts],

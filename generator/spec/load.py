@@ -213,7 +213,38 @@ def load_located(path: str | Path, roots: tuple[str, ...] = ()
         if p.file:
             raise OrchgenError(p.message, p.file, p.line, p.field) from None
         raise src.error(p.message, p.path) from None
+    repo = fleet.options.slurm.repository
+    if repo is not None:  # the site's Slurm repository's signing key: read here, copied into the bundle
+        repo._key = _repository_key(src, repo.key, Path(path).parent, roots)
     return fleet, locate
+
+
+# An ASCII-armored OpenPGP public key (RFC 4880 section 6.2 armor headers), as `gpg --armor --export` writes it
+# and apt's Signed-By takes in a .asc file (sources.list(5)); a secret key is refused: a bundle is committed.
+_PUBKEY_BEGIN, _PUBKEY_END = b"-----BEGIN PGP PUBLIC KEY BLOCK-----", b"-----END PGP PUBLIC KEY BLOCK-----"
+MAX_KEY_BYTES = 1 << 20
+
+
+def _repository_key(src: _Source, rel: str, base: Path, roots: tuple[str, ...]) -> bytes:
+    at = ("options", "slurm", "repository", "key")
+    try:
+        raw = inputs.read_bounded(inputs.confine(base, rel, roots), MAX_KEY_BYTES)
+    except inputs.Refused as exc:
+        raise src.error(f"the repository key {rel[:80]!r} {exc}", at) from None
+    except OSError as exc:
+        raise src.error(f"cannot read {rel[:80]!r} (relative to workload.yaml): {exc.strerror}", at) from None
+    if b"PRIVATE KEY" in raw:
+        raise src.error("is a private (secret) key: give the repository's public key (gpg --armor --export "
+                        "KEYID), never the secret one", at)
+    text = raw.strip()
+    if not (text.startswith(_PUBKEY_BEGIN) and text.endswith(_PUBKEY_END)) or text.count(_PUBKEY_BEGIN) != 1:
+        raise src.error("is not one ASCII-armored OpenPGP public key (-----BEGIN PGP PUBLIC KEY BLOCK----- ... "
+                        "-----END PGP PUBLIC KEY BLOCK-----, as `gpg --armor --export KEYID` writes it)", at)
+    try:
+        text.decode("ascii")
+    except UnicodeDecodeError:
+        raise src.error("is not one ASCII-armored OpenPGP public key (not ASCII text)", at) from None
+    return text + b"\n"
 
 
 def _with_facts(src: _Source, data: Any, fleet: Fleet, base: Path, roots: tuple[str, ...]) -> Fleet:

@@ -798,6 +798,34 @@ class SlurmAccounting(_Model):
         "not the accounting host (DbdBackupHost), against the same database")
 
 
+# options.slurm.repository: an apt repository's URL (http or https, no user or password: the bundle is committed),
+# and its suite and components (deb822 sources.list(5) Suites/Components: a safe subset, they land in a .sources file)
+APT_URL_PATTERN = rf"^https?://{_GIT_HOST}(?::[0-9]{{1,5}})?(?:/[A-Za-z0-9_.~%+/-]*)?$"
+_APT_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+/-]{0,63}$")
+AptUrl = Annotated[str, AfterValidator(_pattern(re.compile(APT_URL_PATTERN), "an http:// or https:// apt repository "
+                                                "URL without a user or password", 512)),
+                   WithJsonSchema({"type": "string", "pattern": APT_URL_PATTERN, "maxLength": 512})]
+AptWord = Annotated[str, AfterValidator(_pattern(_APT_WORD, "an apt suite or component (letters, digits, '.', '_', "
+                                                 "'+', '-', '/')", 64))]
+
+
+class SlurmRepository(_Model):
+    """The site's own apt repository of Slurm packages (a mirror of Debian's slurm-wlm from a newer suite, or the
+    site's rebuild): the bring-up installs it on every Slurm host as a deb822 source signed by `key`, pinned above
+    the OS's archive for Slurm's packages, before it installs Slurm. It must carry Debian's package names (slurmd,
+    slurmctld, slurmdbd, slurm-client, libpam-slurm-adopt) of options.slurm_version."""
+
+    url: AptUrl = Field(description="the repository's URL (deb822 URIs), e.g. https://mirror.example/slurm/debian")
+    suite: AptWord = Field(description="its suite (Suites), e.g. bookworm")
+    components: list[AptWord] = Field(default_factory=lambda: ["main"], min_length=1, max_length=16,
+                                      description="its components (Components)")
+    key: str = Field(min_length=1, max_length=4_096,
+                     description="the ASCII-armored OpenPGP public key that signs its Release files, a file relative "
+                     "to workload.yaml; the bundle carries a copy, which apt trusts for this repository only "
+                     "(Signed-By)")
+    _key: bytes | None = PrivateAttr(default=None)  # the key file's bytes, read by the loader (spec/load.py)
+
+
 class SlurmOptions(_Model):
     """options.slurm: the GPU-node operations of a bare-metal Slurm plane (the README's Slurm section
     says what each does and how to install what Slurm does not ship). Each is on by default where a
@@ -885,6 +913,10 @@ class SlurmOptions(_Model):
     prolog: HostPath | None = Field(default=None, description="Prolog: the site's, run by slurmd as root at a "
                                     "job's start on each node (orchgen's TaskProlog and PrologFlags are kept)")
     epilog: HostPath | None = Field(default=None, description="Epilog: the site's, run at a job's end on each node")
+    repository: SlurmRepository | None = Field(
+        default=None, description="the site's own apt repository of Slurm packages: the bring-up installs Slurm "
+        "from it (every host; pinned above the OS's archive), and options.slurm_version is then the release it must "
+        "provide, which no OS of the bring-up needs to package")
 
 
 class Options(_Model):

@@ -93,11 +93,32 @@ def _candidates(lines: list[str]) -> list[int]:
     return sorted(hits)
 
 
+# An OpenPGP public key, ASCII-armored (RFC 4880 section 6.2): the key that signs a site's apt repository
+# (options.slurm.repository, bringup/slurm-repo/orchgen-slurm.asc) is public by design, so its base64 lines are no
+# key material; its armor lines are no PEM block. A private key block is still one.
+PGP_PUBLIC = ("-----BEGIN PGP PUBLIC KEY BLOCK-----", "-----END PGP PUBLIC KEY BLOCK-----")
+
+
+def _public_key_lines(lines: list[str]) -> set[int]:
+    inside: set[int] = set()
+    start = None
+    for i, line in enumerate(lines):
+        if line.strip() == PGP_PUBLIC[0]:
+            start = i
+        elif line.strip() == PGP_PUBLIC[1] and start is not None:
+            inside.update(range(start, i + 1))
+            start = None
+    return inside
+
+
 def scan(text: str) -> Iterator[tuple[int, str]]:
     """(line, what) for everything in `text` that looks like key material."""
     lines = text.splitlines()
+    public = _public_key_lines(lines) if PGP_PUBLIC[0] in text else set()
     for index in _candidates(lines):
         for what in line_findings(lines[index]):
+            if index in public and (what.startswith("a PEM block") or what.endswith("base64 blob (key-like)")):
+                continue
             yield index + 1, what
 
 

@@ -4,7 +4,8 @@ Only for a plan with a bare-metal Slurm plane. Ansible (ansible-core) runs it: H
 idempotent by construction (a second run reports `changed=0`), and its inventory is where each site's own
 host addresses, SSH user and key live, outside the bundle. The files:
 
-- bringup/site.yml, imex.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt, fetch_nhc.sh:
+- bringup/site.yml, imex.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt, fetch_nhc.sh,
+  nccl_tests.yml:
   copied byte for byte from templates/bringup (the playbook, its one command, apply.py, which reads what the cluster runs
   and applies the difference by its impact); bringup/slurm_impact.py and hostlist.py: generator/impact/slurm.py,
   the one impact table, and generator/spec/hostlist.py, byte for byte (apply.py imports them; standard
@@ -12,7 +13,8 @@ host addresses, SSH user and key live, outside the bundle. The files:
 - bringup/inventory.yaml: the plan's Slurm hosts in the groups slurmctld, slurmdbd, slurmd, by name only
   (no address, user or key: the operator's inventory or the Pulumi stack's config gives those);
 - bringup/vars.yaml: what the playbook installs where: the Slurm release, the packages of each role, every
-  file of slurm/ with its destination, owner and mode, the directories slurm.conf names;
+  file of slurm/ with its destination, owner and mode, the directories slurm.conf names, nccl-tests' build;
+- bringup/slurm-repo/ (options.slurm.repository): the site's Slurm repository's public key, deb822 source and pin;
 - bringup/pulumi/: the Pulumi project (stacks/slurm_bringup.py as __main__.py) that runs up.sh per host
   over SSH in dependency order; hosts' addresses, SSH user and key are its stack config (the key a secret);
 - checks/run.py (copied): the production checks, run as the bring-up's last step and on their own;
@@ -31,13 +33,13 @@ from ...decide.plan import Plan
 from ...yamlio import dump_json, dump_yaml
 from ..kubernetes import gang_check, nccl_check
 from ...decide.nccl_floor import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE  # both planes' NCCL checks
-from .manual import not_installed
+from .manual import nccl_tests, not_installed
 from ..slurm.model import STORAGE_PASS_FILE, model
 from ..slurm.ops import ETC
 from ...spec.hostlist import expand
 
 STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt",
-          "fetch_nhc.sh")
+          "fetch_nhc.sh", "nccl_tests.yml")
 
 # The transport NCCL must log for the inter-node ring (NCCL_DEBUG=INFO "via NET/<name>"): IB verbs on
 # InfiniBand and RoCE (both are NET/IB in NCCL), sockets only on plain Ethernet.
@@ -150,7 +152,60 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_munge_key_file": f"~/.config/orchgen/{m.cluster}/munge.key",
         "orchgen_service_manager": "systemd",
         "orchgen_idle_timeout_s": 300,
+        # the site's Slurm repository (options.slurm.repository; empty: the OS's archive): bringup/slurm-repo/'s
+        # files go to these places on every Slurm host before Slurm is installed (site.yml, tag slurm_repo)
+        "orchgen_slurm_repo": slurm_repo_vars(plan),
+        # nccl-tests for the check `nccl` (nccl_tests.yml, manual.nccl_tests): built on these GPU nodes where CUDA and
+        # NCCL are installed, NOT INSTALLED with the steps where they are not
+        "orchgen_nccl_tests": nccl_tests(gpu_nodes(m)),
     }
+
+
+def gpu_nodes(m) -> list[str]:
+    return [n for g in m.groups if g.gpus for n in g.nodes]
+
+
+# Where the site's repository's files go on each host: the key where apt's documentation keeps keys that are
+# not trusted for every source (/etc/apt/keyrings, sources.list(5) Signed-By), the deb822 source, the pin.
+REPO_NAME = "orchgen-slurm"
+REPO_DEST = {f"{REPO_NAME}.asc": "/etc/apt/keyrings", f"{REPO_NAME}.sources": "/etc/apt/sources.list.d",
+             f"{REPO_NAME}.pref": "/etc/apt/preferences.d"}
+# Debian's binary packages of slurm-wlm (packages.debian.org/source/bookworm/slurm-wlm): slurmd, slurmctld,
+# slurmdbd, slurmrestd, slurm-client, slurm-wlm-*, libslurm*, libpam-slurm(-adopt), libpmi0/libpmi2-0, libnss-slurm,
+# sview. Only these are pinned: a site repository that is a whole Debian mirror moves nothing else.
+SLURM_PACKAGES = "slurm* libslurm* libpam-slurm* libpmi0* libpmi2-0* libnss-slurm sview"
+
+
+def slurm_repo_vars(plan: Plan) -> dict[str, object]:
+    repo = plan.slurm_options.repository
+    if repo is None:
+        return {}
+    return {"url": repo.url, "suite": repo.suite,
+            "files": [{"src": name, "dest": f"{d}/{name}"} for name, d in REPO_DEST.items()]}
+
+
+def slurm_repo_files(plan: Plan) -> dict[str, bytes]:
+    """bringup/slurm-repo/: the site repository's public key (a copy of options.slurm.repository.key), its
+    deb822 source and its apt pin, byte for byte what each Slurm host gets."""
+    repo = plan.slurm_options.repository
+    if repo is None:
+        return {}
+    if repo._key is None:  # a Fleet not read by spec.load (the key file is read there)
+        raise ValueError("options.slurm.repository.key was not read: load workload.yaml with spec.load")
+    host = repo.url.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0]  # apt's origin: the host, no port
+    source = (f"# orchgen: the site's Slurm repository (options.slurm.repository), deb822 (sources.list(5));\n"
+              f"# Signed-By: apt trusts this key for this source only, and this source only with it\n"
+              f"Types: deb\nURIs: {repo.url}\nSuites: {repo.suite}\nComponents: {' '.join(repo.components)}\n"
+              f"Signed-By: {REPO_DEST[REPO_NAME + '.asc']}/{REPO_NAME}.asc\n")
+    # apt_preferences(5): "P >= 1000 causes a version to be installed even if this constitutes a downgrade",
+    # so a host whose OS packages a newer Slurm still gets the site's release; the origin is the URL's host without
+    # its port (as `apt-cache policy` shows it: `origin HOST`), so only this repository's Slurm packages are pinned
+    pref = (f"# orchgen: Slurm's packages from the site's repository (options.slurm.repository), above the OS's\n"
+            f"# archive (500): apt_preferences(5), a priority over 1000 installs its version even as a downgrade\n"
+            f"Package: {SLURM_PACKAGES}\nPin: origin \"{host}\"\nPin-Priority: 1001\n")
+    d = "bringup/slurm-repo"
+    return {f"{d}/{REPO_NAME}.asc": repo._key, f"{d}/{REPO_NAME}.sources": source.encode(),
+            f"{d}/{REPO_NAME}.pref": pref.encode()}
 
 
 def imex_vars(ops) -> dict[str, object]:
@@ -188,6 +243,8 @@ def checks(plan: Plan) -> dict[str, object]:
         "health_program": ops.nhc_program if ops and ops.health else None,
         # SlurmctldHost, primary first: with two or more the takeover check hands control to the backup and back
         "controllers": [] if m.placeholder_controller else list(m.controllers),
+        # where the bring-up builds nccl-tests' all_reduce_perf, and the steps where it could not (manual.nccl_tests)
+        "nccl_tests": {k: v for k, v in nccl_tests(gpu_nodes(m)).items() if k in ("version", "binary", "steps")},
     }
 
 
@@ -231,6 +288,7 @@ def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
     out["bringup/slurm_impact.py"], out["bringup/hostlist.py"] = impact_table()
     out["bringup/inventory.yaml"] = dump_yaml(inventory(plan))
     out["bringup/vars.yaml"] = dump_yaml(vars_data(plan, slurm_files))
+    out.update(slurm_repo_files(plan))
     # the Pulumi program that runs the bring-up over SSH (stacks/slurm_bringup.py), its own project
     out["bringup/pulumi/Pulumi.yaml"] = dump_yaml({
         "name": f"{plan.name}-slurm",

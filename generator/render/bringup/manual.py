@@ -28,6 +28,56 @@ ENROOT_VERSION = "3.5.0"
 PYXIS_REPO = "https://github.com/NVIDIA/pyxis"
 
 
+# nccl-tests, for the production check `nccl` (checks/run.py runs its all_reduce_perf over two nodes): the latest
+# release when this was written, tag v2.19.6 of github.com/NVIDIA/nccl-tests (commit a0b82b2260cf, 2026-07-09;
+# src/common.h: NCCL_TESTS_VERSION "2.19.6"). GitHub's tag archive unpacks to nccl-tests-2.19.6/, whose 42 files'
+# sha256 (`find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum`, computed from the tag's tree) the
+# bring-up checks before it builds, so a mirror's copy is the same tree. Its README ("Build"): `make MPI=1
+# MPI_HOME=... CUDA_HOME=... NCCL_HOME=...`; MPI=1 so that the ranks srun starts form one communicator.
+NCCL_TESTS_VERSION = "2.19.6"
+NCCL_TESTS_URL = f"https://github.com/NVIDIA/nccl-tests/archive/refs/tags/v{NCCL_TESTS_VERSION}.tar.gz"
+NCCL_TESTS_TREE_SHA256 = "f04d111f74c9c5cb14454f2b223aaafd7edb23b9671a93f3a098314413db04a5"
+NCCL_TESTS_PREFIX = f"/opt/nccl-tests-{NCCL_TESTS_VERSION}"  # make's BUILDDIR: the binaries land right there
+NCCL_TESTS_SRC = f"/usr/local/src/nccl-tests-{NCCL_TESTS_VERSION}"
+# what the build needs on a GPU node and the bring-up does not install (NVIDIA's CUDA repository has them, Debian's
+# archive has neither): CUDA's compiler where CUDA installs it, NCCL's header and library as libnccl-dev installs them
+NCCL_TESTS_NEEDS = ["/usr/local/cuda/bin/nvcc", "/usr/include/nccl.h", "/usr/lib/$(uname -m)-linux-gnu/libnccl.so"]
+# what it needs and Debian has (installed by the bring-up where CUDA and NCCL are): make, the host compiler nvcc
+# calls, and Open MPI (MPI=1), whose headers and libmpi are under MPI_HOME
+NCCL_TESTS_PACKAGES = ["make", "g++", "libopenmpi-dev"]
+NCCL_TESTS_MAKE = (f"make -C {NCCL_TESTS_SRC} -j4 MPI=1 MPI_HOME=/usr/lib/$(uname -m)-linux-gnu/openmpi "
+                   f"CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr BUILDDIR={NCCL_TESTS_PREFIX}")
+NCCL_SKIP = ("sh bringup/up.sh hosts.yaml -e '{\"orchgen_check_args\": \"--skip nccl\"}' (one JSON -e; Pulumi: "
+             "pulumi config set orchgen:checkArgs -- '--skip nccl'; by hand: python3 checks/run.py --skip nccl)")
+
+
+def nccl_tests(gpu_nodes: list[str]) -> dict[str, Any]:
+    """nccl-tests: what the bring-up builds where CUDA and NCCL are (vars.yaml orchgen_nccl_tests, nccl_tests.yml),
+    and the steps where they are not: one record for the bring-up's NOT INSTALLED line, the README and the check
+    (checks.json `nccl_tests`), so the three never disagree."""
+    v = NCCL_TESTS_VERSION
+    return {
+        "version": v, "url": NCCL_TESTS_URL, "tree_sha256": NCCL_TESTS_TREE_SHA256, "src": NCCL_TESTS_SRC,
+        "prefix": NCCL_TESTS_PREFIX, "binary": f"{NCCL_TESTS_PREFIX}/all_reduce_perf", "needs": NCCL_TESTS_NEEDS,
+        "packages": NCCL_TESTS_PACKAGES, "make": NCCL_TESTS_MAKE, "nodes": gpu_nodes,
+        "doc": "https://github.com/NVIDIA/nccl-tests#build",
+        "why": "the bring-up builds it only where CUDA and NCCL are installed (NVIDIA's CUDA repository, not the OS's "
+               "archive)",
+        "steps": [
+            "# on every GPU node, as root: CUDA (its nvcc at /usr/local/cuda/bin/nvcc) and NCCL's development package "
+            "(libnccl-dev: /usr/include/nccl.h and libnccl.so) from NVIDIA's CUDA repository "
+            "(https://docs.nvidia.com/cuda/cuda-installation-guide-linux/), then run the bring-up again: it builds "
+            f"nccl-tests {v} into {NCCL_TESTS_PREFIX}. Or build it by hand, as the bring-up does:",
+            f"apt-get install -y {' '.join(NCCL_TESTS_PACKAGES)}",
+            f"curl -fsSL {NCCL_TESTS_URL} | tar -xz -C /usr/local/src",
+            NCCL_TESTS_MAKE,
+            f"# the check runs {NCCL_TESTS_PREFIX}/all_reduce_perf, else all_reduce_perf on the nodes' PATH "
+            "(or: checks/run.py --nccl-tests PATH)",
+            f"# or skip the check: {NCCL_SKIP}",
+        ],
+    }
+
+
 K3S_DOC = "https://docs.k3s.io/quick-start"
 RKE2_DOC = "https://docs.rke2.io/install/quickstart"
 

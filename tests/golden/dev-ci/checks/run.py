@@ -22,9 +22,10 @@ Checks:
 - nccl: nccl-tests all_reduce_perf over two nodes with NCCL_DEBUG=INFO uses the fabric's RDMA transport
   (NET/IB on InfiniBand and RoCE), never the socket fallback, and reaches the bus-bandwidth floor of the
   fabric kind. NCCL's own log line names the transport ("via NET/IB/0/GDRDMA"); `--nccl-log FILE` checks
-  a recorded run instead of starting one. Needs nccl-tests' all_reduce_perf on the nodes (PATH, or
-  `--nccl-tests PATH` / $ORCHGEN_NCCL_TESTS); where it is absent the check says NOT INSTALLED with the steps
-  to build it (NCCL_TESTS_STEPS) and run.py exits 3 (NOT_INSTALLED_EXIT) when nothing else failed.
+  a recorded run instead of starting one. Needs nccl-tests' all_reduce_perf on the nodes: where the bring-up
+  builds it (checks.json nccl_tests.binary, on GPU nodes with CUDA and NCCL), else on PATH, or `--nccl-tests PATH`
+  / $ORCHGEN_NCCL_TESTS; where it is absent the check says NOT INSTALLED with the steps (checks.json
+  nccl_tests.steps, the bring-up's and the README's) and run.py exits 3 (NOT_INSTALLED_EXIT) when nothing else failed.
 
 Every Slurm job the checks submit is bounded: srun --immediate (`--immediate S`) so a busy partition fails
 that check with one line naming the partition, the nodes asked and what squeue shows, and a total bound per
@@ -86,14 +87,12 @@ HANDOVER_S = 120
 # run.py's exit status where the only failures are checks whose tools are not installed (nccl-tests)
 NOT_INSTALLED_EXIT = 3
 NCCL_MISSING = "orchgen-checks: NOT INSTALLED"
-# nccl-tests' README ("Build"): MPI=1 so that the ranks srun starts form one job (run under srun's PMIx).
+# Where checks.json has no `nccl_tests` (a checks.json older than the bring-up's nccl-tests build): the steps. A
+# bundle's checks.json carries the bring-up's own (generator/render/bringup/manual.py nccl_tests: the same record as
+# the bring-up's NOT INSTALLED line and the README), with the prefix it builds all_reduce_perf into.
 NCCL_TESTS_STEPS = [
-    "on every GPU node, as root (needs CUDA, NCCL and an MPI with PMIx, e.g. Debian's libopenmpi-dev):",
-    "git clone https://github.com/NVIDIA/nccl-tests /usr/local/src/nccl-tests",
-    "make -C /usr/local/src/nccl-tests MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi CUDA_HOME=/usr/local/cuda "
-    "NCCL_HOME=/usr",
-    "install -m 0755 /usr/local/src/nccl-tests/build/all_reduce_perf /usr/local/bin/  # on the nodes' PATH, or "
-    "tell the checks where it is: --nccl-tests PATH or ORCHGEN_NCCL_TESTS=PATH",
+    "on every GPU node: CUDA and NCCL (NVIDIA's CUDA repository), then nccl-tests as its README says "
+    "(https://github.com/NVIDIA/nccl-tests#build; MPI=1); the bundle README, 'Bringing it up', has the exact steps",
     "or skip the check: checks/run.py --skip nccl (bring-up: sh bringup/up.sh HOSTS.yaml -e '{\"orchgen_check_args\": \"--skip nccl\"}')",
 ]
 
@@ -432,14 +431,20 @@ def judge_nccl(log: str, transport: str, floor: float) -> dict:
             "busbw_gbps": busbw}
 
 
-def check_nccl(cfg: dict, log_file: str | None, binary: str = "all_reduce_perf",
+def check_nccl(cfg: dict, log_file: str | None, binary: str | None = None,
                bound: float = CHECK_BOUND_S["nccl"], immediate: int = IMMEDIATE_S) -> dict:
+    built = cfg.get("nccl_tests") or {}
     if log_file:
         log = Path(log_file).read_text()
     else:
         gpus = min((n["gpus"] for n in cfg["nodes"].values()), default=0) or 1
-        # a node without the binary says so (the marker) instead of slurmstepd's execve error
-        probe = f'command -v "$0" >/dev/null 2>&1 || {{ echo "{NCCL_MISSING} $0 on $(hostname)"; exit 127; }}; exec "$0" "$@"'
+        # the binary given (--nccl-tests, $ORCHGEN_NCCL_TESTS), else the one the bring-up built (checks.json), else
+        # all_reduce_perf on the nodes' PATH; a node without it says so (the marker) instead of slurmstepd's execve error
+        fallback = "" if binary else "all_reduce_perf"
+        binary = binary or built.get("binary") or "all_reduce_perf"
+        probe = (f'b="$0"; command -v "$b" >/dev/null 2>&1 || b="{fallback}"; '
+                 f'[ -n "$b" ] && command -v "$b" >/dev/null 2>&1 || {{ echo "{NCCL_MISSING} $0 on $(hostname)"; exit 127; }}; '
+                 'exec "$b" "$@"')
         out = srun("nccl", ["-N", "2", f"--ntasks-per-node={gpus}", f"--gres=gpu:{gpus}", "-t", "15",
                             "--export=ALL,NCCL_DEBUG=INFO"],
                    ["sh", "-c", probe, binary, "-b", "8", "-e", "4G", "-f", "2", "-g", "1"],
@@ -449,7 +454,7 @@ def check_nccl(cfg: dict, log_file: str | None, binary: str = "all_reduce_perf",
             where = sorted({m for m in re.findall(re.escape(NCCL_MISSING) + r" \S+ on (\S+)", log)})
             return {"ok": False, "status": "NOT INSTALLED",
                     "detail": [f"NOT INSTALLED: nccl-tests' {binary} is not on {', '.join(where) or 'the nodes'} "
-                               "(https://github.com/NVIDIA/nccl-tests)", *NCCL_TESTS_STEPS]}
+                               "(https://github.com/NVIDIA/nccl-tests)", *(built.get("steps") or NCCL_TESTS_STEPS)]}
         if out.returncode != 0:
             return {"ok": False, "detail": f"all_reduce_perf over 2 nodes exit {out.returncode}: {log.strip()[-500:]}"}
     return judge_nccl(log, cfg["nccl_transport"], float(cfg["busbw_floor_gbps"]))
@@ -653,8 +658,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", action="append", default=[], choices=CHECKS, help="a check not to run (repeatable)")
     ap.add_argument("--only", action="append", default=[], choices=CHECKS)
     ap.add_argument("--nccl-log", help="judge this recorded all_reduce_perf output instead of running one")
-    ap.add_argument("--nccl-tests", default=os.environ.get("ORCHGEN_NCCL_TESTS") or "all_reduce_perf",
-                    help="nccl-tests' all_reduce_perf on the nodes (default: on PATH; or $ORCHGEN_NCCL_TESTS)")
+    ap.add_argument("--nccl-tests", default=os.environ.get("ORCHGEN_NCCL_TESTS") or None,
+                    help="nccl-tests' all_reduce_perf on the nodes (default: where the bring-up builds it, checks.json "
+                    "nccl_tests.binary, else on PATH; or $ORCHGEN_NCCL_TESTS)")
     ap.add_argument("--immediate", type=int, default=IMMEDIATE_S,
                     help=f"seconds a check's job may wait for its nodes (srun --immediate; default {IMMEDIATE_S})")
     ap.add_argument("--check-timeout", type=float, help="the most seconds one check may take (default: per check)")
