@@ -69,7 +69,7 @@ def test_hybrid_kubernetes_nodes_and_containers_are_explained(tmp_path: Path, di
 
 def test_pyxis_steps_build_against_debians_slurm_headers(tmp_path: Path) -> None:
     recs = records(bundle(tmp_path, BRINGUP))
-    assert set(recs) == {"enroot", "pyxis"}  # no Kubernetes plane: no Kubernetes record
+    assert set(recs) == {"dcgm-exporter", "enroot", "pyxis"}  # no Kubernetes plane: no Kubernetes record
     pyxis = "\n".join(recs["pyxis"]["steps"])
     # libslurm-dev ships /usr/include/slurm/spank.h of the OS's own Slurm release (dpkg -c, Debian 12)
     assert "apt-get install -y libslurm-dev gcc make git" in pyxis
@@ -83,6 +83,7 @@ def test_pyxis_steps_build_against_debians_slurm_headers(tmp_path: Path) -> None
 def test_nothing_to_explain_when_the_plan_turns_nothing_on(tmp_path: Path) -> None:
     data = yaml.safe_load(BRINGUP.read_text())
     data.setdefault("options", {}).setdefault("slurm", {})["containers"] = "none"
+    data["options"]["slurm"]["telemetry"] = False  # else the DCGM exporter's record (its scrape job wants it)
     f = tmp_path / "fleet.yaml"
     f.write_text(yaml.safe_dump(data))
     run_orchgen("plan", f, "-o", tmp_path / "out", check=True)

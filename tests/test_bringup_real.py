@@ -186,6 +186,112 @@ def _containment_and_hygiene(hosts: Hosts) -> None:
     print(f"containment and epilog checks: {time.monotonic() - t:.1f} s")
 
 
+# One line of the Prometheus text format (https://prometheus.io/docs/instrumenting/exposition_formats/): a sample
+# `name{label="value",...} value [timestamp]`, or a `# HELP`/`# TYPE` comment; any other `#` line is a comment
+_SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*)\})? '
+                     r'([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|NaN|Inf))(?: -?[0-9]+)?')
+_TYPE = re.compile(r"# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)")
+
+
+def _prometheus_samples(text: str) -> dict[str, dict[tuple, float]]:
+    """{metric name: {sorted label pairs: value}}, strictly: a line that is not the text format fails, and so does
+    a sample whose metric (or, for a histogram or summary, its base name) has no TYPE line."""
+    types, out = {}, {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            if (m := _TYPE.fullmatch(line)):
+                types[m.group(1)] = m.group(2)
+            continue
+        m = _SAMPLE.fullmatch(line)
+        assert m, f"not Prometheus text format: {line!r}"
+        name = m.group(1)
+        base = re.sub(r"_(sum|count|bucket)$", "", name)
+        assert name in types or types.get(base) in ("histogram", "summary"), f"{name}: no TYPE"
+        labels = tuple(sorted(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2) or "")))
+        out.setdefault(name, {})[labels] = float(m.group(3))
+    return out
+
+
+def _telemetry(hosts: Hosts, bundle: Path) -> None:
+    """The Slurm plane's telemetry as the bring-up left it (issue 38), scraped as the bundle's prometheus-slurm.yaml
+    asks: Debian's node exporter answers on every host (on its own address: BRINGUP_CHANGES) and its text parses;
+    on ctl1 its textfile collector serves the bundle's Slurm exporter (Slurm 22.05 serves no metrics of its own),
+    which reports the two idle nodes and the partitions' four GPUs from the real sinfo, and the production checks'
+    results of the bring-up's run. A recorded NCCL run that fell back to sockets, judged by the checks as installed
+    on ctl1, is then served as orchgen_nccl_socket_fallback 1 (what the SlurmNCCLOnSockets alert reads). Every
+    slurm_*/orchgen_* metric the alert rules name is served."""
+    import json
+    import shlex
+    import urllib.request
+
+    import yaml
+
+    t = time.monotonic()
+    scrape = yaml.safe_load((bundle / "slurm" / "prometheus-slurm.yaml").read_text())["scrape_configs"]
+    rules = yaml.safe_load((bundle / "slurm" / "prometheus-slurm-rules.yaml").read_text())["groups"][0]["rules"]
+    node_job = next(j for j in scrape if j["job_name"] == "slurm-node-exporter")
+    targets = node_job["static_configs"][0]["targets"]
+    assert sorted(targets) == ["ctl1:9100", "db1:9100", "gpu01:9100", "gpu02:9100"], targets
+    assert {j["job_name"] for j in scrape} == {"slurm-node-exporter", "slurm-dcgm-exporter"}  # 22.05: no slurmctld's
+
+    def scraped(name: str) -> dict[str, dict[tuple, float]]:
+        port = targets[0].split(":")[1]
+        with urllib.request.urlopen(f"http://{hosts.hosts[name].address}:{port}/metrics", timeout=10) as r:
+            assert r.status == 200
+            return _prometheus_samples(r.read().decode())
+
+    for name in ("db1", "gpu01", "gpu02"):
+        got = scraped(name)
+        assert "node_exporter_build_info" in got and "node_memory_MemAvailable_bytes" in got, (name, sorted(got)[:20])
+    ctl = scraped("ctl1")
+    assert ctl["orchgen_slurm_nodes"] == {(("state", "idle"),): 2.0}, ctl["orchgen_slurm_nodes"]
+    assert ctl["slurm_nodes_drain"] == {(): 0.0} and ctl["orchgen_slurm_controllers_up"] == {(): 1.0}
+    assert ctl["slurm_partition_gpus"] == {(("partition", "a100"),): 4.0, (("partition", "all"),): 4.0}
+    assert set(ctl["slurm_partition_jobs_pending"].values()) == {0.0}
+    assert {k[0][1]: v for k, v in ctl["orchgen_check_ok"].items()} == \
+        {"allocation": 1.0, "gres": 1.0, "health": 1.0, "takeover": 1.0}, ctl["orchgen_check_ok"]  # one controller: ok
+    assert "orchgen_nccl_socket_fallback" not in ctl  # the bring-up's run skipped nccl (no GPUs, no fabric here)
+
+    # SlurmGPUsPendingWhileIdle's inputs from a real queue: one GPU of gpu01 taken, a job for 2 GPUs on each of two
+    # nodes pending, so 3 GPUs idle while it waits (the exporter run again, as its timer does)
+    jobs = [hosts.ssh("ctl1", f"sbatch --parsable {a} -t 5 -D /tmp -o /dev/null --wrap 'sleep 300'").stdout.strip()
+            for a in ("-N1 -w gpu01 --gres=gpu:1", "-N2 --gres=gpu:2")]
+    for _ in range(100):
+        if _running(hosts, jobs[0]):
+            break
+        time.sleep(0.2)
+    hosts.ssh("ctl1", "/usr/local/sbin/orchgen-slurm-metrics")
+    ctl = scraped("ctl1")
+    hosts.ssh("ctl1", f"scancel {' '.join(jobs)}")
+    per = {m: {k[0][1]: v for k, v in ctl[m].items()}
+           for m in ("slurm_partition_gpus", "slurm_partition_jobs_gpus_alloc", "slurm_partition_jobs_pending")}
+    assert per == {"slurm_partition_gpus": {"a100": 4.0, "all": 4.0},
+                   "slurm_partition_jobs_gpus_alloc": {"a100": 0.0, "all": 1.0},
+                   "slurm_partition_jobs_pending": {"a100": 0.0, "all": 1.0}}, per
+    assert ctl["orchgen_slurm_nodes"] == {(("state", "idle"),): 1.0, (("state", "mix"),): 1.0}, ctl["orchgen_slurm_nodes"]
+    for _ in range(150):
+        if not hosts.ssh("ctl1", f"squeue -h -j {','.join(jobs)}", check=False).stdout.strip():
+            break
+        time.sleep(0.2)
+
+    log = (Path(__file__).parent / "data" / "bringup" / "nccl-socket-fallback.log").read_text()
+    judged = hosts.ssh("ctl1", f"printf %s {shlex.quote(log)} >/tmp/nccl-socket.log && python3 "
+                               "/usr/local/libexec/orchgen-checks/run.py --only nccl --nccl-log /tmp/nccl-socket.log "
+                               "--textfile /var/lib/prometheus/node-exporter/orchgen_checks.prom", check=False)
+    assert judged.returncode == 1 and "fell back to sockets" in judged.stdout, judged.stdout + judged.stderr
+    ctl = scraped("ctl1")
+    assert ctl["orchgen_nccl_socket_fallback"] == {(): 1.0} and ctl["orchgen_check_ok"] == {(("check", "nccl"),): 0.0}
+    named = {n for r in rules for n in re.findall(r"\b((?:slurm|orchgen)_\w+)", r["expr"])}
+    assert named and named <= set(ctl), sorted(named - set(ctl))
+    # the dashboard's panels: every metric but the DCGM exporter's (NOT INSTALLED here: no DCGM) is served
+    board = json.loads((bundle / "slurm" / "grafana-slurm.json").read_text())
+    exprs = [tgt["expr"] for p in board["panels"] for tgt in p["targets"]]
+    shown = {n for e in exprs for n in re.findall(r"\b((?:slurm|orchgen|node)_\w+)", e)}
+    assert shown and shown <= set(ctl), sorted(shown - set(ctl))
+    assert {n for e in exprs for n in re.findall(r"\bDCGM_\w+", e)} == {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS"}
+    print(f"telemetry checks: {time.monotonic() - t:.1f} s")
+
+
 def _state_save_shared(hosts: Hosts, site, bundle: Path) -> None:
     """With two controllers the bring-up proves StateSaveLocation is one filesystem on both (issue 38): the
     operator's inventory puts db1 in the slurmctld group beside ctl1, and the playbook's statesave step runs on its
@@ -233,7 +339,7 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     assert "NOT INSTALLED: enroot on every GPU node: not in Debian" in said
     assert "NOT INSTALLED: pyxis on every node and login host: not packaged anywhere" in said
     assert "git clone --depth 1 https://github.com/NVIDIA/pyxis /usr/local/src/pyxis" in said
-    assert "NOT INSTALLED: enroot, pyxis: see the README" in said
+    assert "NOT INSTALLED: dcgm-exporter, enroot, pyxis: see the README" in said
     print(f"bring-up from bare OS: {time.monotonic() - t0:.0f} s")
 
     job = hosts.ssh("ctl1", "srun -N2 --gres=gpu:2 sh -c 'echo $SLURM_JOB_ID $(hostname) $CUDA_VISIBLE_DEVICES'")
@@ -244,6 +350,7 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
 
     _one_cluster_key(hosts, site, bundle)
     _containment_and_hygiene(hosts)
+    _telemetry(hosts, bundle)
     _state_save_shared(hosts, site, bundle)
 
     t = time.monotonic()

@@ -57,6 +57,20 @@ def test_nccl_socket_fallback_fails(bundle):
     assert "below the 20.0 GB/s floor" in detail
 
 
+def test_nccl_verdict_is_written_for_the_node_exporter(bundle, tmp_path):
+    """`--textfile`: the verdicts as Prometheus text for the node exporter's textfile collector (the bundle's
+    SlurmNCCLOnSockets alert reads orchgen_nccl_socket_fallback): 1 for the run that fell back to sockets, 0 for the
+    one over InfiniBand. Served by a real node exporter in tests/test_bringup_real.py."""
+    for log, fallback, ok in (("nccl-socket-fallback.log", 1, 0), ("nccl-ib-pass.log", 0, 1)):
+        prom = tmp_path / "orchgen_checks.prom"
+        subprocess.run([sys.executable, str(bundle / "checks/run.py"), "--only", "nccl", "--nccl-log", str(DATA / log),
+                        "--textfile", str(prom)], capture_output=True, text=True, timeout=60)
+        lines = [ln for ln in prom.read_text().splitlines() if not ln.startswith("#")]
+        assert lines[:2] == [f'orchgen_check_ok{{check="nccl"}} {ok}', f"orchgen_nccl_socket_fallback {fallback}"], lines
+        assert lines[2].startswith("orchgen_checks_timestamp_seconds ") and len(lines) == 3, lines
+        assert not list(tmp_path.glob("*.tmp"))
+
+
 def test_nccl_without_debug_lines_fails(bundle, tmp_path):
     quiet = tmp_path / "quiet.log"
     quiet.write_text("".join(ln for ln in (DATA / "nccl-ib-pass.log").read_text().splitlines(True) if "NCCL INFO" not in ln))

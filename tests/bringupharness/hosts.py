@@ -135,7 +135,9 @@ class Hosts:
         runlevel.chmod(0o755)
         policy = r / "usr/sbin/policy-rc.d"
         policy.write_text("#!/bin/sh\n# tests/bringupharness: what a booted Debian host runs at package install\n"
-                          "for a; do case \"$a\" in \"(\"*\")\") exit 101 ;; esac; done\nexit 0\n")
+                          "for a; do case \"$a\" in \"(\"*\")\") exit 101 ;; esac; done\n"
+                          "# HOST_CHANGES: the node exporter starts on the host's own address from the bring-up\n"
+                          "for a; do case \"$a\" in prometheus-node-exporter) exit 101 ;; esac; done\nexit 0\n")
         policy.chmod(0o755)
         # MariaDB on the host's own address (HOST_CHANGES): Debian's 50-server.cnf binds 127.0.0.1:3306, which
         # every host of every bring-up running at the same time would share

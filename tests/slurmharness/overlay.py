@@ -680,6 +680,9 @@ BRINGUP_CHANGES = (
      "(StorageHost=localhost), and port 3306 of the shared namespace may be taken"),
     ("nhc.conf: the check_hw_ib line removed", "no RDMA port on this machine"),
     ("vars.yaml orchgen_service_manager: none", "the roots run no init system: daemons start from their pidfiles"),
+    ("vars.yaml orchgen_node_exporter_args: --web.listen-address=<the host's own 127.0.0.N>:9100",
+     "the hosts share one network namespace: each node exporter needs an address of its own (Debian's default, :9100 "
+     "on every address, would be the first host's alone)"),
     ("vars.yaml orchgen_nhc_source: a 1.4.3 checkout of github.com/mej/nhc (ORCHGEN_NHC_SOURCE), else a tree "
      "laid out as NHC's whose nhc is the NHC stand-in of nhc.py (tests/bringupharness/run.py standin_nhc_tree)",
      "CI reaches the Debian mirror, not GitHub, and no registry packages NHC"),
@@ -700,6 +703,10 @@ HOST_CHANGES = (
      "50-server.cnf, bind-address 127.0.0.1, port 3306: the database hosts of two bring-ups running at once "
      "(the Debian 12 and 13 suites, the Pulumi test) would take the same port, and the second MariaDB would "
      "never start (stop 42's CI failure: db1's package install failed; a later run hung in its init script)"),
+    ("/usr/sbin/policy-rc.d: prometheus-node-exporter not started at package install",
+     "the hosts share this machine's network namespace; Debian starts the node exporter at install on :9100 of every "
+     "address, which the first host's would hold for all: the bring-up starts each on its own address "
+     "(BRINGUP_CHANGES orchgen_node_exporter_args)"),
     ("/etc/default/mariadb: MYSQLD_STARTUP_TIMEOUT=300",
      "without systemd, MariaDB starts at install from /etc/init.d/mariadb, which gives up after 30 s by default "
      "and fails the package's postinst; a booted host starts it from mariadb.service, whose TimeoutStartSec is "
@@ -748,6 +755,8 @@ def bringup_overlay(bundle: Path, *, legacy: bool, node_port_base: int, ctld_por
     vars_file = bundle / "bringup" / "vars.yaml"
     text = vars_file.read_text()
     text = re.sub(r"(?m)^orchgen_service_manager: .*$", "orchgen_service_manager: none", text)
+    text = re.sub(r"(?m)^orchgen_node_exporter_args: .*$",
+                  "orchgen_node_exporter_args: '--web.listen-address={{ ansible_host }}:9100'", text)
     if nhc_source is not None:
         text = re.sub(r"(?m)^orchgen_nhc_source: .*$", f"orchgen_nhc_source: {nhc_source}", text)
     vars_file.write_text(text)

@@ -34,12 +34,12 @@ from ...yamlio import dump_json, dump_yaml
 from ..kubernetes import gang_check, nccl_check
 from ...decide.nccl_floor import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE  # both planes' NCCL checks
 from .manual import nccl_tests, not_installed
-from ..slurm.model import STORAGE_PASS_FILE, model
+from ..slurm.model import STORAGE_PASS_FILE, TEXTFILE_DIR, model
 from ..slurm.ops import ETC
 from ...spec.hostlist import expand
 
 STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt",
-          "fetch_nhc.sh", "nccl_tests.yml")
+          "fetch_nhc.sh", "nccl_tests.yml", "slurm_metrics.py")
 
 # The transport NCCL must log for the inter-node ring (NCCL_DEBUG=INFO "via NET/<name>"): IB verbs on
 # InfiniBand and RoCE (both are NET/IB in NCCL), sockets only on plain Ethernet.
@@ -73,7 +73,7 @@ def _dest(name: str, site_database: bool) -> dict[str, object]:
         return {"dest": "/etc/nhc/nhc.conf", "owner": "root", "mode": "0644", "on": ["slurmd"]}
     if name == "enroot.conf":
         return {"dest": "/etc/enroot/enroot.conf", "owner": "root", "mode": "0644", "on": ["slurmd"]}
-    if name.startswith("prometheus-"):  # the site's Prometheus loads them; no Slurm host reads them
+    if name.startswith(("prometheus-", "grafana-")):  # the site's Prometheus loads them; no Slurm host reads them
         return {"dest": f"{ETC}/{name}", "owner": "root", "mode": "0644", "on": []}
     mode = "0755" if name.endswith(".sh") else "0644"
     return {"dest": f"{ETC}/{name}", "owner": "root", "mode": mode, "on": nodes_and_ctld}
@@ -114,7 +114,8 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         # the release the plan's files are written for; the play refuses hosts whose OS packages another
         "orchgen_slurm_release": m.version,
         "orchgen_packages": {
-            "common": ["munge"],
+            # Debian's node exporter on every host (issue 38: the Slurm plane's telemetry; prometheus-slurm.yaml)
+            "common": ["munge"] + (["prometheus-node-exporter"] if m.telemetry else []),
             "slurmctld": ["slurmctld", "slurm-client"],
             # the site's database server (options.slurm.accounting.storage_host): slurmdbd only
             "slurmdbd": (["slurmdbd"] if site_db else ["slurmdbd", "mariadb-server", "mariadb-client"])
@@ -151,6 +152,15 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         # standalone runs keep the munge key here, outside the bundle (Pulumi passes its own secret)
         "orchgen_munge_key_file": f"~/.config/orchgen/{m.cluster}/munge.key",
         "orchgen_service_manager": "systemd",
+        # the node exporter (issue 38): on every host when true; its ARGS in /etc/default/prometheus-node-exporter
+        # (empty: Debian's defaults, :9100 and the textfile directory below; add e.g. --web.listen-address=ADDR:9100
+        # to serve one interface only)
+        "orchgen_node_exporter": m.telemetry,
+        "orchgen_node_exporter_args": "",
+        "orchgen_textfile_dir": TEXTFILE_DIR,
+        # the bundle's Slurm exporter (bringup/slurm_metrics.py) on the controllers: releases before 25.11, which
+        # serve no metrics of their own (Debian packages no Slurm exporter for bookworm or trixie)
+        "orchgen_slurm_exporter": m.telemetry and not m.metrics,
         "orchgen_idle_timeout_s": 300,
         # the site's Slurm repository (options.slurm.repository; empty: the OS's archive): bringup/slurm-repo/'s
         # files go to these places on every Slurm host before Slurm is installed (site.yml, tag slurm_repo)

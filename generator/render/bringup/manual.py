@@ -78,6 +78,24 @@ def nccl_tests(gpu_nodes: list[str]) -> dict[str, Any]:
     }
 
 
+# NVIDIA's DCGM exporter on the GPU nodes (prometheus-slurm.yaml's slurm-dcgm-exporter job): DCGM and its exporter
+# come from NVIDIA's CUDA network repository, not Debian's archive ("Install DCGM", "Install DCGM Exporter")
+DCGM_EXPORTER = {
+    "name": "dcgm-exporter",
+    "why": "DCGM and its exporter are not in Debian's or Ubuntu's archive (NVIDIA's CUDA repository ships them, paired "
+           "by version); until it runs, the dashboard's GPU panels are empty and its scrape targets down",
+    "doc": "https://docs.nvidia.com/datacenter/dcgm/latest/installation/install-dcgm-exporter.html",
+    "on": "every GPU node",
+    "steps": [
+        "# NVIDIA's CUDA network repository for this OS (cuda-keyring; https://docs.nvidia.com/datacenter/dcgm/latest/"
+        "installation/install-dcgm.html), then DCGM and its host engine",
+        "apt-get install -y datacenter-gpu-manager-4-core && systemctl --now enable nvidia-dcgm",
+        "# the DCGM exporter release paired with that DCGM, as 'Install DCGM Exporter' gives it (its package from the "
+        "same repository, or its nvcr.io/nvidia/k8s/dcgm-exporter container with --net host), listening on :9400",
+        "curl -s localhost:9400/metrics | grep -m1 DCGM_FI_DEV_GPU_UTIL  # what the dashboard's GPU panels read",
+    ]}
+
+
 K3S_DOC = "https://docs.k3s.io/quick-start"
 RKE2_DOC = "https://docs.rke2.io/install/quickstart"
 
@@ -160,6 +178,7 @@ def not_installed(plan: Plan) -> list[dict[str, Any]]:
     ops = m.ops
     kube = [k] if (k := kube_nodes(plan)) else []
     kube += [d] if (d := site_database(m)) else []
+    kube += [DCGM_EXPORTER] if m.telemetry and m.gpu_nodes else []
     if not ops or ops.containers != "pyxis":
         return kube
     v = ENROOT_VERSION

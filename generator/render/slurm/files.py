@@ -8,7 +8,7 @@ Line-oriented files come from templates/slurm/*.j2 over the model; topology.yaml
 from __future__ import annotations
 
 from ...decide.plan import Plan
-from ...yamlio import dump_yaml
+from ...yamlio import dump_json, dump_yaml
 from ..templating import render_template
 from . import carried
 from .model import RayJob, SlurmModel, model
@@ -32,7 +32,71 @@ def _file(m: SlurmModel, name: str, job: RayJob | None) -> str:
         # key order as built, not sorted: topology.yaml(5) says each entry's `topology` "Must be the first
         # attribute" (and orchgen's own importer holds a file to it)
         return _template("topology.yaml.header.j2", m) + dump_yaml(m.topology.yaml_data(), sort_keys=False).decode()
+    if name == "grafana-slurm.json":
+        return dump_json(dashboard(m)).decode()
     return _template(_TEMPLATES.get(name, f"{name}.j2"), m)
+
+
+def _panel(n: int, title: str, kind: str, exprs: list[tuple[str, str]], description: str, unit: str = "short") -> dict:
+    """One panel of the dashboard, 8 units high, two a row; each says what it reads in its description (JSON has
+    no comments: the description is where a reader finds why)."""
+    return {"id": n + 1, "title": title, "type": kind, "description": description,
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "gridPos": {"h": 8, "w": 12, "x": 12 * (n % 2), "y": 8 * (n // 2)},
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "targets": [{"refId": chr(65 + i), "expr": e, "legendFormat": legend} for i, (e, legend) in enumerate(exprs)]}
+
+
+def dashboard(m: SlurmModel) -> dict:
+    """The Grafana dashboard (schemaVersion 39, Grafana 10/11's) over prometheus-slurm.yaml's jobs: Slurm's state,
+    the checks' NCCL verdict, the hosts (node exporter) and the GPUs (DCGM exporter). Import it in Grafana
+    (Dashboards > New > Import), choosing the Prometheus that scrapes the jobs."""
+    c = f'cluster="{m.cluster}"'
+    panels = [
+        ("Nodes drained", "stat", [(f"max(slurm_nodes_drain{{{c}}})", "drained")],
+         "slurm_nodes_drain: nodes with the DRAIN flag (alert SlurmNodesDrained); sinfo -R says why"),
+        ("GPUs idle while jobs pend, per partition", "timeseries",
+         [(f"max by (partition) (slurm_partition_gpus{{{c}}}) - max by (partition) "
+           f"(slurm_partition_jobs_gpus_alloc{{{c}}})", "{{partition}} idle GPUs"),
+          (f"max by (partition) (slurm_partition_jobs_pending{{{c}}})", "{{partition}} pending jobs")],
+         "slurm_partition_gpus minus slurm_partition_jobs_gpus_alloc beside slurm_partition_jobs_pending "
+         "(alert SlurmGPUsPendingWhileIdle)"),
+        ("NCCL on sockets (last check)", "stat", [(f"max(orchgen_nccl_socket_fallback{{{c}}})", "socket fallback")],
+         "checks/run.py's last NCCL verdict through the node exporter's textfile collector: 1 = NCCL fell back to "
+         "sockets (alert SlurmNCCLOnSockets)"),
+        ("Production checks (last run)", "stat", [(f"min by (check) (orchgen_check_ok{{{c}}})", "{{check}}")],
+         "orchgen_check_ok: 1 passed, 0 failed, per check of checks/run.py's last run on a controller"),
+        ("CPU busy per host", "timeseries",
+         [(f'1 - avg by (instance) (rate(node_cpu_seconds_total{{{c}, mode="idle"}}[5m]))', "{{instance}}")],
+         "node exporter: the share of CPU time not idle over 5 m", "percentunit"),
+        ("Memory available per host", "timeseries",
+         [(f"node_memory_MemAvailable_bytes{{{c}}}", "{{instance}}")],
+         "node exporter: MemAvailable (what jobs can still get)", "bytes"),
+        ("GPU utilization", "timeseries",
+         [(f"avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL{{{c}}})", "{{Hostname}}")],
+         "DCGM exporter: DCGM_FI_DEV_GPU_UTIL averaged over each node's GPUs (empty until it runs on the GPU nodes)",
+         "percent"),
+        ("GPU XID errors", "timeseries", [(f"max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS{{{c}}})",
+                                           "{{Hostname}} GPU {{gpu}}")],
+         "DCGM exporter: the last XID error of each GPU (NHC's gpu-health.sh drains on the fatal ones)"),
+    ]
+    return {
+        "title": f"Slurm {m.cluster}",
+        # JSON has no comments: the settings a site tunes say why here (Grafana shows it under the title)
+        "description": f"Written by orchgen plan for cluster {m.cluster}: Slurm's state, the production checks' "
+                       "verdicts, the hosts (node exporter) and the GPUs (DCGM exporter), as slurm/prometheus-slurm.yaml "
+                       "scrapes them. refresh 1m: Slurm's metrics change once a minute (the bundle's exporter's timer, "
+                       "the slurmctld scrape jobs' 60 s); time 6h: a day shift's drains and pending queues at a glance.",
+        "uid": f"orchgen-slurm-{m.cluster}"[:40],  # Grafana's uid limit: 40 characters
+        "tags": ["orchgen", "slurm"],
+        "schemaVersion": 39,
+        "editable": True,
+        "time": {"from": "now-6h", "to": "now"},
+        "refresh": "1m",  # the Slurm scrape jobs' 60 s: a faster refresh shows nothing new
+        "templating": {"list": [{"name": "datasource", "label": "Prometheus", "type": "datasource",
+                                 "query": "prometheus", "current": {}, "hide": 0}]},
+        "panels": [_panel(i, *p) for i, p in enumerate(panels)],
+    }
 
 
 # Files whose template is not named after them (templates/slurm holds no subdirectories).

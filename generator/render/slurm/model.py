@@ -73,7 +73,12 @@ STORAGE_PASS_SCRIPT_SINCE = (25, 11)
 # slurmctld's own metrics (MetricsType=metrics/openmetrics): "Slurm 25.11 introduced" them (Metrics Guide,
 # https://slurm.schedmd.com/metrics.html); older releases need an exporter of their own
 METRICS_SINCE = (25, 11)
-METRICS_FILES = ["prometheus-slurm.yaml", "prometheus-slurm-rules.yaml"]
+# The Slurm plane's Prometheus files (every bare-metal plane): the scrape jobs (node exporter on every host,
+# DCGM exporter on GPU nodes, Slurm's metrics), the alerts, and a Grafana dashboard over them
+METRICS_FILES = ["prometheus-slurm.yaml", "prometheus-slurm-rules.yaml", "grafana-slurm.json"]
+# Debian's prometheus-node-exporter reads *.prom files here (its build's --collector.textfile.directory
+# default, `prometheus-node-exporter --help`; the package ships the directory)
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 STORAGE_PASS_FILE = "/etc/slurm/slurmdbd-storage-pass.conf"
 STORAGE_PASS_SCRIPT = "/etc/slurm/slurmdbd-storage-pass.sh"
 
@@ -523,12 +528,30 @@ class SlurmModel:
         if self.accounting:
             out += ["slurmdbd.conf", "mariadb-slurm.cnf", "accounts.sh"]
         out += [j.file for j in self.ray_jobs]
-        return out + (self.ops.files if self.ops else []) + (METRICS_FILES if self.metrics else [])
+        return out + (self.ops.files if self.ops else []) + (METRICS_FILES if self.telemetry else [])
 
     @property
     def metrics(self) -> bool:
-        """slurmctld serves OpenMetrics (25.11+) on a bare-metal plane: MetricsType, the scrape jobs and alerts."""
+        """slurmctld serves OpenMetrics (25.11+) on a bare-metal plane: MetricsType and its scrape jobs."""
         return self.ops is not None and tuple(int(x) for x in self.version.split(".")) >= METRICS_SINCE
+
+    @property
+    def telemetry(self) -> bool:
+        """A bare-metal plane with options.slurm.telemetry (issue 38): node exporter on every host, the scrape jobs,
+        alerts and dashboard; Slurm's metrics from slurmctld itself (`metrics`, 25.11+) or from the bundle's exporter
+        (bringup/slurm_metrics.py) before."""
+        return self.ops is not None and self.ops.telemetry
+
+    @property
+    def hosts(self) -> list[str]:
+        """Every Slurm host once: controllers, the slurmdbd host, then the nodes (the node exporter's targets)."""
+        out = list(self.controllers) + [self.accounting_host] * self.accounting
+        out += [n for g in self.groups for n in g.nodes]
+        return list(dict.fromkeys(h for h in out if h != PLACEHOLDER_CONTROLLER))
+
+    @property
+    def gpu_nodes(self) -> list[str]:
+        return [n for g in self.groups if g.gres for n in g.nodes]
 
     def outside(self, topo: BlockTopology) -> list[str]:
         """Pools whose nodes a block topology leaves out (Slurm logs "Blocks lack access")."""

@@ -148,6 +148,7 @@ class Ops:
     hygiene: bool = False  # options.slurm.job_hygiene: prolog.d/ and epilog.d/ (Prolog=, Epilog= globs)
     site_prolog: bool = False  # the site gives its own Prolog= (options.slurm.prolog), which replaces ours
     site_epilog: bool = False
+    telemetry: bool = True  # options.slurm.telemetry: node exporter, Slurm's metrics, Prometheus files (issue 38)
     etc: str = ETC
     nhc_program: str = NHC_PROGRAM
     pyxis_plugin: str = PYXIS_PLUGIN
@@ -210,7 +211,7 @@ def operations(plan: Plan, groups) -> Ops:
                o.unkillable_step_timeout, imex, plan.slurm_controllers,
                o.state_save_location or DEFAULT_STATE_SAVE, o.state_save_location is not None, SLURMCTLD_TIMEOUT,
                fabric, nccl_settings(plan, groups) if o.nccl else (), version < PMIX_AUTO_MIN, o.admin_group,
-               o.job_hygiene, bool(o.prolog), bool(o.epilog))
+               o.job_hygiene, bool(o.prolog), bool(o.epilog), o.telemetry)
 
 
 def exact_hcas(groups) -> tuple[str, ...] | None:

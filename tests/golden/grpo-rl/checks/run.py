@@ -409,8 +409,8 @@ def judge_nccl(log: str, transport: str, floor: float) -> dict:
     """The verdict on one all_reduce_perf run's output (stdout and NCCL_DEBUG=INFO lines together)."""
     problems = []
     via = set(re.findall(r"\bvia (NET/[A-Za-z]+)", log))
-    if "NET/Socket" in via and transport != "NET/Socket" or re.search(r"NCCL INFO Using network Socket", log) \
-            and transport != "NET/Socket":
+    sockets = transport != "NET/Socket" and ("NET/Socket" in via or bool(re.search(r"NCCL INFO Using network Socket", log)))
+    if sockets:
         problems.append("NCCL fell back to sockets (via NET/Socket / Using network Socket)")
     if transport not in via:
         problems.append(f"no inter-node channel via {transport} (saw {sorted(via) or 'none'}; is NCCL_DEBUG=INFO set?)")
@@ -428,7 +428,7 @@ def judge_nccl(log: str, transport: str, floor: float) -> dict:
         if busbw < floor:
             problems.append(f"peak busbw {busbw} GB/s below the {floor} GB/s floor")
     return {"ok": not problems, "detail": problems or f"via {transport}, peak busbw {busbw} GB/s >= {floor}",
-            "busbw_gbps": busbw}
+            "busbw_gbps": busbw, "socket_fallback": sockets}
 
 
 def check_nccl(cfg: dict, log_file: str | None, binary: str | None = None,
@@ -648,6 +648,26 @@ KUBE_CHECKS = ("gang", "kube-nccl")
 CHECKS = SLURM_CHECKS + KUBE_CHECKS
 
 
+def write_textfile(path: str, results: dict) -> None:
+    """The results as Prometheus text (a skipped check is left out): orchgen_check_ok per check, and NCCL's socket
+    fallback where the NCCL check ran (NCCL exports no metric of its transport: this verdict is what the bundle's
+    SlurmNCCLOnSockets alert reads). Written beside, then renamed, so the node exporter never reads half a file."""
+    lines = ["# HELP orchgen_check_ok The production check passed (1) or failed (0) on its last run.",
+             "# TYPE orchgen_check_ok gauge"]
+    lines += [f'orchgen_check_ok{{check="{n}"}} {int(bool(r["ok"]))}' for n, r in sorted(results.items())
+              if r["ok"] is not None]
+    if "socket_fallback" in results.get("nccl", {}):
+        lines += ["# HELP orchgen_nccl_socket_fallback NCCL fell back to sockets where the plan wired RDMA (last check).",
+                  "# TYPE orchgen_nccl_socket_fallback gauge",
+                  f"orchgen_nccl_socket_fallback {int(results['nccl']['socket_fallback'])}"]
+    lines += ["# HELP orchgen_checks_timestamp_seconds When the checks last ran.",
+              "# TYPE orchgen_checks_timestamp_seconds gauge", f"orchgen_checks_timestamp_seconds {int(time.time())}"]
+    tmp = f"{path}.tmp"
+    Path(tmp).write_text("\n".join(lines) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
 def _on_signal(signum, frame):  # SIGTERM: leave through main's finally (scancel), as SIGINT does
     raise SystemExit(128 + signum)
 
@@ -672,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the kubeconfig context of the gang check (default: the current one)")
     ap.add_argument("--gang-timeout", type=float, help="seconds to wait for the gang (default: checks.json's)")
     ap.add_argument("--kube-nccl-log", help="judge these recorded logs of the Kubernetes NCCL run instead of one")
+    ap.add_argument("--textfile", help="also write the results as Prometheus text to this file (the node exporter's "
+                                       "textfile directory: the bundle's alerts read it)")
     args = ap.parse_args(argv)
     cfg = json.loads(Path(args.config).read_text())
     # the plan's checks: Slurm's where checks.json has Slurm nodes, the gang where it has a Kubernetes plane
@@ -714,6 +736,8 @@ def main(argv: list[str] | None = None) -> int:
         if name in mine:
             results[name] = {"ok": None, "detail": "skipped (--skip)"}
     print(json.dumps(results, indent=1, sort_keys=True))
+    if args.textfile:
+        write_textfile(args.textfile, results)
     failed = [r for r in results.values() if r["ok"] is False]
     if failed and all(r.get("status") == "NOT INSTALLED" for r in failed):
         return NOT_INSTALLED_EXIT

@@ -95,8 +95,9 @@ def files_of(root: Path) -> dict[str, str]:
 
 
 def installed(bundle: Path = HERE.parent) -> set[str]:
-    """The files of slurm/ that `bundle` installs on hosts (its bringup/vars.yaml's orchgen_files)."""
-    return {f["src"] for f in bundle_vars(bundle)["orchgen_files"] if isinstance(f, dict) and "src" in f}
+    """The files of slurm/ that `bundle` installs on hosts (its bringup/vars.yaml's orchgen_files with a role in `on`;
+    one with none, the Prometheus files, is the site's monitoring host's: no host runs it, nothing to apply)."""
+    return {f["src"] for f in bundle_vars(bundle)["orchgen_files"] if isinstance(f, dict) and "src" in f and f.get("on")}
 
 
 def running_files(hosts: str) -> dict[str, str] | None:
