@@ -64,25 +64,53 @@ def orchgen_apply(out: str) -> dict:
 def test_each_action_maps_to_its_step(bundle, tmp_path, action, expected):
     out = apply(bundle, tmp_path, [change(action)])
     assert out.returncode == 0, out.stderr
-    assert orchgen_apply(out.stdout) == {"resume": [], **expected}
+    assert orchgen_apply(out.stdout) == {"resume": [], "stop_slurmd": [], **expected}
     assert f"apply: slurm.conf: k: 'a' -> 'b': {action} (why {action})" in out.stdout
 
 
 def test_node_lists_are_kept(bundle, tmp_path):
     out = apply(bundle, tmp_path, [change("drain_restart", ["gpu02"]), change("reconfigure", key="x")])
     assert orchgen_apply(out.stdout) == {"drain": ["gpu02"], "reconfigure": True, "restart_slurmctld": True,
-                                         "restart_slurmd": ["gpu02"], "resume": ["gpu02"]}
+                                         "restart_slurmd": ["gpu02"], "resume": ["gpu02"], "stop_slurmd": []}
     assert "drain_restart on gpu02" in out.stdout
 
 
 def test_a_removed_node_is_drained_and_not_resumed(bundle, tmp_path):
     """A node the re-plan removes (not in this bundle's slurm.conf) is drained while slurmctld still knows it,
-    never resumed or restarted (it no longer exists for slurmctld), and the log says to stop its slurmd."""
+    never resumed or restarted (it no longer exists for slurmctld); its slurmd is stopped (site.yml's play
+    "Nodes the re-plan removed", on the hosts of `stop_slurmd`), and the log says so."""
     out = apply(bundle, tmp_path, [change("drain_restart", ["gpu07"])])
     assert out.returncode == 0, out.stderr
     assert orchgen_apply(out.stdout) == {"drain": ["gpu07"], "reconfigure": False, "restart_slurmctld": True,
-                                         "restart_slurmd": [], "resume": []}
+                                         "restart_slurmd": [], "resume": [], "stop_slurmd": ["gpu07"]}
     assert "apply: gpu07: removed by the re-plan" in out.stdout
+
+
+@pytest.mark.parametrize("part,expected", [
+    # a per-host step of `pulumi up`: installs, drains, restarts; what needs every host's new files waits
+    ("hosts", {"drain": ["gpu02", "gpu07"], "reconfigure": False, "restart_slurmctld": True,
+               "restart_slurmd": ["gpu02"], "resume": [], "stop_slurmd": []}),
+    # the last step, after every host's: the reconfigure (every slurmd reads its new files), the resumes, and the
+    # removed node's slurmd stopped
+    ("finish", {"drain": [], "reconfigure": True, "restart_slurmctld": False, "restart_slurmd": [],
+                "resume": ["gpu02"], "stop_slurmd": ["gpu07"]}),
+])
+def test_a_decision_is_split_between_the_steps(bundle, tmp_path, part, expected):
+    """ORCHGEN_APPLY_PLAN (the `impact` step's --dry-run) run by one step of the Pulumi program: the playbook gets
+    that part of the decision (an `ansible-playbook` on PATH that prints its arguments stands in for Ansible)."""
+    decided = apply(bundle, tmp_path, [change("drain_restart", ["gpu07"]), change("drain_restart", ["gpu02"]),
+                                       change("reconfigure", key="x")]).stdout
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ansible-playbook").write_text("#!/bin/sh\nfor a; do printf '%s\\n' \"$a\"; done\n")
+    (fake / "ansible-playbook").chmod(0o755)
+    env = {**ANSIBLE_APART, "PATH": f"{fake}:{ANSIBLE_APART['PATH']}", "ORCHGEN_APPLY_PLAN": decided,
+           "ORCHGEN_APPLY_PART": part}
+    out = subprocess.run([*STDLIB_ONLY, str(bundle / "bringup/apply.py"), "hosts.yaml", "--limit", "ctl1"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    args = out.stdout.splitlines()
+    assert json.loads(args[args.index("-e") + 1])["orchgen_apply"] == expected
 
 
 def test_impossible_is_refused_before_anything_runs(bundle, tmp_path):

@@ -361,9 +361,13 @@ def _slurm_conf(old: str, new: str, release: str) -> list[SlurmChange]:
         row = rule(f, "node:removed", release)
         out.append(_change(f, "NodeName", _compress(removed), None, row, tuple(removed),
                            f"node(s) removed: {_compress(removed)}"))
-        if _rel(release) < (24, 11):  # every remaining slurmd must learn the node list
-            out.append(_change(f, "NodeName", _compress(removed), None, rule(f, "node:added", release),
-                               tuple(b.nodes), "the other nodes' slurmd must know the new node list"))
+        # every remaining slurmd must learn the node list too: restarted up to 24.05, reconfigured from 24.11
+        # (slurm.conf(5) 24.11, NODE CONFIGURATION: "restarting or reconfiguring all slurmctld and slurmd
+        # daemons"); slurmctld's restart for the removal does not make the slurmds re-read slurm.conf
+        row = rule(f, "node:added", release)
+        out.append(_change(f, "NodeName", _compress(removed), None, row,
+                           tuple(b.nodes) if row.action == "restart_slurmd" else (),
+                           "the other nodes' slurmd must know the new node list"))
     hw: dict[tuple[str, str, str], list[str]] = {}
     other: dict[tuple[str, str, str], list[str]] = {}
     for node in sorted(a.nodes.keys() & b.nodes.keys()):

@@ -45,6 +45,10 @@ esac
 """
 
 
+# A command for Hosts.ssh: exit 0 when a slurmd process runs on the host (its own PID namespace: its own /proc),
+# 1 when none does (a minbase root has no pgrep)
+SLURMD_RUNS = "for c in /proc/[0-9]*/comm; do [ \"$(cat $c 2>/dev/null)\" = slurmd ] && exit 0; done; exit 1"
+
 @dataclass
 class Host:
     name: str

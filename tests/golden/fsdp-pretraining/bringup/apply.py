@@ -15,7 +15,7 @@ generator/impact/slurm.py, shipped in the bundle: this file needs only the Pytho
 Ansible, whose PyYAML reads vars.yaml) gives its action for the plan's Slurm release. Actions, least to most disruptive: none; sacctmgr
 (accounts.sh, which the playbook runs every time); reconfigure (`scontrol reconfigure`); restart_slurmctld;
 restart_slurmd (the nodes listed, or every node); drain_restart (drain the nodes, wait for their jobs,
-restart their slurmd, resume the ones still in the plan); impossible (refused: exit 2, nothing done). Each
+restart their slurmd, resume the ones still in the plan, stop and disable slurmd on those it removed); impossible (refused: exit 2, nothing done). Each
 change is logged with its action, then site.yml runs once with `orchgen_apply`, which also installs the
 new files and brings up hosts the re-plan added.
 """
@@ -135,7 +135,8 @@ def load_changes(args: argparse.Namespace, hosts: str) -> list[dict] | None:
 def plan_actions(changes: list[dict], all_nodes: list[str]) -> tuple[dict, list[str]]:
     """The playbook's `orchgen_apply` for these changes, and one log line per change. `all_nodes`: the nodes
     of this bundle; a drained node that is not among them (the re-plan removed it) is not resumed."""
-    apply = {"restart_slurmctld": False, "restart_slurmd": [], "drain": [], "reconfigure": False, "resume": []}
+    apply = {"restart_slurmctld": False, "restart_slurmd": [], "drain": [], "reconfigure": False, "resume": [],
+             "stop_slurmd": []}
     log = []
     for c in changes:
         action = c["action"]
@@ -158,10 +159,13 @@ def plan_actions(changes: list[dict], all_nodes: list[str]) -> tuple[dict, list[
     apply["restart_slurmd"] = sorted(set(apply["restart_slurmd"]) & set(all_nodes))
     apply["drain"] = sorted(set(apply["drain"]))
     apply["resume"] = [n for n in apply["drain"] if n in all_nodes]
-    for gone in sorted(set(apply["drain"]) - set(all_nodes)):
+    # a node the re-plan removed: its slurmd is stopped and disabled on the host (site.yml's play "Nodes the
+    # re-plan removed"), where the operator's inventory still names it; it is never resumed
+    apply["stop_slurmd"] = sorted(set(apply["drain"]) - set(all_nodes))
+    for gone in apply["stop_slurmd"]:
         log.append(f"apply: {gone}: removed by the re-plan: drained (its jobs end first), then slurmctld restarts "
-                   f"without it; its slurmd is no longer in this bundle's inventory: stop it on the host "
-                   f"(systemctl disable --now slurmd)")
+                   f"without it, then its slurmd is stopped and disabled (keep {gone} in your hosts.yaml, or "
+                   f"orchgen:hosts, for this run; without its address: systemctl disable --now slurmd there)")
     return apply, log
 
 
@@ -174,17 +178,22 @@ def run_decided(decided: str, hosts: str, rest: list[str]) -> int:
     """site.yml with the actions a `--dry-run` of this file printed before (ORCHGEN_APPLY_PLAN: its output).
     The Pulumi program decides once, before its first step changes a host, and runs every per-host step with
     that decision: read afterwards, the controller's files would already be the new ones. ORCHGEN_APPLY_PART:
-    `hosts` (a per-host step: drained nodes stay drained) or `finish` (after them all: only the resumes)."""
+    `hosts` (a per-host step: installs the files, drains, restarts; drained nodes stay drained) or `finish`
+    (after them all: `scontrol reconfigure` once every host has the new files, the resumes, and the slurmd of
+    nodes the re-plan removed stopped). A reconfigure in the controller's step would run before the nodes' steps
+    install their files: the slurmds would re-read the old ones (a node added unknown to them)."""
     lines = [ln for ln in decided.splitlines() if ln.startswith("apply: orchgen_apply=")]
     if not lines and "a first bring-up" not in decided:
         print("apply: ORCHGEN_APPLY_PLAN holds no decision of `apply.py --dry-run`", file=sys.stderr)
         return 2
     apply = json.loads(lines[-1].split("=", 1)[1]) if lines else None
     part = os.environ.get("ORCHGEN_APPLY_PART", "all")
-    if apply is not None and part == "hosts":  # a per-host step: everything but bringing drained nodes back
-        apply = {**apply, "resume": []}
-    elif apply is not None and part == "finish":  # the last step, after every host's: only the drained nodes back
-        apply = {**{k: ([] if isinstance(v, list) else False) for k, v in apply.items()}, "resume": apply["resume"]}
+    last = ("reconfigure", "resume", "stop_slurmd")  # what waits until every host's step is done
+    if apply is not None and part == "hosts":  # a per-host step: everything but the last part
+        apply = {**apply, "reconfigure": False, "resume": [], "stop_slurmd": []}
+    elif apply is not None and part == "finish":  # the last step, after every host's: only the last part
+        apply = {**{k: ([] if isinstance(v, list) else False) for k, v in apply.items()},
+                 **{k: apply.get(k, [] if k != "reconfigure" else False) for k in last}}
     extra = ["-e", json.dumps({"orchgen_apply": apply})] if apply is not None else []
     env = {**os.environ, "ANSIBLE_CONFIG": str(HERE / "ansible.cfg")}
     cmd = ["ansible-playbook", "-i", str(HERE / "inventory.yaml"), "-i", hosts, str(HERE / "site.yml"), *extra, *rest]
