@@ -256,12 +256,23 @@ def _telemetry(hosts: Hosts, bundle: Path) -> None:
 
     # SlurmGPUsPendingWhileIdle's inputs from a real queue: one GPU of gpu01 taken, a job for 2 GPUs on each of two
     # nodes pending, so 3 GPUs idle while it waits (the exporter run again, as its timer does)
-    jobs = [hosts.ssh("ctl1", f"sbatch --parsable {a} -t 5 -D /tmp -o /dev/null --wrap 'sleep 300'").stdout.strip()
-            for a in ("-N1 -w gpu01 --gres=gpu:1", "-N2 --gres=gpu:2")]
-    for _ in range(100):
+    # one after the other: the 1-GPU job running first (submitted together, the scheduler may start the 2-node job
+    # first when gpu01's allocation is a pass late), then the 2-node job pending on Resources
+    def submit(args: str) -> str:
+        return hosts.ssh("ctl1", f"sbatch --parsable {args} -t 5 -D /tmp -o /dev/null --wrap 'sleep 300'").stdout.strip()
+
+    jobs = [submit("-N1 -w gpu01 --gres=gpu:1")]
+    for _ in range(150):
         if _running(hosts, jobs[0]):
             break
         time.sleep(0.2)
+    assert _running(hosts, jobs[0]), hosts.ssh("ctl1", f"squeue -j {jobs[0]}").stdout
+    jobs.append(submit("-N2 --gres=gpu:2"))
+    for _ in range(150):
+        if hosts.ssh("ctl1", f"squeue -h -j {jobs[1]} -o '%T %r'").stdout.split() == ["PENDING", "Resources"]:
+            break
+        time.sleep(0.2)
+    assert hosts.ssh("ctl1", f"squeue -h -j {jobs[1]} -o '%T %r'").stdout.split() == ["PENDING", "Resources"]
     hosts.ssh("ctl1", "/usr/local/sbin/orchgen-slurm-metrics")
     ctl = scraped("ctl1")
     hosts.ssh("ctl1", f"scancel {' '.join(jobs)}")
