@@ -361,6 +361,27 @@ def test_compute_domains_before_kubernetes_1_34_warn():
     assert w.field == "options.kubernetes_version" and "1.34.2" in w.message and "gb" in w.message
 
 
+def test_no_compute_domains_where_a_pod_cannot_claim_a_template():
+    """Below 1.31 a pod has no resourceClaims[].resourceClaimTemplateName: no ComputeDomain, claim or clique level
+    is written (the bundle would not apply; test_hostile's random fleets found it), and the warning says the jobs
+    use the RDMA fabric there."""
+    from generator.render import render
+    from tests.support import plan_of
+
+    for version, domains in (("1.30", False), ("1.31", True)):
+        p = plan_of(nvl_doc(kubernetes_version=version))
+        (w,) = p.warnings
+        assert w.field == "options.kubernetes_version" and "1.34.2" in w.message, w.message
+        assert bool(p.platform.compute_domains) is domains, version
+        assert ("RDMA fabric, not NVLink" in w.message) is not domains, w.message
+        files = {k: v.decode() if isinstance(v, bytes) else v for k, v in render(p).items()}
+        kinds = {o.get("kind") for k, v in files.items() if k.startswith("kubernetes/") and k.endswith(".yaml")
+                 for o in yaml.safe_load_all(v) if isinstance(o, dict)}
+        assert ("ComputeDomain" in kinds) is domains, (version, kinds)
+        assert any("resourceClaimTemplateName" in v for v in files.values()) is domains, version
+        assert ("kubernetes/helm/dra-driver-nvidia-gpu.values.yaml" in files) is domains, version
+
+
 def test_rails_without_netdevs_warn_what_kubernetes_guesses(tmp_path, orchgen):
     # a GB200 tray's four compute HCAs are in the catalog, their netdev names are not (gb200-nvl72's source)
     trays = {"platform": "gb200-nvl72", "nodes": 18, "hostnames": "gb-[01-18]"}  # one NVLink domain

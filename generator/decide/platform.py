@@ -146,6 +146,9 @@ def decide(fleet: Fleet, kube: Plane | None, placed: list[WorkloadDecision], fab
 # claim templates and DeviceClasses only as resource.k8s.io/v1 (pkg/dra/claims.go), which Kubernetes
 # serves from 1.34.
 COMPUTE_DOMAIN_MIN_KUBERNETES = (1, 34)
+# A pod's spec.resourceClaims[].resourceClaimTemplateName, the field a ComputeDomain job claims its channel with, is
+# 1.31's (KEP-4381 moved it out of the removed `source`); below that no claim is written at all
+POD_CLAIM_MIN_KUBERNETES = (1, 31)
 
 
 def _compute_domains(fleet: Fleet, kube: Plane, fab: fabric_mod.FabricModel, gpu_stack: str,
@@ -160,11 +163,24 @@ def _compute_domains(fleet: Fleet, kube: Plane, fab: fabric_mod.FabricModel, gpu
         reasons.append(f"NVLink domains of {', '.join(pools)} on Kubernetes: no ComputeDomains, since "
                        "the nodes are the provider's (its own NVLink and IMEX set-up applies)")
         return ()
+    version = tuple(int(n) for n in fleet.options.kubernetes_version.split(".")[:2])
+    if version < POD_CLAIM_MIN_KUBERNETES:
+        # no ComputeDomain, claim or DRA driver release where the plane's API has no pod field to claim with: the
+        # bundle would not apply (orchgen validate refuses it against that version's schema)
+        reasons.append(f"NVLink domains of {', '.join(pools)} on Kubernetes {fleet.options.kubernetes_version}: no "
+                       "ComputeDomains (they need 1.34.2 or later), so multi-node jobs there reach each other over "
+                       "the RDMA fabric, not NVLink")
+        warnings.append(Warning_(
+            f"ComputeDomains (the NVIDIA DRA driver, multi-node NVLink on {', '.join(pools)}) need Kubernetes "
+            f"1.34.2 or later (the driver's prerequisites): on {fleet.options.kubernetes_version} the bundle has "
+            "none (a pod cannot claim a template there), and multi-node jobs there use the RDMA fabric, not NVLink; "
+            "set options.kubernetes_version to 1.34 or later for them",
+            "options.kubernetes_version"))
+        return ()
     reasons.append(
         f"{', '.join(pools)}: multi-node NVLink domains on Kubernetes, so the NVIDIA DRA driver (ComputeDomains) is "
         f"installed, each multi-node job there gets a ComputeDomain and claims its IMEX channel, and Kueue "
         f"places a job inside one NVLink clique ({fabric_mod.LABEL_CLIQUE}, set by the GPU Operator's GFD)")
-    version = tuple(int(n) for n in fleet.options.kubernetes_version.split(".")[:2])
     if version < COMPUTE_DOMAIN_MIN_KUBERNETES:
         warnings.append(Warning_(
             f"ComputeDomains (the NVIDIA DRA driver, multi-node NVLink on {', '.join(pools)}) need Kubernetes "
