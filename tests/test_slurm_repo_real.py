@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -221,15 +222,20 @@ def test_a_plan_without_bare_metal_slurm_says_the_repository_is_unused():
 
 @pytest.mark.slurm
 @pytest.mark.chroot
-def test_bare_host_gets_slurm_from_the_site_repository(site_repo, bundle, tmp_path):
+def test_bare_host_gets_slurm_from_the_site_repository(site_repo, bundle, tmp_path, request):
     require(os.geteuid() == 0, "needs root (overlay mounts, namespaces)")
     require(shutil.which("debootstrap"), "debootstrap not installed (scripts/test.sh installs it)")
     require(shutil.which("ssh"), "openssh-client not installed")
     require((VENV_BIN / "ansible-playbook").exists(), "ansible-core not installed (pip install -e '.[test]')")
+    control_dir = tempfile.mkdtemp(prefix="orchgen-cp-", dir="/tmp")
+    request.addfinalizer(lambda: shutil.rmtree(control_dir, ignore_errors=True))
     env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "ANSIBLE_NOCOLOR": "1", "HOME": str(tmp_path),
            "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"), "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
            # the repository's tasks read no facts: skip gathering them (the test's time, not the product's path)
-           "ANSIBLE_GATHERING": "explicit"}
+           "ANSIBLE_GATHERING": "explicit",
+           # ssh's ControlPath is a Unix socket (at most 107 bytes): under an xdist worker's tmp_path it is too long
+           # ("too long for Unix domain socket", CI's popen-gwN); a short folder, as bringupharness.run.Site uses
+           "ANSIBLE_SSH_CONTROL_PATH_DIR": control_dir}
     with Hosts(SUITE, tmp_path / "hosts", next_octet=230) as hosts:
         hosts.boot(hosts.add("gpu01"))
         # Python for Ansible's modules, as site.yml's first play installs it on a bare host (not tagged slurm_repo)
