@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import OrchgenError
-from .signals import held
+from .signals import Stopped, held
 
 MARKER = ".orchgen-bundle"
 MARKER_TEXT = b"This directory is written by `orchgen plan`; edits here are replaced on the next run.\n"
@@ -227,9 +227,24 @@ def write(files: Files, target: Path, force: bool = False, fleet: str | None = N
     try:
         return _write(files, _resolve(Path(target)), force, shown, fleet, inputs)
     except OSError as exc:
+        stop = _signal_behind(exc)
+        if stop is not None:  # a cleanup cut short by the signal (EBADF from a half-closed walk): the signal says it
+            raise stop from None
         name = str(exc.filename or "")
         where = f" ({name})" if name and name != shown and ".orchgen-" not in name else ""
         raise OrchgenError(f"cannot write the bundle: {exc.strerror or exc}{where}", shown) from None
+
+
+def _signal_behind(exc: BaseException) -> Stopped | None:
+    """The trapped signal an error was raised while unwinding from, if any (its __context__ chain)."""
+    seen: set[int] = set()
+    at: BaseException | None = exc.__context__
+    while at is not None and id(at) not in seen:
+        if isinstance(at, Stopped):
+            return at
+        seen.add(id(at))
+        at = at.__context__
+    return None
 
 
 def _few(paths: list[str]) -> str:
