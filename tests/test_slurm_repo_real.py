@@ -168,6 +168,8 @@ BAD = [  # (repository fields over a good one, what the one line says)
     ({"key": "notakey.asc"}, "is not one ASCII-armored OpenPGP public key"),
     ({"key": "missing.asc"}, "cannot read"),
     ({"url": "https://user:pw@mirror.example/slurm"}, "credential"),
+    # apt's own place for a repository's login, not the Kubernetes Secret a serving credential goes to
+    ({"url": "https://user:pw@mirror.example/slurm"}, "/etc/apt/auth.conf.d/"),
     ({"url": "ftp://mirror.example/slurm"}, "http:// or https://"),
     ({"suite": "bookworm main"}, "an apt suite or component"),
 ]

@@ -283,11 +283,16 @@ def _refuse_secrets(src: _Source, data: Any, path: Path_ = ()) -> None:
     elif isinstance(data, str):
         what = secret_in(data)
         if what:
+            if tuple(path[:3]) == ("options", "slurm", "repository"):  # apt's own place for a repository's login
+                where = ("remove it here and give apt the login on each host in /etc/apt/auth.conf.d/ (apt_auth.conf(5): "
+                         "machine HOST login USER password PASSWORD, mode 0600), which the bundle never holds")
+            else:
+                where = ("remove it here and create a Kubernetes Secret in the tenant's namespace (kubectl create secret "
+                         "generic NAME --from-literal=HF_TOKEN=...), then name it in serving.secret (a private "
+                         "registry's: serving.image_pull_secret), or pass it as a Pulumi secret (pulumi config set "
+                         "--secret)")
             raise src.error(f"holds what looks like a credential ({what}); a bundle is committed, so orchgen never "
-                            "writes one: remove it here and create a Kubernetes Secret in the tenant's namespace "
-                            "(kubectl create secret generic NAME --from-literal=HF_TOKEN=...), then name it in "
-                            "serving.secret (a private registry's: serving.image_pull_secret), or pass it as a "
-                            "Pulumi secret (pulumi config set --secret)", path)
+                            f"writes one: {where}", path)
 
 
 def _loc(err: dict[str, Any]) -> Path_:
