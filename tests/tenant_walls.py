@@ -24,8 +24,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
 
+from tests._consumers import load_all as _load_all
 from tests._consumers import require
 from tests.kubeenv.cluster import netpol_binary
 
@@ -37,7 +37,7 @@ PROBE_PORTS = (8265, 10001, 6379, 29500, 8000)
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d] if path.is_file() else []
+    return [d for d in _load_all(path.read_text()) if d] if path.is_file() else []
 
 
 def _templates(obj: Any) -> Iterator[dict[str, Any]]:
@@ -81,7 +81,7 @@ def check(kube, bundle: Path) -> dict[str, int]:
     # --- NetworkPolicy: as stored by the API server, with the namespaces' real labels
     written = _docs(man / "05-network-policies.yaml")
     assert {o["metadata"]["namespace"] for o in written} == set(tenants), "a tenant namespace without policies"
-    policies = [kube.get("networkpolicy", o["metadata"]["name"], "-n", o["metadata"]["namespace"]) for o in written]
+    policies = [kube.read(o) for o in written]
     ns_labels = {n["metadata"]["name"]: n["metadata"].get("labels", {}) for n in kube.get("namespaces")["items"]}
     served: dict[str, list[tuple[dict[str, str], int]]] = {ns: [] for ns in tenants}
     pods: dict[str, list[dict[str, str]]] = {ns: [{}] for ns in tenants}

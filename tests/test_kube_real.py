@@ -17,7 +17,6 @@ import yaml
 from tests import tenant_walls
 from tests.kubeenv import admission, bundle as kb
 from tests.kubeenv.fixture import kube, kube_factory  # noqa: F401
-from tests._consumers import require
 from tests.support import orchgen_argv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -104,13 +103,8 @@ def test_example_applies(example: Path, tmp_path: Path, kube_factory) -> None:
         admission.wait_admitted_and_placed(kube, units, example)
     # every object of the manifests and the starters is stored as written
     for o in kb.prerequisites(out) + kb.manifests(kube, out) + kb.operator_resources(out) + kb.workloads(out):
-        md = o["metadata"]
-        args = [o["kind"] + "." + o["apiVersion"].split("/")[0] if "/" in o["apiVersion"] else o["kind"],
-                md["name"]]
-        if md.get("namespace"):
-            args += ["-n", md["namespace"]]
-        got = kube.get(*args)
-        assert got["metadata"]["name"] == md["name"]
+        got = kube.read(o)
+        assert got["metadata"]["name"] == o["metadata"]["name"] and got["kind"] == o["kind"], (o["kind"], got)
     # the nodes node-labels.sh gave the Kubernetes plane carry its label, the Slurm side its taint
     nodes = kube.get("nodes")["items"]
     assert nodes, "no node joined"
@@ -515,7 +509,7 @@ def test_replan_applies_as_updates_and_deletes(rid, before, after, tmp_path: Pat
             continue
         kube.kubectl("delete", *_kubectl_name(o), "--wait=true", "--timeout=120s", timeout=150)
     for o in new_objs:  # everything the new bundle has is there, as the new bundle says
-        got = kube.get(*_kubectl_name(o))
+        got = kube.read(o)
         assert got["metadata"]["name"] == o["metadata"]["name"]
         for field in FROZEN.get(o["kind"], ()):
             assert got["spec"].get(field) == o["spec"].get(field), (rid, o["kind"], field)

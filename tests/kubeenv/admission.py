@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from generator.spec.checks import pool_hostnames
+from tests._consumers import load_all as _load_all
 from generator.spec import load as load_fleet  # the function: importing the submodule generator.spec.load would shadow it (generator/spec/__init__.py)
 
 WORKLOAD_LABEL = "orchgen.io/workload"
@@ -52,7 +52,7 @@ def kueue_flavors(bundle: Path) -> dict[str, dict[str, Any]]:
     path = bundle / "kubernetes" / "manifests" / "20-kueue.yaml"
     if not path.is_file():
         return {}
-    return {o["metadata"]["name"].rsplit("-", 1)[0]: o for o in yaml.safe_load_all(path.read_text())
+    return {o["metadata"]["name"].rsplit("-", 1)[0]: o for o in _load_all(path.read_text())
             if o and o["kind"] == "ResourceFlavor"}
 
 
@@ -181,7 +181,7 @@ def expected_units(bundle: Path, objs: list[dict[str, Any]]) -> tuple[list[dict[
 
 def _owned_workloads(cluster, ns: str) -> dict[tuple[str, str], dict[str, Any]]:
     out = {}
-    for w in cluster.get("workloads.kueue.x-k8s.io", "-n", ns)["items"]:
+    for w in cluster.list("workloads.kueue.x-k8s.io", ns):
         for ref in w["metadata"].get("ownerReferences", []):
             out[(ref["kind"], ref["name"])] = w
     return out
@@ -212,16 +212,19 @@ def state(cluster, units: list[Unit], pools: dict[str, str]) -> list[str]:
     """What is not yet right, one line per unit ([] when every unit is admitted and placed)."""
     wrong = []
     by_ns: dict[str, list[dict[str, Any]]] = {}
+    owned: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
     for u in units:
         if u.owner:
-            w = _owned_workloads(cluster, u.namespace).get(u.owner)
+            if u.namespace not in owned:
+                owned[u.namespace] = _owned_workloads(cluster, u.namespace)
+            w = owned[u.namespace].get(u.owner)
             if not _admitted(w):
                 wrong.append(f"{u.what}: not admitted")
                 continue
         if not u.pods:
             continue
         if u.namespace not in by_ns:
-            by_ns[u.namespace] = cluster.get("pods", "-n", u.namespace)["items"]
+            by_ns[u.namespace] = cluster.list("pods", u.namespace)
         mine = [p for p in by_ns[u.namespace] if p["metadata"].get("deletionTimestamp") is None
                 and all(p["metadata"].get("labels", {}).get(k) == v for k, v in u.selector.items())]
         running = [p for p in mine if p["status"].get("phase") == "Running" and p["spec"].get("nodeName")]
@@ -248,4 +251,4 @@ def wait_admitted_and_placed(cluster, units: list[Unit], workload: Path, timeout
             why = _why(cluster, {u.namespace for u in units})[-40:]
             raise AssertionError("not admitted or not placed:\n  " + "\n  ".join(wrong)
                                  + ("\nKueue says:\n  " + "\n  ".join(why) if why else ""))
-        time.sleep(2)
+        time.sleep(1)

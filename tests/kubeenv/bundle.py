@@ -30,6 +30,7 @@ from generator.spec import load as load_fleet  # the function: importing the sub
 from generator.spec.checks import pool_hostnames, pool_node_labels
 
 from tests._consumers import helm_objects
+from tests._consumers import load_all as _load_all
 
 from . import overlay
 from .cluster import REPO, Cluster
@@ -194,10 +195,10 @@ def manifests(cluster: Cluster, bundle: Path) -> list[dict[str, Any]]:
     kust = bundle / "kubernetes"
     if (kust / "kustomization.yaml").is_file():
         out = cluster.kubectl("kustomize", str(kust)).stdout
-        return [o for o in yaml.safe_load_all(out) if o]
+        return [o for o in _load_all(out) if o]
     objs: list[dict[str, Any]] = []
     for f in sorted((kust / "manifests").glob("*.yaml")):
-        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+        objs += [o for o in _load_all(f.read_text()) if o]
     return objs
 
 
@@ -206,7 +207,7 @@ def prerequisites(bundle: Path) -> list[dict[str, Any]]:
     provider needs before any release; [] where the bundle has none."""
     objs: list[dict[str, Any]] = []
     for f in sorted((bundle / "kubernetes" / "prerequisites").glob("*.yaml")):
-        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+        objs += [o for o in _load_all(f.read_text()) if o]
     return objs
 
 
@@ -214,7 +215,7 @@ def operator_resources(bundle: Path) -> list[dict[str, Any]]:
     """kubernetes/operator-resources/ by file name: custom resources whose CRD an operator creates."""
     objs: list[dict[str, Any]] = []
     for f in sorted((bundle / "kubernetes" / "operator-resources").glob("*.yaml")):
-        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+        objs += [o for o in _load_all(f.read_text()) if o]
     return objs
 
 
@@ -229,7 +230,7 @@ def apply_operator_resources(cluster: Cluster, bundle: Path) -> list[dict[str, A
         extra = overlay.RUNTIME_CRDS.get(rel["chart"])
         if extra:
             cluster.apply([o for f in sorted((charts_dir() / "_extra-crds" / extra).glob("*.yaml"))
-                           for o in yaml.safe_load_all(f.read_text()) if o])
+                           for o in _load_all(f.read_text()) if o])
     waits = [ln.split("#")[0].split() for ln in (bundle / "README.md").read_text().splitlines()
              if ln.strip().startswith("kubectl wait ") and " crd/" in ln]
     assert waits, "the README waits for no CRD before kubernetes/operator-resources/"
@@ -242,7 +243,7 @@ def apply_operator_resources(cluster: Cluster, bundle: Path) -> list[dict[str, A
 def workloads(bundle: Path) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = []
     for f in sorted((bundle / "kubernetes" / "workloads").glob("*.yaml")):
-        objs += [o for o in yaml.safe_load_all(f.read_text()) if o]
+        objs += [o for o in _load_all(f.read_text()) if o]
     return objs
 
 
@@ -292,7 +293,7 @@ def apply_workloads(cluster: Cluster, bundle: Path) -> list[dict[str, Any]]:
     groups = {o["apiVersion"].rsplit("/", 1)[0] for o in w if "/" in o["apiVersion"]}
     for group in sorted(groups & set(overlay.SITE_CRDS)):  # overlay rule 8
         crds = [o for f in sorted((charts_dir() / "_extra-crds" / overlay.SITE_CRDS[group]).rglob("*.yaml"))
-                for o in yaml.safe_load_all(f.read_text()) if o and o.get("kind") == "CustomResourceDefinition"]
+                for o in _load_all(f.read_text()) if o and o.get("kind") == "CustomResourceDefinition"]
         cluster.apply_crds(crds)
     if w:
         cluster.apply(w)

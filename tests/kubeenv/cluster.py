@@ -164,11 +164,6 @@ def make_certs(d: Path) -> None:
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
 
 
-# one "<crd>=True" line per CRD that is Established; a List when several are named, the object for one
-_ESTABLISHED = ('{{define "c"}}{{.metadata.name}}={{with .status}}{{range .conditions}}'
-                '{{if eq .type "Established"}}{{.status}}{{end}}{{end}}{{end}}{{"\\n"}}{{end}}'
-                '{{if .items}}{{range .items}}{{template "c" .}}{{end}}{{else}}{{template "c" .}}{{end}}')
-
 # libyaml's emitter where PyYAML has it: the applied charts run to megabytes
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
     """Strings that Go's YAML reads as floats (the JupyterHub chart's quoted `checksum/auth-token: "3e36"`,
@@ -517,6 +512,44 @@ class Cluster:
     def get(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 
+    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """`kubectl get RESOURCE[.GROUP] [-n NS] -o json`'s items, read here (a kubectl process per poll is
+        CI time): RESOURCE is the plural ("pods", "workloads.kueue.x-k8s.io"), served at the group's
+        preferred version (aggregated discovery lists it first). Each item gets its apiVersion and kind,
+        as kubectl gives them."""
+        name, _, group = resource.partition(".")
+        found = [(gv, kind, prefix, ns_scoped) for (gv, kind), (prefix, res, ns_scoped) in self._discovery().items()
+                 if res == name and (gv.rpartition("/")[0] if "/" in gv else "") == group]
+        if not found:
+            found = [(gv, kind, prefix, ns_scoped) for (gv, kind), (prefix, res, ns_scoped)
+                     in self._discovery(refresh=True).items()
+                     if res == name and (gv.rpartition("/")[0] if "/" in gv else "") == group]
+        assert found, f"the server doesn't have a resource type {resource!r}"
+        gv, kind, prefix, ns_scoped = found[0]
+        path = f"{prefix}/namespaces/{namespace}/{name}" if ns_scoped and namespace else f"{prefix}/{name}"
+        status, body = self._call("GET", path)
+        assert status == 200, f"GET {path}: {status} {body[:500].decode(errors='replace')}"
+        return [{"apiVersion": gv, "kind": kind, **i} for i in json.loads(body).get("items") or []]
+
+    def read(self, o: dict[str, Any]) -> dict[str, Any]:
+        """The stored form of the object `o` names (its apiVersion, kind, namespace and name), read as
+        `kubectl get KIND NAME -o json` reads it: a GET on the path discovery gives (the namespace
+        `default` for a namespaced object that names none), in this process (a kubectl process per object
+        cost a bundle's check about 20 s: CI time). Fails with the API server's message where it is not
+        stored."""
+        key = (o["apiVersion"], o["kind"])
+        mapping = self._discovery()
+        if key not in mapping:
+            mapping = self._discovery(refresh=True)
+        md = o["metadata"]
+        assert key in mapping, f'no matches for kind "{o["kind"]}" in version "{o["apiVersion"]}" ({md.get("name")})'
+        prefix, resource, namespaced = mapping[key]
+        path = (f"{prefix}/namespaces/{md.get('namespace') or 'default'}/{resource}/{md['name']}" if namespaced
+                else f"{prefix}/{resource}/{md['name']}")
+        status, body = self._call("GET", path)
+        assert status == 200, f"GET {path}: {status} {body[:500].decode(errors='replace')}"
+        return json.loads(body)
+
     def wait_for(self, what: str, ok, timeout: float = 120, every: float = 0.5) -> Any:
         end = time.monotonic() + timeout
         last: Any = None
@@ -575,17 +608,24 @@ class Cluster:
                 _CRD_STORE[_crd_digest(o)] = (name, got[0]["value"])
 
     def wait_established(self, crds: list[str], timeout: float = 120) -> None:
-        names = set(crds)
+        left = set(crds)
 
         def established() -> bool:
-            # polled: `kubectl wait` errors out on a CRD whose status has no conditions yet; only
-            # these CRDs, through a template, not all as `-o json`: their schemas run to megabytes
-            out = self.kubectl("get", "crd", *sorted(names), "-o", "go-template=" + _ESTABLISHED).stdout
-            ok = {ln.split("=", 1)[0] for ln in out.splitlines() if ln.endswith("=True")}
-            return names <= ok
+            # polled (`kubectl wait` errors out on a CRD whose status has no conditions yet), each CRD read
+            # here until its Established condition is True: a kubectl process per poll cost more CPU than
+            # parsing the CRDs' JSON (CI time)
+            for name in sorted(left):
+                got = self.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+                if isinstance(got, dict) and any(c.get("type") == "Established" and c.get("status") == "True"
+                                                 for c in (got.get("status") or {}).get("conditions") or []):
+                    left.discard(name)
+            return not left
 
-        if names:
-            self.wait_for("CRDs Established", established, timeout=timeout)
+        if left:
+            try:
+                self.wait_for("CRDs Established", established, timeout=timeout, every=0.2)
+            except TimeoutError as e:
+                raise TimeoutError(f"{e}; not Established: {sorted(left)}") from None
 
     # -- nodes ---------------------------------------------------------------------------------
     def add_nodes(self, nodes: list[dict[str, Any]]) -> None:
