@@ -408,10 +408,10 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     # the actions are the impact table's own (generator/impact/slurm.py, shipped as bringup/slurm_impact.py)
     share = lambda t: t.replace("{name: nlp, share: 3", "{name: nlp, share: 5")  # noqa: E731
     maxtime = lambda t: share(t).replace('max_time: "1-00:00:00"', 'max_time: "2-00:00:00"')  # noqa: E731
-    replan("share", share, [r"^apply: accounts\.sh: .*nlp.*: sacctmgr"])
+    # a share and a partition's MaxTime in one re-plan (one run: CI time), each applied by its own class
+    replan("maxtime", maxtime, [r"^apply: accounts\.sh: .*nlp.*: sacctmgr",
+                                r"(?i)^apply: slurm\.conf: PartitionName=a100 maxtime: .*: reconfigure"])
     assert "nlp||5" in hosts.ssh("ctl1", "sacctmgr -n -P show assoc format=account,user,fairshare").stdout.split()
-
-    replan("maxtime", maxtime, [r"(?i)^apply: slurm\.conf: PartitionName=a100 maxtime: .*: reconfigure"])
     assert "MaxTime=2-00:00:00" in hosts.ssh("ctl1", "scontrol show partition a100").stdout
 
     # a node added: on 22.05 slurmctld and every slurmd restart (a reconfigure would make slurmctld exit)
