@@ -84,7 +84,7 @@ def test_gang_check_passes_whole_and_fails_split_or_never_admitted(tmp_path: Pat
     # 1. the bundle's checks, as documented: the gang admitted whole. The NCCL run is admitted whole and
     # placed on two nodes of the pool by the real Kueue and scheduler; KWOK runs no container, so it never
     # finishes here (its verdict on NCCL's own logs: tests/test_checks.py) and fails on the bound given
-    rc, res = run_check(kube, out / "checks" / "checks.json", "--check-timeout", "40")
+    rc, res = run_check(kube, out / "checks" / "checks.json", "--check-timeout", "25")
     assert res["gang"]["ok"] is True, res
     assert "admitted whole: 2/2 pods Running" in res["gang"]["detail"]
     assert set(res) == {"gang", "kube-nccl"}  # no Slurm check in a Kubernetes-only plan
@@ -92,7 +92,7 @@ def test_gang_check_passes_whole_and_fails_split_or_never_admitted(tmp_path: Pat
     assert (n["pods"], n["gpus_per_pod"], n["transport"]) == (2, 1, ["NET/Socket"])  # ethernet: the pod network
     assert rc == 1 and res["kube-nccl"]["ok"] is False, res
     head = res["kube-nccl"]["detail"][0]
-    placed = re.fullmatch(r"did not finish in 40 s: 2 pods, on nodes \['(\S+)', '(\S+)'\] \(.*\)", head)
+    placed = re.fullmatch(r"did not finish in 25 s: 2 pods, on nodes \['(\S+)', '(\S+)'\] \(.*\)", head)
     assert placed and placed[1] != placed[2], head  # one pod per node: every GPU of each
     pools = node_pools(fleet)
     assert pools[placed[1]] == pools[placed[2]] == "g1", (placed.groups(), pools)
@@ -102,10 +102,10 @@ def test_gang_check_passes_whole_and_fails_split_or_never_admitted(tmp_path: Pat
     # 2. the same gang, 10 pods of 1 GPU on 8 GPUs: Kueue never admits it, and says why
     big = out / "checks" / "big.json"
     big.write_text(json.dumps({"kubernetes": {"gang": with_pods(g, 10)}}))
-    rc, res = run_check(kube, big, "--gang-timeout", "20")
+    rc, res = run_check(kube, big, "--gang-timeout", "12")
     detail = res["gang"]["detail"]
     assert rc == 1 and res["gang"]["ok"] is False, res
-    assert detail[0].startswith("never admitted in 20 s"), detail
+    assert detail[0].startswith("never admitted in 12 s"), detail
     assert any("admitted=False" in d and "quota" in d.lower() for d in detail), detail
     assert not kube.get("pods", "-n", "team")["items"] and not kube.get("jobs", "-n", "team")["items"]
 
@@ -114,9 +114,9 @@ def test_gang_check_passes_whole_and_fails_split_or_never_admitted(tmp_path: Pat
     kube.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nogang"}}])
     split = out / "checks" / "split.json"
     split.write_text(json.dumps({"kubernetes": {"gang": with_pods(g, 10, "nogang")}}))
-    rc, res = run_check(kube, split, "--gang-timeout", "30")
+    rc, res = run_check(kube, split, "--gang-timeout", "20")
     detail = res["gang"]["detail"]
     assert rc == 1 and res["gang"]["ok"] is False, res
-    assert detail[0].startswith("split after 30 s: 8 pods Running, 2 Pending, of a gang of 10"), detail
+    assert detail[0].startswith("split after 20 s: 8 pods Running, 2 Pending, of a gang of 10"), detail
     assert any("Insufficient nvidia.com/gpu" in d for d in detail), detail
     assert not kube.get("pods", "-n", "nogang")["items"]
