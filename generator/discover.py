@@ -204,6 +204,9 @@ def parse(text: str) -> dict[str, Any]:
     if slurmd:
         facts["slurmd_c"] = _text(slurmd[0], 1000)
         kv = dict(p.split("=", 1) for p in slurmd[0].split() if "=" in p)
+        for key, name in (("CPUs", "cpus"), ("RealMemory", "real_memory_mib")):
+            if kv.get(key, "").isdigit():
+                facts[name] = int(kv[key])
         try:
             boards = int(kv.get("Boards", 1))
             facts["cpu"] = {"sockets": boards * int(kv["SocketsPerBoard"]), "cores_per_socket": int(kv["CoresPerSocket"]),
@@ -373,6 +376,14 @@ def drift(plan, facts: dict[str, dict[str, Any]]) -> list[str]:
                 lines.append(f"{node}: CPU {cpu['sockets']}x{cpu['cores_per_socket']}x{cpu['threads_per_core']} "
                              f"(sockets x cores x threads), the model has "
                              f"{hw.sockets}x{hw.cores_per_socket}x{hw.threads_per_core} (pool {g.pool})")
+            # slurmd -C's CPUs= (threads) against slurm.conf's, where that counts threads too (a pool with
+            # cpu_count: cores gives CPUs= as cores, which slurmd accepts: slurm.conf(5), CPUs)
+            if f.get("cpus") is not None and not hw.cpus_are_cores and f["cpus"] != g.cpus:
+                lines.append(f"{node}: slurmd -C says CPUs={f['cpus']}, slurm.conf has CPUs={g.cpus} (pool {g.pool})")
+            # a node registering less memory than its RealMemory is drained ("Low RealMemory", slurm.conf(5))
+            if f.get("real_memory_mib") is not None and f["real_memory_mib"] < g.real_memory:
+                lines.append(f"{node}: slurmd -C says RealMemory={f['real_memory_mib']} MiB, below slurm.conf's "
+                             f"RealMemory={g.real_memory}: slurmctld drains the node (Low RealMemory; pool {g.pool})")
             gpus = f.get("gpus") or []
             if g.gpus and len(gpus) != g.gpus:
                 lines.append(f"{node}: {len(gpus)} GPUs, the model has {g.gpus} (pool {g.pool})")

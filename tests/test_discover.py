@@ -1,6 +1,7 @@
 """`orchgen discover`'s reading of what a host prints (generator/discover.py), in-process: `nvidia-smi topo -m`
-as drivers print it (the recordings of tests/data/topo/, each with its public source in its header), and the
-drift lines it gives against a DGX H100 pool's model. The real hosts' run is tests/test_discover_real.py.
+as drivers print it (the recordings of tests/data/topo/, each with its public source in its header), and
+`slurmd -C`; and the drift lines they give against a DGX H100 pool's model. The real hosts' run is
+tests/test_discover_real.py; a real slurmd -C's line through the same parser is tests/test_platforms_real.py.
 """
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from tests import fake_gpu
 SAMPLES = ["dgx-h100.mooncake-2039", "hgx-h100.nccl-1264", "gb200.sglang-11208", "a800.nccl-933",
            "dgx2.nccl-tests-78"]
 DGX = fake_gpu.recorded_topo("dgx-h100.mooncake-2039")
+# slurmd -C on a DGX H100 (2x Xeon 8480C, 2 TB): the line tests/test_bad_input.py's DGX_C holds
+DGX_C = ("NodeName=dgx-001 CPUs=224 Boards=1 SocketsPerBoard=2 CoresPerSocket=56 ThreadsPerCore=2 "
+         "RealMemory=2063937")
 
 
 def topo(text: str) -> dict:
@@ -172,3 +176,20 @@ def test_numa_nodes_are_mapped_to_their_sockets(dgx_plan):
 def test_unnamed_nic_columns_check_no_rail(dgx_plan):
     plan, _ = dgx_plan
     assert _lines(plan, _facts(fake_gpu.recorded_topo("hgx-h100.nccl-1264")), "topo -m") == []
+
+
+def test_slurmd_c_is_held_to_the_node_line(dgx_plan):
+    """slurmd -C's CPUs and RealMemory against the NodeName line the bundle wrote: the DGX H100's own line
+    agrees; a node with half the memory would be drained; one with SMT off has the CPUs of half the threads."""
+    plan, _ = dgx_plan
+    facts = _facts(slurmd=DGX_C)
+    assert (facts["cpus"], facts["real_memory_mib"]) == (224, 2063937)
+    assert _lines(plan, facts, "slurmd -C") == [] and _lines(plan, facts, "CPU") == []
+    half = _facts(slurmd=DGX_C.replace("RealMemory=2063937", "RealMemory=1031937"))
+    assert _lines(plan, half, "slurmd -C") == [
+        "slurmd -C says RealMemory=1031937 MiB, below slurm.conf's RealMemory=1991680: slurmctld drains the node "
+        "(Low RealMemory; pool dgx)"]
+    smt_off = _facts(slurmd=DGX_C.replace("CPUs=224", "CPUs=112").replace("ThreadsPerCore=2", "ThreadsPerCore=1"))
+    assert _lines(plan, smt_off, "CPU") == [
+        "CPU 2x56x1 (sockets x cores x threads), the model has 2x56x2 (pool dgx)",
+        "slurmd -C says CPUs=112, slurm.conf has CPUs=224 (pool dgx)"]
