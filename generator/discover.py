@@ -8,7 +8,11 @@ Over the bring-up's SSH inventory (the operator's hosts.yaml: each host's `ansib
 - `nvidia-smi --query-gpu=index,name,pci.bus_id` and each GPU's "Fabric" block of `nvidia-smi -q` (State,
   Status, CliqueId, ClusterUUID: the NVLink domain of a GB200 NVL72 tray);
 - every RDMA port of /sys/class/infiniband: state, physical state, rate, link layer, and its netdev the way
-  `ibdev2netdev` finds it (/sys/class/infiniband/DEV/device/net/*, dev_port + 1 = the port).
+  `ibdev2netdev` finds it (/sys/class/infiniband/DEV/device/net/*, dev_port + 1 = the port);
+- `nvidia-smi topo -m`: each GPU's link to each NIC (X, PIX, PXB, PHB, NODE, SYS, NV#: the Legend nvidia-smi
+  prints under the matrix), its CPU and NUMA affinity, and the NIC Legend (NICn: mlx5_N) that names the columns;
+  with each CPU NUMA node's socket (/sys/devices/system/node/nodeN/cpulist, the first CPU's
+  topology/physical_package_id), so a host with several NUMA nodes per socket (SNC, NPS) is read right.
 Bounded: ssh in batch mode (no prompt) with a connect timeout, the whole host within --timeout seconds,
 at most MAX_OUTPUT bytes read, hosts read side by side. Nothing from the inventory but the host names is
 printed (no key path, no password); what a host answers is made printable and cut before it is shown.
@@ -66,6 +70,14 @@ for d in /sys/class/infiniband/*; do
         echo "$dev|$port|$(cat "$p/state" 2>/dev/null)|$(cat "$p/phys_state" 2>/dev/null)|$(cat "$p/rate" 2>/dev/null)|$(cat "$p/link_layer" 2>/dev/null)|$nd"
     done
 done | head -n 128
+echo '@@ topo'
+command -v nvidia-smi >/dev/null 2>&1 && timeout 20 nvidia-smi topo -m 2>&1 | head -n 256 | cut -c 1-4096
+echo '@@ numa'
+for n in /sys/devices/system/node/node[0-9]*; do
+    [ -r "$n/cpulist" ] || continue
+    c=$(sed 's/[-,].*//' "$n/cpulist" 2>/dev/null)
+    [ -n "$c" ] && echo "${n##*/node}|$(cat "/sys/devices/system/cpu/cpu$c/topology/physical_package_id" 2>/dev/null)"
+done | head -n 256
 echo '@@ end'
 """
 
@@ -192,6 +204,9 @@ def parse(text: str) -> dict[str, Any]:
     if slurmd:
         facts["slurmd_c"] = _text(slurmd[0], 1000)
         kv = dict(p.split("=", 1) for p in slurmd[0].split() if "=" in p)
+        for key, name in (("CPUs", "cpus"), ("RealMemory", "real_memory_mib")):
+            if kv.get(key, "").isdigit():
+                facts[name] = int(kv[key])
         try:
             boards = int(kv.get("Boards", 1))
             facts["cpu"] = {"sockets": boards * int(kv["SocketsPerBoard"]), "cores_per_socket": int(kv["CoresPerSocket"]),
@@ -235,7 +250,93 @@ def parse(text: str) -> dict[str, Any]:
                      "state": _text(state.split(":")[-1].strip(), 20), "phys_state": _text(phys.split(":")[-1].strip(), 20),
                      "link_layer": _text(layer, 20)})
     facts["nics"] = nics
+    facts["topo"] = parse_topo(s.get("topo", []))
+    numa: dict[int, int] = {}
+    for line in s.get("numa", [])[:MAX_TOPO_LINES]:
+        node, _, pkg = line.partition("|")
+        if node.strip().isdigit() and pkg.strip().isdigit():
+            numa[int(node)] = int(pkg)
+    if numa:
+        facts["numa_sockets"] = numa
     return facts
+
+
+# `nvidia-smi topo -m` (nvidia-smi(1), "topo"; the Legend it prints under the matrix): how a GPU reaches another
+# device. X self; PIX at most one PCIe bridge (the same PCIe switch); PXB several bridges, no host bridge; PHB
+# through a PCIe host bridge (the CPU); NODE between host bridges within a NUMA node; SYS across the SMP
+# interconnect between NUMA nodes (QPI/UPI); NV# a bonded set of # NVLinks. SOC is the older drivers' name of
+# SYS. NCCL_NET_GDR_LEVEL (NCCL's environment variables) takes the same names for how far a NIC may sit from a GPU
+# for GPUDirect RDMA; a rail meant for one GPU sits PIX or PXB to it (the DGX H100 User Guide's "Network
+# Modules" table pairs each compute port with the GPU behind its PCIe switch: generator/spec/platforms.py).
+LINK = re.compile(r"X|PIX|PXB|PHB|NODE|SYS|SOC|NV\d{1,3}")
+NEAR = ("PIX", "PXB")
+MAX_TOPO_LINES = 512
+MAX_TOPO_COLUMNS = 256
+
+
+def parse_topo(lines: list[str]) -> dict[str, Any] | None:
+    """`nvidia-smi topo -m`'s matrix as {"gpus": [{index, numa, cpu_affinity, gpu_numa_id, nics: {device: link}}],
+    "named": whether the NIC columns carry device names, "notes": [...]}; None when nvidia-smi printed nothing.
+
+    The layouts drivers print: cells aligned with spaces or separated by tabs (an empty cell before GPU NUMA ID,
+    empty trailing cells on NIC rows); trailing columns "CPU Affinity", then "NUMA Affinity" (a node, a list of
+    nodes on a GB200 whose GPU memory is NUMA nodes of its own: the first is the CPU's), then "GPU NUMA ID" (5xx
+    drivers); NIC columns named NIC0... with a "NIC Legend" (NICn: mlx5_N) under the matrix, or, in older
+    drivers, by the device itself (mlx5_0); a line before the matrix ("76 NICs found in the topology, only
+    displaying 56 in the matrix."). Anything else is noted, never raised."""
+    lines = [printable(ln.replace("\t", " "))[:4096] for ln in lines[:MAX_TOPO_LINES]]
+    if not any(ln.strip() for ln in lines):
+        return None
+    notes: list[str] = []
+    # the header: GPU0 first, then another column's name (a row has GPU0 first, then a link cell)
+    head = next((i for i, ln in enumerate(lines)
+                 if ln.split()[:1] == ["GPU0"] and not LINK.fullmatch((ln.split() + ["X"])[1])), None)
+    if head is None:
+        first = next(ln.strip() for ln in lines if ln.strip())
+        return {"gpus": [], "named": False, "notes": [f"no GPU matrix: {_text(first, 160)}"]}
+    for ln in lines[:head]:
+        if ln.strip():
+            notes.append(_text(ln.strip(), 160))
+    header = lines[head]
+    cols, _, tail = header.partition("CPU Affinity")
+    devices = cols.split()[:MAX_TOPO_COLUMNS]
+    extra = (["cpu_affinity"] if "CPU Affinity" in header else []) + (["numa"] if "NUMA Affinity" in tail else []) \
+        + (["gpu_numa_id"] if "GPU NUMA ID" in tail else [])
+    legend: dict[str, str] = {}
+    in_legend = False
+    for ln in lines[head + 1:]:
+        if ln.strip() == "NIC Legend:":
+            in_legend = True
+            continue
+        m = re.fullmatch(r"\s*(NIC\d+):\s*([A-Za-z0-9_.:-]{1,64})\s*", ln)
+        if in_legend and m:
+            legend[m.group(1)] = m.group(2)
+    nic_cols = [(i, d) for i, d in enumerate(devices) if not re.fullmatch(r"GPU\d+", d)]
+    named = all(not re.fullmatch(r"NIC\d+", d) or d in legend for _, d in nic_cols)
+    if nic_cols and not named:
+        notes.append("no NIC Legend: the NIC columns are not named by device")
+    gpus: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for ln in lines[head + 1:]:
+        if ln.strip() in ("Legend:", "NIC Legend:"):
+            break
+        tokens = ln.split()
+        if not tokens or not re.fullmatch(r"GPU\d{1,4}", tokens[0]):
+            continue
+        index = int(tokens[0][3:])
+        cells, rest = tokens[1:1 + len(devices)], tokens[1 + len(devices):]
+        if len(cells) < len(devices) or not all(LINK.fullmatch(c) for c in cells) or index in seen:
+            notes.append(f"row {_text(tokens[0], 12)}: not {len(devices)} link cells; left out")
+            continue
+        seen.add(index)
+        values = dict(zip(extra, rest))
+        numa = re.match(r"(\d+)", values.get("numa", ""))
+        gpu_numa = values.get("gpu_numa_id", "")
+        gpus.append({"index": index, "numa": int(numa.group(1)) if numa else None,
+                     "cpu_affinity": _text(values["cpu_affinity"], 80) if "cpu_affinity" in values else None,
+                     "gpu_numa_id": int(gpu_numa) if gpu_numa.isdigit() else None,
+                     "nics": {_text(legend.get(d, d), 64): cells[i] for i, d in nic_cols}})
+    return {"gpus": gpus, "named": named, "notes": notes[:16]}
 
 
 def gather(hosts: list[Host], timeout: float) -> dict[str, dict[str, Any]]:
@@ -275,6 +376,14 @@ def drift(plan, facts: dict[str, dict[str, Any]]) -> list[str]:
                 lines.append(f"{node}: CPU {cpu['sockets']}x{cpu['cores_per_socket']}x{cpu['threads_per_core']} "
                              f"(sockets x cores x threads), the model has "
                              f"{hw.sockets}x{hw.cores_per_socket}x{hw.threads_per_core} (pool {g.pool})")
+            # slurmd -C's CPUs= (threads) against slurm.conf's, where that counts threads too (a pool with
+            # cpu_count: cores gives CPUs= as cores, which slurmd accepts: slurm.conf(5), CPUs)
+            if f.get("cpus") is not None and not hw.cpus_are_cores and f["cpus"] != g.cpus:
+                lines.append(f"{node}: slurmd -C says CPUs={f['cpus']}, slurm.conf has CPUs={g.cpus} (pool {g.pool})")
+            # a node registering less memory than its RealMemory is drained ("Low RealMemory", slurm.conf(5))
+            if f.get("real_memory_mib") is not None and f["real_memory_mib"] < g.real_memory:
+                lines.append(f"{node}: slurmd -C says RealMemory={f['real_memory_mib']} MiB, below slurm.conf's "
+                             f"RealMemory={g.real_memory}: slurmctld drains the node (Low RealMemory; pool {g.pool})")
             gpus = f.get("gpus") or []
             if g.gpus and len(gpus) != g.gpus:
                 lines.append(f"{node}: {len(gpus)} GPUs, the model has {g.gpus} (pool {g.pool})")
@@ -295,6 +404,7 @@ def drift(plan, facts: dict[str, dict[str, Any]]) -> list[str]:
                     lines.append(f"{node}: {what} at {n['rate_gbps']} Gb/s, the model has {rail.rate_gbps}")
                 if rail.netdev and n["netdev"] and rail.netdev != n["netdev"]:
                     lines.append(f"{node}: {what} is netdev {n['netdev']}, the model has {rail.netdev}")
+            lines += _topo_drift(node, g, f)
             if hw.rails:
                 known = {(r.device, r.port) for r in hw.rails}
                 for key in sorted(set(have) - known):
@@ -321,6 +431,43 @@ def drift(plan, facts: dict[str, dict[str, Any]]) -> list[str]:
                     lines.append(f"{', '.join(sorted(nodes))}: NVLink clique {clique}, not the one of the rest of "
                                  f"domain {domain} ({len(main)} nodes)")
     return lines
+
+
+def _topo_drift(node: str, g, f: dict[str, Any]) -> list[str]:
+    """What `nvidia-smi topo -m` shows against the model: each GPU's socket (gres.conf Cores= was written from
+    it) and each rail's NIC beside the GPU the model pairs it with (NCCL's rail, NCCL_IB_HCA, one network per
+    rail), PIX or PXB for GPUDirect RDMA."""
+    topo = f.get("topo") or {}
+    rows = {r["index"]: r for r in topo.get("gpus") or [] if isinstance(r, dict)}
+    if not rows:
+        return []
+    hw, out = g.hw, []
+    numa_sockets = f.get("numa_sockets") or {}
+    off = []
+    for i, want in enumerate(hw.gpu_sockets or ()):
+        numa = (rows.get(i) or {}).get("numa")
+        if numa is None:
+            continue
+        sock = numa_sockets.get(numa, numa)  # one NUMA node per socket where the host did not say
+        if sock != want:
+            where = f"socket {sock}" + (f" (NUMA node {numa})" if sock != numa else "")
+            off.append(f"GPU {i} on {where}, not {want}")
+    if off:
+        out.append(f"{node}: nvidia-smi topo -m puts " + "; ".join(off)
+                   + f": gres.conf's Cores= bind those GPUs to the other socket's cores (pool {g.pool})")
+    for rail in hw.rails or ():
+        if rail.gpu is None or rail.gpu not in rows or not topo.get("named"):
+            continue
+        link = rows[rail.gpu]["nics"].get(rail.device)
+        what = f"{rail.role} rail {rail.hca}"
+        if link is None:
+            out.append(f"{node}: {what} is not in nvidia-smi topo -m (pool {g.pool})")
+        elif link not in NEAR:
+            beside = [str(r["index"]) for r in rows.values() if r["nics"].get(rail.device) in NEAR]
+            out.append(f"{node}: {what} is {link} to GPU {rail.gpu}, not PIX/PXB"
+                       + (f"; it sits beside GPU {', '.join(beside)}" if beside else "")
+                       + f" (nvidia-smi topo -m): the model pairs it with GPU {rail.gpu} (pool {g.pool})")
+    return out
 
 
 def facts_document(name: str, facts: dict[str, dict[str, Any]], lines: list[str]) -> dict[str, Any]:

@@ -12,12 +12,19 @@ header "GPU 00000000:18:00.0", sections at 4 spaces, fields at 8, "Name  : value
 sections around "Fabric" (State, Status, CliqueId, ClusterUUID, Health), the block NVLink Switch
 systems (GB200 NVL72) fill in; the `fabric.*` keys of a node set them (FABRIC: a GPU registered with
 its NVLink domain; NO_FABRIC: what a GPU without NVLink Switch shows, all N/A).
+`nvidia-smi topo -m` prints a recorded matrix (`topo=`: recorded_topo(NAME), one of tests/data/topo/, each
+with the public source it was recorded from in its header; swap_nics() swaps two NICs of it, a host whose rails
+sit beside other GPUs than its platform says); without one, it fails as a driver without topology support would.
 `dmesg(...)` writes a script printing the kernel-log lines given per node (none by default).
 `imex_ctl(...)` writes an nvidia-imex-ctl answering `-q` with READY, or a node's own answer.
 """
 from __future__ import annotations
 
+import re
 import shlex
+from pathlib import Path
+
+TOPO_DIR = Path(__file__).parent / "data" / "topo"
 
 H100 = "NVIDIA H100 80GB HBM3"
 # a healthy Hopper GPU: ECC on and clean, row remapping (so no page retirement: [N/A])
@@ -49,15 +56,39 @@ def _var(field: str) -> str:
     return "f_" + field.replace(".", "_")
 
 
+def recorded_topo(name: str) -> str:
+    """A recorded `nvidia-smi topo -m` (tests/data/topo/NAME.txt) as nvidia-smi prints it: without the file's
+    "# " header, which names its source."""
+    text = (TOPO_DIR / f"{name}.txt").read_text()
+    return "".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith("# "))
+
+
+def swap_nics(topo: str, a: str, b: str) -> str:
+    """`topo` with devices a and b trading places in the NIC Legend: each now sits where the other did."""
+    swapped = re.sub(rf"(?m)^(\s*NIC\d+: )({re.escape(a)}|{re.escape(b)})$",
+                     lambda m: m.group(1) + (b if m.group(2) == a else a), topo)
+    assert swapped.count(f": {a}\n") == 1 and swapped.count(f": {b}\n") == 1 and swapped != topo, (a, b)
+    return swapped
+
+
 def nvidia_smi(nodes: dict[str, dict] | None = None, *, count: int = 8, name: str = H100,
-               node_var: str = "SLURMD_NODENAME", fail_var: str = "SMI_FAIL", fabric: dict | None = None) -> str:
+               node_var: str = "SLURMD_NODENAME", fail_var: str = "SMI_FAIL", fabric: dict | None = None,
+               topo: str | None = None) -> str:
     """The fake's text. nodes: {node: {"count": 7, "name": ..., "gpu": 5, "<field>": "value"}}; a
     `fabric.*` field there applies to GPU `gpu` only, `all.fabric.*` to every GPU of the node.
-    fabric: every GPU's Fabric block (default NO_FABRIC)."""
+    fabric: every GPU's Fabric block (default NO_FABRIC). topo: what `topo -m` prints (recorded_topo())."""
     lines = ["#!/bin/sh", "# fake nvidia-smi (tests/fake_gpu.py)",
              f'if [ -n "${{{fail_var}:-}}" ]; then',
              '    echo "Unable to determine the device handle for GPU0000:1B:00.0: Unknown Error" >&2',
              "    exit 15", "fi",
+             'if [ "${1:-}" = topo ]; then',
+             '    case "${2:-}" in -m|--matrix) ;; *) echo "fake nvidia-smi: only topo -m" >&2; exit 2 ;; esac']
+    if topo is None:
+        lines += ['    echo "Topology not supported on this system (fake nvidia-smi: none recorded)" >&2', "    exit 3"]
+    else:
+        assert "__TOPO__" not in topo
+        lines += ["    cat <<'__TOPO__'", topo.rstrip("\n"), "__TOPO__", "    exit 0"]
+    lines += ["fi",
              f"count=${{SMI_COUNT:-{count}}}", f"name=${{SMI_NAME:-{shlex.quote(name)}}}", "bad=0"]
     fields_all = {**HEALTHY, **(fabric or NO_FABRIC), "driver_version": DRIVER}
     lines += [f"{_var(f)}={shlex.quote(v)}; b_{_var(f)}={shlex.quote(v)}" for f, v in fields_all.items()]

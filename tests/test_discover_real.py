@@ -5,7 +5,10 @@ Each host answers with its real lscpu (the machine's CPU, which the fleet below 
 nvidia-smi (GB200 GPUs with their NVLink "Fabric" block) and an RDMA tree in sysfs laid out as the kernel's
 /sys/class/infiniband (ports/N/state "4: ACTIVE", phys_state "5: LinkUp", rate "400 Gb/sec (4X NDR)",
 link_layer, device/net/<netdev>/dev_port; Documentation/ABI/stable/sysfs-class-infiniband), mounted over
-the host's own /sys/class in its mount namespace. Deliberate differences: gb200-002 has a GPU fewer,
+the host's own /sys/class in its mount namespace. `nvidia-smi topo -m` answers with a recorded DGX H100 matrix
+(tests/data/topo/dgx-h100.mooncake-2039.txt, its source in its header): the pool's rails are two of its compute
+HCAs, mlx5_0 beside GPU 0 and mlx5_4 beside GPU 2, as the DGX H100 User Guide pairs them. Deliberate
+differences: gb200-002 has a GPU fewer and its rails' NICs swapped (mlx5_0 beside GPU 2, mlx5_4 beside GPU 0),
 gb200-003 a compute rail down and GPUs in another NVLink clique than the rest of their domain, gb200-004
 does not answer. discover writes every host's facts and reports those differences, and only those.
 """
@@ -28,8 +31,9 @@ from tests.support import run_cli
 pytestmark = [pytest.mark.slurm, pytest.mark.chroot]
 
 NICS = [{"device": "mlx5_0", "netdev": "ibp24s0", "rate_gbps": 400, "gpu": 0},
-        {"device": "mlx5_1", "netdev": "ibp64s0", "rate_gbps": 400, "gpu": 2},
+        {"device": "mlx5_4", "netdev": "ibp79s0", "rate_gbps": 400, "gpu": 2},
         {"device": "mlx5_2", "netdev": "enp3s0f0np0", "rate_gbps": 200, "role": "storage"}]
+TOPO = fake_gpu.recorded_topo("dgx-h100.mooncake-2039")
 
 
 def _sysfs(down: str | None = None) -> str:
@@ -64,18 +68,21 @@ def test_discover_writes_the_facts_and_reports_the_differences(tmp_path):
              "fleet": {"bare_metal": True, "slurm": {"controllers": ["ctl1"]},
                        "fabric": {"kind": "infiniband", "nodes_per_leaf": 4},
                        "pools": [{"name": "gb200", "nodes": 4, "cpu": cpu, "memory_gib": 8,
-                                  "gpu": {"type": "gb200", "count": 4}, "nvlink_domain_nodes": 4, "nics": NICS}]},
+                                  "gpu": {"type": "gb200", "count": 4, "sockets": [0, 0, 0, 0]},
+                                  "nvlink_domain_nodes": 4, "nics": NICS}]},
              "workloads": [{"name": "train", "nodes": 2, "tightly_coupled": True}],
              "options": {"slurm_version": "22.05"}}
     src = tmp_path / "discover-lab.yaml"
     src.write_text(yaml.safe_dump(fleet, sort_keys=False))
     fabric = fake_gpu.FABRIC
     with Hosts("bookworm", tmp_path / "hosts", next_octet=210) as hosts:
-        for name, count, clique, down in [("gb200-001", 4, None, None), ("gb200-002", 3, None, None),
-                                          ("gb200-003", 4, "7", "mlx5_1")]:
+        swapped = fake_gpu.swap_nics(TOPO, "mlx5_0", "mlx5_4")
+        for name, count, clique, down, topo in [("gb200-001", 4, None, None, TOPO),
+                                                ("gb200-002", 3, None, None, swapped),
+                                                ("gb200-003", 4, "7", "mlx5_4", TOPO)]:
             host = hosts.add(name)
             hosts.boot(host)
-            smi = fake_gpu.nvidia_smi(count=count, name="NVIDIA GB200",
+            smi = fake_gpu.nvidia_smi(count=count, name="NVIDIA GB200", topo=topo,
                                       fabric={**fabric, "fabric.clique_id": clique} if clique else fabric)
             (host.root / "usr/bin/nvidia-smi").write_text(smi)
             (host.root / "usr/bin/nvidia-smi").chmod(0o755)
@@ -88,14 +95,18 @@ def test_discover_writes_the_facts_and_reports_the_differences(tmp_path):
         assert run.returncode == 1, (run.stdout, run.stderr)
         uuid = fabric["fabric.cluster_uuid"]
         drift = [ln for ln in run.stdout.splitlines() if ln.startswith("drift: ")]
-        assert drift[:3] == [
+        assert drift[:5] == [
             "drift: gb200-002: 3 GPUs, the model has 4 (pool gb200)",
-            "drift: gb200-003: compute rail mlx5_1:1 is DOWN/Polling, not ACTIVE/LinkUp",
-        ] + [drift[2]] and drift[2].startswith("drift: gb200-004: not read: ssh exit 255: "), drift
-        assert drift[3:] == [f"drift: gb200-003: NVLink clique {uuid}/7, not the one of the rest of domain "
+            "drift: gb200-002: compute rail mlx5_0:1 is NODE to GPU 0, not PIX/PXB; it sits beside GPU 2 "
+            "(nvidia-smi topo -m): the model pairs it with GPU 0 (pool gb200)",
+            "drift: gb200-002: compute rail mlx5_4:1 is NODE to GPU 2, not PIX/PXB; it sits beside GPU 0 "
+            "(nvidia-smi topo -m): the model pairs it with GPU 2 (pool gb200)",
+            "drift: gb200-003: compute rail mlx5_4:1 is DOWN/Polling, not ACTIVE/LinkUp",
+        ] + [drift[4]] and drift[4].startswith("drift: gb200-004: not read: ssh exit 255: "), drift
+        assert drift[5:] == [f"drift: gb200-003: NVLink clique {uuid}/7, not the one of the rest of domain "
                              f"nvl001 (2 nodes)"], drift
         assert run.stdout.splitlines()[-1] == \
-            f"discover-lab: read 3 of 4 hosts; 4 differences from the model; facts in {facts_path}"
+            f"discover-lab: read 3 of 4 hosts; 6 differences from the model; facts in {facts_path}"
         # no secret, no key path in what it prints
         assert str(hosts.key) not in run.stdout + run.stderr and "PRIVATE KEY" not in run.stdout
 
@@ -110,23 +121,32 @@ def test_discover_writes_the_facts_and_reports_the_differences(tmp_path):
         assert one["nics"] == [
             {"device": "mlx5_0", "port": 1, "netdev": "ibp24s0", "rate_gbps": 400, "state": "ACTIVE",
              "phys_state": "LinkUp", "link_layer": "InfiniBand"},
-            {"device": "mlx5_1", "port": 1, "netdev": "ibp64s0", "rate_gbps": 400, "state": "ACTIVE",
-             "phys_state": "LinkUp", "link_layer": "InfiniBand"},
             {"device": "mlx5_2", "port": 1, "netdev": "enp3s0f0np0", "rate_gbps": 200, "state": "ACTIVE",
-             "phys_state": "LinkUp", "link_layer": "Ethernet"}]
+             "phys_state": "LinkUp", "link_layer": "Ethernet"},
+            {"device": "mlx5_4", "port": 1, "netdev": "ibp79s0", "rate_gbps": 400, "state": "ACTIVE",
+             "phys_state": "LinkUp", "link_layer": "InfiniBand"}]
+        # nvidia-smi topo -m as recorded: eight GPUs (the fake's GPU count is the query's), twelve NICs named
+        # by the NIC Legend, GPU 0 on NUMA node 0 beside mlx5_0 (and the storage ports mlx5_1, mlx5_2)
+        topo = one["topo"]
+        assert topo["named"] is True and topo["notes"] == [] and [g["index"] for g in topo["gpus"]] == list(range(8))
+        assert topo["gpus"][0] == {
+            "index": 0, "numa": 0, "cpu_affinity": "4,6,8,10,12", "gpu_numa_id": None,
+            "nics": {f"mlx5_{i}": link for i, link in enumerate(["PIX"] * 3 + ["NODE"] * 3 + ["SYS"] * 6)}}
+        assert [g["numa"] for g in topo["gpus"]] == [0, 0, 0, 0, 1, 1, 1, 1]
+        assert facts["hosts"]["gb200-002"]["topo"]["gpus"][2]["nics"]["mlx5_0"] == "PIX"
         assert len(facts["hosts"]["gb200-002"]["gpus"]) == 3
-        assert facts["hosts"]["gb200-003"]["nics"][1]["state"] == "DOWN"
+        assert facts["hosts"]["gb200-003"]["nics"][2]["state"] == "DOWN"
         assert set(facts["hosts"]["gb200-004"]) == {"error"}
         assert facts["drift"] == [ln[len("drift: "):] for ln in drift]
 
-        # repaired: the rail back up, the GPU back, the clique right, the dead host out of the model and the
-        # inventory: no difference, exit 0
+        # repaired: the rail back up, the GPU back, its NICs in place, the clique right, the dead host out of the
+        # model and the inventory: no difference, exit 0
         hosts.ssh("gb200-003", "umount /sys/class")
         hosts.ssh("gb200-003", _sysfs())
         (hosts.hosts["gb200-003"].root / "usr/bin/nvidia-smi").write_text(
-            fake_gpu.nvidia_smi(count=4, name="NVIDIA GB200", fabric=fabric))
+            fake_gpu.nvidia_smi(count=4, name="NVIDIA GB200", fabric=fabric, topo=TOPO))
         (hosts.hosts["gb200-002"].root / "usr/bin/nvidia-smi").write_text(
-            fake_gpu.nvidia_smi(count=4, name="NVIDIA GB200", fabric=fabric))
+            fake_gpu.nvidia_smi(count=4, name="NVIDIA GB200", fabric=fabric, topo=TOPO))
         del hosts.hosts["gb200-004"]
         fleet["fleet"]["pools"][0].update(nodes=3, nvlink_domain_nodes=3)
         src.write_text(yaml.safe_dump(fleet, sort_keys=False))
@@ -149,8 +169,8 @@ def test_discover_writes_the_facts_and_reports_the_differences(tmp_path):
     assert (f"Sockets={cpu['sockets']} CoresPerSocket={cpu['cores_per_socket']} "
             f"ThreadsPerCore={cpu['threads_per_core']}") in conf, conf
     nhc = (out / "slurm/nhc.conf").read_text()
-    assert "check_hw_ib 400 mlx5_0:1" in nhc and "check_hw_ib 400 mlx5_1:1" in nhc and "mlx5_2" not in nhc, nhc
-    assert "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1" in (out / "slurm/nccl.env").read_text()
+    assert "check_hw_ib 400 mlx5_0:1" in nhc and "check_hw_ib 400 mlx5_4:1" in nhc and "mlx5_2" not in nhc, nhc
+    assert "NCCL_IB_HCA==mlx5_0:1,mlx5_4:1" in (out / "slurm/nccl.env").read_text()
     # a facts file outside the folder of workload.yaml is refused, with the line of `facts`
     pool["facts"] = "../elsewhere/facts.yaml"
     src.write_text(yaml.safe_dump(fleet, sort_keys=False))

@@ -8,7 +8,8 @@ on Debian 12's 22.05 (the host) and in the trixie (24.11) and forky (26.05) chro
   for GPUs 0-3, 56-111 for 4-7), in Slurm's abstract core numbering;
 * `slurmd -C` of each release, run on the DGX H100's CPU layout as hwloc (which slurmd reads the
   machine through) describes it, prints the layout the bundle's NodeName line gives the pool, and
-  `slurmd -G` on that layout still gives every GPU its socket's cores;
+  `slurmd -G` on that layout still gives every GPU its socket's cores; `orchgen discover`'s parser and drift
+  read that real line (the layout agrees; the test host's memory is reported below the DGX's RealMemory);
 * TaskProlog gives every task NCCL_IB_HCA as exactly the eight compute rails, never a storage HCA;
 * no WARNING or error in any daemon's log (tests/slurmharness: problems()).
 """
@@ -18,6 +19,10 @@ import re
 
 import pytest
 
+from generator import discover
+from generator.decide import make_plan
+from generator.render.slurm.model import model
+from generator.spec import load_located
 from tests.slurmharness import SlurmCluster, expand_hostlist, parse, require_slurm
 from tests.test_slurm_ops_real import nodes_env
 from tests.test_slurm_real import Planned, bundle, check_clean_log, check_nodes
@@ -65,6 +70,25 @@ def dgx_node_line(out) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in line.split())
 
 
+def check_discover_reads(out, shown: str) -> None:
+    """`orchgen discover`'s slurmd -C path on this release's real output: the line FACTS_SCRIPT keeps (the first)
+    through discover's parser and drift against the fleet's model. The layout (hwloc's DGX H100) matches the
+    NodeName line, so only the memory differs: slurmd counts the test host's, far below a DGX's RealMemory."""
+    first = shown.splitlines()[0]
+    facts = discover.parse(f"@@ slurmd\n{first}\n@@ end\n")
+    got = dict(kv.split("=", 1) for kv in first.split())
+    assert facts["slurmd_c"] == first and facts["cpu"] == {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2}
+    assert (facts["cpus"], facts["real_memory_mib"]) == (224, int(got["RealMemory"])), facts
+    fleet, _ = load_located(out.parent / "dgxp.yaml")
+    plan = make_plan(fleet, out.parent / "dgxp.yaml")
+    nodes = [n for g in model(plan).groups if g.pool == "dgx" for n in g.nodes]
+    assert len(nodes) == 2, nodes
+    real = dgx_node_line(out)["RealMemory"]
+    lines = [ln for ln in discover.drift(plan, dict.fromkeys(nodes, facts)) if "slurmd -C" in ln or "CPU" in ln]
+    assert lines == [f"{n}: slurmd -C says RealMemory={got['RealMemory']} MiB, below slurm.conf's RealMemory={real}: "
+                     "slurmctld drains the node (Low RealMemory; pool dgx)" for n in nodes], lines
+
+
 def check_slurmd_c(c: SlurmCluster, out, node: str) -> None:
     """`slurmd -C` on the DGX H100's layout prints what slurm.conf's NodeName line says; `slurmd -G` on it
     gives each GPU its socket's cores."""
@@ -77,6 +101,7 @@ def check_slurmd_c(c: SlurmCluster, out, node: str) -> None:
     assert (want["CPUs"], sockets, want["CoresPerSocket"], want["ThreadsPerCore"]) == \
         (got["CPUs"], str(int(got["Boards"]) * int(got["SocketsPerBoard"])), got["CoresPerSocket"],
          got["ThreadsPerCore"]), (shown, want)
+    check_discover_reads(out, shown)
     g = c.run("env", f"HWLOC_SYNTHETIC={DGX_H100_HWLOC}", "slurmd", "-G", "-N", node)
     assert gres_cores(g.stdout + g.stderr) == {f"nvidia{i}": "0-55" if i < 4 else "56-111" for i in range(8)}, \
         g.stdout + g.stderr
