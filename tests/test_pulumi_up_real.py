@@ -306,8 +306,8 @@ def _run(stack: Stack, hosts: Hosts, site: Site, bundle: Path, fleet: dict, tmp_
     # was stopped by hand on gpu-002 (killed: no init system here): the same `pulumi up` starts it again, with the
     # cluster key. Accounts are sacctmgr's; MaxTime is `scontrol reconfigure` (from 23.11 it starts new daemon
     # processes in place: slurmctld's pid changes, it never stops answering), run by the last step once every host
-    # has the new slurm.conf; neither restarts slurmctld. (The accounts-only re-plan, slurmctld's pid unchanged, is
-    # test_bringup_real's Debian 12 `share`.)
+    # has the new slurm.conf; neither restarts slurmctld. (A share alone, sacctmgr and nothing else, is applied on each
+    # release by test_replan_impact_real; test_bringup_real's Debian 12 `maxtime` pairs it with a MaxTime too.)
     hosts.ssh("gpu-002", "pid=$(cat /run/munge/munged.pid); kill $pid; for i in $(seq 50); do "
                          "kill -0 $pid 2>/dev/null || exit 0; sleep 0.1; done; exit 1")
     assert hosts.ssh("gpu-002", "munge -n", check=False).returncode != 0  # stopped indeed
