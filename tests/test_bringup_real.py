@@ -2,7 +2,8 @@
 (tests/bringupharness: debootstrap roots, own hostname, PID and mount namespaces, sshd on 127.0.0.N) go from a
 bare OS to a Slurm cluster (slurmctld, slurmdbd with MariaDB, two slurmd), pass the production checks, run a
 2-node GPU job; every host shares the one munge key (kept outside the bundle); a second run changes nothing; a
-run after munged stopped on one node repairs it; three re-plans are applied with a job running through each.
+run after munged stopped and dpkg was cut short on one node repairs both; three re-plans are applied with a job
+running through each.
 The hosts start what their packages start at install (munged with its own key, MariaDB), as a fresh Debian does.
 This is Debian 12 (Slurm 22.05); Debian 13 (Slurm 24.11, MariaDB 11.8) is brought up, and re-planned, by the real
 `pulumi up` in tests/test_pulumi_up_real.py.
@@ -73,16 +74,51 @@ def _one_cluster_key(hosts: Hosts, site, bundle: Path) -> None:
         assert "STATUS:          Success" in hosts.ssh(h, f"echo '{cred}' | unmunge").stdout, h
 
 
-def _munge_stopped_on_one_node_is_repaired(hosts: Hosts, site, bundle: Path) -> None:
-    """munged stopped on one node (killed: no init system here); a run starts it again, with the cluster key,
-    and that node runs jobs."""
+# A package whose first configure kills dpkg (SIGKILL to its parent, as a run cut short by Ctrl-C or a lost connection
+# leaves it): dpkg's journal stays in /var/lib/dpkg/updates/ and the package half-configured, so apt refuses every
+# install until `dpkg --configure -a`, which configures it (the second configure exits 0).
+CUT_SHORT_CONTROL = """Package: orchgen-cut-short
+Version: 1.0
+Architecture: all
+Maintainer: orchgen tests <tests@orchgen.invalid>
+Description: a package whose first configure kills dpkg (a bring-up cut short)
+"""
+CUT_SHORT_POSTINST = """#!/bin/sh
+[ -e /var/lib/orchgen-cut-short ] && exit 0
+touch /var/lib/orchgen-cut-short
+kill -KILL $PPID
+sleep 5
+"""
+
+
+def _dpkg_cut_short(hosts: Hosts, name: str, work: Path) -> None:
+    """dpkg killed half-way on host `name`: apt there says so and refuses to install (checked, so the damage is real)."""
+    pkg = work / "cut-short"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(CUT_SHORT_CONTROL)
+    (pkg / "DEBIAN" / "postinst").write_text(CUT_SHORT_POSTINST)
+    (pkg / "DEBIAN" / "postinst").chmod(0o755)
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(pkg), str(hosts.hosts[name].root / "tmp" / "cut.deb")],
+                   check=True, capture_output=True)
+    assert hosts.ssh(name, "dpkg -i /tmp/cut.deb", check=False).returncode != 0  # killed
+    said = hosts.ssh(name, "apt-get install -y -q hostname", check=False)
+    assert said.returncode != 0 and "dpkg was interrupted" in said.stdout + said.stderr, said.stdout + said.stderr
+
+
+def _munge_stopped_on_one_node_is_repaired(hosts: Hosts, site, bundle: Path, work: Path) -> None:
+    """munged stopped on one node (killed: no init system here), and a dpkg run cut short there (issue 33: a run
+    killed half-way); the next run finishes dpkg's work, starts munged again with the cluster key, and that node
+    runs jobs."""
     hosts.ssh("gpu02", "pid=$(cat /run/munge/munged.pid); kill $pid; for i in $(seq 50); do "
                        "kill -0 $pid 2>/dev/null || exit 0; sleep 0.1; done; exit 1")
     assert hosts.ssh("gpu02", "munge -n", check=False).returncode != 0  # stopped indeed
+    _dpkg_cut_short(hosts, "gpu02", work)
     run = site.up(bundle, "--skip-tags", "checks")
     assert run.returncode == 0, failure(run)
     changed = {h: r["changed"] for h, r in recap(run.stdout).items()}
     assert changed["gpu02"] > 0 and changed["gpu01"] == 0 and changed["ctl1"] == 0, changed
+    assert not hosts.ssh("gpu02", "dpkg --audit; ls /var/lib/dpkg/updates").stdout.strip()  # dpkg's work finished
+    hosts.ssh("gpu02", "dpkg --purge orchgen-cut-short >/dev/null && rm /var/lib/orchgen-cut-short /tmp/cut.deb")
     cred = hosts.ssh("ctl1", "munge -n").stdout.strip()
     assert "STATUS:          Success" in hosts.ssh("gpu02", f"echo '{cred}' | unmunge").stdout
     job = hosts.ssh("ctl1", "srun -N2 -w gpu01,gpu02 hostname").stdout.split()
@@ -377,8 +413,8 @@ def test_bare_os_to_cluster_then_idempotent_then_replans(cluster, tmp_path):
     print(f"second run, nothing changed: {time.monotonic() - t:.0f} s")
 
     t = time.monotonic()
-    _munge_stopped_on_one_node_is_repaired(hosts, site, bundle)
-    print(f"run after munged stopped on gpu02, repaired: {time.monotonic() - t:.0f} s")
+    _munge_stopped_on_one_node_is_repaired(hosts, site, bundle, tmp_path)
+    print(f"run after munged stopped and dpkg cut short on gpu02, repaired: {time.monotonic() - t:.0f} s")
 
     running = hosts.ssh("ctl1", "sbatch --parsable -N1 -w gpu01 -t 60 --wrap 'sleep 3000'").stdout.strip()
     for _ in range(100):
