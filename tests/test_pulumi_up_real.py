@@ -64,7 +64,8 @@ STACK = "pulumi-lab"  # the README's `pulumi stack init <plan name>`
 INIT = ["init", "--name", STACK, "--os", "debian-13", "--slurm-controller", "ctl1", "--nodes", "2",
         "--gpu-type", "a100", "--gpus-per-node", "2", "--fabric", "infiniband", "--training-nodes", "2",
         "--no-service"]
-ACTIONS = ("none", "sacctmgr", "reconfigure", "restart_slurmctld", "restart_slurmd", "drain_restart", "impossible")
+ACTIONS = ("none", "sacctmgr", "reconfigure", "restart_slurmctld", "restart_slurmd", "drain_restart", "upgrade",
+           "impossible")
 
 
 def init_fleet(tmp_path: Path) -> dict:

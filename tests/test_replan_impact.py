@@ -121,7 +121,7 @@ def test_the_slurm_table_is_one_cited_table_keyed_by_release():
     from generator.impact import slurm
 
     assert slurm.ACTIONS == ("none", "sacctmgr", "reconfigure", "restart_slurmctld", "restart_slurmd",
-                             "drain_restart", "impossible")
+                             "drain_restart", "upgrade", "impossible")
     assert [f.name for f in fields(slurm.SlurmChange)] == ["file", "key", "old", "new", "action", "nodes", "reason",
                                                            "cite"]
     for row in slurm.TABLE:

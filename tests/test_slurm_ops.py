@@ -485,7 +485,8 @@ def test_paired_controllers_get_a_backup_slurmdbd_only_against_the_sites_databas
     assert settings_of(files["slurm.conf"])["AccountingStorageBackupHost"] == "ctl2"
     assert list(inventory(plan)["all"]["children"]["slurmdbd"]["hosts"]) == ["ctl1", "ctl2"]
     v = vars_data(plan, {k: v.encode() for k, v in files.items()})
-    assert v["orchgen_packages"]["slurmdbd"] == ["slurmdbd"] and v["orchgen_storage_host"] == "db.example.org"
+    assert v["orchgen_packages"]["slurmdbd"] == [] and v["orchgen_slurm_packages"]["slurmdbd"] == ["slurmdbd"]
+    assert v["orchgen_storage_host"] == "db.example.org"
     assert next(f for f in v["orchgen_files"] if f["src"] == "mariadb-slurm.cnf")["on"] == []
     site = next(r for r in v["orchgen_not_installed"] if r["name"] == "the accounting database on db.example.org")
     assert "CREATE USER 'slurm'@'ctl2' IDENTIFIED BY '<password>'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'ctl2';" \

@@ -11,6 +11,13 @@ apt command refuses, exit 100 with apt's line, a repository signed by another ke
 (apt 2.6 alone warns and exits 0, leaving the OS's Slurm in place). The same runs take the nccl-tests
 tasks (`--tags nccl_tests`): on this host, with no CUDA or NCCL, they print NOT INSTALLED with what is missing
 and build nothing (the CUDA path needs a GPU node: not proven here).
+
+SchedMD's packaging (`packaging: schedmd`): the same repository also serves packages under SchedMD's names and
+relations (slurm-smd, slurm-smd-slurmd, -slurmctld, -client; Conflicts with Debian's), built here from this machine's
+Debian 12 Slurm so that the daemons really run; the same host, its stand-in slurmd purged, is brought up by the
+bundle's up.sh as a one-host cluster from them, and a job runs. A repository added to a cluster that runs Debian's
+packages is an upgrade in SchedMD's order: `plan --diff` and apply.py say so, and the plays' order is checked as
+ansible-playbook lists it (render level: a real upgrade run would be a second four-host bring-up).
 """
 from __future__ import annotations
 
@@ -32,7 +39,7 @@ import yaml
 
 from tests._consumers import require
 from tests.bringupharness.hosts import Hosts
-from tests.bringupharness.run import failure, recap
+from tests.bringupharness.run import Site, failure, recap
 from tests.support import run_cli
 
 FLEET = Path(__file__).parent / "data" / "bringup" / "fleet.yaml"
@@ -58,7 +65,12 @@ def _repository(top: Path, debs: list[tuple[str, str]], signer: tuple[Path, str]
     """An apt repository at `top` (dists/SUITE/main/binary-amd64, pool/) with these packages (name, version),
     its Release signed inline (InRelease) by `signer` (GNUPGHOME, fingerprint), or unsigned."""
     pool = top / "pool"
-    pool.mkdir(parents=True)
+    pool.mkdir(parents=True, exist_ok=True)
+    for pkg in sorted((top / "src").glob("*/DEBIAN/control")) if (top / "src").is_dir() else ():
+        fields = dict(line.split(": ", 1) for line in pkg.read_text().splitlines() if ": " in line)
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", str(pkg.parents[1]),
+                        str(pool / f"{fields['Package']}_{fields['Version']}_{fields['Architecture']}.deb")],
+                       check=True, capture_output=True)
     for name, version in debs:
         pkg = top / "src" / name
         (pkg / "DEBIAN").mkdir(parents=True)
@@ -67,7 +79,7 @@ def _repository(top: Path, debs: list[tuple[str, str]], signer: tuple[Path, str]
                                             "Description: stand-in for the site's Slurm package\n")
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(pkg),
                         str(pool / f"{name}_{version}_all.deb")], check=True, capture_output=True)
-    shutil.rmtree(top / "src")
+    shutil.rmtree(top / "src", ignore_errors=True)
     dist = top / "dists" / SUITE
     (dist / "main/binary-amd64").mkdir(parents=True)
     packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "pool"], cwd=top, check=True,
@@ -81,6 +93,49 @@ def _repository(top: Path, debs: list[tuple[str, str]], signer: tuple[Path, str]
     if signer:
         _gpg(signer[0], "--yes", "--local-user", signer[1], "--clearsign", "-o", str(dist / "InRelease"),
              str(dist / "Release"))
+
+
+# SchedMD's packaging (its debian/control, from slurm-23-11-0-1): slurm-smd holds libslurm and every plugin (it
+# Conflicts with slurm-wlm-basic-plugins), slurm-smd-slurmd / -slurmctld / -client the daemons and commands, each
+# Conflicts with Debian's package of the same role, and no maintainer script makes a slurm user. The test's are built
+# under those names and relations from this machine's Debian 12 Slurm (the release the bookworm host runs), so its
+# daemons really run; SMD_VERSION is 22.05 (SchedMD's own debian/ starts at 23.11: plan warns, asserted below).
+SMD_VERSION = "22.05.8-1orchgen.smd"
+SMD = {  # SchedMD's package: (Debian's package whose files it takes, Debian's packages it Conflicts with)
+    "slurm-smd": ("slurm-wlm-basic-plugins", "slurm-wlm, slurm-wlm-basic-plugins"),
+    "slurm-smd-slurmd": ("slurmd", "slurmd"),
+    "slurm-smd-slurmctld": ("slurmctld", "slurmctld"),
+    "slurm-smd-client": ("slurm-client", "slurm-client"),
+}
+
+
+def _smd_trees(top: Path) -> None:
+    """top/src/<name>/: SMD's packages as dpkg-deb trees (files of Debian's installed package; no /etc, no docs)."""
+    arch = subprocess.run(["dpkg", "--print-architecture"], check=True, capture_output=True, text=True).stdout.strip()
+    for name, (debian, conflicts) in SMD.items():
+        tree = top / "src" / name
+        (tree / "DEBIAN").mkdir(parents=True)
+        listed = subprocess.run(["dpkg", "-L", debian], check=True, capture_output=True, text=True).stdout.split("\n")
+        for path in listed:
+            src = Path(path)
+            if not path.startswith("/") or path.startswith(("/etc/", "/usr/share/doc/", "/usr/share/man/")) \
+                    or src.is_dir() or not (src.is_file() or src.is_symlink()):
+                continue
+            # Debian's daemons are update-alternatives of /usr/sbin/NAME-wlm; SchedMD's packages install /usr/sbin/NAME
+            dest = tree / path.lstrip("/").removesuffix("-wlm" if path.startswith("/usr/sbin/") else "")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_symlink():
+                os.symlink(os.readlink(src), dest)
+            else:
+                shutil.copy2(src, dest)
+        depends = subprocess.run(["dpkg-query", "-W", "-f=${Depends}", debian], check=True, capture_output=True,
+                                 text=True).stdout.split(", ")
+        deps = [d for d in depends if not d.startswith(("slurm-", "ucf", "adduser"))]
+        deps += ["munge"] if name == "slurm-smd" else [f"slurm-smd (= {SMD_VERSION})"]
+        (tree / "DEBIAN/control").write_text(
+            f"Package: {name}\nVersion: {SMD_VERSION}\nArchitecture: {arch}\nDepends: {', '.join(deps)}\n"
+            f"Conflicts: {conflicts}\nMaintainer: orchgen tests <tests@example.invalid>\n"
+            f"Description: SchedMD's {name} stand-in, from Debian's {debian}\n")
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -103,6 +158,29 @@ def _plan(work: Path, key: str, name: str) -> Path:
     return out
 
 
+def _plan_schedmd(work: Path) -> tuple[Path, str]:
+    """A one-host cluster on the test's host (gpu01: controller and node), Slurm from the site repository under
+    SchedMD's names (packaging: schedmd); what plan says on stderr. Only what the bring-up of one CPU host needs:
+    no accounting, NHC, pyxis, containment (Debian's pam_slurm_adopt is not on this machine to repack) or telemetry."""
+    data = {"apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "smd-lab"},
+            "fleet": {"bare_metal": True, "slurm": {"controllers": ["gpu01"]},
+                      "fabric": {"kind": "ethernet", "leaves": [{"name": "leaf1", "nodes": "gpu01"}]},
+                      "pools": [{"name": "cpu", "nodes": 1, "hostnames": "gpu01",
+                                 "cpu": {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1},
+                                 "memory_gib": 8, "reserved": {"cores": 1, "memory_gib": 1}}]},
+            "workloads": [{"name": "train", "nodes": 1, "pool": "cpu", "plane": "slurm"}],
+            "options": {"slurm_version": SMD_VERSION.split(".8-")[0],
+                        "slurm": {"containment": False, "telemetry": False, "health_check": False,
+                                  "containers": "none",
+                                  "repository": {"url": work.joinpath("url").read_text(), "suite": SUITE,
+                                                 "key": "site.asc", "packaging": "schedmd"}}}}
+    src = work / "smd.yaml"
+    src.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = run_cli(["plan", src, "-o", work / "smd"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return work / "smd", proc.stderr
+
+
 @pytest.fixture(scope="module")
 def site_repo(tmp_path_factory):
     """Two keys, the site's repository (signed by the first) served on loopback, and its bundle."""
@@ -112,6 +190,7 @@ def site_repo(tmp_path_factory):
     fpr, pub = _key(work / "gnupg-site", "site")
     (work / "site.asc").write_bytes(pub)
     (work / "other.asc").write_bytes(_key(work / "gnupg-other", "other")[1])
+    _smd_trees(work / "www")
     _repository(work / "www", [("slurmd", SITE_SLURM)], (work / "gnupg-site", fpr))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
                                              functools.partial(_Quiet, directory=str(work / "www")))
@@ -294,3 +373,84 @@ def test_bare_host_gets_slurm_from_the_site_repository(site_repo, bundle, tmp_pa
         finally:
             inrelease.with_suffix(".off").rename(inrelease)
         assert unsigned.returncode == 100 and re.search(r"is (not|no longer) signed", unsigned.stderr), unsigned
+
+        # SchedMD's packaging (options.slurm.repository.packaging: schedmd) on the same host, the stand-in slurmd
+        # above purged: the whole bring-up (up.sh) of a one-host cluster installs slurm-smd-* from the repository
+        # (not Debian's slurmd, slurm-wlm-basic-plugins: the names vars.yaml gives), makes the slurm user SchedMD's
+        # packages do not make, starts slurmctld and slurmd from them, and a job runs
+        hosts.ssh("gpu01", "dpkg --purge slurmd >/dev/null")
+        smd, said = _plan_schedmd(site_repo)
+        assert "SchedMD's Debian packaging (slurm-smd-*) starts at Slurm 23.11" in " ".join(said.split()), said
+        site = Site(hosts, tmp_path / "site", legacy=True)
+        up = site.up(site.install(smd), "--skip-tags", "checks")
+        assert up.returncode == 0, failure(up)
+        have = hosts.ssh("gpu01", "dpkg-query -W -f='${db:Status-Abbrev}${Package} ${Version}\\n' 'slurm*' "
+                         "| sed -n 's/^ii *//p'").stdout.split("\n")
+        assert sorted(x for x in have if x) == sorted(f"{name} {SMD_VERSION}" for name in SMD), have
+        assert hosts.ssh("gpu01", "id -un slurm").stdout.strip() == "slurm"
+        job = hosts.ssh("gpu01", "srun -N1 -w gpu01 sh -c 'echo $SLURM_JOB_ID $(hostname)'", timeout=120).stdout.split()
+        assert job[1:] == ["gpu01"] and job[0].isdigit(), job
+
+
+def _fleet_with(tmp_path: Path, name: str, release: str, repository: dict | None) -> Path:
+    """The bring-up fleet planned with `release` and, when given, the site repository (key: a public key file)."""
+    data = yaml.safe_load(FLEET.read_text())
+    data["options"]["slurm_version"] = release
+    if repository:
+        (tmp_path / "site.asc").write_text(KEY_TEXT)
+        data["options"]["slurm"] = {"repository": {"url": "https://mirror.example/slurm", "suite": SUITE,
+                                                   "key": "site.asc", **repository}}
+    src = tmp_path / f"{name}.yaml"
+    src.write_text(yaml.safe_dump(data, sort_keys=False))
+    return src
+
+
+def test_a_repository_added_after_debian_s_slurm_is_an_upgrade_in_schedmd_order(tmp_path):
+    """Issue 33: a site brought up with Debian's 22.05, then adding SchedMD's packages of 24.11 and re-planning. The
+    re-plan's impact (`plan --diff`, and the bundle's own apply.py against the old bundle) says: an upgrade of Slurm's
+    packages, slurmdbd first, then slurmctld, then slurmd. The playbook makes it in that order: plays run one after
+    another over every host of theirs (Ansible's linear strategy), and the plays of slurmdbd, slurmctld and slurmd
+    (in this order) each begin with upgrade.yml for their role, while the play before them installs Slurm only on a
+    host with none. Render level (the plays' order as ansible-playbook --list-tasks reads it): the real run of an
+    upgrade would cost a second bring-up of four hosts (test_bringup_real's), which CI's budget has no room for."""
+    old = tmp_path / "old"
+    first = run_cli(["plan", _fleet_with(tmp_path, "debian", "22.05", None), "-o", old], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    new_src = _fleet_with(tmp_path, "smd", "24.11", {"packaging": "schedmd"})
+    diff = run_cli(["plan", new_src, "-o", old, "--diff"], capture_output=True, text=True)
+    said = " ".join(diff.stdout.split())
+    assert diff.returncode == 1, diff.stdout + diff.stderr
+    assert "slurm upgrade: (packages) slurm" in said, said
+    assert ("upgrade: (packages) slurm: Slurm 22.05 (debian packages) -> Slurm 24.11 (schedmd packages) why: "
+            "SchedMD's upgrade guide: slurmdbd first") in said, said
+    assert "every slurmdbd host (stop, upgrade, start: it converts the database), then every slurmctld host, then " \
+           "every slurmd host" in said, said
+    new = tmp_path / "new"
+    assert run_cli(["plan", new_src, "-o", new], capture_output=True, text=True).returncode == 0
+    v = yaml.safe_load((new / "bringup/vars.yaml").read_text())
+    assert v["orchgen_slurm_packaging"] == "schedmd"
+    assert v["orchgen_slurm_packages"] == {"slurmctld": ["slurm-smd-slurmctld", "slurm-smd-client"],
+                                           "slurmdbd": ["slurm-smd-slurmdbd"],
+                                           "slurmd": ["slurm-smd-slurmd", "slurm-smd-client",
+                                                      "slurm-smd-libpam-slurm-adopt"]}
+    others = {p for names in v["orchgen_packages"].values() for p in names}
+    assert not others & {"slurmd", "slurmctld", "slurmdbd", "slurm-client", "libpam-slurm-adopt"}, others
+    # the bundle's own apply.py, against the old bundle (--old; --dry-run: nothing runs), says the same
+    dry = subprocess.run([sys.executable, str(new / "bringup/apply.py"), "hosts.yaml", "--old", str(old), "--dry-run"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "apply: (packages): slurm: 'Slurm 22.05 (debian packages)' -> 'Slurm 24.11 (schedmd packages)': upgrade " \
+           "(SchedMD's upgrade guide: slurmdbd first" in dry.stdout, dry.stdout
+    # the order: ansible-playbook's own reading of the plays (--list-tasks), each play's hosts and its first tasks
+    listed = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "inventory.yaml", "site.yml", "--list-tasks"],
+                            cwd=new / "bringup", capture_output=True, text=True,
+                            env={**os.environ, "ANSIBLE_CONFIG": str(new / "bringup/ansible.cfg")})
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    plays = [(m.group(1), block) for m, block in
+             ((re.match(r"\d+ \(([^)]*)\)", part), part) for part in listed.stdout.split("play #")[1:])]
+    upgrading = [hosts for hosts, tasks in plays if "Slurm's packages at the plan's release" in tasks]
+    assert upgrading == ["slurmdbd", "slurmctld", "slurmd"], [hosts for hosts, _ in plays]
+    [fresh] = [tasks for hosts, tasks in plays if "Slurm's packages of this host's roles (a fresh host)" in tasks]
+    assert plays.index(next(p for p in plays if p[1] == fresh)) < [h for h, _ in plays].index("slurmdbd")
+    upgrade = (new / "bringup/upgrade.yml").read_text()
+    assert "state: latest" in upgrade and "select('in', group_names)" in upgrade

@@ -123,6 +123,8 @@ def make_plan(fleet: Fleet, source: str | Path, previous: dict[str, str] | None 
         warnings.append(Warning_("the site's Slurm repository is for the bare-metal Slurm bring-up (bringup/), and this "
                                  "plan has no bare-metal Slurm plane: nothing installs from it", "options.slurm.repository",
                                  bundle_only=True))
+    if slurm and not operator:
+        _schedmd_packaging(fleet, slurm_version, warnings)
     planes: dict[str, Plane] = {}
     if slurm:
         planes[slurm] = Plane(slurm, "kubernetes" if operator else "bare-metal", operator, slices[slurm],
@@ -335,6 +337,18 @@ def _bringup_os(release: str, bare_metal_slurm: bool, warnings: list[Warning_]) 
     line = bringup_os_line(release) if bare_metal_slurm else None
     if line:
         warnings.append(Warning_(line, "options.slurm_version", bundle_only=True))
+
+
+def _schedmd_packaging(fleet: Fleet, release: str, warnings: list[Warning_]) -> None:
+    """SchedMD's own Debian packaging (debian/ in its source tree, slurm-smd-*) starts at Slurm 23.11
+    (https://slurm.schedmd.com/quickstart_admin.html#debuild): an older release under those names is the site's own
+    backport, which the bring-up installs all the same."""
+    repo = fleet.options.slurm.repository
+    if repo is not None and repo.packaging == "schedmd" and tuple(int(p) for p in release.split(".")[:2]) < (23, 11):
+        warnings.append(Warning_(
+            f"packaging schedmd: SchedMD's Debian packaging (slurm-smd-*) starts at Slurm 23.11 and the plan targets "
+            f"{release}: the repository must still provide slurm-smd packages of {release} (a backport of its "
+            "debian/), or plan 23.11 or later", "options.slurm.repository.packaging", bundle_only=True))
 
 
 def _slurm_ops_warnings(fleet: Fleet) -> list[Warning_]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from generator.errors import printable_text
 
 from .kube import DISRUPTIVE, KubeChange, kube_impact
-from .slurm import ACTIONS, HOW, SlurmChange, impact_of_files
+from .slurm import ACTIONS, HOW, PACKAGES, SlurmChange, impact_of_files, packages_of_vars
 
 # Slurm actions that disrupt the running site: a daemon restart or more
 SLURM_DISRUPTIVE = set(ACTIONS[ACTIONS.index("restart_slurmctld"):])
@@ -224,6 +224,19 @@ def _gpu_nodes(files: dict[str, bytes]) -> int | None:
         return None
 
 
+def _packages(text: str | None) -> str | None:
+    """The `(packages)` pseudo file of a bundle's bringup/vars.yaml (None: no bring-up, or not readable)."""
+    if text is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return packages_of_vars(data) if isinstance(data, dict) and data.get("orchgen_slurm_release") else None
+
+
 def read_tree(root: Path, skip=lambda p: False) -> dict[str, bytes | NotRead]:
     """Every file of a bundle folder, read through bundle.read_inside: a link leading out of the
     folder, a FIFO, a device or a huge file is a NotRead (its reason), never its content."""
@@ -278,7 +291,12 @@ def compare(old: dict[str, bytes], new: dict[str, bytes], old_label: str, new_la
     texts_new = {p: t for p, d in new.items() if p not in unread and (t := _text(d)) is not None}
     sub = lambda files: {p[len("slurm/"):]: t for p, t in files.items() if p.startswith("slurm/")}  # noqa: E731
     if any(p.startswith("slurm/") for p in texts_old.keys() | texts_new.keys()):
-        impact.slurm = impact_of_files(sub(texts_old), sub(texts_new), release)
+        old_slurm, new_slurm = sub(texts_old), sub(texts_new)
+        # Slurm's packages the bring-up installs (release, packaging, source): an upgrade when they change
+        pa, pb = _packages(texts_old.get("bringup/vars.yaml")), _packages(texts_new.get("bringup/vars.yaml"))
+        if pa is not None and pb is not None:
+            old_slurm[PACKAGES], new_slurm[PACKAGES] = pa, pb
+        impact.slurm = impact_of_files(old_slurm, new_slurm, release)
     impact.kubernetes = kube_impact(texts_old, texts_new, charts, _gpu_nodes(new))
     impact.moves = node_moves(texts_old.get("plan.json"), texts_new.get("plan.json"))
     return impact

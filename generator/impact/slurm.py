@@ -22,6 +22,10 @@ files on every host and everything a less disruptive action does (ACTIONS is in 
     drain_restart      drain `nodes`, wait until their jobs end, restart slurmctld and their slurmd,
                        resume them (a node removed, or its GRES/CPUs/memory changed: a job on it
                        would be killed or the node would register as invalid)
+    upgrade            Slurm's packages change (another release, or the other packaging: options.slurm.repository
+                       added or changed, the pseudo file `(packages)`): stop, upgrade and start the daemons,
+                       every slurmdbd first, then every slurmctld, then every slurmd (SchedMD's upgrade guide);
+                       no drain: running jobs survive a slurmd upgrade
     impossible         not in place: a new cluster (ClusterName, AuthType, SwitchType)
 
 The facts are the man pages at SchedMD's release tags: slurm.conf(5) names the settings that need
@@ -37,7 +41,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-ACTIONS = ("none", "sacctmgr", "reconfigure", "restart_slurmctld", "restart_slurmd", "drain_restart",
+ACTIONS = ("none", "sacctmgr", "reconfigure", "restart_slurmctld", "restart_slurmd", "drain_restart", "upgrade",
            "impossible")
 
 
@@ -50,6 +54,9 @@ HOW = {
     "restart_slurmd": "install the files, restart slurmctld, then slurmd on the named nodes (their jobs run on)",
     "drain_restart": "`scontrol update nodename=NODES state=drain reason=replan`, wait until their jobs end, install "
                      "the files, restart slurmctld and the nodes' slurmd, then `state=resume`",
+    "upgrade": "the bring-up upgrades Slurm's packages host by host in SchedMD's order: every slurmdbd host (stop, "
+               "upgrade, start: it converts the database), then every slurmctld host, then every slurmd host (their "
+               "jobs run on); back up the database first (https://slurm.schedmd.com/upgrades.html)",
     "impossible": "not in place: a new cluster (drain everything, stop every daemon, start afresh)",
 }
 
@@ -428,6 +435,41 @@ def _accounts(old: str, new: str, release: str) -> list[SlurmChange]:
             for head in sorted(a.keys() | b.keys()) if a.get(head) != b.get(head)]
 
 
+# The pseudo file of Slurm's packages the hosts run (not under slurm/): "release R", "packaging debian|schedmd" and,
+# from a bundle's bringup/vars.yaml, "source URL SUITE" (or "source the OS's archive"). bringup/running.yml reads the
+# first two from each role's first host (dpkg-query); orchgen's bundle comparison reads all three from vars.yaml.
+PACKAGES = "(packages)"
+UPGRADE_GUIDE = "https://slurm.schedmd.com/upgrades.html"
+
+
+def packages_of_vars(data: dict) -> str:
+    """The `(packages)` text of a bundle's bringup/vars.yaml (as Ansible reads it)."""
+    repo = data.get("orchgen_slurm_repo") or {}
+    source = f"{repo.get('url')} {repo.get('suite')}" if repo else "the OS's archive"
+    return (f"release {data.get('orchgen_slurm_release')}\npackaging {data.get('orchgen_slurm_packaging') or 'debian'}"
+            f"\nsource {source}\n")
+
+
+def _fields(text: str) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+
+
+def _packages(old: str, new: str) -> list[SlurmChange]:
+    a, b = _fields(old), _fields(new)
+    was = f"Slurm {a.get('release')} ({a.get('packaging')} packages)"
+    now = f"Slurm {b.get('release')} ({b.get('packaging')} packages)"
+    if (a.get("release"), a.get("packaging")) != (b.get("release"), b.get("packaging")):
+        return [SlurmChange(PACKAGES, "slurm", was, now, "upgrade", (),
+                            "SchedMD's upgrade guide: slurmdbd first (RELEASE_NOTES: \"If using the slurmdbd ... you "
+                            "must update this first\"), then slurmctld, then slurmd (never newer than slurmctld)",
+                            UPGRADE_GUIDE)]
+    if "source" in a and "source" in b and a["source"] != b["source"]:
+        return [SlurmChange(PACKAGES, "source", a["source"], b["source"], "none", (),
+                            "the same release and packaging: the installed packages stay; apt reads the new source "
+                            "from the next run", "")]
+    return []
+
+
 def _generic(file: str, old: str | None, new: str | None, release: str) -> list[SlurmChange]:
     if old is not None and new is not None and _strip(old) == _strip(new):
         return [SlurmChange(file, "(comments)", None, None, "none", (), "comments only", "")]
@@ -477,6 +519,8 @@ def impact_of_files(old: dict[str, str], new: dict[str, str], release: str) -> l
             out += _gres_conf(va, vb, release, added_nodes)
         elif name == "accounts.sh" and va is not None and vb is not None:
             out += _accounts(va, vb, release)
+        elif name == PACKAGES:
+            out += _packages(va or "", vb or "") if va is not None and vb is not None else []
         else:
             out += _generic(name, va, vb, release)
     return sorted(out, key=lambda c: (c.file, c.key, ACTIONS.index(c.action), c.old or "", c.new or "", c.nodes))

@@ -810,10 +810,10 @@ AptWord = Annotated[str, AfterValidator(_pattern(_APT_WORD, "an apt suite or com
 
 
 class SlurmRepository(_Model):
-    """The site's own apt repository of Slurm packages (a mirror of Debian's slurm-wlm from a newer suite, or the
-    site's rebuild): the bring-up installs it on every Slurm host as a deb822 source signed by `key`, pinned above
-    the OS's archive for Slurm's packages, before it installs Slurm. It must carry Debian's package names (slurmd,
-    slurmctld, slurmdbd, slurm-client, libpam-slurm-adopt) of options.slurm_version."""
+    """The site's own apt repository of Slurm packages (a mirror of Debian's slurm-wlm from a newer suite, the
+    site's rebuild, or SchedMD's own Debian packaging built by the site): the bring-up installs it on every Slurm
+    host as a deb822 source signed by `key`, pinned above the OS's archive for Slurm's packages, before it installs
+    Slurm. It must carry options.slurm_version under the package names `packaging` says."""
 
     url: AptUrl = Field(description="the repository's URL (deb822 URIs), e.g. https://mirror.example/slurm/debian")
     suite: AptWord = Field(description="its suite (Suites), e.g. bookworm")
@@ -823,6 +823,11 @@ class SlurmRepository(_Model):
                      description="the ASCII-armored OpenPGP public key that signs its Release files, a file relative "
                      "to workload.yaml; the bundle carries a copy, which apt trusts for this repository only "
                      "(Signed-By)")
+    packaging: Literal["debian", "schedmd"] = Field(
+        default="debian", description="whose package names it carries: debian (Debian's slurm-wlm: slurmd, "
+        "slurmctld, slurmdbd, slurm-client, libpam-slurm-adopt) or schedmd (SchedMD's debian/ packaging, Slurm 23.11+, "
+        "built with `debuild`: slurm-smd, slurm-smd-slurmd, slurm-smd-slurmctld, slurm-smd-slurmdbd, "
+        "slurm-smd-client, slurm-smd-libpam-slurm-adopt; they make no slurm user, the bring-up does)")
     _key: bytes | None = PrivateAttr(default=None)  # the key file's bytes, read by the loader (spec/load.py)
 
 

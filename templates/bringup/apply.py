@@ -15,7 +15,9 @@ generator/impact/slurm.py, shipped in the bundle: this file needs only the Pytho
 Ansible, whose PyYAML reads vars.yaml) gives its action for the plan's Slurm release. Actions, least to most disruptive: none; sacctmgr
 (accounts.sh, which the playbook runs every time); reconfigure (`scontrol reconfigure`); restart_slurmctld;
 restart_slurmd (the nodes listed, or every node); drain_restart (drain the nodes, wait for their jobs,
-restart their slurmd, resume the ones still in the plan, stop and disable slurmd on those it removed); impossible (refused: exit 2, nothing done). Each
+restart their slurmd, resume the ones still in the plan, stop and disable slurmd on those it removed); upgrade (Slurm's
+packages change: site.yml upgrades them slurmdbd hosts first, then slurmctld's, then slurmd's, upgrade.yml);
+impossible (refused: exit 2, nothing done). Each
 change is logged with its action, then site.yml runs once with `orchgen_apply`, which also installs the
 new files and brings up hosts the re-plan added.
 """
@@ -122,13 +124,23 @@ def load_changes(args: argparse.Namespace, hosts: str) -> list[dict] | None:
         return [dict(c) for c in data]
     ours = installed()
     new = {k: v for k, v in files_of(HERE.parent / "slurm").items() if k in ours}
+    # Slurm's packages (the impact table's pseudo file `(packages)`): the release and packaging the hosts run, against
+    # vars.yaml's; another one is an upgrade, which site.yml makes role by role (upgrade.yml: SchedMD's order)
+    new[slurm_impact.PACKAGES] = slurm_impact.packages_of_vars(bundle_vars())
     if args.old:
         theirs = installed(Path(args.old))
         old = {k: v for k, v in files_of(Path(args.old) / "slurm").items() if k in theirs}
+        old[slurm_impact.PACKAGES] = slurm_impact.packages_of_vars(bundle_vars(Path(args.old)))
     else:
         old = running_files(hosts)
         if old is None:
             return None
+        ran = [old.pop(k) for k in sorted(old) if k.startswith(slurm_impact.PACKAGES + "/")]
+        want = new[slurm_impact.PACKAGES].split("\nsource ", 1)[0] + "\n"
+        if ran:  # the first role's host that runs another release or packaging, else what they all run
+            old[slurm_impact.PACKAGES] = next((r for r in ran if r != want), ran[0])
+        else:
+            new.pop(slurm_impact.PACKAGES)
     return [asdict(c) for c in slurm_impact.impact_of_files(old, new, release())]
 
 

@@ -4,8 +4,8 @@ Only for a plan with a bare-metal Slurm plane. Ansible (ansible-core) runs it: H
 idempotent by construction (a second run reports `changed=0`), and its inventory is where each site's own
 host addresses, SSH user and key live, outside the bundle. The files:
 
-- bringup/site.yml, imex.yml, running.yml, daemon.yml, ansible.cfg, up.sh, apply.py, requirements.txt, fetch_nhc.sh,
-  nccl_tests.yml:
+- bringup/site.yml, imex.yml, running.yml, daemon.yml, upgrade.yml, ansible.cfg, up.sh, apply.py, requirements.txt,
+  fetch_nhc.sh, nccl_tests.yml:
   copied byte for byte from templates/bringup (the playbook, its one command, apply.py, which reads what the cluster runs
   and applies the difference by its impact); bringup/slurm_impact.py and hostlist.py: generator/impact/slurm.py,
   the one impact table, and generator/spec/hostlist.py, byte for byte (apply.py imports them; standard
@@ -38,8 +38,8 @@ from ..slurm.model import STORAGE_PASS_FILE, TEXTFILE_DIR, model
 from ..slurm.ops import ETC
 from ...spec.hostlist import expand
 
-STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "ansible.cfg", "up.sh", "apply.py", "requirements.txt",
-          "fetch_nhc.sh", "nccl_tests.yml", "slurm_metrics.py")
+STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "upgrade.yml", "ansible.cfg", "up.sh", "apply.py",
+          "requirements.txt", "fetch_nhc.sh", "nccl_tests.yml", "slurm_metrics.py")
 
 # The transport NCCL must log for the inter-node ring (NCCL_DEBUG=INFO "via NET/<name>"): IB verbs on
 # InfiniBand and RoCE (both are NET/IB in NCCL), sockets only on plain Ethernet.
@@ -104,24 +104,41 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         parents[parent] = sorted(set(parents.get(parent, [])) | set(f["on"]))  # type: ignore[arg-type]
     dirs += [{"path": d, "owner": "root", "on": on} for d, on in sorted(parents.items())]
     ops = m.ops
-    node_pkgs = ["slurmd", "slurm-client"]
+    repo = plan.slurm_options.repository
+    packaging = repo.packaging if repo is not None else "debian"
+    names = SLURM_NAMES[packaging]
+    node_pkgs = [names["slurmd"], names["client"]]
     if ops and ops.containment:
-        node_pkgs.append("libpam-slurm-adopt")  # pam_slurm_adopt (PrologFlags=Contain): Debian packages it
-    if ops and ops.mpi == "pmix" and ops.legacy_pmix:
-        node_pkgs.append("libpmix-dev")  # 22.05's mpi/pmix dlopens the unversioned libpmix.so
+        node_pkgs.append(names["pam"])  # pam_slurm_adopt (PrologFlags=Contain): both packagings build it
     return {
         "orchgen_cluster": m.cluster,
         # the release the plan's files are written for; the play refuses hosts whose OS packages another
         "orchgen_slurm_release": m.version,
+        # whose package names Slurm comes under (options.slurm.repository.packaging): debian (slurm-wlm's) or schedmd
+        # (SchedMD's debian/ packaging, slurm-smd-*: it makes no slurm user, so the bring-up makes one)
+        "orchgen_slurm_packaging": packaging,
+        # the packages besides Slurm's, of every host (common) and of each role
         "orchgen_packages": {
             # Debian's node exporter on every host (issue 38: the Slurm plane's telemetry; prometheus-slurm.yaml)
             "common": ["munge"] + (["prometheus-node-exporter"] if m.telemetry else []),
-            "slurmctld": ["slurmctld", "slurm-client"],
-            # the site's database server (options.slurm.accounting.storage_host): slurmdbd only
-            "slurmdbd": (["slurmdbd"] if site_db else ["slurmdbd", "mariadb-server", "mariadb-client"])
-            if m.accounting else [],
+            "slurmctld": [],
+            # the site's database server (options.slurm.accounting.storage_host): none here
+            "slurmdbd": [] if site_db or not m.accounting else ["mariadb-server", "mariadb-client"],
+            # 22.05's mpi/pmix dlopens the unversioned libpmix.so
+            "slurmd": ["libpmix-dev"] if ops and ops.mpi == "pmix" and ops.legacy_pmix else [],
+        },
+        # Slurm's packages of each role, under the packaging's names: installed together on a fresh host; a host
+        # that runs another release or packaging is upgraded role by role, slurmdbd, then slurmctld, then slurmd
+        # (SchedMD's upgrade guide, https://slurm.schedmd.com/upgrades.html; site.yml's upgrade.yml)
+        "orchgen_slurm_packages": {
+            "slurmctld": [names["slurmctld"], names["client"]],
+            "slurmdbd": [names["slurmdbd"]] if m.accounting else [],
             "slurmd": node_pkgs,
         },
+        # each role's daemon package, whose version is the release a host runs (both packagings' names: a host
+        # with the other's is upgraded to this one's)
+        "orchgen_slurm_daemon_package": {role: {k: SLURM_NAMES[k][role] for k in SLURM_NAMES}
+                                         for role in ("slurmctld", "slurmdbd", "slurmd")},
         "orchgen_files": files,
         # the files of slurm/ the Slurm daemons read (slurm.conf and its includes, slurmdbd.conf, topology.yaml):
         # a plain run restarts a daemon when one of them changed on its host (site.yml's handlers)
@@ -184,6 +201,19 @@ REPO_DEST = {f"{REPO_NAME}.asc": "/etc/apt/keyrings", f"{REPO_NAME}.sources": "/
 # slurmdbd, slurmrestd, slurm-client, slurm-wlm-*, libslurm*, libpam-slurm(-adopt), libpmi0/libpmi2-0, libnss-slurm,
 # sview. Only these are pinned: a site repository that is a whole Debian mirror moves nothing else.
 SLURM_PACKAGES = "slurm* libslurm* libpam-slurm* libpmi0* libpmi2-0* libnss-slurm sview"
+
+
+# Slurm's package names under each packaging. Debian's slurm-wlm (packages.debian.org/source/bookworm/slurm-wlm);
+# SchedMD's debian/control (github.com/SchedMD/slurm, debian/ from slurm-23-11-0-1): slurm-smd holds the libraries
+# and every plugin (it Conflicts with slurm-wlm-basic-plugins), each daemon its own package with the same systemd
+# unit name as Debian's (debian/rules: dh_installsystemd --name=slurmd ...), configuration in /etc/slurm
+# (--sysconfdir=/etc/slurm) as Debian's; its maintainer scripts make no slurm user.
+SLURM_NAMES = {
+    "debian": {"slurmctld": "slurmctld", "slurmdbd": "slurmdbd", "slurmd": "slurmd", "client": "slurm-client",
+               "pam": "libpam-slurm-adopt"},
+    "schedmd": {"slurmctld": "slurm-smd-slurmctld", "slurmdbd": "slurm-smd-slurmdbd", "slurmd": "slurm-smd-slurmd",
+                "client": "slurm-smd-client", "pam": "slurm-smd-libpam-slurm-adopt"},
+}
 
 
 def slurm_repo_vars(plan: Plan) -> dict[str, object]:
