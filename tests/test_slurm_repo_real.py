@@ -406,7 +406,7 @@ def _fleet_with(tmp_path: Path, name: str, release: str, repository: dict | None
 
 
 def test_a_repository_added_after_debian_s_slurm_is_an_upgrade_in_schedmd_order(tmp_path):
-    """Issue 33: a site brought up with Debian's 22.05, then adding SchedMD's packages of 24.11 and re-planning. The
+    """Issue 33: a site brought up with Debian's 22.05, then adding SchedMD's packages of 23.11 and re-planning. The
     re-plan's impact (`plan --diff`, and the bundle's own apply.py against the old bundle) says: an upgrade of Slurm's
     packages, slurmdbd first, then slurmctld, then slurmd. The playbook makes it in that order: plays run one after
     another over every host of theirs (Ansible's linear strategy), and the plays of slurmdbd, slurmctld and slurmd
@@ -416,12 +416,17 @@ def test_a_repository_added_after_debian_s_slurm_is_an_upgrade_in_schedmd_order(
     old = tmp_path / "old"
     first = run_cli(["plan", _fleet_with(tmp_path, "debian", "22.05", None), "-o", old], capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
-    new_src = _fleet_with(tmp_path, "smd", "24.11", {"packaging": "schedmd"})
+    # 24.11 in one step from 22.05 is refused: past the release's compatibility window (upgrades.html), with the step
+    far = run_cli(["plan", _fleet_with(tmp_path, "far", "24.11", {"packaging": "schedmd"}), "-o", old, "--diff"],
+                  capture_output=True, text=True)
+    said = " ".join(far.stdout.split())
+    assert "impossible" in said and "not from 22.05: upgrade to 23.11 first, then plan 24.11" in said, said
+    new_src = _fleet_with(tmp_path, "smd", "23.11", {"packaging": "schedmd"})
     diff = run_cli(["plan", new_src, "-o", old, "--diff"], capture_output=True, text=True)
     said = " ".join(diff.stdout.split())
     assert diff.returncode == 1, diff.stdout + diff.stderr
     assert "slurm upgrade: (packages) slurm" in said, said
-    assert ("upgrade: (packages) slurm: Slurm 22.05 (debian packages) -> Slurm 24.11 (schedmd packages) why: "
+    assert ("upgrade: (packages) slurm: Slurm 22.05 (debian packages) -> Slurm 23.11 (schedmd packages) why: "
             "SchedMD's upgrade guide: slurmdbd first") in said, said
     assert "every slurmdbd host (stop, upgrade, start: it converts the database), then every slurmctld host, then " \
            "every slurmd host" in said, said
@@ -439,7 +444,7 @@ def test_a_repository_added_after_debian_s_slurm_is_an_upgrade_in_schedmd_order(
     dry = subprocess.run([sys.executable, str(new / "bringup/apply.py"), "hosts.yaml", "--old", str(old), "--dry-run"],
                          capture_output=True, text=True, cwd=tmp_path)
     assert dry.returncode == 0, dry.stdout + dry.stderr
-    assert "apply: (packages): slurm: 'Slurm 22.05 (debian packages)' -> 'Slurm 24.11 (schedmd packages)': upgrade " \
+    assert "apply: (packages): slurm: 'Slurm 22.05 (debian packages)' -> 'Slurm 23.11 (schedmd packages)': upgrade " \
            "(SchedMD's upgrade guide: slurmdbd first" in dry.stdout, dry.stdout
     # the order: ansible-playbook's own reading of the plays (--list-tasks), each play's hosts and its first tasks
     listed = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "inventory.yaml", "site.yml", "--list-tasks"],

@@ -454,10 +454,38 @@ def _fields(text: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
 
 
+# Slurm's major releases in order, and how far back an in-place upgrade may start (upgrades.html, "Compatibility
+# Window": "Slurm has long supported in-place upgrades from the previous two major releases ... Slurm 24.11 introduced
+# compatibility with the previous three major releases"); a downgrade is never in place (slurmdbd converts the
+# database and the state files at its first start)
+MAJORS = ("20.02", "20.11", "21.08", "22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11", "26.05", "26.11")
+
+
+def _window(release: str) -> int:
+    return 3 if MAJORS.index(release) >= MAJORS.index("24.11") else 2
+
+
+def _no_upgrade(old: str | None, new: str | None) -> str | None:
+    """Why the release `old` cannot be upgraded to `new` in place (None where it can, or where either is unknown)."""
+    if old not in MAJORS or new not in MAJORS or old == new:
+        return None
+    i, j = MAJORS.index(old), MAJORS.index(new)
+    if j < i:
+        return f"a downgrade ({old} -> {new}) is not in place: slurmdbd and slurmctld converted their state to {old}"
+    if j - i <= _window(new):
+        return None
+    step = max(k for k in range(i + 1, j) if k - i <= _window(MAJORS[k]))
+    return (f"Slurm {new} upgrades in place from the {_window(new)} major releases before it "
+            f"({', '.join(MAJORS[j - _window(new):j])}), not from {old}: upgrade to {MAJORS[step]} first, then plan {new}")
+
+
 def _packages(old: str, new: str) -> list[SlurmChange]:
     a, b = _fields(old), _fields(new)
     was = f"Slurm {a.get('release')} ({a.get('packaging')} packages)"
     now = f"Slurm {b.get('release')} ({b.get('packaging')} packages)"
+    why_not = _no_upgrade(a.get("release"), b.get("release"))
+    if why_not:
+        return [SlurmChange(PACKAGES, "slurm", was, now, "impossible", (), why_not, UPGRADE_GUIDE)]
     if (a.get("release"), a.get("packaging")) != (b.get("release"), b.get("packaging")):
         return [SlurmChange(PACKAGES, "slurm", was, now, "upgrade", (),
                             "SchedMD's upgrade guide: slurmdbd first (RELEASE_NOTES: \"If using the slurmdbd ... you "
