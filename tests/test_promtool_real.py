@@ -12,7 +12,8 @@ directory; from it, slurmctld serves them on its own port):
   config gives: job, instance, cluster), and each alert fires after its `for:` with its labels and summary, and does
   not fire on a healthy plane (jobs pending with every GPU allocated, idle GPUs with nothing pending, the backup
   controller's metrics endpoint down by design);
-- every expression of slurm/grafana-slurm.json parsed by promtool (as recording rules).
+- every expression of slurm/grafana-slurm.json parsed by promtool (as recording rules);
+- the text the exporter and the production checks write for the node exporter, through `promtool check metrics`.
 And every Kubernetes-side rule group the bundles carry (kube-prometheus-stack's additionalPrometheusRulesMap, which
 the chart copies verbatim into a PrometheusRule's spec.groups) through `promtool check rules`.
 
@@ -418,6 +419,56 @@ def test_the_dashboard_expressions_parse(bundles, tmp_path):
     out = _run(["check", "rules", "--lint=all", "--lint-fatal", *files])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert sum(int(n) for n in re.findall(r"SUCCESS: (\d+) rules found", out.stdout)) == seen
+
+
+def _load(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"orchgen_bundle_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_exporters_text_passes_promtool_check_metrics(tmp_path, monkeypatch):
+    """What the series above stand for, linted by `promtool check metrics` (the exposition format and Prometheus's
+    naming rules): the bundle's Slurm exporter (bringup/slurm_metrics.py) on the outputs of sinfo and squeue as
+    tests/test_bringup_real.py's loopback cluster gives them (two nodes of 2 GPUs in partitions a100 and all, one
+    1-GPU job running, a 2-node job pending), its fall back when no controller answers, and the production checks'
+    textfile (checks.py write_textfile: orchgen_check_ok, orchgen_nccl_socket_fallback)."""
+    bringup = REPO / "templates" / "bringup"
+    exporter = _load(bringup / "slurm_metrics.py")
+    answers = {"scontrol": "Slurmctld(primary) at ctl1 is UP\n",
+               "sinfo": "gpu01|a100|gpu:2(S:0-1)|mix\ngpu02|a100|gpu:2(S:0-1)|idle\n"
+                        "gpu01|all*|gpu:2(S:0-1)|mix\ngpu02|all*|gpu:2(S:0-1)|plnd\n",
+               "squeue": "all|RUNNING|1|gres/gpu:1\nall|PENDING|2|gres/gpu:2\n"}
+    monkeypatch.setattr(exporter, "run", lambda argv: answers[argv[0]])
+    (tmp_path / "up").mkdir()
+    assert exporter.main(["--out", str(tmp_path / "up")]) == 0
+
+    def refuse(argv):
+        raise subprocess.CalledProcessError(1, argv)
+
+    monkeypatch.setattr(exporter, "run", refuse)
+    (tmp_path / "down").mkdir()
+    assert exporter.main(["--out", str(tmp_path / "down")]) == 0
+    checks = _load(bringup / "checks.py")
+    checks.write_textfile(str(tmp_path / "checks.prom"), {"gres": {"ok": True}, "health": {"ok": None},
+                                                          "nccl": {"ok": False, "socket_fallback": True}})
+    texts = {"exporter": (tmp_path / "up" / exporter.FILE).read_text(),
+             "exporter, controllers down": (tmp_path / "down" / exporter.FILE).read_text(),
+             "checks": (tmp_path / "checks.prom").read_text()}
+    assert 'slurm_partition_jobs_gpus_alloc{partition="all"} 1' in texts["exporter"], texts["exporter"]
+    assert "orchgen_slurm_controllers_up 0" in texts["exporter, controllers down"]
+    assert "orchgen_nccl_socket_fallback 1" in texts["checks"]
+    for what, text in texts.items():
+        out = subprocess.run([_promtool(), "check", "metrics"], input=text, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), (what, out, text)
+    # and the lint can fail: a counter without the _total suffix
+    bad = "# HELP x_requests Requests.\n# TYPE x_requests counter\nx_requests 1\n"
+    out = subprocess.run([_promtool(), "check", "metrics"], input=bad, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "_total" in out.stdout + out.stderr, out
 
 
 # --- the Kubernetes side: kube-prometheus-stack's additionalPrometheusRulesMap, a PrometheusRule each ----------------
