@@ -112,7 +112,21 @@ elif [ $need_kube = 1 ]; then
   if [ $need_flux = 1 ]; then tests/kubeenv/flux/build.sh >/dev/null; fi
 fi
 # --- end issue 27 ---
-phase "Go builds (control plane, LWS, Flux)"
+# --- issue 38: Prometheus's promtool (tests/test_promtool_real.py: the bundles' scrape configs, alert rules and
+# dashboard queries, and the alerts' behaviour under `promtool test rules`), built from Go modules by
+# tests/promtool/build.sh into ~/.cache/orchgen/promtool/<version>-<hash>/ (cold: tests/promtool/README.md has the
+# time; afterwards nothing to do), only when a selected test file uses it, as above
+need_promtool=1
+if [ ${#selected[@]} -gt 0 ] && ! [ -n "$(find "${selected[@]}" -maxdepth 0 -type d 2>/dev/null)" ]; then
+  grep -qs "promtool.binary\|from tests import promtool" "${selected[@]}" || need_promtool=0
+fi
+if ! command -v go >/dev/null; then
+  echo "note: no go on PATH, so promtool is not built: tests/test_promtool_real.py will skip" >&2
+elif [ $need_promtool = 1 ]; then
+  tests/promtool/build.sh >/dev/null
+fi
+# --- end issue 38 ---
+phase "Go builds (control plane, LWS, Flux, promtool)"
 
 # --- issue 33: a real Pulumi toolchain (tests/test_pulumi_up_real.py runs `pulumi up` for real) -------------
 # No prebuilt Pulumi binary is reachable here: ../shared/pulumi-src/build.sh builds the CLI, the Python language

@@ -94,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     except (subprocess.SubprocessError, OSError, ValueError) as e:
         # controllers down: say so in the file (the alert reads it), keep the rest out rather than stale
         print(f"slurm_metrics.py: {e}", file=sys.stderr)
-        lines = ["# TYPE orchgen_slurm_controllers_up gauge", "orchgen_slurm_controllers_up 0",
+        # (HELP as in the full file: `promtool check metrics` flags a metric without one)
+        lines = ["# HELP orchgen_slurm_controllers_up Controllers that answer scontrol ping.",
+                 "# TYPE orchgen_slurm_controllers_up gauge", "orchgen_slurm_controllers_up 0",
+                 "# HELP orchgen_slurm_metrics_timestamp_seconds When this file was written.",
                  "# TYPE orchgen_slurm_metrics_timestamp_seconds gauge",
                  f"orchgen_slurm_metrics_timestamp_seconds {int(time.time())}"]
     # written beside, then renamed: the node exporter never reads half a file (its textfile collector's advice)
