@@ -1,8 +1,9 @@
 """The telemetry orchgen writes, read by Prometheus's own promtool (issue 38): no cluster, no bring-up.
 
-For every example bundle with a Slurm plane, as the example plans it and with the other side of Slurm 25.11 (before
-it, the bundle's exporter bringup/slurm_metrics.py writes Slurm's metrics into the node exporter's textfile
-directory; from it, slurmctld serves them on its own port):
+For every example bundle with a Slurm plane, as the example plans it and at each of Slurm's three sources of its
+metrics (before 25.11 the bundle's exporter bringup/slurm_metrics.py writes them into the node exporter's textfile
+directory; 25.11's slurmctld serves them on its own port but for the GPU counts, which the exporter still writes; from
+26.05 slurmctld serves them all):
 - `promtool check config` on slurm/prometheus-slurm.yaml with its rule file beside it (the config names it under
   rule_files, so the rules load through the config as a Prometheus would load them), and `promtool check rules` on
   slurm/prometheus-slurm-rules.yaml, both with every lint fatal;
@@ -36,6 +37,8 @@ from tests.support import plan_of
 
 EXAMPLES = REPO / "examples"
 METRICS_SINCE = (25, 11)  # slurmctld's own metrics (MetricsType=metrics/openmetrics): Slurm 25.11+
+GPU_METRICS_SINCE = (26, 5)  # ... and its GPU counts (Slurm's NEWS, 26.05.0rc1: "Add gpu statistics to metrics endpoints")
+GPU_METRICS = ("slurm_partition_gpus", "slurm_partition_jobs_gpus_alloc")
 
 
 def _promtool() -> str:
@@ -65,8 +68,10 @@ def bundles() -> dict[str, dict[str, bytes]]:
         version = plan.slurm_version
         out[f"{path.stem}@{version}"] = files
         if "slurm/prometheus-slurm.yaml" in files:
-            other = "22.05" if _version(version) >= METRICS_SINCE else "25.11"
-            out[f"{path.stem}@{other}"] = render(plan_of(path, slurm_version=other))
+            # the three sources of Slurm's metrics: the exporter alone (before 25.11), slurmctld and the exporter for
+            # the GPU counts (25.11), slurmctld alone (26.05+)
+            for other in sorted({"22.05", "25.11", "26.05"} - {version}):
+                out[f"{path.stem}@{other}"] = render(plan_of(path, slurm_version=other))
     return out
 
 
@@ -83,8 +88,8 @@ def _write_slurm(files: dict[str, bytes], into: Path) -> Path:
 
 def test_every_slurm_bundle_and_both_sides_of_25_11_are_covered(bundles):
     slurm = _slurm(bundles)
-    sides = {_version(k.split("@")[1]) >= METRICS_SINCE for k in slurm}
-    assert sides == {True, False} and len(slurm) >= 10, sorted(slurm)
+    sides = {(_version(k.split("@")[1]) >= METRICS_SINCE, _version(k.split("@")[1]) >= GPU_METRICS_SINCE) for k in slurm}
+    assert sides == {(False, False), (True, False), (True, True)} and len(slurm) >= 10, sorted(slurm)
     # the goldens' Slurm cases are among them, both sides
     goldens = {f"{case}@{v}" for case in ("fsdp-pretraining", "research-lab") for v in ("22.05", "25.11")}
     assert goldens <= set(slurm), sorted(slurm)
@@ -154,8 +159,9 @@ class Plane:
 
     MINUTES = 40  # each case's series: past the longest `for:` (30 m) and the stale alert's 27 m
 
-    def __init__(self, d: Path, hosts_down: int | None = None):
+    def __init__(self, d: Path, version: str, hosts_down: int | None = None):
         self.dir = d
+        self.version = version
         self.config = yaml.safe_load((d / "prometheus-slurm.yaml").read_text())
         conf = (d / "slurm.conf").read_text()
         self.cluster = self.config["scrape_configs"][0]["static_configs"][0]["labels"]["cluster"]
@@ -163,6 +169,10 @@ class Plane:
         self.partitions = re.findall(r"^PartitionName=(\S+)", conf, re.M)
         self.hosts = _targets(self.config, "slurm-node-exporter")
         self.native = bool(_targets(self.config, "slurm-nodes"))  # slurmctld serves slurm_* (25.11+)
+        # the bundle's exporter on the controllers: before 26.05, whose slurmctld serves no GPU counts (on 25.11 beside
+        # slurmctld's own metrics); its textfile collector job names it in the scrape config's comment
+        self.exporter = _version(version) < GPU_METRICS_SINCE
+        assert self.native == (_version(version) >= METRICS_SINCE), (version, self.native)
         self.hosts_down = hosts_down
         assert self.controllers and self.partitions and self.hosts
 
@@ -202,11 +212,14 @@ class Plane:
         its path), or by the bundle's exporter on every controller (through its node exporter: job
         slurm-node-exporter, one series per controller, the same value)."""
         extra = {"partition": partition} if partition else {}
-        if self.native:
+        out = []
+        if self.native and (name not in GPU_METRICS or _version(self.version) >= GPU_METRICS_SINCE):
             c = self.controllers[0]
-            return [_series(name, {"job": job, "instance": f"{c}:6817", "cluster": self.cluster, **extra},
-                            self._held(value, True))]
-        return [_series(name, {**self.node_labels(c), **extra}, self._held(value, True)) for c in self.controllers]
+            out.append(_series(name, {"job": job, "instance": f"{c}:6817", "cluster": self.cluster, **extra},
+                               self._held(value, True)))
+        if self.exporter:
+            out += [_series(name, {**self.node_labels(c), **extra}, self._held(value, True)) for c in self.controllers]
+        return out
 
     def textfile(self, name: str, value: float | None, every_controller: bool = True) -> list[dict]:
         """An orchgen_* series of the controllers' textfile collector (the exporter on each controller; checks/run.py
@@ -229,7 +242,7 @@ class Plane:
             out += self.slurm("slurm_partition_jobs_gpus_alloc", alloc, "slurm-partitions", p)
             out += self.slurm("slurm_partition_jobs_pending", pending, "slurm-partitions", p)
         out += self.textfile("orchgen_nccl_socket_fallback", 0, every_controller=False)
-        if not self.native:
+        if self.exporter:
             out += self.textfile("orchgen_slurm_controllers_up", len(self.controllers))
             out += self.textfile("orchgen_slurm_metrics_timestamp_seconds", None)
         return out
@@ -272,7 +285,7 @@ def _unit_tests(plane: Plane, rules: dict) -> dict:
     alerts = _alerts(rules)
     names = sorted(alerts)
     expected = {"SlurmNodesDrained", "SlurmGPUsPendingWhileIdle", "SlurmControllerDown", "SlurmNCCLOnSockets",
-                "SlurmHostExporterDown"} | (set() if plane.native else {"SlurmMetricsStale"})
+                "SlurmHostExporterDown"} | ({"SlurmMetricsStale"} if plane.exporter else set())
     assert set(names) == expected, names
     c, p = plane.cluster, plane.partitions[-1]
     warn, crit = {"cluster": c, "severity": "warning"}, {"cluster": c, "severity": "critical"}
@@ -314,6 +327,10 @@ def _unit_tests(plane: Plane, rules: dict) -> dict:
         down += plane.ups(ctl_down_from=10)
         down += [{**s, "values": _steps((0, 10), stale=True)}
                  for s in plane.slurm("slurm_nodes_drain", 0, "slurm-nodes")]
+        if plane.exporter:  # and the exporter beside them (25.11) says so too
+            down = [s for s in down if not s["series"].startswith("orchgen_slurm_controllers_up")]
+            down += [{**s, "values": _steps((len(plane.controllers), 10), (0, n - 10))}
+                     for s in plane.textfile("orchgen_slurm_controllers_up", 0)]
     else:  # the exporter's fall back: orchgen_slurm_controllers_up 0 and a fresh timestamp, its slurm_* series gone
         down = [s for s in plane.healthy() if not s["series"].startswith(("slurm_", "orchgen_slurm_controllers_up"))]
         down += [{**s, "values": _steps((len(plane.controllers), 10), (0, n - 10))}
@@ -330,7 +347,7 @@ def _unit_tests(plane: Plane, rules: dict) -> dict:
 
     # every controller's host down from minute 10 (Plane's hosts_down): the critical alert fires all the same, beside
     # each controller host's SlurmHostExporterDown after its 10 m
-    gone_ctl = Plane(plane.dir, hosts_down=10)
+    gone_ctl = Plane(plane.dir, plane.version, hosts_down=10)
     hosts = [{**warn, "job": "slurm-node-exporter", "instance": f"{h}:9100"} for h in plane.controllers]
     tests.append({"name": f"{c}: controller hosts down", "interval": "1m", "input_series": gone_ctl.healthy(),
                   "alert_rule_test": _none("14m", "SlurmControllerDown") + [
@@ -360,7 +377,7 @@ def _unit_tests(plane: Plane, rules: dict) -> dict:
                        "exp_alerts": [{"exp_labels": labels, "exp_annotations": _summary(
                            alerts["SlurmHostExporterDown"], "0", instance=host)}]}]})
 
-    if not plane.native:
+    if plane.exporter:
         # the exporter's file stops being refreshed at minute 10 (the node exporter still serves the old one):
         # more than 600 s old from minute 21, firing 5 m later; $value is its age in seconds
         stale = _replace(plane.healthy(), "orchgen_slurm_metrics_timestamp_seconds", f"0+60x10 600x{n - 12}")
@@ -373,12 +390,11 @@ def _unit_tests(plane: Plane, rules: dict) -> dict:
 
 
 def test_slurm_alerts_fire_when_they_should_and_not_otherwise(bundles, tmp_path):
-    """`promtool test rules` per Slurm bundle, both sides of 25.11 (one promtool run for all)."""
+    """`promtool test rules` per Slurm bundle, before 25.11, at 25.11 and from 26.05 (one promtool run for all)."""
     files = []
     for name, b in sorted(_slurm(bundles).items()):
         d = _write_slurm(b, tmp_path / name)
-        plane = Plane(d)
-        assert plane.native == (_version(name.split("@")[1]) >= METRICS_SINCE), name
+        plane = Plane(d, name.split("@")[1])
         rules = yaml.safe_load((d / "prometheus-slurm-rules.yaml").read_text())
         (d / "alerts.test.yaml").write_text(yaml.safe_dump(_unit_tests(plane, rules), sort_keys=False))
         files.append(str(d / "alerts.test.yaml"))
@@ -395,7 +411,7 @@ def test_the_alert_tests_can_fail(bundles, tmp_path):
     d = _write_slurm(b, tmp_path / name)
     rules_text = (d / "prometheus-slurm-rules.yaml").read_text()
     rules = yaml.safe_load(rules_text)
-    (d / "alerts.test.yaml").write_text(yaml.safe_dump(_unit_tests(Plane(d), rules), sort_keys=False))
+    (d / "alerts.test.yaml").write_text(yaml.safe_dump(_unit_tests(Plane(d, "22.05"), rules), sort_keys=False))
     assert "        for: 30m\n" in rules_text
     (d / "prometheus-slurm-rules.yaml").write_text(rules_text.replace("        for: 30m\n", "", 1))
     out = _run(["test", "rules", str(d / "alerts.test.yaml")])

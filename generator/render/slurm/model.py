@@ -73,6 +73,10 @@ STORAGE_PASS_SCRIPT_SINCE = (25, 11)
 # slurmctld's own metrics (MetricsType=metrics/openmetrics): "Slurm 25.11 introduced" them (Metrics Guide,
 # https://slurm.schedmd.com/metrics.html); older releases need an exporter of their own
 METRICS_SINCE = (25, 11)
+# ... but the GPU counts the GPU alert and dashboard read (slurm_partition_gpus, slurm_partition_jobs_gpus_alloc,
+# slurm_nodes_gpus_*) came later: Slurm's NEWS, "Changes in 26.05.0rc1": "Add gpu statistics to metrics endpoints".
+# Before 26.05 the bundle's exporter (bringup/slurm_metrics.py) writes them, beside 25.11's own metrics
+GPU_METRICS_SINCE = (26, 5)
 # The Slurm plane's Prometheus files (every bare-metal plane): the scrape jobs (node exporter on every host,
 # DCGM exporter on GPU nodes, Slurm's metrics), the alerts, and a Grafana dashboard over them
 METRICS_FILES = ["prometheus-slurm.yaml", "prometheus-slurm-rules.yaml", "grafana-slurm.json"]
@@ -536,10 +540,16 @@ class SlurmModel:
         return self.ops is not None and tuple(int(x) for x in self.version.split(".")) >= METRICS_SINCE
 
     @property
+    def exporter(self) -> bool:
+        """The bundle's Slurm exporter (bringup/slurm_metrics.py) runs on the controllers: telemetry on a release whose
+        slurmctld serves no GPU counts (before 26.05; on 25.11 beside slurmctld's own metrics)."""
+        return self.telemetry and tuple(int(x) for x in self.version.split(".")) < GPU_METRICS_SINCE
+
+    @property
     def telemetry(self) -> bool:
         """A bare-metal plane with options.slurm.telemetry (issue 38): node exporter on every host, the scrape jobs,
-        alerts and dashboard; Slurm's metrics from slurmctld itself (`metrics`, 25.11+) or from the bundle's exporter
-        (bringup/slurm_metrics.py) before."""
+        alerts and dashboard; Slurm's metrics from slurmctld itself (`metrics`, 25.11+) and from the bundle's exporter
+        (`exporter`: bringup/slurm_metrics.py) before 26.05, whose slurmctld gives the GPU counts too."""
         return self.ops is not None and self.ops.telemetry
 
     @property
