@@ -31,8 +31,6 @@ never another target's), and removes the lock file when it is done.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import fnmatch
@@ -170,6 +168,8 @@ def _fsync_tree(root: Path) -> None:
 
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two directories (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    import ctypes.util  # here, not at the top: ctypes.util imports ~0.02 s that only a re-plan needs (issue 41)
+
     libc_name = ctypes.util.find_library("c")
     if not libc_name:
         return False

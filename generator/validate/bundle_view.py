@@ -57,6 +57,51 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+_STR, _INT, _NULL, _BOOL, _FLOAT, _SEQ, _MAP = (f"tag:yaml.org,2002:{t}" for t in
+                                                ("str", "int", "null", "bool", "float", "seq", "map"))
+_PLAIN_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,17})")  # int() of it is what construct_yaml_int gives
+_SCALARS = {_INT: yaml.SafeLoader.construct_yaml_int, _FLOAT: yaml.SafeLoader.construct_yaml_float,
+            _BOOL: yaml.SafeLoader.construct_yaml_bool, _NULL: yaml.SafeLoader.construct_yaml_null}
+_FAST_DEPTH = 64  # deeper documents go the constructor's way (its recursion limit, its message)
+
+
+class _Slow(Exception):
+    """A node the fast constructor leaves to PyYAML's (a tag, a key or a depth it does not take)."""
+
+
+def _construct(loader: Any, node: yaml.Node, seen: set[int], depth: int = 0) -> Any:
+    """The data PyYAML's SafeConstructor builds from a document without merge keys, tags beyond str,
+    int, float, bool, null, seq and map, or a mapping or sequence reached twice (an alias of one: PyYAML
+    gives the same object twice, and an alias bomb is never walked), built in one walk
+    (construct_document's generic dispatch and generators per node were half of parsing a bundle;
+    cProfile, issue 41). Raises _Slow for anything else: the caller constructs it the usual way."""
+    if depth > _FAST_DEPTH:
+        raise _Slow
+    tag = node.tag
+    if isinstance(node, yaml.ScalarNode):
+        if tag == _STR:
+            return node.value
+        if tag == _INT and _PLAIN_INT.fullmatch(node.value):
+            return int(node.value)
+        method = _SCALARS.get(tag)
+        if method is None:
+            raise _Slow
+        return method(loader, node)  # SafeConstructor's own, for a scalar: no state kept
+    if id(node) in seen:
+        raise _Slow
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode) and tag == _MAP:
+        out = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag not in (_STR, _INT, _BOOL, _NULL, _FLOAT):
+                raise _Slow  # a merge key (<<), a collection as a key (PyYAML's error): its way
+            out[_construct(loader, key, seen, depth + 1)] = _construct(loader, value, seen, depth + 1)
+        return out
+    if isinstance(node, yaml.SequenceNode) and tag == _SEQ:
+        return [_construct(loader, item, seen, depth + 1) for item in node.value]
+    raise _Slow
+
+
 @dataclass(frozen=True, order=True)
 class Finding:
     path: str  # relative to the bundle, posix
@@ -340,17 +385,26 @@ class Bundle:
         out = []
         # Without an anchor (`&`) no node is used twice, and a node takes at least two thirds of a character
         # (`[?,?]`: 7 nodes), so a short text without one cannot expand past the limit: counting its nodes
-        # was 10% of a 16,384-GPU bundle's `validate` (issue 41).
-        count = "&" in text or 2 * len(text) > MAX_YAML_NODES
+        # was 10% of a 16,384-GPU bundle's `validate` (issue 41). Nor can a document _construct takes
+        # (it reaches no mapping or sequence twice), though its text has an `&` (a shell `&&`).
+        big = 2 * len(text) > MAX_YAML_NODES
+        count = "&" in text or big
         try:
             while loader.check_node():
                 node = loader.get_node()
-                if count and _expanded_size(node) > MAX_YAML_NODES:  # a "billion laughs" alias bomb: never walked
-                    self.problems.append(error(rel, node.start_mark.line + 1, f"a YAML document that expands "
-                                               f"to more than {MAX_YAML_NODES} nodes (aliases counted as "
-                                               "often as they are used): not read"))
-                    return []
-                data = loader.construct_document(node)
+                data: Any = _Slow
+                if not big:
+                    try:
+                        data = _construct(loader, node, set())
+                    except Exception:  # noqa: BLE001 (_Slow, or an error: PyYAML's way gives its own, in its order)
+                        data = _Slow
+                if data is _Slow:
+                    if count and _expanded_size(node) > MAX_YAML_NODES:  # a "billion laughs" alias bomb: never walked
+                        self.problems.append(error(rel, node.start_mark.line + 1, f"a YAML document that "
+                                                   f"expands to more than {MAX_YAML_NODES} nodes (aliases "
+                                                   "counted as often as they are used): not read"))
+                        return []
+                    data = loader.construct_document(node)
                 if data is not None:
                     out.append(Doc(rel, data, node))
         except yaml.MarkedYAMLError as exc:

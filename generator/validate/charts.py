@@ -54,7 +54,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from ..errors import OrchgenError, cut
-from ..spec.inputs import CHART_VERSION
+from .pins import pin_problem
 
 MIRROR_ENV = "ORCHGEN_CHART_MIRROR"
 DEADLINE_ENV = "ORCHGEN_FETCH_DEADLINE_S"  # the whole of one chart's fetch, index to archive
@@ -69,13 +69,6 @@ MAX_FILES = 20_000  # members of one chart archive (kube-prometheus-stack: ~600)
 HELM_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 CRD_DIR = ".orchgen-crds"  # in each cached chart: its CRDs as plain YAML
 
-# Helm's chart names (helm.sh/docs/chart_best_practices/conventions: lower case letters and numbers,
-# words separated by dashes; `helm create` refuses a path) and the chart versions `plan` writes
-# (spec/inputs.CHART_VERSION: SemVer 2, a leading `v`, MAJOR.MINOR as Helm reads it). Both are
-# checked before a name or version is used in a path or URL: neither can hold `/` or be `..`.
-CHART_NAME = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
-MAX_NAME = 128
-SEMVER = CHART_VERSION
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -87,16 +80,6 @@ class Pin:
 
     def __str__(self) -> str:
         return f"{self.chart} {self.version}"
-
-
-def pin_problem(chart: object, version: object) -> tuple[str, str] | None:
-    """(field, why) when a release's chart name or version is not Helm's grammar; None when both are."""
-    if not isinstance(chart, str) or len(chart) > MAX_NAME or not CHART_NAME.fullmatch(chart):
-        return "chart", ("not a Helm chart name (lower case letters, digits and single dashes, dots or "
-                         f"underscores between them, at most {MAX_NAME} characters)")
-    if not isinstance(version, str) or len(version) > MAX_NAME or not SEMVER.fullmatch(version):
-        return "version", "not a SemVer chart version (such as 1.2.3 or v1.2.3-rc.1)"
-    return None
 
 
 def repo_problem(repo: object) -> str | None:

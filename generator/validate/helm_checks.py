@@ -54,7 +54,7 @@ def check_releases(bundle: Bundle) -> Iterator[Finding]:
             yield error(RELEASES, at, f"release {name} is listed twice")
         chart, version = rel.get("chart"), rel.get("version")
         if isinstance(chart, str) and isinstance(version, str):  # validate fetches <chart> <version>: no paths
-            from .charts import pin_problem
+            from .pins import pin_problem
 
             problem = pin_problem(chart, version)
             if problem:

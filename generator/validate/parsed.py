@@ -10,6 +10,7 @@ is parsed again.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -45,6 +46,32 @@ def load_yaml(text: str, derive: Callable[[str], str] | None = None, kind: str =
     if path is not None:
         _keep(path, data)
     return data
+
+
+def derived(text: str, kind: str, compute: Callable[[], Any]) -> Any:
+    """compute(), a function of `text` alone that `kind` names (with a digest of the code that computes
+    it: kind is part of the digest), from the cache when it was computed for this text before."""
+    digest = hashlib.sha256(f"{_FORMAT}\0derived\0{kind}\0".encode() + text.encode("utf-8", "surrogatepass"))
+    try:
+        path: Path | None = cache_dir() / f"{digest.hexdigest()}.json"
+        return json.loads(path.read_bytes())  # type: ignore[union-attr]
+    except (RuntimeError, KeyError):  # no home folder to be found: no cache
+        path = None
+    except (OSError, ValueError, RecursionError):
+        pass
+    data = compute()
+    if path is not None:
+        _keep(path, data)
+    return data
+
+
+@functools.lru_cache(maxsize=None)
+def code_digest(module_file: str) -> str:
+    """The SHA-256 of a module's source, for a `derived` kind: changed code, new names."""
+    try:
+        return hashlib.sha256(Path(module_file).read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
 
 
 def _keep(path: Path, data: Any) -> None:
