@@ -29,29 +29,8 @@ def cache_dir() -> Path:
     return Path(base) / "orchgen" / "parsed"
 
 
-def load_yaml(text: str, derive: Callable[[str], str] | None = None, kind: str = "") -> Any:
-    """yaml.load(text) with the safe loader, from the cache when this text was parsed before. With
-    `derive`, the data of derive(text) instead (`kind` names the derivation, which is part of the digest).
-    A parse error is raised as yaml.YAMLError, as from yaml.load."""
-    head = f"{_FORMAT}\0{yaml.__version__}\0{kind}\0".encode()
-    digest = hashlib.sha256(head + text.encode("utf-8", "surrogatepass"))
-    try:
-        path: Path | None = cache_dir() / f"{digest.hexdigest()}.json"
-        return json.loads(path.read_bytes())  # type: ignore[union-attr]
-    except (RuntimeError, KeyError):  # no home folder to be found: no cache
-        path = None
-    except (OSError, ValueError, RecursionError):
-        pass
-    data = yaml.load(derive(text) if derive else text, Loader=_Loader)
-    if path is not None:
-        _keep(path, data)
-    return data
-
-
-def derived(text: str, kind: str, compute: Callable[[], Any]) -> Any:
-    """compute(), a function of `text` alone that `kind` names (with a digest of the code that computes
-    it: kind is part of the digest), from the cache when it was computed for this text before."""
-    digest = hashlib.sha256(f"{_FORMAT}\0derived\0{kind}\0".encode() + text.encode("utf-8", "surrogatepass"))
+def _cached(digest: "hashlib._Hash", compute: Callable[[], Any]) -> Any:
+    """The JSON kept under `digest` in the cache, or compute()'s value, then kept there (no cache without a home)."""
     try:
         path: Path | None = cache_dir() / f"{digest.hexdigest()}.json"
         return json.loads(path.read_bytes())  # type: ignore[union-attr]
@@ -63,6 +42,22 @@ def derived(text: str, kind: str, compute: Callable[[], Any]) -> Any:
     if path is not None:
         _keep(path, data)
     return data
+
+
+def load_yaml(text: str, derive: Callable[[str], str] | None = None, kind: str = "") -> Any:
+    """yaml.load(text) with the safe loader, from the cache when this text was parsed before. With
+    `derive`, the data of derive(text) instead (`kind` names the derivation, which is part of the digest).
+    A parse error is raised as yaml.YAMLError, as from yaml.load."""
+    head = f"{_FORMAT}\0{yaml.__version__}\0{kind}\0".encode()
+    digest = hashlib.sha256(head + text.encode("utf-8", "surrogatepass"))
+    return _cached(digest, lambda: yaml.load(derive(text) if derive else text, Loader=_Loader))
+
+
+def derived(text: str, kind: str, compute: Callable[[], Any]) -> Any:
+    """compute(), a function of `text` alone that `kind` names (with a digest of the code that computes
+    it: kind is part of the digest), from the cache when it was computed for this text before."""
+    digest = hashlib.sha256(f"{_FORMAT}\0derived\0{kind}\0".encode() + text.encode("utf-8", "surrogatepass"))
+    return _cached(digest, compute)
 
 
 @functools.lru_cache(maxsize=None)
