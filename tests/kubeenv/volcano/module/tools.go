@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins Volcano's scheduler and controller manager main packages into this module.
+// Package tools pins the main packages of Volcano's scheduler, controller manager and webhook server into this module.
 package tools
 
 import (
