@@ -401,7 +401,7 @@ def wait_admitted_and_placed(cluster, units: list[Unit], workload: Path, timeout
         time.sleep(2)
 
 
-def wait_gang_refused(cluster, job: dict[str, Any], timeout: float = 60, hold: float = 5) -> str:
+def wait_gang_refused(cluster, job: dict[str, Any], timeout: float = 60, hold: float = 3) -> str:
     """A Volcano Job larger than its pool: its PodGroup stays Pending whole (no pod of it bound, none
     made: Volcano's job controller makes pods once the PodGroup is Inqueue) and Volcano says why.
     Once Volcano has said so, it must stay so for `hold` seconds (the scheduler's period is 1 s, the

@@ -284,6 +284,8 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
         dropped += apply_release(cluster, rel, bundle, kube_version)
     cluster.apply(manifests(cluster, bundle))
     apply_operator_resources(cluster, bundle)
+    if cluster.with_volcano and "vc-scheduler" in cluster.procs:
+        cluster.wait_volcano()
     if with_workloads:
         apply_workloads(cluster, bundle)
     return {"dropped": dropped, "node_labels": labels.stderr if labels else ""}

@@ -716,8 +716,10 @@ class Cluster:
             if name == "vc-webhook-manager":
                 self._wait("volcano webhook server", lambda: socket.create_connection(
                     ("127.0.0.1", port), timeout=1).close() is None, 120, name)
-        # the scheduler's `default` queue (it makes it at start; the controller manager's queue
-        # controller keeps its status): a cluster where it exists has both running
+
+    def wait_volcano(self) -> None:
+        """Volcano's scheduler is up: its `default` queue exists (it makes it at start). Called once the
+        bundle is in (bundle.apply_bundle), so the releases after Volcano's do not wait for it."""
         self._wait("volcano's default queue", lambda: self.request(
             "GET", "/apis/scheduling.volcano.sh/v1beta1/queues/default", timeout=10) is not None, 120, "vc-scheduler")
 
