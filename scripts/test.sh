@@ -86,7 +86,7 @@ fi
 # plane and LWS are built when one of them uses tests/kubeenv, Flux when one of them runs Flux; with no
 # file named (the whole suite, -k, -m), everything. All three builds share Go's module and build caches
 # (GOMODCACHE, GOCACHE: Go's defaults, never overridden here), so a package built for one is not rebuilt.
-need_kube=1 need_flux=1
+need_kube=1 need_flux=1 need_volcano=1
 selected=()
 for arg in "$@"; do
   path="${arg%%::*}"
@@ -95,6 +95,7 @@ done
 if [ ${#selected[@]} -gt 0 ] && ! [ -n "$(find "${selected[@]}" -maxdepth 0 -type d 2>/dev/null)" ]; then
   grep -qs "kubeenv" "${selected[@]}" || need_kube=0
   grep -qs "flux_bin_dir\|start_flux" "${selected[@]}" || need_flux=0
+  grep -qs "volcano=" "${selected[@]}" || need_volcano=0
 fi
 if ! command -v go >/dev/null; then
   echo "note: no go on PATH, so the test control plane is not built: tests/test_kube_real.py will skip" >&2
@@ -107,6 +108,9 @@ elif [ $need_kube = 1 ]; then
   # the NetworkPolicy engine of the tenant-wall tests (tests/tenant_walls.py: Cyclonus's matcher), small
   # (cold: about 1.5 CPU-minutes)
   tests/kubeenv/netpol/build.sh >/dev/null
+  # Volcano's scheduler, controller manager and admission webhook server (the volcano examples of
+  # tests/test_kube_real.py), only when a selected test runs Volcano (cold: see tests/kubeenv/README.md)
+  if [ $need_volcano = 1 ]; then tests/kubeenv/volcano/build.sh >/dev/null; fi
   # Flux's source-, kustomize- and helm-controller (tests/test_flux_real.py: the Flux delivery path for
   # real), another separate build (cold: about 11 CPU-minutes, tests/kubeenv/README.md)
   if [ $need_flux = 1 ]; then tests/kubeenv/flux/build.sh >/dev/null; fi
@@ -126,7 +130,7 @@ elif [ $need_promtool = 1 ]; then
   tests/promtool/build.sh >/dev/null
 fi
 # --- end issue 38 ---
-phase "Go builds (control plane, LWS, Flux, promtool)"
+phase "Go builds (control plane, LWS, Volcano, Flux, promtool)"
 
 # --- issue 33: a real Pulumi toolchain (tests/test_pulumi_up_real.py runs `pulumi up` for real) -------------
 # No prebuilt Pulumi binary is reachable here: ../shared/pulumi-src/build.sh builds the CLI, the Python language

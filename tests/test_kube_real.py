@@ -84,10 +84,12 @@ def test_example_applies(example: Path, tmp_path: Path, kube_factory) -> None:
         pytest.skip(f"{example.name}: no Kubernetes plane in its plan")
     if example.stem in CHECKED_ELSEWHERE:
         pytest.skip(f"{example.name}: {CHECKED_ELSEWHERE[example.stem]}")
-    # LeaderWorkerSet's controller runs where the bundle installs it, so its model servers get pods
-    kube = kube_factory(lws=any(r["chart"] == "lws" for r in kb.releases(out)))
+    # LeaderWorkerSet's controller runs where the bundle installs it, so its model servers get pods;
+    # Volcano's scheduler, controllers and webhooks likewise, so its queues admit and its scheduler places
+    charts = {r["chart"] for r in kb.releases(out)}
+    kube = kube_factory(lws="lws" in charts, volcano="volcano" in charts)
     result = kb.apply_bundle(kube, example, out, with_workloads=False)
-    queued = p.get("gang_scheduler") == "kueue"
+    queued = p.get("gang_scheduler") in ("kueue", "volcano")
     if queued:  # issue 34: the Job a user writes for each pool is admitted and placed there
         tenant = sorted(t["name"] for t in p["tenants"])[0]
         jobs, units = admission.plain_jobs(example, out, tenant)
@@ -101,6 +103,14 @@ def test_example_applies(example: Path, tmp_path: Path, kube_factory) -> None:
         if extra:
             kube.apply(extra)
         admission.wait_admitted_and_placed(kube, units, example)
+    if p.get("gang_scheduler") == "volcano":  # a gang larger than its pool waits whole, and Volcano says why
+        tenant = sorted(t["name"] for t in p["tenants"])[0]
+        gang, pool = admission.oversized_gang(example, out, tenant)
+        kube.apply([gang])
+        said = admission.wait_gang_refused(kube, gang)
+        assert f"{gang['spec']['minAvailable']} minAvailable" in said, (pool, said)
+        kube.kubectl("delete", "jobs.batch.volcano.sh", "-n", tenant, gang["metadata"]["name"], "--wait=true",
+                     timeout=120)
     # every object of the manifests and the starters is stored as written
     for o in kb.prerequisites(out) + kb.manifests(kube, out) + kb.operator_resources(out) + kb.workloads(out):
         got = kube.read(o)

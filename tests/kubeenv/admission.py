@@ -1,4 +1,5 @@
-"""What a tenant submits, admitted by the real Kueue and placed on the right pool (issue 34).
+"""What a tenant submits, admitted by the real Kueue (or the real Volcano) and placed on the right pool
+(issue 34).
 
 Used by tests/test_kube_real.py on the cluster each example's test already applied:
 - `plain_jobs`: per pool of the plane, the Job a user writes for it: one pod asking for one of the
@@ -12,6 +13,15 @@ Used by tests/test_kube_real.py on the cluster each example's test already appli
 - `wait_admitted_and_placed`: each unit's pods all Running, each on a node of its pool; on time-out
   the assertion carries every Kueue Workload of the namespace that is not admitted, with Kueue's
   own message (e.g. `couldn't assign flavors to pod set main: ...`).
+
+Volcano bundles (`gang_scheduler: volcano`, the plan's): what the README tells a user is that the
+tenant namespace gives a pod Volcano and the tenant's queue (Volcano's pod webhook, the namespace's
+queue annotation), so the plain Job of a pool is a batch/v1 Job with the pool's node labels and the
+tolerations of its provider taints (AKS documents `sku=gpu:NoSchedule` for its GPU pools) and nothing
+of Volcano's. A unit is admitted when its PodGroup (Volcano's controller makes one per Job,
+ReplicaSet or Volcano Job) is `Inqueue` or `Running`, and placed when all its pods are bound by
+Volcano (`schedulerName: volcano`) on its pool. `oversized_gang`/`wait_gang_refused`: a Volcano Job
+whose gang (`minAvailable`) is larger than a pool stays Pending whole, with Volcano's message.
 """
 from __future__ import annotations
 
@@ -23,11 +33,17 @@ from pathlib import Path
 from typing import Any
 
 
-from generator.spec.checks import pool_hostnames
-from tests._consumers import load_all as _load_all
+from generator.decide.platform import pool_taints
+from generator.spec.checks import pool_hostnames, pool_node_labels
 from generator.spec import load as load_fleet  # the function: importing the submodule generator.spec.load would shadow it (generator/spec/__init__.py)
+from tests._consumers import load_all as _load_all
 
 WORKLOAD_LABEL = "orchgen.io/workload"
+VOLCANO = "volcano"
+VCJOB_API = "batch.volcano.sh/v1alpha1"
+VCJOB_LABEL = "volcano.sh/job-name"  # on a Volcano Job's pods (volcano pkg/apis batch JobNameKey)
+PODGROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # a pod's PodGroup, set by Volcano's controllers
+PODGROUP_ADMITTED = ("Inqueue", "Running")  # PodGroup phases past Volcano's enqueue action
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # KServe v1beta1 ComponentExtensionSpec and PredictorSpec fields that are not the pod's
 # (kserve pkg/apis/serving/v1beta1/component.go, predictor.go): everything else of the predictor is a PodSpec
@@ -44,7 +60,8 @@ class Unit:
     selector: dict[str, str]  # the labels of its pods
     pods: int  # how many pods run once it is admitted (0: no pod is made here, only admission)
     pool: str | None
-    owner: tuple[str, str] | None = None  # (kind, name) whose Kueue Workload must be admitted
+    owner: tuple[str, str] | None = None  # (kind, name) whose Kueue Workload (Volcano: PodGroup) must be admitted
+    scheduler: str = "kueue"  # who admits it: the plan's gang_scheduler
 
 
 def kueue_flavors(bundle: Path) -> dict[str, dict[str, Any]]:
@@ -69,8 +86,91 @@ def pool_resource(workload: Path, pool: str) -> str | None:
     return f"nvidia.com/mig-{p.gpu.mig.profile}" if p.gpu.mig is not None else "nvidia.com/gpu"
 
 
+def gang_scheduler(bundle: Path) -> str | None:
+    """The plan's gang scheduler; None for a folder with no plan.json (a cluster of a multi-cluster bundle)."""
+    plan = bundle / "plan.json"
+    return json.loads(plan.read_text()).get("gang_scheduler") if plan.is_file() else None
+
+
+def plane_pools(bundle: Path) -> list[str]:
+    """The pools of the plan's Kubernetes plane."""
+    plan = json.loads((bundle / "plan.json").read_text())
+    return sorted(p["pool"] for name, plane in plan["planes"].items() if name in ("kubernetes", "k3s")
+                  for p in plane.get("pools") or [])
+
+
+def _restricted_pod(name: str, requests: dict[str, str], limits: dict[str, str]) -> dict[str, Any]:
+    # Pod Security `restricted` (the tenant namespaces enforce it unless RDMA pods need IPC_LOCK)
+    return {"restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "600"],
+                            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                            "resources": {"requests": requests, **({"limits": limits} if limits else {})}}]}
+
+
+def pool_placement(workload: Path, pool: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """(nodeSelector, tolerations) a user writes for a pool: its node labels, its provider taints."""
+    fleet = load_fleet(workload)
+    p = next(p for p in fleet.fleet.pools if p.name == pool)
+    tolerations = [{"key": k, "operator": "Equal", "value": v, "effect": e} if v else
+                   {"key": k, "operator": "Exists", "effect": e} for k, v, e in pool_taints(fleet).get(pool, ())]
+    return dict(pool_node_labels(fleet, p)), tolerations
+
+
+def _volcano_plain_jobs(workload: Path, bundle: Path, namespace: str) -> tuple[list[dict[str, Any]], list[Unit]]:
+    jobs, units = [], []
+    readme = (bundle / "README.md").read_text()
+    for pool in plane_pools(bundle):
+        name = f"plain-{pool}"[:50].rstrip("-")
+        res = pool_resource(workload, pool)
+        selector, tolerations = pool_placement(workload, pool)
+        # the README's line for the pool tells the user exactly this selector and these tolerations
+        line = f"- `{pool}`: `nodeSelector: {json.dumps(selector, sort_keys=True)}`" + \
+            (f", `tolerations: {json.dumps(tolerations, sort_keys=True)}`" if tolerations else "")
+        assert line in readme.splitlines(), f"the README does not tell a user how to land on pool {pool}: {line}"
+        pod = _restricted_pod(name, {"cpu": "1", "memory": "1Gi", **({res: "1"} if res else {})},
+                              {res: "1"} if res else {})
+        pod["nodeSelector"] = selector
+        if tolerations:
+            pod["tolerations"] = tolerations
+        jobs.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+                     "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": name}}, "spec": pod}}})
+        units.append(Unit(f"plain Job {namespace}/{name} on pool {pool}", namespace, {"app": name}, 1, pool,
+                          ("Job", name), VOLCANO))
+    return jobs, units
+
+
+def oversized_gang(workload: Path, bundle: Path, namespace: str) -> tuple[dict[str, Any], str]:
+    """A Volcano Job, as the README tells a user to write a gang (`minAvailable` = its pod count), of
+    one more whole-node pod than the largest GPU pool has nodes; (the Job, the pool)."""
+    plan = json.loads((bundle / "plan.json").read_text())
+    pools = [p for name, plane in plan["planes"].items() if name in ("kubernetes", "k3s")
+             for p in plane.get("pools") or [] if p.get("gpu")]
+    pool = max(pools, key=lambda p: (p["node_count"], p["pool"]))
+    size = pool["node_count"] + 1
+    res = pool_resource(workload, pool["pool"])
+    count = str(pool["gpu"]["count"])
+    selector, tolerations = pool_placement(workload, pool["pool"])
+    spec = _restricted_pod("gang", {"cpu": "1", "memory": "1Gi", res: count}, {res: count})
+    spec["nodeSelector"] = selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    # the tenant's queue, as the README's table of starters names it: the namespace's queue annotation
+    queue = next(o["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"]
+                 for o in _load_all((bundle / "kubernetes" / "manifests" / "00-namespaces.yaml").read_text())
+                 if o and o["kind"] == "Namespace" and o["metadata"]["name"] == namespace)
+    job = {"apiVersion": VCJOB_API, "kind": "Job",
+           "metadata": {"name": f"gang-over-{pool['pool']}"[:50].rstrip("-"), "namespace": namespace},
+           "spec": {"schedulerName": VOLCANO, "queue": queue, "minAvailable": size,
+                    "tasks": [{"name": "worker", "replicas": size, "minAvailable": size,
+                               "template": {"metadata": {"labels": {"app": "gang-over"}}, "spec": spec}}]}}
+    return job, pool["pool"]
+
+
 def plain_jobs(workload: Path, bundle: Path, namespace: str) -> tuple[list[dict[str, Any]], list[Unit]]:
     """The Job a user writes for each pool, and what to expect of it."""
+    if gang_scheduler(bundle) == VOLCANO:
+        return _volcano_plain_jobs(workload, bundle, namespace)
     jobs, units = [], []
     for pool, flavor in sorted(kueue_flavors(bundle).items()):
         name = f"plain-{pool}"[:50].rstrip("-")
@@ -136,6 +236,8 @@ def site_volumes(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _pod_specs(o: dict[str, Any]) -> list[dict[str, Any]]:
     spec = o.get("spec") or {}
+    if o["kind"] == "Job" and o["apiVersion"] == VCJOB_API:
+        return [t["template"]["spec"] for t in spec.get("tasks") or []]
     if o["kind"] in ("Job", "Deployment", "StatefulSet"):
         return [spec["template"]["spec"]]
     if o["kind"] == "InferenceService":
@@ -151,6 +253,7 @@ def expected_units(bundle: Path, objs: list[dict[str, Any]]) -> tuple[list[dict[
     services, and the RayClusters of manifests/40-ray.yaml."""
     plan = json.loads((bundle / "plan.json").read_text())
     pool_of = {w["name"]: w.get("pool") for w in plan["workloads"]}
+    sched = plan.get("gang_scheduler") or "kueue"
     extra: list[dict[str, Any]] = site_volumes(objs)
     units: list[Unit] = []
     for o in objs:
@@ -158,24 +261,31 @@ def expected_units(bundle: Path, objs: list[dict[str, Any]]) -> tuple[list[dict[
         ns = md.get("namespace", "")
         label = f"{kind} {ns}/{md['name']}"
         wl = ((spec.get("template") or {}).get("metadata") or {}).get("labels", {}).get(WORKLOAD_LABEL)
-        if kind == "Job":
+        if kind == "Job" and o["apiVersion"] == VCJOB_API:  # a Volcano Job: its tasks' pods, one PodGroup
+            wl = next((((t.get("template") or {}).get("metadata") or {}).get("labels", {}).get(WORKLOAD_LABEL)
+                       for t in spec.get("tasks") or []), None)
+            units.append(Unit(f"Volcano {label}", ns, {VCJOB_LABEL: md["name"]},
+                              sum(int(t.get("replicas", 1)) for t in spec.get("tasks") or []),
+                              pool_of.get(wl or md["name"]), ("Job", md["name"]), sched))
+        elif kind == "Job":
             units.append(Unit(label, ns, {"job-name": md["name"]}, int(spec.get("parallelism", 1)),
-                              pool_of.get(wl or md["name"]), ("Job", md["name"])))
+                              pool_of.get(wl or md["name"]), ("Job", md["name"]), sched))
         elif kind == "Deployment":
             sel = spec["selector"]["matchLabels"]
-            units.append(Unit(label, ns, dict(sel), int(spec.get("replicas", 1)), pool_of.get(wl or md["name"])))
+            units.append(Unit(label, ns, dict(sel), int(spec.get("replicas", 1)), pool_of.get(wl or md["name"]),
+                              scheduler=sched))
         elif kind == "InferenceService":
             d = kserve_deployment(o)
             extra.append(d)
             units.append(Unit(f"{label} (its Deployment {d['metadata']['name']})", ns,
                               dict(d["spec"]["selector"]["matchLabels"]), d["spec"]["replicas"],
-                              pool_of.get(md["name"])))
+                              pool_of.get(md["name"]), scheduler=sched))
         elif kind == "LeaderWorkerSet":
             size = int(spec["leaderWorkerTemplate"].get("size", 1))
             units.append(Unit(label, ns, {"leaderworkerset.sigs.k8s.io/name": md["name"]},
-                              int(spec.get("replicas", 1)) * size, pool_of.get(md["name"])))
+                              int(spec.get("replicas", 1)) * size, pool_of.get(md["name"]), scheduler=sched))
         elif kind == "RayCluster":
-            units.append(Unit(label, ns, {}, 0, None, ("RayCluster", md["name"])))
+            units.append(Unit(label, ns, {}, 0, None, ("RayCluster", md["name"]), sched))
     return extra, units
 
 
@@ -187,23 +297,45 @@ def _owned_workloads(cluster, ns: str) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
+def _podgroups(cluster, ns: str) -> list[dict[str, Any]]:
+    return cluster.list("podgroups.scheduling.volcano.sh", ns)
+
+
+def _owned_podgroups(groups: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(ref["kind"], ref["name"]): g for g in groups for ref in g["metadata"].get("ownerReferences", [])}
+
+
 def _admitted(w: dict[str, Any] | None) -> bool:
     return bool(w and (w.get("status") or {}).get("admission"))
 
 
-def _why(cluster, namespaces: set[str]) -> list[str]:
-    """Every Kueue Workload of the namespaces that is not admitted, with Kueue's conditions."""
+def _group_admitted(g: dict[str, Any] | None) -> bool:
+    return bool(g and (g.get("status") or {}).get("phase") in PODGROUP_ADMITTED)
+
+
+def _conditions(o: dict[str, Any]) -> str:
+    return "; ".join(f"{c.get('type')}={c.get('status')}: {c.get('reason', '')} {c.get('message', '')}".rstrip()
+                     for c in (o.get("status") or {}).get("conditions", []))
+
+
+def _why(cluster, namespaces: set[str], scheduler: str = "kueue") -> list[str]:
+    """Every Kueue Workload (Volcano: PodGroup) of the namespaces that is not admitted, with the
+    scheduler's conditions, and the events that say why a pod was not made or not bound."""
     out = []
     for ns in sorted(namespaces):
-        for w in cluster.get("workloads.kueue.x-k8s.io", "-n", ns)["items"]:
-            if _admitted(w):
-                continue
-            conds = "; ".join(f"{c.get('type')}={c.get('status')}: {c.get('message', '')}"
-                              for c in (w.get("status") or {}).get("conditions", []))
-            out.append(f"{ns}/{w['metadata']['name']} not admitted: {conds or 'no condition yet'}")
+        if scheduler == VOLCANO:
+            for g in _podgroups(cluster, ns):
+                if not _group_admitted(g):
+                    out.append(f"{ns}/{g['metadata']['name']} PodGroup {(g.get('status') or {}).get('phase')}: "
+                               f"{_conditions(g) or 'no condition yet'}")
+        else:
+            for w in cluster.get("workloads.kueue.x-k8s.io", "-n", ns)["items"]:
+                if _admitted(w):
+                    continue
+                out.append(f"{ns}/{w['metadata']['name']} not admitted: {_conditions(w) or 'no condition yet'}")
         # and why admitted ones have no pod, or no node: the Job controller's and the scheduler's word
         for e in cluster.get("events", "-n", ns)["items"]:
-            if e.get("reason") in ("FailedCreate", "FailedScheduling"):
+            if e.get("reason") in ("FailedCreate", "FailedScheduling", "Unschedulable", "PodGroupPending"):
                 out.append(f"{ns} {e['involvedObject']['kind']} {e['involvedObject']['name']}: {e['reason']}: {e.get('message', '')}")
     return out
 
@@ -213,12 +345,18 @@ def state(cluster, units: list[Unit], pools: dict[str, str]) -> list[str]:
     wrong = []
     by_ns: dict[str, list[dict[str, Any]]] = {}
     owned: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for u in units:
+        if u.scheduler == VOLCANO and u.namespace not in groups:
+            groups[u.namespace] = _podgroups(cluster, u.namespace)
         if u.owner:
-            if u.namespace not in owned:
-                owned[u.namespace] = _owned_workloads(cluster, u.namespace)
-            w = owned[u.namespace].get(u.owner)
-            if not _admitted(w):
+            if u.scheduler == VOLCANO:
+                ok = _group_admitted(_owned_podgroups(groups[u.namespace]).get(u.owner))
+            else:
+                if u.namespace not in owned:
+                    owned[u.namespace] = _owned_workloads(cluster, u.namespace)
+                ok = _admitted(owned[u.namespace].get(u.owner))
+            if not ok:
                 wrong.append(f"{u.what}: not admitted")
                 continue
         if not u.pods:
@@ -233,6 +371,16 @@ def state(cluster, units: list[Unit], pools: dict[str, str]) -> list[str]:
             wrong.append(f"{u.what}: {len(running)}/{u.pods} pods Running ({len(mine)} pods"
                          f"{', gated by ' + ', '.join(gates) if gates else ''})")
             continue
+        if u.scheduler == VOLCANO:
+            # bound by Volcano (not the default scheduler), each in a PodGroup Volcano admitted
+            by_name = {g["metadata"]["name"]: g for g in groups[u.namespace]}
+            bad = [f"{p['metadata']['name']} (schedulerName {p['spec'].get('schedulerName')}, PodGroup "
+                   f"{p['metadata'].get('annotations', {}).get(PODGROUP_ANNOTATION)})" for p in running
+                   if p["spec"].get("schedulerName") != VOLCANO or not _group_admitted(
+                       by_name.get(p["metadata"].get("annotations", {}).get(PODGROUP_ANNOTATION, "")))]
+            if bad:
+                wrong.append(f"{u.what}: pods not bound by Volcano in an admitted PodGroup: {bad}")
+                continue
         off = [f"{p['metadata']['name']} on {p['spec']['nodeName']} ({pools.get(p['spec']['nodeName'])})"
                for p in running if u.pool and pools.get(p["spec"]["nodeName"]) != u.pool]
         if off:
@@ -243,12 +391,52 @@ def state(cluster, units: list[Unit], pools: dict[str, str]) -> list[str]:
 def wait_admitted_and_placed(cluster, units: list[Unit], workload: Path, timeout: float = 120) -> None:
     pools = node_pools(workload)
     deadline = time.monotonic() + timeout
+    scheduler = VOLCANO if any(u.scheduler == VOLCANO for u in units) else "kueue"
     while True:
         wrong = state(cluster, units, pools)
         if not wrong:
             return
         if time.monotonic() > deadline:
-            why = _why(cluster, {u.namespace for u in units})[-40:]
+            why = _why(cluster, {u.namespace for u in units}, scheduler)[-40:]
+            who = "Volcano" if scheduler == VOLCANO else "Kueue"
             raise AssertionError("not admitted or not placed:\n  " + "\n  ".join(wrong)
-                                 + ("\nKueue says:\n  " + "\n  ".join(why) if why else ""))
+                                 + (f"\n{who} says:\n  " + "\n  ".join(why) if why else ""))
         time.sleep(1)
+
+
+def wait_gang_refused(cluster, job: dict[str, Any], timeout: float = 60, hold: float = 3) -> str:
+    """A Volcano Job larger than its pool: its PodGroup stays Pending whole (no pod of it bound, none
+    made: Volcano's job controller makes pods once the PodGroup is Inqueue) and Volcano says why.
+    Once Volcano has said so, it must stay so for `hold` seconds (the scheduler's period is 1 s, the
+    chart's `--schedule-period`). Returns Volcano's messages (the PodGroup's Unschedulable condition or
+    the scheduler's events on it)."""
+    md = job["metadata"]
+    ns, name = md["namespace"], md["name"]
+    deadline = time.monotonic() + timeout
+    said_at: float | None = None
+    while True:
+        groups = [g for g in _podgroups(cluster, ns) if ("Job", name) in
+                  {(r["kind"], r["name"]) for r in g["metadata"].get("ownerReferences", [])}]
+        pods = [p for p in cluster.get("pods", "-n", ns, "-l", f"{VCJOB_LABEL}={name}")["items"]]
+        bound = [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")]
+        assert not bound, f"Volcano Job {ns}/{name}: pods of a gang larger than its pool bound: {bound}"
+        assert not [g for g in groups if _group_admitted(g)], \
+            f"Volcano Job {ns}/{name}: a gang larger than its pool admitted: {groups}"
+        said = [f"{c.get('reason', '')}: {c.get('message', '')}" for g in groups
+                for c in (g.get("status") or {}).get("conditions", [])
+                if c.get("status") == "True" and c.get("type") == "Unschedulable" and c.get("message")]
+        # the scheduler's events on the PodGroup: the gang plugin's ("0/0 tasks in gang unschedulable:
+        # pod group is not ready, N minAvailable") and the enqueue action's reason, when it gives one
+        # ("resource in cluster is overused: overused nvidia.com/gpu")
+        said += [e.get("message", "") for e in cluster.get("events", "-n", ns)["items"]
+                 if e["involvedObject"].get("kind") == "PodGroup" and groups and e.get("reason") == "Unschedulable"
+                 and e["involvedObject"].get("name") == groups[0]["metadata"]["name"]]
+        if groups and any("minAvailable" in m for m in said):
+            said_at = said_at or time.monotonic()
+            if time.monotonic() - said_at >= hold:
+                return "; ".join(sorted(set(said)))
+        elif time.monotonic() > deadline:
+            raise AssertionError(f"Volcano Job {ns}/{name}: no word from Volcano after {timeout:.0f} s; "
+                                 f"PodGroups {[(g['metadata']['name'], g.get('status')) for g in groups]}, "
+                                 f"{len(pods)} pods")
+        time.sleep(2)

@@ -10,7 +10,8 @@ Order (the bundle README, "Kubernetes: Helm releases" and "node labels, tenants,
 3. each Helm release of `kubernetes/helm/releases.yaml` in file order (the install order the README
    gives: CRD owners first, each after its `dependsOn`): `helm template` of the real chart of
    ../shared/charts with the release's values and `--include-crds`, CRDs applied and Established first,
-   then the rest; Kueue's controller starts once its release is in;
+   then the rest; Kueue's controller starts once its release is in (LWS's and Volcano's likewise where
+   the cluster runs them);
 4. `kubernetes/` kustomization (manifests, in its fifo order), then `kubernetes/workloads/*.yaml`.
 Every apply is `kubectl apply --server-side`. tests/kubeenv/overlay.py lists what is left out.
 """
@@ -157,7 +158,7 @@ def apply_release(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
     """One release as `helm install` would put it in; returns what the overlay left out."""
     objs = helm_template(cluster, rel, bundle, kube_version)
     # overlay rule 1: the webhooks of the controllers that run here (LWS's only when asked for)
-    loopback = ("kueue", "lws") if cluster.with_lws else ("kueue",)
+    loopback = ("kueue",) + (("lws",) if cluster.with_lws else ()) + (("volcano",) if cluster.with_volcano else ())
     keep, hooks, dropped = overlay.split(objs, loopback)
     cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": rel["namespace"]}}])
     crds = [o for o in keep if o["kind"] == "CustomResourceDefinition"]
@@ -173,6 +174,8 @@ def apply_release(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
     if rel["chart"] == "lws" and cluster.with_lws:
         cluster.start_lws(manager_configuration(objs, "lws"))
         cluster.apply(overlay.loopback_webhooks(hooks, cluster.lws_webhook_port, cluster.ca_bundle()))
+    if rel["chart"] == "volcano" and cluster.with_volcano:
+        cluster.start_volcano(objs, hooks)
     return dropped
 
 
@@ -282,6 +285,8 @@ def apply_bundle(cluster: Cluster, workload: Path, bundle: Path, kube_version: s
         dropped += apply_release(cluster, rel, bundle, kube_version)
     cluster.apply(manifests(cluster, bundle))
     apply_operator_resources(cluster, bundle)
+    if cluster.with_volcano and "vc-scheduler" in cluster.procs:
+        cluster.wait_volcano()
     if with_workloads:
         apply_workloads(cluster, bundle)
     return {"dropped": dropped, "node_labels": labels.stderr if labels else ""}

@@ -13,6 +13,9 @@ static admin token in `system:masters`, nothing listening beyond 127.0.0.1):
   chart release renders, its webhooks served on loopback;
 - LeaderWorkerSet's controller manager (`Cluster(lws=True)`, `start_lws`, built by
   tests/kubeenv/lws/build.sh) likewise, with the lws release's configuration;
+- Volcano's scheduler, controller manager and admission webhook server (`Cluster(volcano=True)`,
+  `start_volcano`, built by tests/kubeenv/volcano/build.sh) with the volcano release's arguments and
+  configuration;
 - Flux's source-, kustomize- and helm-controller (`start_flux`, built by tests/kubeenv/flux/build.sh),
   as `flux install` runs them in flux-system, the artifact server on loopback.
 Everything the harness must change in a bundle to run here is in tests/kubeenv/overlay.py.
@@ -98,6 +101,19 @@ def netpol_binary() -> Path:
     files = [mod / "go.mod", mod / "go.sum", mod / "main.go", HERE / "netpol" / "build.sh"]
     key = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
     return bin_dir().parents[1] / f"netpol-{version}-{key}" / "bin" / "netpol-verdict"
+
+
+def volcano_bin_dir() -> Path:
+    """Where tests/kubeenv/volcano/build.sh puts vc-scheduler, vc-controller-manager and
+    vc-webhook-manager (same key: the module's go.mod and go.sum and the script)."""
+    import hashlib
+
+    mod = HERE / "volcano" / "module"
+    version = next(line.split()[-1] for line in (mod / "go.mod").read_text().splitlines()
+                   if "volcano.sh/volcano " in line + " " and line.split()[-1].startswith("v"))
+    files = [mod / "go.mod", mod / "go.sum", HERE / "volcano" / "build.sh"]
+    key = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+    return bin_dir().parents[1] / f"volcano-{version}-{key}" / "bin"
 
 
 FLUX_CONTROLLERS = ("source-controller", "kustomize-controller", "helm-controller")
@@ -196,7 +212,7 @@ class Cluster:
 
     def __init__(self, workdir: Path, admission_config: dict[str, Any] | None = None,
                  scheduler: bool = True, kwok: bool = True, controllers: bool = True, lws: bool = False,
-                 dra: bool = False, hold_ready: tuple[str, ...] = ()):
+                 dra: bool = False, hold_ready: tuple[str, ...] = (), volcano: bool = False):
         self.dir = workdir
         self.dra = dra  # serve resource.k8s.io (DRA_GATE, DRA_RUNTIME_CONFIG)
         self.bin = bin_dir()
@@ -205,6 +221,7 @@ class Cluster:
         self.with_kwok = kwok
         self.with_controllers = controllers
         self.with_lws = lws  # run LeaderWorkerSet's controller when the bundle's lws release is applied
+        self.with_volcano = volcano  # run Volcano's components when the bundle's volcano release is applied
         # namespaces whose pods KWOK leaves unready: the test marks them Ready (mark_ready) once the
         # controller that pod stands for runs here as a process, as a kubelet would once its readiness
         # probe passes (a Deployment is then not "ready" before its controller serves)
@@ -720,6 +737,31 @@ class Cluster:
             env={**os.environ, "KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": "lws-system"})
         self._wait("lws webhook server", lambda: socket.create_connection(
             ("127.0.0.1", self.lws_webhook_port), timeout=1).close() is None, 120, "lws")
+
+    def start_volcano(self, rendered: list[dict[str, Any]], hooks: list[dict[str, Any]]) -> None:
+        """Run Volcano's webhook server, controller manager and scheduler (tests/kubeenv/volcano/build.sh)
+        as the volcano release `rendered` deploys them (overlay rule 16), its webhook configurations
+        `hooks` pointed at the loopback webhook server first (the server waits for them to exist)."""
+        from tests.kubeenv import overlay
+
+        port = free_port()
+        self.apply(overlay.loopback_webhooks(hooks, port, self.ca_bundle()))
+        procs = overlay.volcano_processes(rendered, self.dir / "volcano", self.certs, self.kubeconfig,
+                                          port, free_port)
+        for name, args, env in procs:
+            log = open(self.dir / f"{name}.log", "ab")
+            self.procs[name] = subprocess.Popen(
+                [str(volcano_bin_dir() / name), *args], stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, cwd=self.dir, start_new_session=True, env={**os.environ, **env})
+            if name == "vc-webhook-manager":
+                self._wait("volcano webhook server", lambda: socket.create_connection(
+                    ("127.0.0.1", port), timeout=1).close() is None, 120, name)
+
+    def wait_volcano(self) -> None:
+        """Volcano's scheduler is up: its `default` queue exists (it makes it at start). Called once the
+        bundle is in (bundle.apply_bundle), so the releases after Volcano's do not wait for it."""
+        self._wait("volcano's default queue", lambda: self.request(
+            "GET", "/apis/scheduling.volcano.sh/v1beta1/queues/default", timeout=10) is not None, 120, "vc-scheduler")
 
     def start_flux(self) -> None:
         """Run Flux's source-, kustomize- and helm-controller as `flux install` deploys them (one

@@ -18,7 +18,7 @@ import pytest
 
 from tests._consumers import require
 
-from .cluster import Cluster, bin_dir, lws_binary, missing_binaries
+from .cluster import Cluster, bin_dir, lws_binary, missing_binaries, volcano_bin_dir
 
 
 def require_kubeenv() -> None:
@@ -34,6 +34,12 @@ def require_lws() -> None:
                                       "tests/kubeenv/lws/build.sh")
 
 
+def require_volcano() -> None:
+    d = volcano_bin_dir()
+    missing = [n for n in ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager") if not os.access(d / n, os.X_OK)]
+    require(not missing, f"Volcano not built ({', '.join(missing)} missing in {d}): run tests/kubeenv/volcano/build.sh")
+
+
 @pytest.fixture
 def kube_factory(tmp_path: Path) -> Iterator:
     require_kubeenv()
@@ -42,6 +48,8 @@ def kube_factory(tmp_path: Path) -> Iterator:
     def make(**kwargs) -> Cluster:
         if kwargs.get("lws"):
             require_lws()
+        if kwargs.get("volcano"):
+            require_volcano()
         c = Cluster(tmp_path / f"kube{len(started)}", **kwargs)
         started.append(c)
         return c.__enter__()

@@ -14,8 +14,10 @@ first apply in a process goes through `kubectl apply --server-side`.
    controller runs here as a process, are pointed at its loopback server (`url:` plus this
    cluster's CA, as envtest does); so are LeaderWorkerSet's (Service `lws-webhook-service`: its
    LWS defaulting/validation and the pod webhook that labels a group's pods) where the cluster runs
-   the LWS controller (`Cluster(lws=True)`, rule 9); every other controller's (cert-manager,
-   GPU/network operator, Volcano, KAI, Slinky, LWS's when it does not run ...) is left out, since
+   the LWS controller (`Cluster(lws=True)`, rule 9), and Volcano's (Service `volcano-admission-service`)
+   where it runs Volcano (`Cluster(volcano=True)`, rule 16); every other controller's (cert-manager,
+   GPU/network operator, KAI, Slinky, LWS's and Volcano's when
+   they do not run ...) is left out, since
    with `failurePolicy: Fail` it would refuse every object it watches and answer nothing.
 2. APIService objects backed by a Service (metrics adapters): left out for the same reason; the
    aggregator would report the group unavailable and discovery (kubectl) would fail.
@@ -52,6 +54,25 @@ first apply in a process goes through `kubectl apply --server-side`.
    Service, whose ClusterIP nothing serves), no leader election (one process), probes and metrics on
    free loopback ports (its defaults :8081 and :8443 listen on every interface and collide between
    parallel clusters). gangSchedulingManagement stays as the bundle sets it.
+16. Volcano's scheduler, controller manager and admission webhook server (tests/kubeenv/volcano/build.sh:
+   volcano.sh/volcano v1.15.1, the chart's version) run as processes where the cluster runs them
+   (`Cluster(volcano=True)`), each with the arguments and environment its Deployment in the volcano
+   release renders (the bundle's values), changed only where a pod and a process differ
+   (`volcano_processes`): a file the container reads from a mounted ConfigMap (the scheduler's
+   volcano-scheduler.conf, the admission volcano-admission.conf) is that ConfigMap's data written to a
+   local folder; the admission certificates (the Secret `volcano-admission-secret` that the chart's
+   admission-init Job would make; KWOK only fakes that Job) are this cluster's serving certificate and
+   CA; an emptyDir is a local empty folder; `--kubeconfig` stands for the pod's in-cluster credentials;
+   the webhook server listens on 127.0.0.1 at a free port, and the health and metrics servers (their
+   defaults :11251, :8080, :8081 listen on every interface and collide between parallel clusters) on
+   free loopback ports. Its webhook configurations (Service `volcano-admission-service`) are pointed
+   at that server (rule 1) before it starts: it waits for them to exist to put its CA in them.
+   The components are v1.14.1, the chart v1.15.1 (tests/kubeenv/README.md: the proxy serves no source of
+   1.15's API module): of the chart's arguments, v1.14.1 lacks only the controller manager's
+   `--sharding-configmap` and `--sharding-configmap-namespace` (1.15's node-sharding controller, which
+   feeds scheduler sharding; the bundle leaves sharding off: the scheduler runs
+   `--scheduler-sharding-mode` none, its default, and the chart's sharding ConfigMap is empty). Those two
+   are left out (VOLCANO_UNKNOWN_FLAGS); every other argument is passed as rendered.
 
 The Flux delivery path (tests/test_flux_real.py) reads the bundle from a Git repository served on
 loopback (tests/kubeenv/gitops.py). The bundle's files are committed there unchanged but for these,
@@ -104,7 +125,7 @@ WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration
 
 
 # controllers that run here as processes (rule 1) -> the prefix of their webhook Services' names
-LOOPBACK_CONTROLLERS = {"kueue": "kueue-", "lws": "lws-"}
+LOOPBACK_CONTROLLERS = {"kueue": "kueue-", "lws": "lws-", "volcano": "volcano-admission-"}
 
 
 def webhook_controller(obj: dict[str, Any]) -> str | None:
@@ -183,6 +204,70 @@ def lws_config(config: dict[str, Any], port: int, certdir: Path, probe: int, met
     cfg["health"] = {**cfg.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{probe}"}
     cfg["metrics"] = {**cfg.get("metrics", {}), "bindAddress": f"127.0.0.1:{metrics}"}
     return cfg
+
+
+# Volcano's images (the chart's Deployments) -> the binary tests/kubeenv/volcano/build.sh builds (rule 16)
+VOLCANO_IMAGES = ("vc-webhook-manager", "vc-controller-manager", "vc-scheduler")
+# the chart's (v1.15.1) arguments the built components (v1.14.1) do not know, left out (rule 16)
+VOLCANO_UNKNOWN_FLAGS = {"vc-controller-manager": ("--sharding-configmap", "--sharding-configmap-namespace")}
+
+
+def _set_flag(args: list[str], flag: str, value: str) -> list[str]:
+    """`--flag=value` in place of the chart's `--flag=...`, else added."""
+    out = [a for a in args if not (a == flag or a.startswith(flag + "="))]
+    return out + [f"{flag}={value}"]
+
+
+def volcano_processes(rendered: list[dict[str, Any]], workdir: Path, certs: Path, kubeconfig: Path,
+                      webhook_port: int, free_port) -> list[tuple[str, list[str], dict[str, str]]]:
+    """Rule 16: (binary, arguments, environment) of each Volcano component the release deploys, in
+    start order (webhook server, controller manager, scheduler)."""
+    import yaml
+
+    cms = {o["metadata"]["name"]: o.get("data") or {} for o in rendered if o.get("kind") == "ConfigMap"}
+    found: dict[str, tuple[str, list[str], dict[str, str]]] = {}
+    for o in rendered:
+        if o.get("kind") != "Deployment":
+            continue
+        pod = o["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod.get("volumes") or []}
+        for c in pod["containers"]:
+            image = c["image"].rsplit("/", 1)[-1].split(":")[0]
+            if image not in VOLCANO_IMAGES:
+                continue
+            paths: dict[str, str] = {}  # mount path in the container -> local folder
+            for m in c.get("volumeMounts") or []:
+                local = workdir / o["metadata"]["name"] / m["name"]
+                local.mkdir(parents=True, exist_ok=True)
+                vol = volumes[m["name"]]
+                if "configMap" in vol:
+                    for key, text in cms[vol["configMap"]["name"]].items():
+                        (local / key).write_text(text)
+                elif "secret" in vol:  # the admission certificates
+                    for key, src in (("tls.crt", "tls.crt"), ("tls.key", "tls.key"), ("ca.crt", "ca.crt")):
+                        (local / key).write_bytes((certs / src).read_bytes())
+                paths[m["mountPath"].rstrip("/")] = str(local)
+
+            def local_path(text: str) -> str:
+                for mount, local in paths.items():
+                    text = text.replace(mount, local)
+                return text
+
+            args = [local_path(a) for a in c.get("args") or []
+                    if a.split("=", 1)[0] not in VOLCANO_UNKNOWN_FLAGS.get(image, ())]
+            env = {e["name"]: local_path(str(e["value"])) for e in c.get("env") or [] if "value" in e}
+            args = _set_flag(args, "--kubeconfig", str(kubeconfig))
+            args = _set_flag(args, "--healthz-address", f"127.0.0.1:{free_port()}")
+            if image == "vc-webhook-manager":
+                args = _set_flag(args, "--listen-address", "127.0.0.1")
+                args = _set_flag(args, "--port", str(webhook_port))
+            else:
+                args = _set_flag(args, "--listen-address", f"127.0.0.1:{free_port()}")
+            found[image] = (image, args, env)
+    missing = [i for i in VOLCANO_IMAGES if i not in found]
+    assert not missing, f"the volcano release renders no Deployment of {missing}"
+    (workdir / "processes.yaml").write_text(yaml.safe_dump([list(found[i]) for i in VOLCANO_IMAGES]))
+    return [found[i] for i in VOLCANO_IMAGES]
 
 
 # ---- the Flux delivery path (rules 10 to 13) ---------------------------------------------------------

@@ -36,7 +36,8 @@ from ... import schedulers
 from ...contract import MANIFESTS_DIR, OPERATOR_RESOURCES_DIR, PREREQUISITES_DIR, WORKLOADS_DIR
 from . import (gang, gpu_health, gpu_operator, jupyterhub, kai, kueue, labels, network_operator, priority, ray, tenancy, volcano,
                workloads)
-from .common import has_topology, queues_enabled, slices, topology_name, workloads as kube_workloads
+from .common import (has_topology, node_selector, queues_enabled, slices, tolerations, topology_name,
+                     workloads as kube_workloads)
 
 # Each gang scheduler's module (its record in generator/schedulers.py names it): objects(plan)
 # writes its queues, topology(plan) its topology objects.
@@ -94,7 +95,11 @@ def readme(plan: Plan) -> dict[str, Any]:
     return {"topology": topology, "flavors": flavors, "policy": policy,
             "hosts_topology": kueue.hosts_topology_name(plan) if hosts_pools else None, "hosts_pools": hosts_pools, "files": sorted(manifests(plan)),
             "prerequisites": sorted(prerequisites(plan)), "runtime_crds": runtime_crds(plan), "gpu_health": gpu_health.readme(plan),
-            "pod_security_guard": tenancy.guard_name(plan) if tenancy.pod_security_guard(plan) else None}
+            "pod_security_guard": tenancy.guard_name(plan) if tenancy.pod_security_guard(plan) else None,
+            # what a pod of the user's own names to land on each pool: Kueue's flavors add a pool's
+            # selector and tolerations to what they admit; under Volcano nothing does
+            "pool_placement": {sl.pool: {"selector": node_selector(plan, sl.pool), "tolerations": tolerations(plan, sl.pool)}
+                               for sl in slices(plan)}}
 
 
 def render(plan: Plan) -> dict[str, bytes]:
