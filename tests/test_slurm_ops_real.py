@@ -148,7 +148,7 @@ def test_pmix_and_imex_on_2411(tmp_path):
         # "*** STEP 4.0 ON ... CANCELLED AT", and on 24.11 its stepd's end with SIGTERM's 15 read as an errno,
         # "[4.0] stepd_cleanup: done with step (rc[0xf]:Block device required, ...)"
         check_clean_log(c, p, also=[re.compile(rf"\*\*\* (STEP {holder}\.\d+|JOB {holder}) ON \S+ CANCELLED AT"),
-                                    re.compile(rf"\[{holder}\.\d+\] stepd_cleanup: done with step \(rc\[0xf\]")])
+                                    re.compile(rf"\[{holder}\.(\d+|batch|extern)\] stepd_cleanup: done with step \(rc\[0xf\]")])
 
 
 # ------------------------------------------------------------------ 26.05: no mpi/pmix in Debian's build

@@ -445,6 +445,10 @@ class SlurmCluster:
         raise SlurmBootError(f"{name} (Slurm {self.version}, suite {self.suite}) exited with code {proc.returncode}; "
                              f"last lines of {path}:\n{_tail(path)}")
 
+    def log_tail(self, daemon: str, lines: int = 20) -> str:
+        """The last lines of a daemon's log ("slurmctld", "slurmd:<node>", ...), for a test's failure message."""
+        return _tail(self._log_of(daemon), lines)
+
     def _log_of(self, daemon: str) -> Path:
         """The daemon's log file, or its captured stdout if it died before opening that."""
         logs = {"slurmctld": "slurmctld.log", "slurmdbd": "slurmdbd.log", "slurmdbd2": "slurmdbd.log",
