@@ -65,7 +65,9 @@ def fleet(nodes: int) -> dict:
                                                   "leaves_per_spine": 16}, "pools": pools},
         "tenants": [{"name": f"t{k:02d}", "share": 1 + k % 4} for k in range(tenants)],
         "workloads": workloads,
-        "options": {"gitops": "argocd", "slurm_version": "24.11"},
+        # kubernetes_min_nodes: the smallest sizes give the Kubernetes plane fewer nodes than plan's default
+        # minimum beside Slurm (issue 36), so the synthetic fleet opts in, as a site would, to keep one shape
+        "options": {"gitops": "argocd", "slurm_version": "24.11", "kubernetes_min_nodes": 1},
     }
 
 
