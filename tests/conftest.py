@@ -91,6 +91,11 @@ def slurm_db(tmp_path_factory):
 #   the others sit idle (longest-first scheduling). Modules stay whole, so a serial run is unchanged.
 # At the end the time per suite (test module: setup, call and teardown of its tests, summed over the
 # workers) is printed, and written as JSON to $ORCHGEN_SUITE_TIMES for .ci/run's budget line.
+# The suites of one test that runs for many minutes (CI of 5db9745, 3 workers on 2 cores: the Debian 13
+# Pulumi bring-up 805 s, the Debian 12 bring-up 503 s): sent before everything else. Sent in their
+# alphabetical place, the Pulumi one started when the rest of the heavy work was mostly done, so it ran
+# alone at the end while the other workers sat idle (the per-worker idle time below shows it).
+_LONGEST_FIRST = ("tests/test_pulumi_up_real.py", "tests/test_bringup_real.py")
 _HEAVY_FIXTURES = {"kube", "kube_factory", "slurm_db"}
 _HEAVY_MARKS = {"slurm", "chroot", "slow"}
 
@@ -123,6 +128,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         grouped = bool(sharing)
         heavy = any(_heavy(i) for i in its)
         rank[module] = 0 if heavy and grouped else 1 if heavy else 2
+        if module in _LONGEST_FIRST:
+            rank[module] = -len(_LONGEST_FIRST) + _LONGEST_FIRST.index(module)
     order = {m: n for n, m in enumerate(modules)}
     items.sort(key=lambda i: (rank[i.nodeid.split("::", 1)[0]], order[i.nodeid.split("::", 1)[0]]))
 
@@ -134,6 +141,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # on the controller this sees every worker's reports
     suite = report.nodeid.split("::", 1)[0]
     _suite_seconds[suite] = _suite_seconds.get(suite, 0.0) + report.duration
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    start, stop = getattr(report, "start", None), getattr(report, "stop", None)
+    if worker is not None and start is not None and stop is not None:
+        first, last, busy = _worker_span.get(worker.id, (start, stop, 0.0))
+        _worker_span[worker.id] = (min(first, start), max(last, stop), busy + report.duration)
+
+
+# per xdist worker: (first test's start, last test's end, test-seconds), for the idle time at the end
+_worker_span: dict[str, tuple[float, float, float]] = {}
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -150,6 +166,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if len(ranked) > 25:
         rest = sum(s for _, s in ranked[25:])
         tr.write_line(f"{rest:8.1f} s  ({len(ranked) - 25} other suites)")
+    if _worker_span:
+        begin = min(f for f, _, _ in _worker_span.values())
+        end = max(last for _, last, _ in _worker_span.values())
+        tr.write_line("per worker: test-seconds, and how long it sat idle after its last test while others ran")
+        for w, (first, last, busy) in sorted(_worker_span.items()):
+            tr.write_line(f"{w:>8}  {busy:7.1f} s busy, first test at +{first - begin:.0f} s, "
+                          f"idle {end - last:6.1f} s at the end")
     target = os.environ.get("ORCHGEN_SUITE_TIMES")
     if target:
         with open(target, "w") as f:
