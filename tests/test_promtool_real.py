@@ -528,3 +528,80 @@ def test_kubernetes_prometheus_rules_check(bundles, tmp_path):
     out = _run(["check", "rules", "--lint=all", "--lint-fatal", *files])
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert out.stdout.count("SUCCESS:") == len(files)
+
+
+def _fabric_rules(files: dict[str, bytes]) -> dict:
+    """The bundle's orchgen-fabric rule group, as kube-prometheus-stack gets it (the values' rule map)."""
+    for rel, data in sorted(files.items()):
+        if rel.endswith((".yaml", ".yml")) and b"additionalPrometheusRulesMap" in data:
+            for spec in (r for doc in yaml.safe_load_all(data) for r in _rule_maps(doc)):
+                groups = [g for g in spec["groups"] if g["name"] == "orchgen-fabric"]
+                if groups:
+                    return {"groups": groups}
+    raise AssertionError("no orchgen-fabric rule group in the bundle")
+
+
+def _fabric_unit_tests(efa: bool) -> dict:
+    """Series as the bundle's ServiceMonitors give them (the `node` label from the pod's node, metrics.py
+    NODE_RELABELING): dcgm-exporter's DCGM_FI_DEV_GPU_UTIL per GPU and its NVLink counter, and the fabric's byte
+    counters: on InfiniBand/RoCE node_exporter's infiniband collector (port_data_*_bytes_total), on EFA the EFA node
+    exporter's node_amazonefa_{rx,tx}_bytes. Nodes: `stuck` (GPUs busy, fabric flat: a socket fallback), `healthy`
+    (GPUs busy, 100 MB/s on the fabric and on NVLink), `idle` (GPUs idle, fabric flat), and on EFA `unseen` (GPUs
+    reported, no EFA exporter there)."""
+    n = 40
+    rx, tx = (("node_amazonefa_rx_bytes", "node_amazonefa_tx_bytes") if efa else
+              ("node_infiniband_port_data_received_bytes_total", "node_infiniband_port_data_transmitted_bytes_total"))
+    series = []
+    for node, util, bytes_per_min in (("stuck", 90, 0), ("healthy", 90, 6e9), ("idle", 0, 0), ("unseen", 90, None)):
+        if node == "unseen" and not efa:
+            continue
+        for gpu in ("0", "1"):
+            series.append(_series("DCGM_FI_DEV_GPU_UTIL", {"node": node, "gpu": gpu}, f"{util}x{n}"))
+            nvlink = 6e9 if node == "healthy" else 0
+            series.append(_series("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", {"node": node, "gpu": gpu}, f"0+{nvlink:g}x{n}"))
+        if bytes_per_min is not None:
+            dev = {"node": node, "device": "rdmap0s0" if efa else "mlx5_0"} | ({} if efa else {"port": "1"})
+            series += [_series(m, dev, f"0+{bytes_per_min:g}x{n}") for m in (rx, tx)]
+    summary = ("{node}: GPUs busy and its " + ("EFA interfaces" if efa else "RDMA ports") + " under 1 MB/s: a multi-node "
+               "job there runs NCCL over TCP (the MFU regression of a socket fallback; check NCCL_DEBUG=INFO for NET/Socket)")
+    rdma = {"exp_labels": {"severity": "warning", "node": "stuck"}, "exp_annotations": {"summary": summary.format(node="stuck")}}
+    nvlink = [{"exp_labels": {"severity": "warning", "node": node}, "exp_annotations": {"summary": (
+        f"{node}: several GPUs busy and no NVLink traffic (P2P off or NVLink down: collectives go over PCIe)")}}
+        for node in (["stuck", "unseen"] if efa else ["stuck"])]
+    cases = [{"eval_time": "12m", "alertname": "RDMAIdleWhileGPUsBusy", "exp_alerts": []},  # not before its 15 m
+             {"eval_time": "25m", "alertname": "RDMAIdleWhileGPUsBusy", "exp_alerts": [rdma]},
+             {"eval_time": "25m", "alertname": "NVLinkIdleWhileGPUsBusy", "exp_alerts": nvlink}]
+    if efa:  # the node without EFA counters: told after 30 m, and RDMAIdleWhileGPUsBusy cannot see it (above)
+        cases += [{"eval_time": "25m", "alertname": "EFAMetricsMissing", "exp_alerts": []},
+                  {"eval_time": "35m", "alertname": "EFAMetricsMissing", "exp_alerts": [
+                      {"exp_labels": {"severity": "info", "node": "unseen"}, "exp_annotations": {"summary": (
+                          "unseen: GPUs reported but no EFA counters (node_amazonefa_*): RDMAIdleWhileGPUsBusy cannot "
+                          "see this node; run the EFA node exporter (aws-samples/awsome-distributed-training "
+                          "3.efa-node-exporter) on the EFA pools")}}]}]
+    return {"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
+            "tests": [{"name": "fabric", "interval": "1m", "input_series": series, "alert_rule_test": cases}]}
+
+
+def test_kubernetes_fabric_alerts_fire_when_they_should_and_not_otherwise(bundles, tmp_path):
+    """Issue 34 (the RDMA alert's EFA form): `promtool test rules` on the fabric rules of an InfiniBand/RoCE bundle
+    and of an EFA one, as kube-prometheus-stack gets them: a node whose GPUs are busy while its fabric carries nothing
+    alerts after 15 minutes; a busy node with traffic, and an idle one, do not; on EFA a node with GPUs but no EFA
+    counters is named after 30 minutes. And the test can fail: the EFA rules read with InfiniBand's series never see
+    the stuck node."""
+    cases = {"baremetal-k8s-training": False, "eks-training": True}
+    files = []
+    for example, efa in cases.items():
+        name, b = next((k, v) for k, v in sorted(bundles.items()) if k.split("@")[0] == example)
+        d = tmp_path / example
+        d.mkdir()
+        (d / "rules.yaml").write_text(yaml.safe_dump(_fabric_rules(b)))
+        (d / "fabric.test.yaml").write_text(yaml.safe_dump(_fabric_unit_tests(efa), sort_keys=False))
+        files.append(str(d / "fabric.test.yaml"))
+    out = _run(["test", "rules", *files])
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    assert out.stdout.count("  SUCCESS") == len(files), out.stdout[-3000:]
+    # EFA's rules against InfiniBand-shaped series: no RDMA alert for the stuck node, so the test above fails
+    d = tmp_path / "eks-training"
+    (d / "fabric.test.yaml").write_text(yaml.safe_dump(_fabric_unit_tests(False), sort_keys=False))
+    out = _run(["test", "rules", str(d / "fabric.test.yaml")])
+    assert out.returncode == 1 and "alertname: RDMAIdleWhileGPUsBusy, time: 25m" in out.stderr, out
