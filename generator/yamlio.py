@@ -364,5 +364,64 @@ def dump_yaml_all(docs: list[Any]) -> bytes:
                          allow_unicode=True, width=_WIDTH, explicit_start=True).encode()
 
 
+# json.dumps with an indent runs the json module's Python encoder, a generator per container and a yield per
+# token: 0.1 s of a 131,072-GPU plan's checks.json and plan.json (1.4 MB). The same text built directly, for
+# plain data (str keys; str, int, float, bool, None, lists, tuples), in the json module's format (indent=2,
+# sort_keys, ensure_ascii=False: its C encode_basestring for strings); anything else goes to json.dumps.
+_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def _json_scalar(value: Any) -> str:
+    kind = type(value)
+    if kind is str:
+        return _encode_str(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        if value != value:
+            return "NaN"
+        if value == float("inf"):
+            return "Infinity"
+        if value == float("-inf"):
+            return "-Infinity"
+        return float.__repr__(value)
+    raise _Unsupported
+
+
+def _json(value: Any, level: int) -> str:
+    kind = type(value)
+    if kind is dict:
+        if not value:
+            return "{}"
+        sep = ",\n" + "  " * (level + 1)
+        parts = []
+        for key in sorted(value):
+            if type(key) is not str:
+                raise _Unsupported
+            item = value[key]
+            kind = type(item)
+            parts.append(_encode_str(key) + ": " + (_encode_str(item) if kind is str else _json(item, level + 1)
+                                                     if kind is dict or kind is list or kind is tuple
+                                                     else _json_scalar(item)))
+        return "{" + sep[1:] + sep.join(parts) + sep[1:-2] + "}"
+    if kind is list or kind is tuple:
+        if not value:
+            return "[]"
+        sep = ",\n" + "  " * (level + 1)
+        parts = [_encode_str(item) if type(item) is str else _json(item, level + 1) for item in value]
+        return "[" + sep[1:] + sep.join(parts) + sep[1:-2] + "]"
+    return _json_scalar(value)
+
+
 def dump_json(data: Any) -> bytes:
-    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    try:
+        text = _json(data, 0)
+    except (_Unsupported, TypeError, RecursionError):  # keys not all str, other types, a cycle: json's own
+        return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    return (text + "\n").encode()

@@ -2,6 +2,8 @@
 Python emitter (the bundle's bytes must not depend on which one wrote them): random documents, both ways."""
 from __future__ import annotations
 
+import json
+
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -101,3 +103,18 @@ def test_fast_emitter_leaves_the_rest_to_pyyaml():
             raise AssertionError(f"{odd!r}: written by the fast emitter")
         if odd != [{"k": 1.5j}]:  # not YAML at all: PyYAML refuses it
             assert yamlio.dump_yaml_all(odd) == _python_emitter(odd)
+
+
+_JSON_SCALAR = st.text(max_size=12) | st.integers() | st.floats() | st.booleans() | st.none()
+_JSON_DOC = st.recursive(_JSON_SCALAR, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner)
+                         | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=25)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_JSON_DOC)
+def test_dump_json_is_the_json_modules(doc):
+    """dump_json builds plan.json's and checks.json's text itself (issue 41): json.dumps's bytes."""
+    assert yamlio.dump_json(doc) == (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    for other in ({1: "x", 2: [1]}, {"a": {2: None, 1.5: True}}):  # keys json converts: left to json.dumps
+        assert yamlio.dump_json(other) == (json.dumps(other, indent=2, sort_keys=True, ensure_ascii=False)
+                                           + "\n").encode()
