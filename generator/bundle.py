@@ -166,14 +166,43 @@ def _fsync_tree(root: Path) -> None:
         list(pool.map(_fsync_one, paths))  # list(): an OSError of any one file is raised here
 
 
+def _unlink_at(job: tuple[int, str]) -> None:
+    try:
+        os.unlink(job[1], dir_fd=job[0])
+    except OSError:  # gone meanwhile, or refused: shutil.rmtree after it says what is left
+        pass
+
+
+def _remove_tree(root: Path) -> None:
+    """shutil.rmtree(root) of the previous bundle, its files unlinked side by side first: one after another
+    the unlinks of a 2,048-node bundle's 94 just-synced files took 0.2-0.3 s on this project's disk, 4-5x
+    what they take together (ext4 again commits them at once). The walk is os.fwalk's (by directory file
+    descriptor, never following a link), and rmtree then removes the folders and whatever is left."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs: list[tuple[int, str]] = []
+    fds: list[int] = []
+    try:
+        for _, _, names, dirfd in os.fwalk(root):
+            if names:
+                fds.append(os.dup(dirfd))
+                jobs.extend((fds[-1], name) for name in names)
+        if jobs:
+            with ThreadPoolExecutor(min(FSYNC_THREADS, len(jobs))) as pool:
+                list(pool.map(_unlink_at, jobs))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    shutil.rmtree(root)
+
+
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap two directories (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
-    import ctypes.util  # here, not at the top: ctypes.util imports ~0.02 s that only a re-plan needs (issue 41)
+    import ctypes  # here, not at the top: only a re-plan needs it
 
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
-        return False
-    libc = ctypes.CDLL(libc_name, use_errno=True)
+    # dlopen(NULL): the process's own symbols, the C library's among them. ctypes.util.find_library("c")
+    # would import ~0.01 s more and run `ldconfig -p` in a subprocess on every re-plan (issue 41).
+    libc = ctypes.CDLL(None, use_errno=True)
     fn = getattr(libc, "renameat2", None)
     if fn is None:
         return False
@@ -412,13 +441,13 @@ def _write_locked(files: Files, target: Path, force: bool, shown: str, fleet: st
             os.rename(stage, target)
             return gone
         if _exchange(stage, target):
-            shutil.rmtree(stage)  # now holds the previous bundle
+            _remove_tree(stage)  # now holds the previous bundle
             return gone
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}.orchgen-old-", dir=target.parent))
         with held():  # a signal between the two renames would leave no bundle at `target`
             os.rename(target, old / "b")
             os.rename(stage, target)
-        shutil.rmtree(old)
+        _remove_tree(old)
         return gone
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
