@@ -129,6 +129,11 @@ def _analysis(s: str) -> tuple[bool, bool, bool, bool]:
     return multiline, plain, single, block
 
 
+# A name, path or version (a host name at 16,384 nodes, most of a bundle's distinct strings): no blank, no
+# indicator anywhere, so plain wherever the resolver reads it as a string (_analysis's verdict, cheaper).
+_NAME_LIKE = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9_./-]{0,1799}")
+
+
 _KEYS: dict[str, str] = {}  # key -> its text and ':'
 _VALUES: dict[str, str | None] = {}  # str value -> ' ' and its text; None: a literal block (indent-dependent)
 _LONG_PLAIN, _LONG_SINGLE = "plain", "single"  # a long one-line value, folded where PyYAML folds it (_folded)
@@ -147,7 +152,7 @@ def _key(k: Any) -> str:
         # a simple key: shorter than 128, not empty, one line (check_simple_key); else `? key`, left to PyYAML
         if type(k) is not str or not 0 < len(k) < 128 or not _ASCII.fullmatch(k) or "\n" in k:
             raise _Unsupported
-        _, plain, single, _ = _analysis(k)
+        _, plain, single, _ = (False, True, True, True) if _NAME_LIKE.fullmatch(k) else _analysis(k)
         if plain and _implicit_tag(k) == _STR_TAG:
             text = k
         else:
@@ -160,6 +165,10 @@ def _key(k: Any) -> str:
 def _str_value(s: str) -> str | None:
     text = _VALUES.get(s, False)
     if text is False:
+        if _NAME_LIKE.fullmatch(s):
+            text = " " + s if _implicit_tag(s) == _STR_TAG else " " + _quoted(s, True)
+            _VALUES[s] = text
+            return text
         if not _ASCII.fullmatch(s):
             raise _Unsupported
         multiline, plain, single, block = _analysis(s)
