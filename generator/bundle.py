@@ -285,10 +285,29 @@ def _raise(exc: OSError) -> None:
     raise exc
 
 
+def _folders(paths: set[str]) -> set[str]:
+    """Every parent folder of `paths` as PurePosixPath(path).parents names them ('.' included): by string
+    for a path already in that normal form, PurePosixPath only for another (pathlib was 40% of a re-plan's
+    bundle.write CPU, issue 41)."""
+    out: set[str] = set()
+    for path in paths:
+        if not path or "//" in path or "/./" in path or path.startswith(("/", "./")) or path.endswith(("/", "/.")) \
+                or path == ".":
+            out.update(str(parent) for parent in PurePosixPath(path).parents)
+            continue
+        out.add(".")
+        cut = path.rfind("/")
+        while cut > 0 and path[:cut] not in out:
+            path = path[:cut]
+            out.add(path)
+            cut = path.rfind("/")
+    return out
+
+
 def _foreign(target: Path, owned: set[str], bundle: bool) -> list[str]:
     """What in `target` orchgen did not write: files, links and empty folders that are neither in
     `owned` nor (in a `bundle`) operator-owned (a folder as `name/`; a `.git` folder whole, not walked)."""
-    folders = {str(parent) for path in owned for parent in PurePosixPath(path).parents}
+    folders = _folders(owned)
     out = []
     for dirpath, dirnames, names in os.walk(target, onerror=_raise):
         rel_dir = Path(dirpath).relative_to(target).as_posix()
@@ -356,7 +375,8 @@ def _guard(files: Files, target: Path, force: bool, shown: str, fleet: str | Non
     if not same and not force:
         raise OrchgenError(f"holds the bundle of fleet {old or '(unknown)'!s}, not {fleet}; pass --force to "
                            "replace it (its Pulumi stack files go with it)", shown)
-    on_disk = sorted(Path(d, n).relative_to(target).as_posix() for d, _, names in os.walk(target) for n in names)
+    top = os.fspath(target)  # resolved (_resolve): no trailing '/', so a folder below is top + '/' + its path
+    on_disk = sorted(n if d == top else f"{d[len(top) + 1:]}/{n}" for d, _, names in os.walk(top) for n in names)
     gone = [p for p in on_disk if p not in files and p != MARKER and not (same and operator_owned(p))]
     gone += [p for p in on_disk if p in files and operator_owned(p) and not same]  # the operator's copy goes
     return same, sorted(gone)
