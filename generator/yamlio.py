@@ -343,7 +343,14 @@ def _document(data: Any, start: str, out: list[str], sort_keys: bool) -> None:
         raise _Unsupported  # a bare scalar document (PyYAML ends it with `...`)
 
 
+_CACHED = 200_000  # distinct keys and values kept (a 131,072-GPU bundle has ~30,000): a long-lived process's
+# caches (a test run's) are cleared past it
+
+
 def _emit(docs: list[Any], start: str, sort_keys: bool) -> str:
+    if len(_VALUES) > _CACHED or len(_KEYS) > _CACHED:
+        _VALUES.clear()
+        _KEYS.clear()
     out: list[str] = []
     for doc in docs:
         _document(doc, start, out, sort_keys)
