@@ -90,7 +90,6 @@ _FOLD_SAFE = 1_800
 _MAX_INDENT = 200
 _STR_TAG = "tag:yaml.org,2002:str"
 _ASCII = re.compile(r"[\n -~]*")  # printable ASCII and \n: no special, unicode or other break characters
-_BREAKS_TAIL = re.compile(r"\n+\Z")
 
 
 class _Unsupported(Exception):
