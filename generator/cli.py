@@ -122,6 +122,16 @@ def _warn(plan, locate, bundle: bool, out: list | None = None) -> None:
             out.append(line)
 
 
+def _few_collections() -> None:
+    """A plan allocates millions of short-lived objects (pydantic's schemas, the bundle's text) and leaves
+    almost no cyclic garbage (1,654 objects at 131,072 GPUs): CPython's default thresholds spent 0.07-0.17 s,
+    15-20% of a plan, in ~110-165 collections that freed nothing worth it, one a full pass over the heap
+    (issue 41). Collections stay on for a pathological input, just 100x rarer (peak RSS unchanged)."""
+    import gc
+
+    gc.set_threshold(100_000, 50, 100)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="orchgen")
 def cli() -> None:
@@ -247,6 +257,7 @@ def _show_workloads(workloads, fmt: str, name: str):
 def plan(workload: str, output: Path, check: bool, force: bool, gitops: str | None, show_diff: bool,
          fmt: str, charts: Path | None, quiet: bool, input_roots: tuple[str, ...]) -> None:
     """Decide and write the bundle (atomically, byte-identical for the same input)."""
+    _few_collections()
     from . import bundle
     from .plan_output import listing, next_steps, rule_of, workload_lines
 

@@ -1,7 +1,8 @@
 """Issue 41's speed targets, measured by benchmarks/bench.py (the commands as subprocesses, side by side
 with the import floor): on a quiet machine, a figure over 1.5x its target fails. On a loaded machine (the
-1-minute load average over bench.QUIET_LOAD per CPU core before or after, as in a parallel test run) the
-timings are mostly other work's, so the test skips with the figures it has instead of failing on them."""
+1-minute load average over bench.QUIET_LOAD per CPU core before, or other processes' CPU use over it during
+the run, as in a parallel test run) the timings are mostly other work's, so the test skips with the figures
+it has instead of failing on them."""
 from __future__ import annotations
 
 import importlib.util
@@ -48,6 +49,24 @@ def test_over_target_reads_each_figure():
                                    "simulate of 1000000 jobs on 16384 nodes: 90.5 s, target 60 s"]
     result["plan"][0]["ratio"], result["validate"]["wall_s"], result["simulate"]["wall_s"] = 2.9, 1.5, 90.0
     assert over_target(result) == []
+
+
+def test_quietness_counts_other_work_only(monkeypatch):
+    """The run's own commands keep a core busy: the CPU time the machine was busy, less the run's own, is the
+    other work; without /proc/stat, the load after less the cores the run kept busy."""
+    import time
+
+    bench = _bench()
+    start = (100.0, 10.0, time.perf_counter() - 2.0)  # 2 s ago: busy 100 s since boot, 10 s of it ours
+    monkeypatch.setattr(bench, "busy_cpu_s", lambda: 104.0)  # 4 s busy since, 2 of them ours
+    monkeypatch.setattr(bench, "own_cpu_s", lambda: 12.0)
+    after = {"1min": 1.5, "5min": 1.0, "15min": 0.5, "cpus": 2}
+    assert bench.other_work(start, after) == pytest.approx(1.0, rel=0.05)
+    monkeypatch.setattr(bench, "own_cpu_s", lambda: 14.0)  # all of it ours: no other work
+    assert bench.other_work(start, after) == pytest.approx(0.0, abs=0.01)
+    monkeypatch.setattr(bench, "busy_cpu_s", lambda: None)  # no /proc/stat: 1.5 less our 2 s / 2 s
+    monkeypatch.setattr(bench, "own_cpu_s", lambda: 12.0)
+    assert bench.other_work((None, 10.0, start[2]), after) == pytest.approx(0.5, rel=0.05)
 
 
 def test_speed_targets_on_a_quiet_machine():

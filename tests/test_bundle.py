@@ -289,3 +289,18 @@ def test_stack_files_of_a_foreign_directory_are_not_carried(tmp_path, example):
     with pytest.raises(OrchgenError, match="not written by orchgen"):
         bundle.write(files, out, force=True)
     assert tree(out) == {"pulumi/Pulumi.grpo-rl.yaml": OPERATOR_STACK}
+
+
+def test_folders_are_pathlibs_parents():
+    """bundle._folders names a manifest's folders as PurePosixPath(path).parents does (issue 41's string fast
+    path), for the clean paths orchgen writes and for a hand-edited manifest's odd ones."""
+    import random
+    from pathlib import PurePosixPath
+
+    rng = random.Random(41)
+    paths = ["a/b/c.yaml", "x", "a//b", "/abs/x", "./a/b", "a/./b", "a/b/", "a/b/.", ".", "", "../a/b", "a/../b"]
+    paths += ["/".join(rng.choice(["a", "b", ".", "..", "", "c.y"]) for _ in range(rng.randint(1, 5)))
+              for _ in range(500)]
+    for i in range(0, len(paths), 5):
+        group = set(paths[i:i + 5])
+        assert bundle._folders(group) == {str(p) for path in group for p in PurePosixPath(path).parents}, group

@@ -2,6 +2,8 @@
 Python emitter (the bundle's bytes must not depend on which one wrote them): random documents, both ways."""
 from __future__ import annotations
 
+import json
+
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -41,3 +43,78 @@ def test_dump_yaml_is_the_python_emitters_too(doc):
         assert yamlio.dump_yaml(doc, sort_keys=sort_keys) == yaml.dump(
             doc, Dumper=yamlio._Dumper, sort_keys=sort_keys, default_flow_style=False, allow_unicode=True,
             width=4096).encode()
+
+
+# --- issue 41: the bundle's own emitter (yamlio._emit) against PyYAML's Python emitter -----------------------
+# Words whose plain form YAML reads as something else than a string (booleans, nulls, numbers in YAML 1.1's
+# and Go's shapes, merge and value keys), indicators at the start, inside and at the end, and the blanks and
+# line breaks that decide between plain, quoted and literal text.
+_TRICKY = st.sampled_from(["yes", "on", "Off", "NO", "y", "n", "true", "null", "Null", "~", "", "1e3", "1E+3", "-1.5",
+                           ".5", "0o17", "017", "0x1f", "1_000", "12:30", ".inf", "-.nan", "<<", "=", "---", "...",
+                           "--- x", "a: b", "a:b", "a:", ":a", ": a", "a #b", "a#b", "#a", "- a", "-a", "? a", "?a",
+                           "it's", "'q'", '"q"', "@a", "`a", "%a", "!a", "&a", "*a", "|", ">", "{a}", "[a]", "a,b",
+                           " a", "a ", "  ", "a\nb", "a\n", "a\n\n", "\na", "\n", " a\nb", "a \nb", "a\n b",
+                           "a\\b", "x y"])
+_ASCII_TEXT = st.text(st.sampled_from(list("ab :#-\n'\"{}[],&*!|>%@`?\\ 0123456789.eE+xo~=/_yYnNtTfF")), max_size=30)
+_FAST_TEXT = _TRICKY | _ASCII_TEXT | st.builds(lambda a, b: a + b, _TRICKY, _TRICKY)
+_FAST_SCALAR = _FAST_TEXT | st.integers() | st.floats() | st.booleans() | st.none()
+_FAST_KEY = _TRICKY.filter(lambda k: k and "\n" not in k) | st.text(st.sampled_from(list("ab :#-'\"?1.~")),
+                                                                      min_size=1, max_size=20)
+_FAST_DOC = st.recursive(_FAST_SCALAR, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                         | st.dictionaries(_FAST_KEY, inner, max_size=4), max_leaves=25)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.dictionaries(_FAST_KEY, _FAST_DOC, max_size=5) | st.lists(_FAST_DOC, max_size=5),
+                min_size=1, max_size=3), st.booleans())
+def test_fast_emitter_writes_pythons_bytes(docs, sort_keys):
+    """The documents a bundle holds (ASCII text, str keys, numbers, booleans, nulls, nested lists and dicts)
+    are written by yamlio's own emitter, never by PyYAML, and to the same bytes as PyYAML's Python emitter."""
+    expected = _python_emitter(docs)
+    assert yamlio._emit(docs, "---", True).encode() == expected
+    assert yamlio.dump_yaml_all(docs) == expected
+    doc = docs[0]
+    assert yamlio._emit([doc], "", sort_keys).encode() == yamlio.dump_yaml(doc, sort_keys=sort_keys) == yaml.dump(
+        doc, Dumper=yamlio._Dumper, sort_keys=sort_keys, default_flow_style=False, allow_unicode=True,
+        width=4096).encode()
+
+
+def test_fast_emitter_folds_long_lines_as_pyyaml():
+    """A line longer than the width (4096) is folded at a lone space past it, plain or quoted (a CEL rule
+    of a ValidatingAdmissionPolicy can be that long); a literal block never is."""
+    for word, sep in (("ab", " "), ("it's", " "), ("a:b", " "), ("ab", "  "), ("'", " '"), ("x", " ' ")):
+        for n in (1400, 3000):
+            text = sep.join([word] * n)
+            docs = [{"k" * 100: text, "l": [text, {"a b": text}], "m": {"n": [[text, text + "\nx"]]}},
+                    [text, " " + text, text + " "]]
+            assert yamlio._emit(docs, "---", True).encode() == _python_emitter(docs), (word, sep, n)
+
+
+def test_fast_emitter_leaves_the_rest_to_pyyaml():
+    """What it does not cover goes to PyYAML whole (a bare scalar, a long or empty key, other types, non-ASCII
+    text), and still comes out as the Python emitter writes it."""
+    for odd in ([{"k": "é"}], [{"k": "a\rb"}], [{"": 1}], [{"k" * 130: 1}], [{1: "x"}], ["scalar"],
+                [{"k": 1.5j}], [{"k": "a \n" * 700}]):
+        try:
+            yamlio._emit(odd, "---", True)
+        except yamlio._Unsupported:
+            pass
+        else:
+            raise AssertionError(f"{odd!r}: written by the fast emitter")
+        if odd != [{"k": 1.5j}]:  # not YAML at all: PyYAML refuses it
+            assert yamlio.dump_yaml_all(odd) == _python_emitter(odd)
+
+
+_JSON_SCALAR = st.text(max_size=12) | st.integers() | st.floats() | st.booleans() | st.none()
+_JSON_DOC = st.recursive(_JSON_SCALAR, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner)
+                         | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=25)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_JSON_DOC)
+def test_dump_json_is_the_json_modules(doc):
+    """dump_json builds plan.json's and checks.json's text itself (issue 41): json.dumps's bytes."""
+    assert yamlio.dump_json(doc) == (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    for other in ({1: "x", 2: [1]}, {"a": {2: None, 1.5: True}}):  # keys json converts: left to json.dumps
+        assert yamlio.dump_json(other) == (json.dumps(other, indent=2, sort_keys=True, ensure_ascii=False)
+                                           + "\n").encode()
