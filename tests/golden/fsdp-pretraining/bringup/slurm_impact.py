@@ -479,6 +479,17 @@ def _no_upgrade(old: str | None, new: str | None) -> str | None:
             f"({', '.join(MAJORS[j - _window(new):j])}), not from {old}: upgrade to {MAJORS[step]} first, then plan {new}")
 
 
+def upgrade_window(release: str) -> tuple[list[str], dict[str, str]]:
+    """The releases `release` is upgraded to in place (its compatibility window, oldest first), and, for every other
+    release of MAJORS, why not (`_no_upgrade`'s line: the release to go through first, or a downgrade). The bundle's
+    upgrade.yml asserts them on every host before any package changes (bringup/vars.yaml), so that a plain
+    `ansible-playbook site.yml` refuses what apply.py refuses; a release outside MAJORS is in neither (refused there)."""
+    if release not in MAJORS:
+        return [], {}
+    allowed = [old for old in MAJORS if old != release and _no_upgrade(old, release) is None]
+    return allowed, {old: why for old in MAJORS if old != release and (why := _no_upgrade(old, release))}
+
+
 def _packages(old: str, new: str) -> list[SlurmChange]:
     a, b = _fields(old), _fields(new)
     was = f"Slurm {a.get('release')} ({a.get('packaging')} packages)"
