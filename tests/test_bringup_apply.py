@@ -175,7 +175,7 @@ def test_removing_a_node_drains_it_and_resumes_none(tmp_path, release):
     assert "apply: gpu03: removed by the re-plan" in out.stdout
 
 
-# --- issue 33: Slurm's compatibility window in the playbook itself --------------------------------------------------
+# --- issue 33: Slurm's compatibility window in the playbook itself; a re-plan with a role's first host down ---------
 # Real ansible-playbook on this machine (`ansible_connection: local` hosts) and the real dpkg-query of stand-in Slurm
 # packages that the real dpkg installed into a database of the test's own (DPKG_ADMINDIR, dpkg-query(1)): what a host
 # running those releases answers, with no bring-up host and nothing installed on this machine.
@@ -255,3 +255,35 @@ def test_a_plain_ansible_playbook_stops_outside_slurm_s_compatibility_window(bun
     assert all(f"{h} " in recap for h in ("ctl1", "db1", "gpu01")) and "changed=0" in recap, recap
     assert not [ln for ln in recap.splitlines() if "changed=" in ln and "changed=0" not in ln], recap
     assert (Path(env["DPKG_ADMINDIR"]) / "status").read_bytes() == status
+
+
+def test_a_replan_with_each_role_s_first_host_down_reads_every_host_that_answers(bundle, tmp_path):
+    """Issue 33: running.yml asks every host of every role. ctl1 and gpu01 (the first host of slurmctld and of slurmd)
+    are down; db1 and gpu02 answer with the bundle's files (this bundle's slurm/, bound on /etc/slurm in a mount
+    namespace of the test's own) and the Slurm they run: slurmdbd 25.05 on db1, slurmd 23.11 on gpu02. apply.py
+    names the hosts that did not answer, reports the mixed releases, and decides from every host that answered:
+    refused (slurmdbd 25.05 cannot go back to the plan's 24.11), not an upgrade from gpu02's 23.11, not a first
+    bring-up, not a failure. slurm.conf is read from gpu02 (unchanged); accounts.sh, which only ctl1 installs, is
+    left out of the decision rather than taken for a file the re-plan adds."""
+    require(shutil.which("unshare") and os.geteuid() == 0, "unshare and root (a mount namespace) needed")
+    env = dpkg_db(tmp_path / "db", {"slurmdbd": "25.05.1-1", "slurmd": "23.11.4-1"})
+    etc = tmp_path / "etc-slurm"
+    shutil.copytree(bundle / "slurm", etc)
+    hosts = local_hosts(tmp_path, down=("ctl1", "gpu01"))
+    script = (f"mount --bind {etc} /etc/slurm && exec {' '.join(STDLIB_ONLY)} {bundle / 'bringup/apply.py'} "
+              f"{hosts} --dry-run")
+    out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], capture_output=True,
+                         text=True, timeout=120, env=env)
+    said = " ".join(out.stdout.split())
+    assert out.returncode == 2, out.stdout[-3000:] + out.stderr[-2000:]
+    for host in ("ctl1", "gpu01"):
+        assert f"apply: {host} did not answer (" in said and "Connection refused" in said, said
+    assert ("apply: the hosts run different Slurm releases or packagings: Slurm 23.11 (debian packages) on gpu02 "
+            "(slurmd); Slurm 25.05 (debian packages) on db1 (slurmdbd) (the plan: Slurm 24.11 (debian packages))"
+            ) in said, said
+    assert ("apply: refused: (packages): slurm: a downgrade (25.05 -> 24.11) is not in place: slurmdbd and slurmctld "
+            "converted their state to 25.05 (https://slurm.schedmd.com/upgrades.html)") in out.stderr, out.stderr
+    # accounts.sh is the controller's alone: unknown while ctl1 is down, not taken for absent (no `sacctmgr` change)
+    assert "apply: accounts.sh: not read (no host that installs it answered): left out of this decision" in said, said
+    assert "apply: accounts.sh: (file added)" not in said and "apply: slurm.conf:" not in said, said
+    assert "first bring-up" not in said and "Traceback" not in out.stderr

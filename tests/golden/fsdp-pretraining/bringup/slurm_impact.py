@@ -437,7 +437,8 @@ def _accounts(old: str, new: str, release: str) -> list[SlurmChange]:
 
 # The pseudo file of Slurm's packages the hosts run (not under slurm/): "release R", "packaging debian|schedmd" and,
 # from a bundle's bringup/vars.yaml, "source URL SUITE" (or "source the OS's archive"). bringup/running.yml reads the
-# first two from each role's first host (dpkg-query); orchgen's bundle comparison reads all three from vars.yaml.
+# first two from every host of each role that answers (dpkg-query); orchgen's bundle comparison reads all three from
+# vars.yaml.
 PACKAGES = "(packages)"
 UPGRADE_GUIDE = "https://slurm.schedmd.com/upgrades.html"
 
