@@ -37,6 +37,7 @@ from .manual import nccl_tests, not_installed
 from ..slurm.model import STORAGE_PASS_FILE, TEXTFILE_DIR, model
 from ..slurm.ops import ETC
 from ...spec.hostlist import expand
+from ...impact.slurm import UPGRADE_GUIDE, upgrade_window
 
 STATIC = ("site.yml", "imex.yml", "running.yml", "daemon.yml", "upgrade.yml", "ansible.cfg", "up.sh", "apply.py",
           "requirements.txt", "fetch_nhc.sh", "nccl_tests.yml", "slurm_metrics.py")
@@ -135,6 +136,13 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
             "slurmdbd": [names["slurmdbd"]] if m.accounting else [],
             "slurmd": node_pkgs,
         },
+        # Slurm's compatibility window (generator/impact/slurm.py upgrade_window, the table apply.py refuses by;
+        # https://slurm.schedmd.com/upgrades.html): the releases a host may run for upgrade.yml to upgrade it in place
+        # to orchgen_slurm_release, and why each other one may not (the release to go through first, or a downgrade).
+        # upgrade.yml asserts it on every host before any package or file changes, for a plain `ansible-playbook`
+        "orchgen_slurm_upgrade_from": upgrade_window(m.version)[0],
+        "orchgen_slurm_upgrade_refused": upgrade_window(m.version)[1],
+        "orchgen_slurm_upgrade_guide": UPGRADE_GUIDE,
         # each role's daemon package, whose version is the release a host runs (both packagings' names: a host
         # with the other's is upgraded to this one's)
         "orchgen_slurm_daemon_package": {role: {k: SLURM_NAMES[k][role] for k in SLURM_NAMES}

@@ -8,8 +8,9 @@ disruptive action Slurm allows per change. up.sh runs this; so does the Pulumi p
     python3 bringup/apply.py HOSTS.yaml --dry-run                    # say what it would do; run nothing
     ORCHGEN_APPLY_PLAN="$(... --dry-run)" python3 bringup/apply.py HOSTS.yaml --limit HOST   # that decision
 
-By default the cluster's own files are read first (running.yml: each file of slurm/ as installed on the
-first host that has it). None there (bare hosts): a first bring-up. Otherwise each difference from this
+By default the cluster's own files are read first (running.yml: every host is asked; each file of slurm/ as
+installed on the first host that answered of its roles, and the Slurm release of every host; a host that does not
+answer is named, and the decision is from those that did). None there (bare hosts): a first bring-up. Otherwise each difference from this
 bundle's slurm/ is a change, and slurm_impact.py (a copy of orchgen's one impact table,
 generator/impact/slurm.py, shipped in the bundle: this file needs only the Python standard library and
 Ansible, whose PyYAML reads vars.yaml) gives its action for the plan's Slurm release. Actions, least to most disruptive: none; sacctmgr
@@ -102,8 +103,13 @@ def installed(bundle: Path = HERE.parent) -> set[str]:
     return {f["src"] for f in bundle_vars(bundle)["orchgen_files"] if isinstance(f, dict) and "src" in f and f.get("on")}
 
 
+UNREACHABLE = "(unreachable)"
+
+
 def running_files(hosts: str) -> dict[str, str] | None:
-    """What the cluster runs now (running.yml), or None when it runs nothing yet (a first bring-up)."""
+    """What the cluster runs now (running.yml: every host asked; `(packages)/ROLE/HOST` per host and role,
+    `(unreachable)/HOST` per host that did not answer), or None when it runs nothing yet (a first bring-up). Hosts
+    that did not answer are reported; when none of the cluster's hosts answered, nothing is decided (RuntimeError)."""
     with tempfile.TemporaryDirectory(prefix="orchgen-running-") as tmp:
         env = {**os.environ, "ANSIBLE_CONFIG": str(HERE / "ansible.cfg")}
         proc = subprocess.run(["ansible-playbook", "-i", str(HERE / "inventory.yaml"), "-i", hosts,
@@ -114,7 +120,51 @@ def running_files(hosts: str) -> dict[str, str] | None:
             sys.stderr.write(proc.stderr[-2000:])
             raise RuntimeError("could not read what the cluster runs now (running.yml above)")
         found = files_of(Path(tmp))
+    silent = {k.split("/", 1)[1]: " ".join(v.split()) for k, v in found.items() if k.startswith(UNREACHABLE + "/")}
+    for host, why in sorted(silent.items()):
+        print(f"apply: {host} did not answer ({why[:200]}): what it runs is not read; the decision is from the hosts "
+              "that answered, and the playbook cannot reach it either (run again once it is up)", flush=True)
+    if silent and set(silent) >= {h for hosts in inventory_groups().values() for h in hosts}:
+        raise RuntimeError(f"no host of the cluster answered ({', '.join(sorted(silent))}): nothing is decided")
     return found if "slurm.conf" in found else None
+
+
+def inventory_groups(bundle: Path = HERE.parent) -> dict[str, set[str]]:
+    """{role: its hosts} of the bundle's bringup/inventory.yaml (the groups slurmctld, slurmdbd, slurmd)."""
+    groups = (load_yaml(bundle / "bringup" / "inventory.yaml") or {}).get("all", {}).get("children", {})
+    return {role: set((g or {}).get("hosts") or {}) for role, g in groups.items()}
+
+
+def unread_files(silent: set[str]) -> list[str]:
+    """The files of slurm/ no host that answered installs: every host of each of their roles is in `silent` (did not
+    answer). What they hold now is unknown, not absent: the decision leaves them out (the next run reads them)."""
+    groups = inventory_groups()
+    return sorted(f["src"] for f in bundle_vars()["orchgen_files"]
+                  if f.get("on") and {h for role in f["on"] for h in groups.get(role, ())} <= silent)
+
+
+def packages_run(ran: dict[str, str], want: str, new: str) -> str:
+    """The `(packages)` the decision starts from, of every host that answered (`ran`: {"(packages)/ROLE/HOST": text}):
+    the release and packaging whose change to `new` is the most disruptive (refused past the compatibility window on
+    any host, else an upgrade where any host runs another, else what they all run). Hosts that run different ones (a
+    run cut short during an upgrade, a host replaced) are reported, a line naming each release's hosts."""
+    by_text: dict[str, list[str]] = {}
+    for key in sorted(ran):
+        role, _, host = key[len(slurm_impact.PACKAGES) + 1:].partition("/")
+        by_text.setdefault(ran[key], []).append(f"{host} ({role})" if host else role)
+    if len(by_text) > 1:
+        def said(text: str) -> str:
+            f = dict(ln.split(" ", 1) for ln in text.splitlines() if " " in ln)
+            return f"Slurm {f.get('release')} ({f.get('packaging')} packages)"
+        print("apply: the hosts run different Slurm releases or packagings: " + "; ".join(
+            f"{said(t)} on {', '.join(hosts)}" for t, hosts in sorted(by_text.items())) + f" (the plan: {said(want)})",
+            flush=True)
+
+    def weight(text: str) -> tuple[int, bool]:
+        changes = slurm_impact.impact_of_files({slurm_impact.PACKAGES: text}, {slurm_impact.PACKAGES: new}, release())
+        return max((ACTIONS.index(c.action) for c in changes), default=-1), text != want
+
+    return max(sorted(by_text), key=weight)
 
 
 def load_changes(args: argparse.Namespace, hosts: str) -> list[dict] | None:
@@ -135,10 +185,17 @@ def load_changes(args: argparse.Namespace, hosts: str) -> list[dict] | None:
         old = running_files(hosts)
         if old is None:
             return None
-        ran = [old.pop(k) for k in sorted(old) if k.startswith(slurm_impact.PACKAGES + "/")]
+        silent = {k.split("/", 1)[1] for k in old if k.startswith(UNREACHABLE + "/")}
+        for key in [k for k in old if k.startswith(UNREACHABLE + "/")]:
+            old.pop(key)
+        for src in unread_files(silent) if silent else ():
+            old.pop(src, None)
+            new.pop(src, None)
+            print(f"apply: {src}: not read (no host that installs it answered): left out of this decision", flush=True)
+        ran = {k: old.pop(k) for k in sorted(old) if k.startswith(slurm_impact.PACKAGES + "/")}
         want = new[slurm_impact.PACKAGES].split("\nsource ", 1)[0] + "\n"
-        if ran:  # the first role's host that runs another release or packaging, else what they all run
-            old[slurm_impact.PACKAGES] = next((r for r in ran if r != want), ran[0])
+        if ran:  # every host that answered: the most disruptive change of any (packages_run)
+            old[slurm_impact.PACKAGES] = packages_run(ran, want, new[slurm_impact.PACKAGES])
         else:
             new.pop(slurm_impact.PACKAGES)
     return [asdict(c) for c in slurm_impact.impact_of_files(old, new, release())]

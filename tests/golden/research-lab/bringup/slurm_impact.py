@@ -437,7 +437,8 @@ def _accounts(old: str, new: str, release: str) -> list[SlurmChange]:
 
 # The pseudo file of Slurm's packages the hosts run (not under slurm/): "release R", "packaging debian|schedmd" and,
 # from a bundle's bringup/vars.yaml, "source URL SUITE" (or "source the OS's archive"). bringup/running.yml reads the
-# first two from each role's first host (dpkg-query); orchgen's bundle comparison reads all three from vars.yaml.
+# first two from every host of each role that answers (dpkg-query); orchgen's bundle comparison reads all three from
+# vars.yaml.
 PACKAGES = "(packages)"
 UPGRADE_GUIDE = "https://slurm.schedmd.com/upgrades.html"
 
@@ -477,6 +478,17 @@ def _no_upgrade(old: str | None, new: str | None) -> str | None:
     step = max(k for k in range(i + 1, j) if k - i <= _window(MAJORS[k]))
     return (f"Slurm {new} upgrades in place from the {_window(new)} major releases before it "
             f"({', '.join(MAJORS[j - _window(new):j])}), not from {old}: upgrade to {MAJORS[step]} first, then plan {new}")
+
+
+def upgrade_window(release: str) -> tuple[list[str], dict[str, str]]:
+    """The releases `release` is upgraded to in place (its compatibility window, oldest first), and, for every other
+    release of MAJORS, why not (`_no_upgrade`'s line: the release to go through first, or a downgrade). The bundle's
+    upgrade.yml asserts them on every host before any package changes (bringup/vars.yaml), so that a plain
+    `ansible-playbook site.yml` refuses what apply.py refuses; a release outside MAJORS is in neither (refused there)."""
+    if release not in MAJORS:
+        return [], {}
+    allowed = [old for old in MAJORS if old != release and _no_upgrade(old, release) is None]
+    return allowed, {old: why for old in MAJORS if old != release and (why := _no_upgrade(old, release))}
 
 
 def _packages(old: str, new: str) -> list[SlurmChange]:
