@@ -140,12 +140,12 @@ WORKLOAD = "orchgen.io/workload"
 # oke-training-kai). KAI's scheduler, binder and pod grouper cannot run here (the Go module proxy refuses
 # its modules, tests/kubeenv/README.md "Not covered", so it cannot be built), so nothing admits or places
 # these pods: what is checked is all the real API server decides. The bundle goes in as its README
-# applies it, KAI's CRDs from its chart (v0.17.0) holding the Queues, the Topology and the PodGroup; the API server type-checks
-# the tenant namespace's queue policy (a ValidatingAdmissionPolicy) against the Pod schema and KAI's
-# PodGroup CRD with no warning; the policy lets in the starter's pods and the Job the README tells a user
-# to write for each pool (its pod made by the Job controller), and refuses a pod or a PodGroup that would
-# skip the tenant's queue, with its message; the default scheduler binds none of them (a pod naming
-# kai-scheduler waits for KAI); and the tenant walls hold as for every example.
+# applies it, KAI's CRDs from its chart (v0.17.0) holding the Queues, the Topology and the PodGroup; the
+# API server type-checks the tenant namespace's queue policy (a ValidatingAdmissionPolicy) against the
+# Pod schema and KAI's PodGroup CRD with no warning; the policy lets in the starter's pods and the Job the
+# README tells a user to write for each pool (its pod made by the Job controller), and refuses a pod or a
+# PodGroup that would skip the tenant's queue, with its message; the default scheduler binds none of
+# them (a pod naming kai-scheduler waits for KAI); and the tenant walls hold as for every example.
 def test_kai_bundle_goes_in_and_its_queue_policy_admits_what_the_readme_says(tmp_path: Path, kube) -> None:
     doc = yaml.safe_load((REPO / "examples" / "oke-training.yaml").read_text())
     doc.setdefault("options", {})["gang_scheduler"] = "kai"
@@ -172,7 +172,8 @@ def test_kai_bundle_goes_in_and_its_queue_policy_admits_what_the_readme_says(tmp
     for w in p["workloads"]:
         made = [o for o in starters if o["kind"] == "Pod" and o["metadata"]["labels"].get(WORKLOAD) == w["name"]]
         if made:
-            units.append(admission.Unit(f"starter {w['name']}", w["tenant"], {WORKLOAD: w["name"]}, len(made), w.get("pool")))
+            units.append(admission.Unit(f"starter {w['name']}", w["tenant"], {WORKLOAD: w["name"]}, len(made),
+                                        w.get("pool")))
     assert len(units) > len(jobs), "no starter made of pods"
     assert admission.wait_kai_held(kube, units) == sum(u.pods for u in units)
     # a pod or PodGroup that would skip the tenant's queue, refused by the policy with its message
@@ -185,7 +186,8 @@ def test_kai_bundle_goes_in_and_its_queue_policy_admits_what_the_readme_says(tmp
     del no_scheduler["spec"]["schedulerName"]
     other_queue = json.loads(json.dumps(pod))
     other_queue["metadata"]["labels"][admission.KAI_QUEUE] = f"{queue}-other"
-    other_group = {**group, "metadata": {"name": "stray", "namespace": tenant}, "spec": {**group["spec"], "queue": f"{queue}-other"}}
+    other_group = {**group, "metadata": {"name": "stray", "namespace": tenant},
+                   "spec": {**group["spec"], "queue": f"{queue}-other"}}
     for stray, said in ((no_scheduler, "must set schedulerName: kai-scheduler"),
                         (other_queue, f"must carry the label kai.scheduler/queue: {queue}"),
                         (other_group, f"must use queue {queue}")):
@@ -222,7 +224,8 @@ def assert_kueue_refuses_ray_autoscaling(kube, objs: list[dict[str, Any]]) -> in
         o["metadata"] = {k: v for k, v in o["metadata"].items() if k in ("namespace", "labels", "annotations")} | \
             {"name": f"{o['metadata']['name']}-autoscaled"[:63]}
         r = kube.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(o), check=False)
-        assert r.returncode != 0 and "kueue" in r.stderr and "autoscaling" in r.stderr, (kind, r.stdout, r.stderr[-1500:])
+        assert r.returncode != 0 and "kueue" in r.stderr and "autoscaling" in r.stderr, \
+            (kind, r.stdout, r.stderr[-1500:])
         checked += 1
     return checked
 
@@ -357,10 +360,13 @@ def _group_pod(group: str, i: int, total: int) -> dict[str, Any]:
             "metadata": {"name": f"{group}-{i}", "namespace": "team", "labels": {POD_GROUP_LABEL: group},
                          "annotations": {POD_GROUP_COUNT: str(total)}},
             "spec": {"restartPolicy": "Never",
-                     "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
                      "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sleep", "600"],
-                                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-                                     "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}
+                                     "securityContext": {"allowPrivilegeEscalation": False,
+                                                         "capabilities": {"drop": ["ALL"]}},
+                                     "resources": {"requests": {"nvidia.com/gpu": "1"},
+                                                   "limits": {"nvidia.com/gpu": "1"}}}]}}
 
 
 def assert_pod_groups_admitted_whole(kube) -> dict[str, int]:

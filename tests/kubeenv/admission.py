@@ -481,8 +481,9 @@ def wait_kai_held(cluster, units: list[Unit], timeout: float = 60, hold: float =
             bound = [p["metadata"]["name"] for p in mine if p["spec"].get("nodeName")]
             assert not bound, f"{u.what}: bound without KAI: {bound}"
             for p in mine:
-                assert p["spec"].get("schedulerName") == KAI_SCHEDULER and KAI_QUEUE in p["metadata"].get("labels", {}), \
-                    (u.what, p["metadata"]["name"], p["spec"].get("schedulerName"), p["metadata"].get("labels"))
+                labels = p["metadata"].get("labels", {})
+                assert p["spec"].get("schedulerName") == KAI_SCHEDULER and KAI_QUEUE in labels, \
+                    (u.what, p["metadata"]["name"], p["spec"].get("schedulerName"), labels)
             if len(mine) < u.pods:
                 wrong.append(f"{u.what}: {len(mine)}/{u.pods} pods made")
             checked += len(mine)
