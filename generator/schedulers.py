@@ -69,10 +69,13 @@ class GangScheduler:
     # PodGroup per group for this scheduler; None: the scheduler gangs a group itself (Kueue's LWS
     # integration) or this is not known to work
     lws_gang_provider: str | None = None
-    # Whether it admits a RayCluster whose size KubeRay's autoscaler changes. Kueue 0.19's RayService
-    # webhook refuses `enableInTreeAutoscaling: true` ("a kueue managed job should only use
-    # autoscaling when workload slicing is enabled", seen from the real webhook in
-    # tests/test_kube_real.py), so under it a RayService's cluster is sized for max_replicas
+    # Whether it admits a RayCluster whose size KubeRay's autoscaler changes. Kueue 0.19's webhooks refuse
+    # `enableInTreeAutoscaling: true` on anything but an elastic job (a workload slice: the annotation
+    # kueue.x-k8s.io/elastic-job and its scheduling gate on every template; 0.19.2
+    # pkg/controller/jobs/raycluster: RayCluster "a kueue-managed RayCluster can use autoscaling only as
+    # an elastic job ...", RayService "a kueue managed job should only use autoscaling when workload
+    # slicing is enabled"; both asked of the real webhooks in tests/test_kube_real.py
+    # assert_kueue_refuses_ray_autoscaling), so under it a RayService's cluster is sized for max_replicas
     ray_autoscaling: bool = True
     # Whether it dispatches queued jobs across clusters, for a plane beyond one cluster
     # (decide/clusters.py): Kueue's MultiKueue (kueue.sigs.k8s.io/docs/concepts/multikueue)

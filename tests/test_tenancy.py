@@ -3,7 +3,7 @@ outside the tenant namespaces is under the queueing scheduler's webhooks, and th
 the borrowing rule and the README agree.
 
 Each scheduler's own rules, as read in its source at the pinned version, are applied here to the
-bundle's objects and values together (no API server can run here):
+bundle's objects and values together (fast, for every plan of tests/test_k8s_manifests.py):
 - Kueue 0.19.2 (pkg/controller/jobframework/defaults.go; the webhooks' namespaceSelector in
   charts/kueue/templates/webhook/manifests.yaml): a job without a queue label, in a namespace that
   matches managedJobsNamespaceSelector and has a LocalQueue `default`, gets that label; with
@@ -12,7 +12,10 @@ bundle's objects and values together (no API server can run here):
   a `namespace` resource group gets the group's schedulerName; a PodGroup of queue `default` gets
   its namespace's `scheduling.volcano.sh/queue-name`.
 - The ValidatingAdmissionPolicy (Volcano, KAI) is evaluated with cel-python on the starter pods
-  and PodGroups, on the RayCluster pods KubeRay makes, and on ones that must be refused.
+  and PodGroups, on the RayCluster pods KubeRay makes, and on ones that must be refused. The real
+  API server evaluates KAI's on oke-training's KAI bundle too (tests/test_kube_real.py
+  test_kai_bundle_goes_in_and_its_queue_policy_admits_what_the_readme_says), and Volcano's runs with
+  the real Volcano there.
 """
 from __future__ import annotations
 

@@ -22,6 +22,12 @@ of Volcano's. A unit is admitted when its PodGroup (Volcano's controller makes o
 ReplicaSet or Volcano Job) is `Inqueue` or `Running`, and placed when all its pods are bound by
 Volcano (`schedulerName: volcano`) on its pool. `oversized_gang`/`wait_gang_refused`: a Volcano Job
 whose gang (`minAvailable`) is larger than a pool stays Pending whole, with Volcano's message.
+
+KAI bundles: the plain Job of a pool is the Volcano one plus what the README's "Pods use ..." line asks
+of every pod (`schedulerName: kai-scheduler`, the tenant's `kai.scheduler/queue` label). KAI's scheduler
+cannot be built here (the Go module proxy refuses its modules), so `wait_kai_held` checks the API
+server's part only: the pods were made (the tenant namespace's queue policy let them in), and none is
+bound by anything but KAI.
 """
 from __future__ import annotations
 
@@ -40,6 +46,9 @@ from tests._consumers import load_all as _load_all
 
 WORKLOAD_LABEL = "orchgen.io/workload"
 VOLCANO = "volcano"
+KAI = "kai"
+KAI_SCHEDULER = "kai-scheduler"  # the pods' schedulerName (KAI's chart: the scheduler's name)
+KAI_QUEUE = "kai.scheduler/queue"  # the queue label KAI's pod grouper reads
 VCJOB_API = "batch.volcano.sh/v1alpha1"
 VCJOB_LABEL = "volcano.sh/job-name"  # on a Volcano Job's pods (volcano pkg/apis batch JobNameKey)
 PODGROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # a pod's PodGroup, set by Volcano's controllers
@@ -117,9 +126,19 @@ def pool_placement(workload: Path, pool: str) -> tuple[dict[str, str], list[dict
     return dict(pool_node_labels(fleet, p)), tolerations
 
 
-def _volcano_plain_jobs(workload: Path, bundle: Path, namespace: str) -> tuple[list[dict[str, Any]], list[Unit]]:
+def _readme_plain_jobs(workload: Path, bundle: Path, namespace: str,
+                       scheduler: str) -> tuple[list[dict[str, Any]], list[Unit]]:
+    """Volcano and KAI: the Job the README tells a user to write for each pool (its selector and
+    tolerations; under KAI also `schedulerName: kai-scheduler` and the tenant's queue label, which the
+    README's "Pods use ..." line asks of every pod)."""
     jobs, units = [], []
     readme = (bundle / "README.md").read_text()
+    pod_labels: dict[str, str] = {}
+    if scheduler == KAI:
+        assert f"Pods use `schedulerName: {KAI_SCHEDULER}` and the label `{KAI_QUEUE}: <tenant>`." in readme
+        ns = next(o for o in _load_all((bundle / "kubernetes" / "manifests" / "00-namespaces.yaml").read_text())
+                  if o and o["kind"] == "Namespace" and o["metadata"]["name"] == namespace)
+        pod_labels = {KAI_QUEUE: ns["metadata"]["labels"]["orchgen.io/queue"]}
     for pool in plane_pools(bundle):
         name = f"plain-{pool}"[:50].rstrip("-")
         res = pool_resource(workload, pool)
@@ -133,10 +152,13 @@ def _volcano_plain_jobs(workload: Path, bundle: Path, namespace: str) -> tuple[l
         pod["nodeSelector"] = selector
         if tolerations:
             pod["tolerations"] = tolerations
+        if scheduler == KAI:
+            pod["schedulerName"] = KAI_SCHEDULER
         jobs.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
-                     "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": name}}, "spec": pod}}})
+                     "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": name, **pod_labels}},
+                                                              "spec": pod}}})
         units.append(Unit(f"plain Job {namespace}/{name} on pool {pool}", namespace, {"app": name}, 1, pool,
-                          ("Job", name), VOLCANO))
+                          ("Job", name), scheduler))
     return jobs, units
 
 
@@ -169,8 +191,8 @@ def oversized_gang(workload: Path, bundle: Path, namespace: str) -> tuple[dict[s
 
 def plain_jobs(workload: Path, bundle: Path, namespace: str) -> tuple[list[dict[str, Any]], list[Unit]]:
     """The Job a user writes for each pool, and what to expect of it."""
-    if gang_scheduler(bundle) == VOLCANO:
-        return _volcano_plain_jobs(workload, bundle, namespace)
+    if gang_scheduler(bundle) in (VOLCANO, KAI):
+        return _readme_plain_jobs(workload, bundle, namespace, gang_scheduler(bundle))
     jobs, units = [], []
     for pool, flavor in sorted(kueue_flavors(bundle).items()):
         name = f"plain-{pool}"[:50].rstrip("-")
@@ -440,3 +462,38 @@ def wait_gang_refused(cluster, job: dict[str, Any], timeout: float = 60, hold: f
                                  f"PodGroups {[(g['metadata']['name'], g.get('status')) for g in groups]}, "
                                  f"{len(pods)} pods")
         time.sleep(2)
+
+
+def wait_kai_held(cluster, units: list[Unit], timeout: float = 60, hold: float = 3) -> int:
+    """KAI bundles (no KAI scheduler runs here: the Go module proxy refuses its modules, so this is the
+    API server's part only): each unit's pods were made, so the API server's admission, the tenant
+    namespace's queue policy included, let them in; each names `kai-scheduler` and its tenant's queue;
+    and none is bound, for `hold` seconds after all exist: the default scheduler leaves them to KAI. On
+    time-out the assertion carries the controllers' FailedCreate events (the policy's message).
+    Returns the pods checked."""
+    deadline = time.monotonic() + timeout
+    seen_at: float | None = None
+    while True:
+        wrong, checked = [], 0
+        for u in units:
+            mine = [p for p in cluster.list("pods", u.namespace)
+                    if all(p["metadata"].get("labels", {}).get(k) == v for k, v in u.selector.items())]
+            bound = [p["metadata"]["name"] for p in mine if p["spec"].get("nodeName")]
+            assert not bound, f"{u.what}: bound without KAI: {bound}"
+            for p in mine:
+                labels = p["metadata"].get("labels", {})
+                assert p["spec"].get("schedulerName") == KAI_SCHEDULER and KAI_QUEUE in labels, \
+                    (u.what, p["metadata"]["name"], p["spec"].get("schedulerName"), labels)
+            if len(mine) < u.pods:
+                wrong.append(f"{u.what}: {len(mine)}/{u.pods} pods made")
+            checked += len(mine)
+        if not wrong:
+            seen_at = seen_at or time.monotonic()
+            if time.monotonic() - seen_at >= hold:
+                return checked
+        elif time.monotonic() > deadline:
+            events = [f"{e['involvedObject']['kind']} {e['involvedObject']['name']}: {e.get('message', '')}"
+                      for ns in sorted({u.namespace for u in units}) for e in cluster.get("events", "-n", ns)["items"]
+                      if e.get("reason") == "FailedCreate"]
+            raise AssertionError("pods not made:\n  " + "\n  ".join(wrong) + "\n  " + "\n  ".join(events[-20:]))
+        time.sleep(1)
