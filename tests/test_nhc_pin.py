@@ -2,7 +2,8 @@
 orchgen_nhc_url (ORCHGEN_NHC_URL for a mirror; file:// here, as a site's mirror may be) and installs
 nothing unless each file the bring-up installs has tag 1.4.3's sha256 and helpers/ and scripts/ hold no
 other file. Run with curl, tar and sha256sum for real, on archives laid out as GitHub serves the tag's.
-Issue 35: NHC 1.4.3's own check_hw_ib runs the bundle's per-rail lines against a DGX H100's ports in sysfs."""
+Issue 35: NHC 1.4.3's own check_hw_ib runs the bundle's per-rail lines against a DGX H100's ports in sysfs, and its
+check_cmd_output the GB200 check_gpus line against a tray off its NVLink fabric."""
 from __future__ import annotations
 
 import os
@@ -137,3 +138,49 @@ def test_nhc_1_4_3_check_hw_ib_holds_every_compute_rail(tmp_path):
             in sick.stdout + sick.stderr, (ports, sick)
     assert nhc(conf, DOWN="mlx5_1").returncode == 0  # a storage port: not a compute rail
     assert nhc(old, DOWN="mlx5_3").returncode == 0  # what the issue found: one port up of twelve passes
+
+
+@pytest.mark.skipif(not os.environ.get("ORCHGEN_NHC_SOURCE"),
+                    reason="ORCHGEN_NHC_SOURCE (a checkout of github.com/mej/nhc at tag 1.4.3) not set")
+def test_nhc_1_4_3_drains_a_gb200_tray_off_its_nvlink_fabric(tmp_path):
+    """The check_gpus line of a `platform: gb200-nvl72` pool's nhc.conf, run by NHC 1.4.3's own check_cmd_output
+    (its -m '!/^FAIL/' -M '%L' as NHC reads them; the Slurm tests run it under the loopback stand-in), with
+    tests/fake_gpu.py's nvidia-smi and nvidia-imex-ctl: a tray registered with its NVLink fabric and IMEX READY
+    passes; a tray whose fabric registration failed fails with gpu-health.sh's FAIL line, the drain reason."""
+    from tests import fake_gpu
+
+    fleet = tmp_path / "gb.yaml"
+    fleet.write_text(
+        "apiVersion: orchgen/v1alpha1\nkind: Fleet\nmetadata: {name: gb}\n"
+        "fleet:\n  bare_metal: true\n  slurm: {controllers: [head01]}\n  fabric: {kind: infiniband, nodes_per_leaf: 18}\n"
+        "  pools: [{name: gb, nodes: 18, hostnames: 'gb[01-18]', platform: gb200-nvl72}]\n"
+        "workloads: [{name: train, nodes: 18, tightly_coupled: true}]\n")
+    run_orchgen("plan", fleet, "-o", tmp_path / "out", "-q", check=True)
+    slurm = tmp_path / "out" / "slurm"
+    (line,) = [ln for ln in (slurm / "nhc.conf").read_text().splitlines() if "check_gpus" in ln]
+    assert line.endswith("/etc/slurm/gpu-health.sh 4 gb200 imex"), line
+    conf = tmp_path / "nhc.conf"
+    conf.write_text(line.replace("/etc/slurm/gpu-health.sh", str(slurm / "gpu-health.sh")) + "\n")
+    (slurm / "gpu-health.sh").chmod(0o755)
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    sick = {"gb02": {"gpu": 1, "fabric.status": "Failure"}}
+    for name, text in (("nvidia-smi", fake_gpu.nvidia_smi(sick, count=4, name="NVIDIA GB200", fabric=fake_gpu.FABRIC,
+                                                          node_var="NODE")),
+                       ("dmesg", fake_gpu.dmesg()), ("nvidia-imex-ctl", fake_gpu.imex_ctl())):
+        (fakes / name).write_text(text)
+        (fakes / name).chmod(0o755)
+
+    def nhc(node: str) -> subprocess.CompletedProcess:
+        # NHC sets its own PATH (nhc: nhcmain_init_env); a variable on its command line replaces it
+        return subprocess.run(["bash", str(Path(os.environ["ORCHGEN_NHC_SOURCE"]) / "nhc"), "-c", str(conf), "-D",
+                               os.environ["ORCHGEN_NHC_SOURCE"], "-l", "-", "-t", "30", f"HOSTNAME={node}",
+                               "MARK_OFFLINE=0", f"RESULTFILE={tmp_path / 'status'}",
+                               f"PATH={fakes}:/sbin:/usr/sbin:/bin:/usr/bin"],
+                              env={**os.environ, "NODE": node}, capture_output=True, text=True, timeout=90)
+
+    healthy = nhc("gb01")
+    assert healthy.returncode == 0 and healthy.stdout + healthy.stderr == "", healthy
+    failed = nhc("gb02")
+    assert failed.returncode == 1 and "Health check failed:  check_gpus:  FAIL: GPU 1 (00000000:19:00.0): NVLink " \
+        "fabric state Completed, status Failure." in failed.stdout + failed.stderr, failed
