@@ -13,7 +13,7 @@ import yaml
 
 from generator.decide import make_plan
 from generator.discover import drift, parse, parse_topo
-from generator.spec import load_located
+from generator.spec import load_located, platforms
 from tests import fake_gpu
 
 SAMPLES = ["dgx-h100.mooncake-2039", "hgx-h100.nccl-1264", "gb200.sglang-11208", "a800.nccl-933",
@@ -230,3 +230,26 @@ def test_plan_takes_the_gpus_sockets_from_the_facts(tmp_path, orchgen):
     assert proc.returncode == 2 and not out.exists() and proc.stderr.count("\n") == 1, proc.stderr
     assert re.match(rf"orchgen: {re.escape(str(src))}:\d+: fleet\.pools\[0\]\.facts: hosts h01 and h02 have their "
                     r"GPUs on different sockets \(\[0, 0, 0, 0, 1, 1, 1, 1\] and \[0, 0, 0, 0, 0, 1, 1, 1\]", proc.stderr)
+
+
+def test_a_platforms_storage_ports_are_held_only_to_being_there(dgx_plan):
+    """A DGX H100's compute rails must be Active at 400 Gb/s; its four storage / in-band ports are cabled as the
+    site chooses (BasePOD: port 2 of each storage card bonded Ethernet, the InfiniBand storage port 1 optional), so a
+    port down or at an Ethernet rate is no drift, an adapter missing is."""
+    plan, _ = dgx_plan
+
+    def rdma(*, skip=(), **ports) -> dict:
+        lines = []
+        for n in platforms.PLATFORMS["dgx-h100"].nics:
+            if n.device in skip:
+                continue
+            state, rate, layer = ports.get(n.device, ("4: ACTIVE|5: LinkUp", "400 Gb/sec (4X NDR)", "InfiniBand"))
+            lines.append(f"{n.device}|1|{state}|{rate}|{layer}|")
+        return parse("@@ rdma\n" + "\n".join(lines) + "\n@@ end\n")
+
+    assert _lines(plan, rdma(), "rail") == []
+    unused = rdma(mlx5_1=("1: DOWN|3: Disabled", "400 Gb/sec (4X NDR)", "InfiniBand"),
+                  mlx5_2=("4: ACTIVE|5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet"))
+    assert _lines(plan, unused, "rail") == []
+    assert _lines(plan, rdma(skip=("mlx5_7",), mlx5_3=("4: ACTIVE|5: LinkUp", "200 Gb/sec (2X NDR)", "InfiniBand")),
+                  "rail") == ["compute rail mlx5_3:1 at 200 Gb/s, the model has 400", "storage rail mlx5_7:1 missing (pool dgx)"]
