@@ -398,6 +398,8 @@ def drift(plan, facts: dict[str, dict[str, Any]]) -> list[str]:
                 if n is None:
                     lines.append(f"{node}: {what} missing (pool {g.pool})")
                     continue
+                if rail.role != "compute" and not rail.declared:
+                    continue  # a platform's storage / in-band port: there is all it owes (platforms.Nic.declared)
                 if n["state"] != "ACTIVE" or n["phys_state"] != "LinkUp":
                     lines.append(f"{node}: {what} is {n['state'] or '?'}/{n['phys_state'] or '?'}, not ACTIVE/LinkUp")
                 elif n["rate_gbps"] != rail.rate_gbps:

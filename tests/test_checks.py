@@ -116,6 +116,20 @@ def test_kube_nccl_socket_fallback_on_rdma_fails(tmp_path):
     assert f"below the {n['busbw_floor_gbps']} GB/s floor" in detail
 
 
+def test_kube_nccl_on_an_nvlink_domain_goes_over_the_rails():
+    """GB200 NVL72: the check's pods claim their ComputeDomain's channel (so they start only once its IMEX domain is
+    up), and run with NCCL_MNNVL_ENABLE=0, so their all_reduce crosses the rails (NET/IB) the check and its floor
+    are about, not the rack's NVLink ("via P2P/MNNVL"); a DGX pool's run sets nothing of the kind."""
+    def env_of(n: dict) -> list[dict]:
+        job = next(o for o in n["objects"] if o["kind"] == "Job")
+        return job["spec"]["template"]["spec"]["containers"][0]["env"]
+
+    n = _kube_nccl("nvl72-kubernetes.yaml")
+    assert n["transport"] == ["NET/IB"] and any(o["kind"] == "ComputeDomain" for o in n["objects"])
+    assert {"name": "NCCL_MNNVL_ENABLE", "value": "0"} in env_of(n)
+    assert all(e["name"] != "NCCL_MNNVL_ENABLE" for e in env_of(_kube_nccl("baremetal-k8s-training.yaml")))
+
+
 def test_kube_nccl_without_a_result_line_fails(tmp_path):
     n = _kube_nccl("eks-training.yaml")
     quiet = tmp_path / "cut.log"

@@ -13,7 +13,7 @@ import yaml
 
 from generator.decide import make_plan
 from generator.discover import drift, parse, parse_topo
-from generator.spec import load_located
+from generator.spec import load_located, platforms
 from tests import fake_gpu
 
 SAMPLES = ["dgx-h100.mooncake-2039", "hgx-h100.nccl-1264", "gb200.sglang-11208", "a800.nccl-933",
@@ -193,3 +193,63 @@ def test_slurmd_c_is_held_to_the_node_line(dgx_plan):
     assert _lines(plan, smt_off, "CPU") == [
         "CPU 2x56x1 (sockets x cores x threads), the model has 2x56x2 (pool dgx)",
         "slurmd -C says CPUs=112, slurm.conf has CPUs=224 (pool dgx)"]
+
+
+def test_plan_takes_the_gpus_sockets_from_the_facts(tmp_path, orchgen):
+    """A pool with `facts:` and no gpu.sockets (none given, or a platform that leaves them to the buyer) takes each
+    GPU's socket from its hosts' `nvidia-smi topo -m`, so gres.conf gets Cores= per GPU and the plan guesses nothing
+    of it; hosts that disagree are refused with the line of `facts`."""
+    host = _facts(numa="0|0\n1|1")
+    moved = _facts(DGX.replace("1,3,5,7,9,11     1  ", "1,3,5,7,9,11     0  ", 1), numa="0|0\n1|1")
+
+    def plan_with(pool: dict, second: dict, name: str):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "facts.yaml").write_text(yaml.safe_dump({"apiVersion": "orchgen/v1alpha1", "kind": "Facts",
+                                                      "hosts": {"h01": host, "h02": second}}))
+        src = d / "f.yaml"
+        src.write_text(yaml.safe_dump({
+            "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": name},
+            "fleet": {"bare_metal": True, "slurm": {"controllers": ["head01"]},
+                      "fabric": {"kind": "ethernet", "nodes_per_leaf": 2},
+                      "pools": [{"name": "h", "nodes": 2, "hostnames": "h[01-02]", "facts": "facts.yaml", **pool}]},
+            "workloads": [{"name": "train", "nodes": 2, "tightly_coupled": True}]}, sort_keys=False))
+        return src, d / "out", orchgen("plan", src, "-o", d / "out")
+
+    for name, pool in (("own", {"gpu": {"type": "h100", "count": 8},
+                                "cpu": {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2}}),
+                       ("oem", {"platform": "dell-xe9680-h100", "memory_gib": 2048,
+                                "cpu": {"sockets": 2, "cores_per_socket": 48, "threads_per_core": 2}})):
+        src, out, proc = plan_with(pool, host, name)
+        assert proc.returncode == 0 and "sockets" not in proc.stderr and "affinity" not in proc.stderr, proc.stderr
+        cores = 56 if name == "own" else 48
+        gres = [ln for ln in (out / "slurm/gres.conf").read_text().splitlines() if ln.startswith("NodeName=")]
+        assert [ln.split("File=", 1)[1] for ln in gres] == [f"/dev/nvidia[0-3] Cores=0-{cores - 1}",
+                                                            f"/dev/nvidia[4-7] Cores={cores}-{2 * cores - 1}"], gres
+    src, out, proc = plan_with({"gpu": {"type": "h100", "count": 8}}, moved, "differ")
+    assert proc.returncode == 2 and not out.exists() and proc.stderr.count("\n") == 1, proc.stderr
+    assert re.match(rf"orchgen: {re.escape(str(src))}:\d+: fleet\.pools\[0\]\.facts: hosts h01 and h02 have their "
+                    r"GPUs on different sockets \(\[0, 0, 0, 0, 1, 1, 1, 1\] and \[0, 0, 0, 0, 0, 1, 1, 1\]", proc.stderr)
+
+
+def test_a_platforms_storage_ports_are_held_only_to_being_there(dgx_plan):
+    """A DGX H100's compute rails must be Active at 400 Gb/s; its four storage / in-band ports are cabled as the
+    site chooses (BasePOD: port 2 of each storage card bonded Ethernet, the InfiniBand storage port 1 optional), so a
+    port down or at an Ethernet rate is no drift, an adapter missing is."""
+    plan, _ = dgx_plan
+
+    def rdma(*, skip=(), **ports) -> dict:
+        lines = []
+        for n in platforms.PLATFORMS["dgx-h100"].nics:
+            if n.device in skip:
+                continue
+            state, rate, layer = ports.get(n.device, ("4: ACTIVE|5: LinkUp", "400 Gb/sec (4X NDR)", "InfiniBand"))
+            lines.append(f"{n.device}|1|{state}|{rate}|{layer}|")
+        return parse("@@ rdma\n" + "\n".join(lines) + "\n@@ end\n")
+
+    assert _lines(plan, rdma(), "rail") == []
+    unused = rdma(mlx5_1=("1: DOWN|3: Disabled", "400 Gb/sec (4X NDR)", "InfiniBand"),
+                  mlx5_2=("4: ACTIVE|5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet"))
+    assert _lines(plan, unused, "rail") == []
+    assert _lines(plan, rdma(skip=("mlx5_7",), mlx5_3=("4: ACTIVE|5: LinkUp", "200 Gb/sec (2X NDR)", "InfiniBand")),
+                  "rail") == ["compute rail mlx5_3:1 at 200 Gb/s, the model has 400", "storage rail mlx5_7:1 missing (pool dgx)"]

@@ -304,6 +304,16 @@ FABRIC_DRAINED = {
                  f"{fake_gpu.FABRIC['fabric.cluster_uuid']} clique 7",
     "gb200-006": "FAIL: GPU 1 (00000000:19:00.0): NVLink fabric state Completed, status Failure",
 }
+# nccl-tests' all_reduce_perf as NCCL behaves between two trays of one NVLink domain (there is no GPU here): it goes
+# over multi-node NVLink ("via P2P/MNNVL", NCCL src/transport/p2p.cc) unless NCCL_MNNVL_ENABLE=0 (src/init.cc), and
+# then over the rails ("via NET/IB/0"); rank 0 prints the channel line and a result row as all_reduce_perf does.
+ALL_REDUCE_PERF = r"""#!/bin/sh
+# stand-in for nccl-tests' all_reduce_perf (tests/test_slurm_ops_real.py)
+[ "${SLURM_PROCID:-0}" = 0 ] || exit 0
+if [ "${NCCL_MNNVL_ENABLE:-2}" = 0 ]; then via=NET/IB/0; else via=P2P/MNNVL; fi
+echo "$(hostname):1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 4[0] [send] via $via"
+echo "  4294967296    1073741824     float     sum      -1   11000.0  390.45  732.09      0   11000.0  390.45  732.09      0"
+"""
 GB200_FLEET = {
     "apiVersion": "orchgen/v1alpha1", "kind": "Fleet", "metadata": {"name": "nvl-health"},
     "fleet": {"bare_metal": True, "fabric": {"kind": "infiniband", "nodes_per_leaf": 8},
@@ -321,7 +331,8 @@ def test_health_check_drains_the_trays_off_their_nvlink_fabric_2205(tmp_path):
     p = Planned(out)
     assert "/etc/slurm/gpu-health.sh 4 gb200 imex" in (out / "slurm" / "nhc.conf").read_text()
     fakes = {"nvidia-smi": fake_gpu.nvidia_smi(SICK_FABRIC, count=4, name="NVIDIA GB200", fabric=fake_gpu.FABRIC),
-             "dmesg": fake_gpu.dmesg(), "nvidia-imex-ctl": fake_gpu.imex_ctl(SICK_IMEX)}
+             "dmesg": fake_gpu.dmesg(), "nvidia-imex-ctl": fake_gpu.imex_ctl(SICK_IMEX),
+             "all_reduce_perf": ALL_REDUCE_PERF}
     with SlurmCluster(out / "slurm", health_check=True, wait_idle_s=0, bin_files=fakes) as c:
         reasons = {n: f"NHC: check_gpus:  {line}." for n, line in FABRIC_DRAINED.items()}
 
@@ -340,6 +351,23 @@ def test_health_check_drains_the_trays_off_their_nvlink_fabric_2205(tmp_path):
         # the healthy trays of a domain still run a 2-node job
         ran = c.job("-N", "2", "-w", "gb200-[007-008]", "sh", "-c", 'echo "$SLURMD_NODENAME"').stdout.split()
         assert sorted(ran) == ["gb200-007", "gb200-008"], ran
+        # the production NCCL check runs its two trays with NCCL_MNNVL_ENABLE=0 (checks.json nccl_env), so they talk
+        # over the rails it checks; without it NCCL would take the rack's NVLink, and the check says so
+        bin_ = c.client_bin(tmp_path / "client-bin")
+        cfg = json.loads((out / "checks" / "checks.json").read_text())
+        assert cfg["nccl_env"] == {"NCCL_MNNVL_ENABLE": "0"}
+        plain = tmp_path / "checks-without-env.json"
+        plain.write_text(json.dumps({k: v for k, v in cfg.items() if k != "nccl_env"}))
+        verdicts = []
+        for config in (out / "checks" / "checks.json", plain):
+            proc = subprocess.run([sys.executable, str(out / "checks" / "run.py"), "--config", str(config), "--only",
+                                   "nccl", "--nccl-tests", str(c.workdir / "bin" / "all_reduce_perf")],
+                                  capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, "PATH": f"{bin_}:/usr/bin:/bin"})
+            verdicts.append(json.loads(proc.stdout)["nccl"])
+        assert verdicts[0]["ok"] is True and "via NET/IB" in verdicts[0]["detail"], verdicts
+        assert verdicts[1]["ok"] is False and "no inter-node channel via NET/IB" in " ".join(verdicts[1]["detail"]), \
+            verdicts
         check_clean_log(c, p, also=[re.compile(r"^slurmd (gb200-00[2-6]|on [2-5] nodes): "
                                                r"error: health_check failed: rc:1 output:")])
 

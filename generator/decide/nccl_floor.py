@@ -15,3 +15,10 @@ BUSBW_FLOOR_GBPS = {"infiniband": 20.0, "roce": 15.0, "ethernet": 5.0}
 # NCCL runs one ring channel per rail, so a node's rails carry its busbw side by side), in GB/s = Gb/s / 8.
 # A healthy pair reaches 85-95% of that; a rail down or a ring over TCP falls far below.
 BUSBW_RAIL_SHARE = 0.8
+# Inside a multi-node NVLink domain (GB200 NVL72), NCCL sends between the nodes over NVLink, not the rails,
+# whenever the job holds an IMEX channel (Slurm's switch/nvidia_imex gives every job one; a Kubernetes
+# ComputeDomain claim does too): its channel lines then say "via P2P/MNNVL" (NCCL src/transport/p2p.cc), never
+# "via NET/IB", and the run measures NVLink. NCCL_MNNVL_ENABLE=0 turns that off (NCCL src/init.cc MNNVL_ENABLE,
+# default 2 = when available; NCCL's troubleshooting guide, "Multi-node NVLink (MNNVL) issues"), so the checks'
+# two nodes talk over their compute rails, which the transport and the floor above are about.
+MNNVL_OFF = ("NCCL_MNNVL_ENABLE", "0")

@@ -5,6 +5,9 @@ every field the pool does not give itself, the loader takes what the pool's host
 agree (a pool is one kind of node; hosts that differ are a drift to fix, so the plan refuses to guess):
 - the CPU layout: `slurmd_c` (the line `slurmd -C` printed), else `cpu` from lscpu; only where the pool
   gives none of slurmd_c, cpu, cpus and platform;
+- the GPUs' CPU sockets: `gpu.sockets` (gres.conf Cores=), from `nvidia-smi topo -m`'s NUMA affinity of GPUs
+  0..count-1 and each NUMA node's socket; only where the pool gives no gpu.sockets, no MIG layout, no AutoDetect
+  (which finds the affinity itself), and no platform that fixes them, and the topo lists exactly the pool's GPUs;
 - the RDMA ports: `nics` (device, port, netdev, rate as /sys/class/infiniband reports them), where the pool
   gives none: the role and GPU of a port come from the pool's platform where it names the device; other
   ports are compute rails when their link layer is the fabric's (InfiniBand on infiniband, Ethernet on
@@ -78,6 +81,11 @@ def fill(pool: dict[str, Any], names: list[str], hosts: dict[str, Any], fabric_k
         elif layouts[first] and all(isinstance(v, int) for v in layouts[first]):
             s, c, t = layouts[first]
             out["cpu"] = {"sockets": s, "cores_per_socket": c, "threads_per_core": t}
+    sockets = _gpu_sockets(pool, read_ok, first, at)
+    if sockets is not None:
+        plat = platforms.PLATFORMS.get(pool.get("platform")) if isinstance(pool.get("platform"), str) else None
+        gpu = pool.get("gpu") if isinstance(pool.get("gpu"), dict) else {"type": plat.gpu_type, "count": plat.gpu_count}
+        out["gpu"] = {**gpu, "sockets": sockets}
     if "nics" not in pool:
         ports = {n: sorted((p.get("device"), p.get("port")) for p in f.get("nics") or [] if isinstance(p, dict))
                  for n, f in read_ok.items()}
@@ -99,6 +107,41 @@ def fill(pool: dict[str, Any], names: list[str], hosts: dict[str, Any], fabric_k
         if nics:
             out["nics"] = nics
     return out
+
+
+def _gpu_sockets(pool: dict[str, Any], read_ok: dict[str, Any], first: str, at: tuple) -> list[int] | None:
+    """The socket of each of the pool's GPUs as its hosts' `nvidia-smi topo -m` shows them (a GPU's NUMA node, the
+    first of its "NUMA Affinity", mapped to its socket by the host's /sys/devices/system/node), where the pool
+    leaves them to be found (see the module's docstring); None where no host tells them all."""
+    plat = platforms.PLATFORMS.get(pool.get("platform")) if isinstance(pool.get("platform"), str) else None
+    gpu = pool.get("gpu")
+    if gpu is None and plat is not None:
+        gpu = {"count": plat.gpu_count}
+    # (the pool is not validated yet: a count out of the schema's 1-64 is left for its own refusal)
+    if not isinstance(gpu, dict) or type(gpu.get("count")) is not int or not 1 <= gpu["count"] <= 64 \
+            or gpu.get("sockets") is not None \
+            or gpu.get("mig") is not None or gpu.get("autodetect") not in (None, "off", False) \
+            or (plat is not None and "gpu_sockets" not in plat.guessed):
+        return None
+    found: dict[str, tuple | None] = {}
+    for name, f in read_ok.items():
+        topo = f.get("topo") if isinstance(f.get("topo"), dict) else {}
+        gpus = topo.get("gpus") if isinstance(topo.get("gpus"), list) else []
+        rows = {r["index"]: r.get("numa") for r in gpus if isinstance(r, dict) and type(r.get("index")) is int}
+        numa = f.get("numa_sockets") if isinstance(f.get("numa_sockets"), dict) else {}
+        numa = {int(k): v for k, v in numa.items() if str(k).isdigit() and isinstance(v, int)}
+        if sorted(rows) != list(range(gpu["count"])) or not all(isinstance(v, int) for v in rows.values()):
+            found[name] = None
+            continue
+        found[name] = tuple(numa.get(rows[i], rows[i]) for i in range(gpu["count"]))
+    if found[first] is None:
+        return None
+    other = sorted(n for n, v in found.items() if v is not None and v != found[first])
+    if other:
+        raise FactsProblem(f"hosts {first} and {other[0]} have their GPUs on different sockets ({list(found[first])} "
+                           f"and {list(found[other[0]])}, nvidia-smi topo -m): give the pool's gpu.sockets, or split it",
+                           at)
+    return list(found[first])
 
 
 class _Named:

@@ -411,7 +411,8 @@ class Pool(_Model):
     facts: str | None = Field(
         default=None, min_length=1, max_length=1_024,
         description="the facts file `orchgen discover` wrote (relative to workload.yaml): the CPU layout "
-        "(slurmd_c or cpu) and the RDMA ports (nics) the pool's hosts report, where the pool gives none")
+        "(slurmd_c or cpu), the GPUs' sockets (gpu.sockets) and the RDMA ports (nics) the pool's hosts report, "
+        "where the pool gives none")
     node_labels: NodeLabels | None = Field(
         default=None, max_length=16,
         description="labels the provisioner puts on this pool's nodes (a cloud node group's, e.g. "

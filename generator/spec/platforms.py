@@ -42,6 +42,10 @@ class Nic:
     # the link layer `netdev` is named for (a source's table names the ports in InfiniBand mode, and an
     # Ethernet port's netdev differs); None: the site's own (pool.nics), true on its fabric
     netdev_link: str | None = None
+    # the pool's own `nics` (or its facts): the site says the port is in use. A platform's storage / in-band ports
+    # are the adapters the machine has, cabled as the site chooses (a DGX's optional InfiniBand storage ports,
+    # its in-band ports at the Ethernet rate of the site's switches), so discover holds them only to being there
+    declared: bool = False
 
     def netdev_on(self, kind: str) -> str | None:
         """The netdev on a fabric of `kind` (infiniband | roce), where known."""
@@ -182,7 +186,7 @@ def of(pool: Any) -> Platform | None:
 def rails(pool: Any) -> tuple[Nic, ...] | None:
     """The pool's RDMA ports (its own `nics`, else its platform's); None when neither gives them."""
     if pool.nics is not None:
-        return tuple(Nic(n.device, n.rate_gbps, n.role, n.port, n.netdev, n.gpu) for n in pool.nics)
+        return tuple(Nic(n.device, n.rate_gbps, n.role, n.port, n.netdev, n.gpu, declared=True) for n in pool.nics)
     p = of(pool)
     return p.nics if p is not None and p.nics is not None else None
 

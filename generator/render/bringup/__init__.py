@@ -32,7 +32,7 @@ from importlib import resources
 from ...decide.plan import Plan
 from ...yamlio import dump_json, dump_yaml
 from ..kubernetes import gang_check, nccl_check
-from ...decide.nccl_floor import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE  # both planes' NCCL checks
+from ...decide.nccl_floor import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE, MNNVL_OFF  # both planes' NCCL checks
 from .manual import nccl_tests, not_installed
 from ..slurm.model import STORAGE_PASS_FILE, TEXTFILE_DIR, model
 from ..slurm.ops import ETC
@@ -288,6 +288,8 @@ def checks(plan: Plan) -> dict[str, object]:
         "fabric": fabric,
         "nccl_transport": TRANSPORT[fabric],
         **busbw_floor(m.groups, fabric),
+        # nodes of multi-node NVLink domains: the run goes over the rails, not NVLink (nccl_floor.MNNVL_OFF)
+        **({"nccl_env": dict([MNNVL_OFF])} if any(g.gpu_type and g.nvlink_domain_nodes > 1 for g in m.groups) else {}),
         "accounts": [a.name for a in m.accounts],
         "health_program": ops.nhc_program if ops and ops.health else None,
         # SlurmctldHost, primary first: with two or more the takeover check hands control to the backup and back

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...decide.plan import Plan, PodShape
-from ...decide.nccl_floor import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE
+from ...decide.nccl_floor import BUSBW_FLOOR_GBPS, BUSBW_RAIL_SHARE, MNNVL_OFF
 from . import workloads
 from .common import gpu_resource, namespace_of, slice_of, workloads as kube_workloads
 
@@ -113,6 +113,7 @@ def nccl(plan: Plan) -> dict[str, Any]:
     wired = replace(plan, platform=replace(plan.platform, fabric_workloads=(*plan.platform.fabric_workloads, NAME))) \
         if net is not None else plan
     objs = workloads.starter(wired, test)
+    mnnvl = plan.fabric.domain_nodes(s.pool) > 1  # a multi-node NVLink domain (GB200 NVL72)
     for o in objs:
         if o["apiVersion"] == "batch/v1" and o["kind"] == "Job":
             o["spec"]["backoffLimit"] = 0  # one run: a failure is the verdict, not a retry
@@ -127,6 +128,8 @@ def nccl(plan: Plan) -> dict[str, Any]:
                 c.pop("args", None)
                 # NCCL_DEBUG=INFO prints each channel's transport ("via NET/IB/0"), which the check reads
                 c.setdefault("env", []).append({"name": "NCCL_DEBUG", "value": "INFO"})
+                if mnnvl:  # over the rails, not the NVLink the pods' ComputeDomain channel opens (MNNVL_OFF)
+                    c["env"].append({"name": MNNVL_OFF[0], "value": MNNVL_OFF[1]})
     value, source = floor(s, kind)
     return {"namespace": namespace_of(w.tenant), "tenant": w.tenant, "pool": s.pool, "pods": PODS,
             "scheduler": plan.gang_scheduler,

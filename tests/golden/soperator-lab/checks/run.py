@@ -21,7 +21,8 @@ Checks:
   `systemctl start slurmctld`); the bring-up gives its own start command where the hosts have no init system;
 - nccl: nccl-tests all_reduce_perf over two nodes with NCCL_DEBUG=INFO uses the fabric's RDMA transport
   (NET/IB on InfiniBand and RoCE), never the socket fallback, and reaches the bus-bandwidth floor of the
-  fabric kind. NCCL's own log line names the transport ("via NET/IB/0/GDRDMA"); `--nccl-log FILE` checks
+  fabric kind (on nodes of multi-node NVLink domains, GB200 NVL72, with NCCL_MNNVL_ENABLE=0: checks.json
+  nccl_env). NCCL's own log line names the transport ("via NET/IB/0/GDRDMA"); `--nccl-log FILE` checks
   a recorded run instead of starting one. Needs nccl-tests' all_reduce_perf on the nodes: where the bring-up
   builds it (checks.json nccl_tests.binary, on GPU nodes with CUDA and NCCL), else on PATH, or `--nccl-tests PATH`
   / $ORCHGEN_NCCL_TESTS; where it is absent the check says NOT INSTALLED with the steps (checks.json
@@ -445,8 +446,11 @@ def check_nccl(cfg: dict, log_file: str | None, binary: str | None = None,
         probe = (f'b="$0"; command -v "$b" >/dev/null 2>&1 || b="{fallback}"; '
                  f'[ -n "$b" ] && command -v "$b" >/dev/null 2>&1 || {{ echo "{NCCL_MISSING} $0 on $(hostname)"; exit 127; }}; '
                  'exec "$b" "$@"')
+        # checks.json nccl_env: on nodes of multi-node NVLink domains NCCL_MNNVL_ENABLE=0, so the two nodes talk over
+        # their compute rails (NCCL would otherwise go over NVLink, "via P2P/MNNVL", and never use the fabric checked)
+        extra = "".join(f",{k}={v}" for k, v in sorted((cfg.get("nccl_env") or {}).items()))
         out = srun("nccl", ["-N", "2", f"--ntasks-per-node={gpus}", f"--gres=gpu:{gpus}", "-t", "15",
-                            "--export=ALL,NCCL_DEBUG=INFO"],
+                            f"--export=ALL,NCCL_DEBUG=INFO{extra}"],
                    ["sh", "-c", probe, binary, "-b", "8", "-e", "4G", "-f", "2", "-g", "1"],
                    f"2 nodes with gpu:{gpus}", bound, immediate)
         log = out.stdout + out.stderr
