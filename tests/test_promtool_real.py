@@ -474,8 +474,8 @@ def test_the_exporters_text_passes_promtool_check_metrics(tmp_path, monkeypatch)
     naming rules): the bundle's Slurm exporter (bringup/slurm_metrics.py) on the outputs of sinfo and squeue as
     tests/test_bringup_real.py's loopback cluster gives them (two nodes of 2 GPUs in partitions a100 and all, one
     1-GPU job running, a 2-node job pending on Resources beside a held one and one waiting on a dependency, which
-    the count of jobs pending on resources or priority leaves out), its fall back when no controller answers, and the production checks'
-    textfile (checks.py write_textfile: orchgen_check_ok, orchgen_nccl_socket_fallback)."""
+    the count of jobs pending on resources or priority leaves out), its fall back when no controller answers, and the
+    production checks' textfile (checks.py write_textfile: orchgen_check_ok, orchgen_nccl_socket_fallback)."""
     bringup = REPO / "templates" / "bringup"
     exporter = _load(bringup / "slurm_metrics.py")
     answers = {"scontrol": "Slurmctld(primary) at ctl1 is UP\n",
