@@ -254,8 +254,9 @@ def _telemetry(hosts: Hosts, bundle: Path) -> None:
     """The Slurm plane's telemetry as the bring-up left it (issue 38), scraped as the bundle's prometheus-slurm.yaml
     asks: Debian's node exporter answers on every host (on its own address: BRINGUP_CHANGES) and its text parses;
     on ctl1 its textfile collector serves the bundle's Slurm exporter (Slurm 22.05 serves no metrics of its own),
-    which reports the two idle nodes and the partitions' four GPUs from the real sinfo, and the production checks'
-    results of the bring-up's run. A recorded NCCL run that fell back to sockets, judged by the checks as installed
+    which reports the two idle nodes and the partitions' four GPUs from the real sinfo, the jobs pending on resources
+    (and not the held or dependent ones beside them) from the real squeue, and the production checks' results of the
+    bring-up's run. A recorded NCCL run that fell back to sockets, judged by the checks as installed
     on ctl1, is then served as orchgen_nccl_socket_fallback 1 (what the SlurmNCCLOnSockets alert reads). Every
     slurm_*/orchgen_* metric the alert rules name is served."""
     import json
@@ -309,14 +310,28 @@ def _telemetry(hosts: Hosts, bundle: Path) -> None:
             break
         time.sleep(0.2)
     assert hosts.ssh("ctl1", f"squeue -h -j {jobs[1]} -o '%T %r'").stdout.split() == ["PENDING", "Resources"]
+    # beside it two jobs that cannot start on the idle GPUs: one held (sbatch -H: JobHeldUser) and one waiting on the
+    # running job (Dependency); Slurm counts them pending, the alert's count of jobs pending on resources or priority
+    # does not (squeue(1) JOB REASON CODES)
+    jobs.append(submit("-H -N1 --gres=gpu:1"))
+    jobs.append(submit(f"-d afterok:{jobs[0]} -N1 --gres=gpu:1"))
+    reasons = lambda: hosts.ssh("ctl1", f"squeue -h -j {','.join(jobs[1:])} -O JobID:12,State:10,Reason:20").stdout  # noqa: E731
+    want = {jobs[1]: ["PENDING", "Resources"], jobs[2]: ["PENDING", "JobHeldUser"], jobs[3]: ["PENDING", "Dependency"]}
+    for _ in range(150):
+        if {r.split()[0]: r.split()[1:] for r in reasons().splitlines()} == want:
+            break
+        time.sleep(0.2)
+    assert {r.split()[0]: r.split()[1:] for r in reasons().splitlines()} == want, reasons()
     hosts.ssh("ctl1", "/usr/local/sbin/orchgen-slurm-metrics")
     ctl = scraped("ctl1")
     hosts.ssh("ctl1", f"scancel {' '.join(jobs)}")
     per = {m: {k[0][1]: v for k, v in ctl[m].items()}
-           for m in ("slurm_partition_gpus", "slurm_partition_jobs_gpus_alloc", "slurm_partition_jobs_pending")}
+           for m in ("slurm_partition_gpus", "slurm_partition_jobs_gpus_alloc", "slurm_partition_jobs_pending",
+                     "orchgen_slurm_partition_jobs_pending_resources")}
     assert per == {"slurm_partition_gpus": {"a100": 4.0, "all": 4.0},
                    "slurm_partition_jobs_gpus_alloc": {"a100": 0.0, "all": 1.0},
-                   "slurm_partition_jobs_pending": {"a100": 0.0, "all": 1.0}}, per
+                   "slurm_partition_jobs_pending": {"a100": 0.0, "all": 3.0},
+                   "orchgen_slurm_partition_jobs_pending_resources": {"a100": 0.0, "all": 1.0}}, per
     # gpu01 runs the 1-GPU job (mix); gpu02 is free, and shown as sinfo shows it: "idle", or "plnd" once the backfill
     # scheduler has planned it for the pending 2-node job (PLANNED, Slurm 22.05+: sinfo(1) NODE STATE CODES)
     nodes = ctl["orchgen_slurm_nodes"]

@@ -3,7 +3,8 @@
 For every example bundle with a Slurm plane, as the example plans it and at each of Slurm's three sources of its
 metrics (before 25.11 the bundle's exporter bringup/slurm_metrics.py writes them into the node exporter's textfile
 directory; 25.11's slurmctld serves them on its own port but for the GPU counts, which the exporter still writes; from
-26.05 slurmctld serves them all):
+26.05 slurmctld serves them all; on every release the exporter writes again what slurmctld serves, and its own count of
+the jobs pending on resources or priority, which the idle-GPU alert reads):
 - `promtool check config` on slurm/prometheus-slurm.yaml with its rule file beside it (the config names it under
   rule_files, so the rules load through the config as a Prometheus would load them), and `promtool check rules` on
   slurm/prometheus-slurm-rules.yaml, both with every lint fatal;
@@ -11,8 +12,8 @@ directory; 25.11's slurmctld serves them on its own port but for the GPU counts,
   `partition` label, templates/bringup/slurm_metrics.py and tests/test_bringup_real.py's _telemetry; checks/run.py
   --textfile's orchgen_nccl_socket_fallback; the node exporter's and slurmctld's `up`; the target labels the scrape
   config gives: job, instance, cluster), and each alert fires after its `for:` with its labels and summary, and does
-  not fire on a healthy plane (jobs pending with every GPU allocated, idle GPUs with nothing pending, the backup
-  controller's metrics endpoint down by design);
+  not fire on a healthy plane (jobs pending with every GPU allocated, idle GPUs with nothing pending, idle GPUs with
+  only held, dependent or limited jobs pending, the backup controller's metrics endpoint down by design);
 - every expression of slurm/grafana-slurm.json parsed by promtool (as recording rules);
 - the text the exporter and the production checks write for the node exporter, through `promtool check metrics`.
 And every Kubernetes-side rule group the bundles carry (kube-prometheus-stack's additionalPrometheusRulesMap, which
@@ -169,9 +170,9 @@ class Plane:
         self.partitions = re.findall(r"^PartitionName=(\S+)", conf, re.M)
         self.hosts = _targets(self.config, "slurm-node-exporter")
         self.native = bool(_targets(self.config, "slurm-nodes"))  # slurmctld serves slurm_* (25.11+)
-        # the bundle's exporter on the controllers: before 26.05, whose slurmctld serves no GPU counts (on 25.11 beside
-        # slurmctld's own metrics); its textfile collector job names it in the scrape config's comment
-        self.exporter = _version(version) < GPU_METRICS_SINCE
+        # the bundle's exporter on the controllers, on every release (issue 38: the only count of jobs pending on
+        # resources or priority); it writes the slurm_* metrics too, beside slurmctld's own from 25.11
+        self.exporter = True
         assert self.native == (_version(version) >= METRICS_SINCE), (version, self.native)
         self.hosts_down = hosts_down
         assert self.controllers and self.partitions and self.hosts
@@ -232,15 +233,19 @@ class Plane:
             values = self._held(value, True)
         return [_series(name, self.node_labels(c), values) for c in ctls]
 
-    def healthy(self, gpus: int = 8, alloc: int = 8, pending: int = 3) -> list[dict]:
+    def healthy(self, gpus: int = 8, alloc: int = 8, pending: int = 3, runnable: int | None = None) -> list[dict]:
         """A plane at work: every exporter up, no node drained, every partition's GPUs allocated with jobs pending
-        (a busy plane, not an idle one), the checks' last NCCL run on RDMA, the exporter's file fresh."""
+        (a busy plane, not an idle one), the checks' last NCCL run on RDMA, the exporter's file fresh. `runnable`:
+        how many of the pending jobs wait on resources or priority (the exporter's count; default all)."""
         out = self.ups()
         out += self.slurm("slurm_nodes_drain", 0, "slurm-nodes")
         for p in self.partitions:
             out += self.slurm("slurm_partition_gpus", gpus, "slurm-partitions", p)
             out += self.slurm("slurm_partition_jobs_gpus_alloc", alloc, "slurm-partitions", p)
             out += self.slurm("slurm_partition_jobs_pending", pending, "slurm-partitions", p)
+            # the exporter's own, on every controller (through its node exporter)
+            out += [_series("orchgen_slurm_partition_jobs_pending_resources", {**self.node_labels(c), "partition": p},
+                            self._held(pending if runnable is None else runnable, True)) for c in self.controllers]
         out += self.textfile("orchgen_nccl_socket_fallback", 0, every_controller=False)
         if self.exporter:
             out += self.textfile("orchgen_slurm_controllers_up", len(self.controllers))
@@ -316,23 +321,33 @@ def _unit_tests(plane: Plane, rules: dict) -> dict:
                        "exp_alerts": [{"exp_labels": {**warn, "partition": p},
                                        "exp_annotations": _summary(alerts["SlurmGPUsPendingWhileIdle"], "5",
                                                                    partition=p)}]}]})
+    # the same GPUs idle, but the 3 jobs pending there cannot start on them (held, waiting on a dependency or a
+    # limit: squeue's reasons JobHeldUser, Dependency, QOSGrpGRES): Slurm counts them pending, the exporter's count of
+    # jobs waiting on resources or priority is 0, and nothing fires
+    held = _replace(plane.healthy(runnable=0), "slurm_partition_jobs_gpus_alloc", _steps((3, n)), partition=p)
+    tests.append({"name": f"{c}: idle GPUs, only held or dependent jobs pending", "interval": "1m",
+                  "input_series": held, "alert_rule_test": _none("31m", *names) + _none(f"{n - 1}m", *names)})
     # the same, the pending job started at minute 20 (pending gone): never fires
     idle_short = _replace(idle, "slurm_partition_jobs_pending", _steps((2, 20), (0, n - 20)), partition=p)
+    idle_short = _replace(idle_short, "orchgen_slurm_partition_jobs_pending_resources", _steps((2, 20), (0, n - 20)),
+                          partition=p)
     tests.append({"name": f"{c}: idle GPUs while a job pends for 20 m", "interval": "1m", "input_series": idle_short,
                   "alert_rule_test": _none("31m", "SlurmGPUsPendingWhileIdle") + _none(f"{n - 1}m", *names)})
 
     # no slurmctld answers from minute 10 (the daemons stopped, the hosts up)
+    # (the exporter's fall back writes no slurm_* and no orchgen_slurm_partition_*: those series go stale)
     if plane.native:  # slurmctld's metrics endpoints fail on both; their slurm_* series go stale
-        down = [s for s in plane.healthy() if not s["series"].startswith(("up{", "slurm_"))]
+        down = [s for s in plane.healthy() if not s["series"].startswith(("up{", "slurm_", "orchgen_slurm_partition_"))]
         down += plane.ups(ctl_down_from=10)
         down += [{**s, "values": _steps((0, 10), stale=True)}
                  for s in plane.slurm("slurm_nodes_drain", 0, "slurm-nodes")]
-        if plane.exporter:  # and the exporter beside them (25.11) says so too
+        if plane.exporter:  # and the exporter beside them says so too
             down = [s for s in down if not s["series"].startswith("orchgen_slurm_controllers_up")]
             down += [{**s, "values": _steps((len(plane.controllers), 10), (0, n - 10))}
                      for s in plane.textfile("orchgen_slurm_controllers_up", 0)]
     else:  # the exporter's fall back: orchgen_slurm_controllers_up 0 and a fresh timestamp, its slurm_* series gone
-        down = [s for s in plane.healthy() if not s["series"].startswith(("slurm_", "orchgen_slurm_controllers_up"))]
+        down = [s for s in plane.healthy()
+                if not s["series"].startswith(("slurm_", "orchgen_slurm_controllers_up", "orchgen_slurm_partition_"))]
         down += [{**s, "values": _steps((len(plane.controllers), 10), (0, n - 10))}
                  for s in plane.textfile("orchgen_slurm_controllers_up", 0)]
         down += [{**s, "values": _steps((0, 10), stale=True)}
@@ -405,8 +420,8 @@ def test_slurm_alerts_fire_when_they_should_and_not_otherwise(bundles, tmp_path)
 
 def test_the_alert_tests_can_fail(bundles, tmp_path):
     """The unit tests above can fail: SlurmGPUsPendingWhileIdle without its `for:` fires at once, where the test
-    expects nothing before 30 m; and a rule file without the partition in its `by` loses the label the test
-    expects."""
+    expects nothing before 30 m; and one that counts every pending job fires on idle GPUs with only held or
+    dependent jobs pending."""
     name, b = next((k, v) for k, v in sorted(_slurm(bundles).items()) if k.startswith("research-lab@22.05"))
     d = _write_slurm(b, tmp_path / name)
     rules_text = (d / "prometheus-slurm-rules.yaml").read_text()
@@ -416,6 +431,14 @@ def test_the_alert_tests_can_fail(bundles, tmp_path):
     (d / "prometheus-slurm-rules.yaml").write_text(rules_text.replace("        for: 30m\n", "", 1))
     out = _run(["test", "rules", str(d / "alerts.test.yaml")])
     assert out.returncode == 1 and "alertname: SlurmGPUsPendingWhileIdle, time: 29m" in out.stderr, out
+    # and the alert on Slurm's count of every pending job (held and dependent ones too: slurm_partition_jobs_pending,
+    # what 26.05's slurmctld serves) fires where only held or dependent jobs pend on idle GPUs
+    assert "orchgen_slurm_partition_jobs_pending_resources" in rules_text
+    (d / "prometheus-slurm-rules.yaml").write_text(
+        rules_text.replace("orchgen_slurm_partition_jobs_pending_resources", "slurm_partition_jobs_pending"))
+    out = _run(["test", "rules", str(d / "alerts.test.yaml")])
+    assert out.returncode == 1 and "idle GPUs, only held or dependent jobs pending" in out.stderr and \
+        "alertname: SlurmGPUsPendingWhileIdle, time: 31m" in out.stderr, out
 
 
 def test_the_dashboard_expressions_parse(bundles, tmp_path):
@@ -450,14 +473,16 @@ def test_the_exporters_text_passes_promtool_check_metrics(tmp_path, monkeypatch)
     """What the series above stand for, linted by `promtool check metrics` (the exposition format and Prometheus's
     naming rules): the bundle's Slurm exporter (bringup/slurm_metrics.py) on the outputs of sinfo and squeue as
     tests/test_bringup_real.py's loopback cluster gives them (two nodes of 2 GPUs in partitions a100 and all, one
-    1-GPU job running, a 2-node job pending), its fall back when no controller answers, and the production checks'
-    textfile (checks.py write_textfile: orchgen_check_ok, orchgen_nccl_socket_fallback)."""
+    1-GPU job running, a 2-node job pending on Resources beside a held one and one waiting on a dependency, which
+    the count of jobs pending on resources or priority leaves out), its fall back when no controller answers, and the
+    production checks' textfile (checks.py write_textfile: orchgen_check_ok, orchgen_nccl_socket_fallback)."""
     bringup = REPO / "templates" / "bringup"
     exporter = _load(bringup / "slurm_metrics.py")
     answers = {"scontrol": "Slurmctld(primary) at ctl1 is UP\n",
                "sinfo": "gpu01|a100|gpu:2(S:0-1)|mix\ngpu02|a100|gpu:2(S:0-1)|idle\n"
                         "gpu01|all*|gpu:2(S:0-1)|mix\ngpu02|all*|gpu:2(S:0-1)|plnd\n",
-               "squeue": "all|RUNNING|1|gres/gpu:1\nall|PENDING|2|gres/gpu:2\n"}
+               "squeue": "all|RUNNING|1|gres/gpu:1|None\nall|PENDING|2|gres/gpu:2|Resources\n"
+                         "all|PENDING|1|gres/gpu:1|JobHeldUser\nall|PENDING|1|gres/gpu:1|Dependency\n"}
     monkeypatch.setattr(exporter, "run", lambda argv: answers[argv[0]])
     (tmp_path / "up").mkdir()
     assert exporter.main(["--out", str(tmp_path / "up")]) == 0
@@ -475,6 +500,8 @@ def test_the_exporters_text_passes_promtool_check_metrics(tmp_path, monkeypatch)
              "exporter, controllers down": (tmp_path / "down" / exporter.FILE).read_text(),
              "checks": (tmp_path / "checks.prom").read_text()}
     assert 'slurm_partition_jobs_gpus_alloc{partition="all"} 1' in texts["exporter"], texts["exporter"]
+    assert 'slurm_partition_jobs_pending{partition="all"} 3' in texts["exporter"], texts["exporter"]
+    assert 'orchgen_slurm_partition_jobs_pending_resources{partition="all"} 1' in texts["exporter"], texts["exporter"]
     assert "orchgen_slurm_controllers_up 0" in texts["exporter, controllers down"]
     assert "orchgen_nccl_socket_fallback 1" in texts["checks"]
     for what, text in texts.items():

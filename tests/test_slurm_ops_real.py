@@ -11,7 +11,8 @@ bundles the CLI wrote (the loopback overlay's changes are listed in tests/slurmh
 * 26.05 (forky chroot): the Debian build has no mpi/pmix, so the default fails every srun (what the
   README says); with pmi2 a 2-node job runs under PMI2, and a batch step gets its IMEX channel; slurmctld's own
   metrics (MetricsType=metrics/openmetrics) answer the bundle's scrape jobs in Prometheus text format, with every
-  metric its alerts name;
+  metric its alerts name; its count of pending jobs takes in a held one and one waiting on it (why the idle-GPU
+  alert reads the bundle's exporter there too);
 * health check: NHC's stand-in runs the bundle's nhc.conf line and gpu-health.sh against a fake
   nvidia-smi and dmesg (tests/fake_gpu.py): the nodes with one GPU fewer, an uncorrectable ECC error, a
   pending row remap or an Xid 79, and only they, are drained with the reason; correctable errors, a GPU
@@ -175,6 +176,7 @@ def test_mpi_and_imex_on_2605(tmp_path):
         text = c.batch_wait("ls /dev/nvidia-caps-imex-channels", "-p", "gb200", "-N", "1")
         assert re.fullmatch(r"channel\d+\n", text), text
         slurm_metrics_scraped(c, out)
+        slurm_pending_counts_held_jobs(c)
         check_clean_log(c, p)
 
 
@@ -222,6 +224,34 @@ def slurm_metrics_scraped(c: SlurmCluster, out) -> None:
     named = {n for rule in rules for n in re.findall(r"\b(slurm_\w+|up)\b", rule["expr"])} - {"up"}
     assert named and named <= set(served), sorted(named - set(served))
     assert {served[n] for n in named} == {"gauge"}
+
+
+def slurm_pending_counts_held_jobs(c: SlurmCluster) -> None:
+    """Why the idle-GPU alert reads the bundle's exporter on 26.05 too (issue 38): slurmctld's own
+    slurm_partition_jobs_pending counts a held job and one waiting on it (Dependency), which cannot start on idle GPUs;
+    only the held one is counted apart (slurm_partition_jobs_hold)."""
+    import urllib.request
+
+    def submit(*args: str) -> str:
+        return c.run("sbatch", "--parsable", *args, "-p", "gb200", "-N", "1", f"--chdir={c.work}/jobs",
+                     "--output=/dev/null", "--wrap", "true").stdout.strip()
+
+    held = submit("-H")
+    dependent = submit(f"--dependency=afterok:{held}")
+    want = {held: "JobHeldUser", dependent: "Dependency"}
+    for _ in range(150):
+        got = dict(line.split() for line in c.run("squeue", "-h", "-j", f"{held},{dependent}", "-o", "%i %r")
+                   .stdout.splitlines())
+        if got == want:
+            break
+        time.sleep(0.2)
+    assert got == want, got
+    url = f"http://127.0.0.1:{c.layout.ctld_port}/metrics/partitions"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    c.run("scancel", held, dependent)
+    values = dict(re.findall(r'^(slurm_partition_jobs_(?:pending|hold))\{partition="gb200"\} (\d+)$', text, re.M))
+    assert values == {"slurm_partition_jobs_pending": "2", "slurm_partition_jobs_hold": "1"}, values
 
 
 # ------------------------------------------------------------------ health check drains a bad node

@@ -860,7 +860,7 @@ class SlurmOptions(_Model):
         "enroot containers and leftover GPU processes go, and DCGM records the job's GPU statistics where installed")
     telemetry: bool = Field(
         default=True, description="the Slurm plane's telemetry (bare metal): the bring-up installs Debian's node exporter "
-        "on every host (and, before Slurm 25.11, the bundle's Slurm exporter on the controllers); the bundle gives the "
+        "on every host and the bundle's Slurm exporter on the controllers; the bundle gives the "
         "Prometheus scrape jobs, alerts and a Grafana dashboard; false: the site monitors its hosts its own way")
     kill_on_bad_exit: bool = Field(default=True, description="KillOnBadExit=1: one crashed rank ends the step")
     unkillable_step_timeout: int = Field(

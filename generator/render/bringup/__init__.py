@@ -184,8 +184,9 @@ def vars_data(plan: Plan, slurm_files: dict[str, bytes]) -> dict[str, object]:
         "orchgen_node_exporter_args": "",
         "orchgen_textfile_dir": TEXTFILE_DIR,
         # the bundle's Slurm exporter (bringup/slurm_metrics.py) on the controllers: releases before 25.11 serve no
-        # metrics of their own, 25.11 none of GPUs (26.05's NEWS: "Add gpu statistics to metrics endpoints"); Debian
-        # packages no Slurm exporter for bookworm or trixie
+        # metrics of their own, 25.11 none of GPUs (26.05's NEWS: "Add gpu statistics to metrics endpoints"), and none
+        # counts the pending jobs that wait on resources or priority apart (the idle-GPU alert's); Debian packages no
+        # Slurm exporter for bookworm or trixie
         "orchgen_slurm_exporter": m.exporter,
         "orchgen_idle_timeout_s": 300,
         # the site's Slurm repository (options.slurm.repository; empty: the OS's archive): bringup/slurm-repo/'s

@@ -58,9 +58,12 @@ def dashboard(m: SlurmModel) -> dict:
         ("GPUs idle while jobs pend, per partition", "timeseries",
          [(f"max by (partition) (slurm_partition_gpus{{{c}}}) - max by (partition) "
            f"(slurm_partition_jobs_gpus_alloc{{{c}}})", "{{partition}} idle GPUs"),
-          (f"max by (partition) (slurm_partition_jobs_pending{{{c}}})", "{{partition}} pending jobs")],
-         "slurm_partition_gpus minus slurm_partition_jobs_gpus_alloc beside slurm_partition_jobs_pending "
-         "(alert SlurmGPUsPendingWhileIdle)"),
+          (f"max by (partition) (orchgen_slurm_partition_jobs_pending_resources{{{c}}})",
+           "{{partition}} jobs pending on resources or priority"),
+          (f"max by (partition) (slurm_partition_jobs_pending{{{c}}})", "{{partition}} jobs pending, any reason")],
+         "slurm_partition_gpus minus slurm_partition_jobs_gpus_alloc beside the jobs pending on resources or priority "
+         "(squeue reason Resources, Priority: the bundle's exporter's orchgen_slurm_partition_jobs_pending_resources, "
+         "what alert SlurmGPUsPendingWhileIdle reads) and every pending job (held, dependent and limited ones too)"),
         ("NCCL on sockets (last check)", "stat", [(f"max(orchgen_nccl_socket_fallback{{{c}}})", "socket fallback")],
          "checks/run.py's last NCCL verdict through the node exporter's textfile collector: 1 = NCCL fell back to "
          "sockets (alert SlurmNCCLOnSockets)"),

@@ -75,7 +75,10 @@ STORAGE_PASS_SCRIPT_SINCE = (25, 11)
 METRICS_SINCE = (25, 11)
 # ... but the GPU counts the GPU alert and dashboard read (slurm_partition_gpus, slurm_partition_jobs_gpus_alloc,
 # slurm_nodes_gpus_*) came later: Slurm's NEWS, "Changes in 26.05.0rc1": "Add gpu statistics to metrics endpoints".
-# Before 26.05 the bundle's exporter (bringup/slurm_metrics.py) writes them, beside 25.11's own metrics
+# Before 26.05 the bundle's exporter (bringup/slurm_metrics.py) writes them, beside 25.11's own metrics; it runs on
+# 26.05 too, for the count no release serves: jobs pending on resources or priority (the exporter's
+# orchgen_slurm_partition_jobs_pending_resources; 26.05's slurm_partition_jobs_pending counts every pending job,
+# held, dependent and limited ones included: src/slurmctld/statistics.c, _statistics_part_aggregate_job)
 GPU_METRICS_SINCE = (26, 5)
 # The Slurm plane's Prometheus files (every bare-metal plane): the scrape jobs (node exporter on every host,
 # DCGM exporter on GPU nodes, Slurm's metrics), the alerts, and a Grafana dashboard over them
@@ -541,15 +544,21 @@ class SlurmModel:
 
     @property
     def exporter(self) -> bool:
-        """The bundle's Slurm exporter (bringup/slurm_metrics.py) runs on the controllers: telemetry on a release whose
-        slurmctld serves no GPU counts (before 26.05; on 25.11 beside slurmctld's own metrics)."""
-        return self.telemetry and tuple(int(x) for x in self.version.split(".")) < GPU_METRICS_SINCE
+        """The bundle's Slurm exporter (bringup/slurm_metrics.py) runs on the controllers: wherever there is telemetry.
+        Before 26.05 slurmctld serves no GPU counts (25.11: beside slurmctld's own metrics), and no release serves the
+        count of pending jobs that wait on resources or priority, which the idle-GPU alert reads (issue 38)."""
+        return self.telemetry
+
+    @property
+    def gpu_metrics(self) -> bool:
+        """slurmctld serves the GPU counts itself (26.05+: slurm_partition_gpus, slurm_partition_jobs_gpus_alloc)."""
+        return self.metrics and tuple(int(x) for x in self.version.split(".")) >= GPU_METRICS_SINCE
 
     @property
     def telemetry(self) -> bool:
         """A bare-metal plane with options.slurm.telemetry (issue 38): node exporter on every host, the scrape jobs,
-        alerts and dashboard; Slurm's metrics from slurmctld itself (`metrics`, 25.11+) and from the bundle's exporter
-        (`exporter`: bringup/slurm_metrics.py) before 26.05, whose slurmctld gives the GPU counts too."""
+        alerts and dashboard; Slurm's metrics from slurmctld itself (`metrics`, 25.11+; its GPU counts `gpu_metrics`,
+        26.05+) and from the bundle's exporter (`exporter`: bringup/slurm_metrics.py)."""
         return self.ops is not None and self.ops.telemetry
 
     @property

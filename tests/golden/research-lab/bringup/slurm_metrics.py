@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Slurm's metrics for Prometheus where Slurm serves none of its own (releases before 25.11): sinfo and squeue read
-once, written as a Prometheus text file into the node exporter's textfile directory, which Debian's
-prometheus-node-exporter serves on :9100 (its textfile collector). The bring-up installs it on every controller and
-runs it every minute (systemd timer orchgen-slurm-metrics.timer).
+"""Slurm's metrics for Prometheus: sinfo and squeue read once, written as a Prometheus text file into the node
+exporter's textfile directory, which Debian's prometheus-node-exporter serves on :9100 (its textfile collector). The
+bring-up installs it on every controller and runs it every minute (systemd timer orchgen-slurm-metrics.timer), on
+every release: before 25.11 Slurm serves no metrics of its own, 25.11 none of GPUs, and no release counts apart the
+pending jobs that wait on resources or priority (orchgen_slurm_partition_jobs_pending_resources, which the alert
+SlurmGPUsPendingWhileIdle reads; slurmctld's slurm_partition_jobs_pending counts held, dependent and limited jobs too).
 
 Why not an exporter of its own: Debian packages no Slurm exporter for bookworm or trixie (`apt-cache search slurm`
 lists none; packages.debian.org has no prometheus-slurm-exporter), the maintained ones are Go builds from GitHub
@@ -35,6 +37,15 @@ def gpus(gres: str) -> int:
     return sum(int(n) for n in re.findall(r"gpu(?::[^:,(]+)?:(\d+)", gres))
 
 
+# squeue's reasons (%r) of a pending job that would start on free resources: "Resources" (the job is waiting for
+# resources to become available) and "Priority" (one or more higher priority jobs exist for this partition or advanced
+# reservation), squeue(1) JOB REASON CODES. Every other reason is a job that cannot start when GPUs free up: held
+# (JobHeldUser, JobHeldAdmin), waiting on another job (Dependency, DependencyNeverSatisfied) or its start time
+# (BeginTime), blocked by a limit (AssocGrp*/AssocMax*/QOSGrp*/QOSMax* limits, PartitionNodeLimit, PartitionTimeLimit),
+# by its partition (PartitionDown, PartitionInactive), a reservation or license, or nodes it named (ReqNodeNotAvail)
+RUNNABLE_REASONS = ("Resources", "Priority")
+
+
 def state_of(compact: str) -> str:
     """sinfo's compact node state without its flags' marks (`*` not responding, `~` powered off, ...)."""
     s = compact.rstrip("*~#!%$@^-+")
@@ -53,12 +64,16 @@ def collect() -> list[str]:
         part_gpus[part.rstrip("*")] = part_gpus.get(part.rstrip("*"), 0) + gpus(gres)
     alloc = dict.fromkeys(part_gpus, 0)
     pending = dict.fromkeys(part_gpus, 0)
-    # one row per job: PARTITION(S)|STATE|NODES|TRES-PER-NODE (a job pending in several partitions counts in each)
-    for line in run(["squeue", "-h", "-a", "-t", "PD,R", "-o", "%P|%T|%D|%b"]).splitlines():
-        parts, state, count, tres = line.split("|")
+    runnable = dict.fromkeys(part_gpus, 0)
+    # one row per job: PARTITION(S)|STATE|NODES|TRES-PER-NODE|REASON (a job pending in several partitions counts in
+    # each; the reason last: it is free text)
+    for line in run(["squeue", "-h", "-a", "-t", "PD,R", "-o", "%P|%T|%D|%b|%r"]).splitlines():
+        parts, state, count, tres, reason = line.split("|", 4)
         for p in parts.split(","):
             if state == "PENDING":
                 pending[p] = pending.get(p, 0) + 1
+                if reason in RUNNABLE_REASONS:
+                    runnable[p] = runnable.get(p, 0) + 1
             else:  # GPUs per node (--gres/--gpus-per-node) times nodes; a job's --gpus total shows no %b
                 alloc[p] = alloc.get(p, 0) + gpus(tres) * int(count or 0)
     states = sorted(set(nodes.values()))
@@ -76,7 +91,10 @@ def collect() -> list[str]:
     for name, what, values in (("slurm_partition_gpus", "GPUs of the partition's nodes.", part_gpus),
                                ("slurm_partition_jobs_gpus_alloc", "GPUs allocated to the partition's running jobs.",
                                 alloc),
-                               ("slurm_partition_jobs_pending", "Jobs pending in the partition.", pending)):
+                               ("slurm_partition_jobs_pending", "Jobs pending in the partition.", pending),
+                               ("orchgen_slurm_partition_jobs_pending_resources",
+                                "Jobs pending in the partition on resources or priority (squeue reason Resources, "
+                                "Priority), not held, dependent or limited.", runnable)):
         out += [f"# HELP {name} {what}", f"# TYPE {name} gauge"]
         out += [f'{name}{{partition="{p}"}} {values[p]}' for p in sorted(values)]
     out += ["# HELP orchgen_slurm_metrics_timestamp_seconds When this file was written.",
