@@ -128,6 +128,7 @@ class SlurmScheduler:
         self._ids: list[int] = []
         self._keys: list[int] = []  # their -priority
         self._tens: list[int] = []  # their tenants (indexes into _tenants): what backfill skips by
+        self._at: dict[int, list[int]] = {}  # tenant -> its positions in _ids (ascending)
         self._rest = np.zeros(0, dtype=np.int64)  # the others' (-priority, id) as -priority * 2**32 + id
         self._rest_tenant = np.zeros(0, dtype=np.int64)  # and their tenants
         self._chunk = SORT_CHUNK
@@ -140,6 +141,7 @@ class SlurmScheduler:
         self._no_fit: dict[tuple, int] = {}  # shape -> replay.frees when it last did not fit (_fit_now)
         self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
         self._leaf_list = nodes.leaf.tolist()  # each node's leaf, as Python ints (_earliest reads them one by one)
+        self._mask_lists: dict[str, list[bool]] = {}
         replay.scheduler = self
         # per job (by its index in the replay): what a priority recalculation reads, as arrays
         jobs = replay.jobs
@@ -216,7 +218,7 @@ class SlurmScheduler:
         # one int64 per job orders as (-priority, id) does (ids < 2**32; priorities >= 0)
         self._rest = -prio * (1 << 32) + self._a_id[ix]
         self._rest_tenant = self._a_tenant[ix]
-        self._ids, self._keys, self._tens = [], [], []
+        self._ids, self._keys, self._tens, self._at = [], [], [], {}
         self._chunk = SORT_CHUNK
         self._head = 0
         self._new = []
@@ -242,10 +244,34 @@ class SlurmScheduler:
             first = np.argsort(rest)
             top, self._rest, self._rest_tenant = rest[first], rest[:0], tenant[:0]
             tenant = tenant[first]
+        base = len(self._ids)
         self._ids += (top & 0xFFFFFFFF).tolist()
         self._keys += (top >> 32).tolist()
-        self._tens += tenant.tolist()
+        tenants = tenant.tolist()
+        self._tens += tenants
+        at = self._at
+        for pos, t in enumerate(tenants, start=base):
+            mine = at.get(t)
+            if mine is None:
+                at[t] = [pos]
+            else:
+                mine.append(pos)
         return True
+
+    def _next_unskipped(self, i: int, skip: set[int]) -> int:
+        """The first position from `i` on in _ids of a pending job of a tenant not in `skip` (len(_ids)
+        if none): a bisection in each other tenant's positions, not a walk past the skipped ones."""
+        ids, pending = self._ids, self.r.pending
+        best = len(ids)
+        for t, mine in self._at.items():
+            if t in skip:
+                continue
+            x = bisect.bisect_left(mine, i)
+            while x < len(mine) and mine[x] < best and ids[mine[x]] not in pending:
+                x += 1
+            if x < len(mine) and mine[x] < best:
+                best = mine[x]
+        return best
 
     def _merged(self, skip: set[int] | None = None):
         """The recalculated list and the jobs submitted since, merged by (-priority, id), skipping
@@ -258,8 +284,7 @@ class SlurmScheduler:
         while True:
             while True:
                 if skip:
-                    while i < len(ids) and (tens[i] in skip or ids[i] not in pending):
-                        i += 1
+                    i = self._next_unskipped(i, skip)
                 else:
                     while i < len(ids) and ids[i] not in pending:
                         i += 1
@@ -405,9 +430,13 @@ class SlurmScheduler:
         # long queue of one capped tenant was read to its end at every pass)
         unread = dict(self.pending_of)
         uncapped = sum(unread.values())
-        for job in self.order(now, skip=skip):
-            if uncapped <= 0:
-                break  # this job and the rest are capped tenants' (skipped below, one by one)
+        queue = iter(self.order(now, skip=skip))
+        while True:
+            # read no further once only capped tenants' jobs are left (skipped below, or by order(),
+            # one by one to the end of the queue)
+            job = next(queue, None) if uncapped > 0 else None
+            if job is None:
+                break
             unread[job.tenant] -= 1
             if job.tenant not in capped:
                 uncapped -= 1
@@ -461,21 +490,24 @@ class SlurmScheduler:
 
         What `_fit` would say at each end is known before it is called: the nodes with `per_node` GPUs
         free once the reservations overlapping [end, end + limit] are taken (`_avail`), counted in all
-        and per leaf, are what `pick` reads. Those counts are kept node by node as ends free a few
-        nodes each, and recounted over the partition only when the set of overlapping reservations
-        changes; `_fit` runs once, at the end where the job fits, for its nodes."""
+        and per leaf, are what `pick` reads. Those counts are kept node by node, as ends free a few
+        nodes each and as reservations begin or cease to overlap; `_fit` runs once, at the end where
+        the job fits, for its nodes."""
         mask = self.part_mask[job.partition]
         part, per, need, limit = job.partition, job.per_node, job.nodes, job.limit
         horizon = now + self.p.bf_window
         nodes = self.r.nodes
         one_leaf = self._one_leaf(job, now) and len(nodes.leaves) > 1  # pick's test: n on one leaf, not n in all
         leaf_of = self._leaf_list
+        in_part = self._mask_list(part)
+        ok = (free >= per) & mask
+        count = int(np.count_nonzero(ok))  # nodes with per_node GPUs free and not reserved
+        per_leaf = np.bincount(nodes.leaf[ok], minlength=len(nodes.leaves)).tolist() if one_leaf else []
+        most = max(per_leaf) if one_leaf else need  # the most such nodes on one leaf
         now_free = memoryview(free)  # GPUs free per node, as Python ints
         freed: dict[int, int] = {}  # node -> GPUs free there once the ends so far have come
         taken: dict[int, int] = {}  # node -> GPUs the overlapping reservations take there
-        active = None  # the overlapping reservations the counts are of (indexes into resv)
-        count = most = 0  # nodes with per_node GPUs free and not reserved; the most of them on one leaf
-        per_leaf: list[int] = []
+        active: set[int] = set()  # the overlapping reservations (indexes into resv)
         i, n_ends = 0, len(ends)
         while i < n_ends:
             t = ends[i][0]
@@ -492,39 +524,51 @@ class SlurmScheduler:
                         if before is None:
                             before = now_free[n]
                         freed[n] = before + add
-                        if active is not None:
-                            before -= taken.get(n, 0)
-                            if before < per <= before + add:
-                                count += 1
-                                if one_leaf:
-                                    k = leaf_of[n]
-                                    per_leaf[k] += 1
-                                    if per_leaf[k] > most:
-                                        most = per_leaf[k]
+                        before -= taken.get(n, 0)
+                        if before < per <= before + add:
+                            count += 1
+                            if one_leaf:
+                                k = leaf_of[n]
+                                per_leaf[k] += 1
+                                if per_leaf[k] > most:
+                                    most = per_leaf[k]
                 i += 1
             if not touched:
                 continue
-            now_active = [k for k, r in enumerate(resv) if r[0] <= t + limit and r[1] > t]  # as _avail tests
-            if now_active != active:  # (the first time, or a reservation began or ended to overlap): recount
-                active = now_active
-                avail = self._freed(free, freed)
-                taken = {}
-                for k in active:
-                    start, end, idx, gpus = resv[k]
-                    avail[idx] -= gpus
+            now_active = {k for k, r in enumerate(resv) if r[0] <= t + limit and r[1] > t}  # as _avail tests
+            if now_active != active:  # a reservation began or ceased to overlap: its nodes, one by one
+                for k, sign in [(k, 1) for k in sorted(now_active - active)] + [(k, -1) for k in sorted(active - now_active)]:
+                    _, _, idx, gpus = resv[k]
                     for n in idx.tolist():
-                        taken[n] = taken.get(n, 0) + gpus
-                ok = (avail >= per) & mask
-                count = int(np.count_nonzero(ok))
+                        if not in_part[n]:
+                            continue
+                        has = freed.get(n)
+                        if has is None:
+                            has = now_free[n]
+                        before = has - taken.get(n, 0)
+                        taken[n] = taken.get(n, 0) + sign * gpus
+                        after = before - sign * gpus
+                        step = (after >= per) - (before >= per)
+                        if step:
+                            count += step
+                            if one_leaf:
+                                per_leaf[leaf_of[n]] += step
                 if one_leaf:
-                    per_leaf = np.bincount(nodes.leaf[ok], minlength=len(nodes.leaves)).tolist()
                     most = max(per_leaf)
+                active = now_active
             if count < need or (one_leaf and most < need):
                 continue
             got = self._fit(job, self._avail(self._freed(free, freed), resv, t, t + limit), now, current=False)
             if got is not None:
                 return t, got
         return None
+
+    def _mask_list(self, partition: str) -> list[bool]:
+        """part_mask[partition] as Python bools (_earliest reads them one by one), made once."""
+        got = self._mask_lists.get(partition)
+        if got is None:
+            got = self._mask_lists[partition] = self.part_mask[partition].tolist()
+        return got
 
     @staticmethod
     def _freed(free: np.ndarray, freed: dict[int, int]) -> np.ndarray:
