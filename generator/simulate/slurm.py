@@ -127,8 +127,7 @@ class SlurmScheduler:
         # whole queue every PriorityCalcPeriod (a month of a large site queues hundreds of thousands)
         self._ids: list[int] = []
         self._keys: list[int] = []  # their -priority
-        self._tens: list[int] = []  # their tenants (indexes into _tenants): what backfill skips by
-        self._at: dict[int, list[int]] = {}  # tenant -> its positions in _ids (ascending)
+        self._at: dict[int, list[int]] = {}  # tenant (index into _tenants) -> its positions in _ids, ascending
         self._rest = np.zeros(0, dtype=np.int64)  # the others' (-priority, id) as -priority * 2**32 + id
         self._rest_tenant = np.zeros(0, dtype=np.int64)  # and their tenants
         self._chunk = SORT_CHUNK
@@ -218,7 +217,7 @@ class SlurmScheduler:
         # one int64 per job orders as (-priority, id) does (ids < 2**32; priorities >= 0)
         self._rest = -prio * (1 << 32) + self._a_id[ix]
         self._rest_tenant = self._a_tenant[ix]
-        self._ids, self._keys, self._tens, self._at = [], [], [], {}
+        self._ids, self._keys, self._at = [], [], {}
         self._chunk = SORT_CHUNK
         self._head = 0
         self._new = []
@@ -247,10 +246,8 @@ class SlurmScheduler:
         base = len(self._ids)
         self._ids += (top & 0xFFFFFFFF).tolist()
         self._keys += (top >> 32).tolist()
-        tenants = tenant.tolist()
-        self._tens += tenants
         at = self._at
-        for pos, t in enumerate(tenants, start=base):
+        for pos, t in enumerate(tenant.tolist(), start=base):
             mine = at.get(t)
             if mine is None:
                 at[t] = [pos]
@@ -277,7 +274,7 @@ class SlurmScheduler:
         """The recalculated list and the jobs submitted since, merged by (-priority, id), skipping
         jobs no longer pending and those of the tenants in `skip` (read as it is at each step)."""
         pending = self.r.pending
-        ids, keys, tens, new = self._ids, self._keys, self._tens, self._new
+        ids, keys, new = self._ids, self._keys, self._new
         while self._head < len(ids) and ids[self._head] not in pending:
             self._head += 1
         i, k = self._head, 0
@@ -537,7 +534,8 @@ class SlurmScheduler:
                 continue
             now_active = {k for k, r in enumerate(resv) if r[0] <= t + limit and r[1] > t}  # as _avail tests
             if now_active != active:  # a reservation began or ceased to overlap: its nodes, one by one
-                for k, sign in [(k, 1) for k in sorted(now_active - active)] + [(k, -1) for k in sorted(active - now_active)]:
+                changes = [(k, 1) for k in sorted(now_active - active)] + [(k, -1) for k in sorted(active - now_active)]
+                for k, sign in changes:
                     _, _, idx, gpus = resv[k]
                     for n in idx.tolist():
                         if not in_part[n]:
