@@ -5,7 +5,7 @@ busy its GPUs will be (README "orchgen simulate").
     report = simulate(plan, jobs.from_demand(plan, hours=168, seed=0))
 
 Deterministic: the same plan, jobs and seed give the same report. `plan` never imports this
-package (it needs SimPy and numpy, which planning does not).
+package (it needs numpy, which planning does not).
 """
 from __future__ import annotations
 
@@ -35,10 +35,13 @@ def _fresh(jobs: list[Job]) -> list[Job]:
 
 
 def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | None = None,
-             per_pod: bool = True, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+             per_pod: bool = True, progress: Callable[[int], None] | None = None,
+             own: bool = False) -> dict[str, Any]:
     """The report (a JSON-able dict) of replaying `all_jobs` on `plan`. `slurm_policy`: overrides of
     slurm.Policy (a harness's shorter bf_interval); `per_pod`: also replay coupled Kubernetes work
-    under the default per-pod scheduler, next to the plan's gang scheduler."""
+    under the default per-pod scheduler, next to the plan's gang scheduler; `own`: the caller hands
+    the jobs over (not started, not used again): they are replayed themselves, not copies (a million
+    jobs are some hundreds of MiB), with the same report."""
     report: dict[str, Any] = {"plan": plan.name, "gang_scheduler": plan.gang_scheduler, "jobs": len(all_jobs),
                               "workloads": [], "pools": [], "planes": [], "kubernetes_gangs": None}
     by_plane: dict[str, list[Job]] = {}
@@ -50,7 +53,7 @@ def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | 
             continue
         gpu_jobs = [j for j in mine if j.per_node > 0]
         nodes = cluster.of_plane(plan, plane)
-        replay = Replay(nodes, _fresh(gpu_jobs), progress)
+        replay = Replay(nodes, gpu_jobs if own else _fresh(gpu_jobs), progress)
         if plane == "slurm":
             sched: Any = SlurmScheduler(replay, plan, policy_of(plan, **(slurm_policy or {})))
         elif plan.gang_scheduler:

@@ -1,4 +1,9 @@
-"""The discrete-event replay (SimPy): arrivals, job ends and the schedulers' passes as events.
+"""The discrete-event replay: arrivals, job ends and the schedulers' passes as events.
+
+The event loop is a heap of (time, priority, sequence, callback, argument): each event costs one
+push and one pop, whatever the number of jobs (issue 41: a month of a large site is millions of
+events). It orders events exactly as SimPy 4 did (simpy.core.Environment.schedule: time, then URGENT
+before NORMAL, then the order they were scheduled in), so the replay's figures are the ones SimPy gave.
 
 One `Replay` per plane. Its scheduler (slurm.py or kube.py) decides which pending jobs start; the
 replay moves the clock, starts and ends jobs, and integrates the figures: GPU-seconds busy per pool,
@@ -6,19 +11,47 @@ GPU-seconds idle while jobs that asked for them waited, GPU-seconds held by part
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
-import simpy
 
 from .cluster import Nodes
 from .jobs import Job
 
 
+URGENT, NORMAL = 0, 1  # simpy.events' priorities: a process starts before the other events of its instant
+
+
+class Clock:
+    """The event heap and the clock. `now` is the time of the event being handled."""
+
+    __slots__ = ("now", "_queue", "_seq")
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._queue: list[tuple] = []
+        self._seq = itertools.count()
+
+    def at(self, delay: float, call: Callable, arg=None, priority: int = NORMAL) -> None:
+        """`call(arg)` at now + delay (the sum as SimPy forms it: the same float)."""
+        heapq.heappush(self._queue, (self.now + delay, priority, next(self._seq), call, arg))
+
+    def process(self, steps: Iterator[float]) -> None:
+        """A process: a generator yielding the delay to its next step (SimPy's `yield env.timeout(d)`)."""
+        self.at(0, self._step, steps, URGENT)
+
+    def _step(self, steps: Iterator[float]) -> None:
+        delay = next(steps, None)
+        if delay is not None:
+            self.at(delay, self._step, steps)
+
+
 class Replay:
     def __init__(self, nodes: Nodes, jobs: list[Job], progress: Callable[[int], None] | None = None):
-        self.env = simpy.Environment()
+        self.env = Clock()
         self.nodes = nodes
         self.jobs = jobs
         self.pending: dict[int, Job] = {}  # by job id: submission order
@@ -33,7 +66,11 @@ class Replay:
         self._kick_queued = False
         self._begun = False
         self._arrivals_left = len(jobs)
-        self.finished = self.env.event()
+        self.finished = False  # every job has ended or can never start (set when that event is handled)
+        self._finish_due = False  # ... and that event is scheduled
+        self._stop = False  # the event loop stops after the current event
+        self._stop_on_finish = True  # run(until=None): the loop stops with `finished` itself
+        self._running_finite = 0  # running jobs that end (not long-lived services)
         npools = len(nodes.pools)
         # per pool, as Python floats (a pool or two: numpy's per-call cost would dominate; the same
         # float64 arithmetic); busy_gs & co. below give them as arrays
@@ -74,24 +111,47 @@ class Replay:
     def run(self, until: float | None = None) -> None:
         """Replay until every job has ended or can never start; `until`: stop at that time instead
         (a later run() goes on from there)."""
+        env = self.env
         if not self._begun:
             self._begun = True
-            self.env.process(self._arrive())
+            env.process(self._arrive())
             if self.scheduler is not None and hasattr(self.scheduler, "periodic"):
-                self.env.process(self.scheduler.periodic())
-        stop = self.finished if until is None else (self.finished | self.env.timeout(until))
+                env.process(self.scheduler.periodic())
+        if self.finished:
+            return
+        # SimPy's run(until=finished | timeout(until)) stopped on a condition event, scheduled (NORMAL) when
+        # either came: the events already due at that instant ran first; the same here with a stop event
+        self._stop_on_finish = until is None
+        if until is not None:
+            env.at(until, self._stop_soon)
         if not self.jobs:
             return
-        try:
-            self.env.run(until=stop)
-        except RuntimeError:
-            pass  # no more events: nothing can change any more (a deadlock, or jobs that never fit)
+        queue, pop = env._queue, heapq.heappop
+        self._stop = False
+        while queue:  # no more events: nothing can change any more (a deadlock, or jobs that never fit)
+            env.now, _, _, call, arg = pop(queue)
+            call(arg)
+            if self._stop:
+                break
         self.account()
+
+    def _stop_soon(self, _arg=None) -> None:
+        self.env.at(0, self._halt)
+
+    def _halt(self, _arg=None) -> None:
+        self._stop = True
+
+    def _finish(self, _arg=None) -> None:
+        self.finished = True
+        if self._stop_on_finish:
+            self._stop = True
+        else:
+            self._stop_soon()
 
     def _arrive(self):
         for job in self.jobs:
             if job.submit > self.env.now:
-                yield self.env.timeout(job.submit - self.env.now)
+                yield job.submit - self.env.now
             self.account()
             self._arrivals_left -= 1
             if not self.scheduler.possible(job):
@@ -108,10 +168,9 @@ class Replay:
         """Run the scheduler once, after every event of this instant (as slurmctld batches them)."""
         if not self._kick_queued:
             self._kick_queued = True
-            ev = self.env.timeout(0)
-            ev.callbacks.append(self._kicked)
+            self.env.at(0, self._kicked)
 
-    def _kicked(self, _event) -> None:
+    def _kicked(self, _arg=None) -> None:
         self._kick_queued = False
         self.account()
         self.scheduler.schedule(self.env.now)
@@ -136,9 +195,13 @@ class Replay:
     def _ends_at(self, job: Job) -> None:
         job.run += 1
         if not math.isinf(job.runtime):
-            ev = self.env.timeout(job.runtime)
-            # a run cut short by preemption (`preempt`) does not end the job's later run
-            ev.callbacks.append(lambda _e, job=job, run=job.run: self._end(job) if job.run == run else None)
+            self._running_finite += 1
+            self.env.at(job.runtime, self._ends, (job, job.run))
+
+    def _ends(self, arg: tuple[Job, int]) -> None:
+        job, run = arg
+        if job.run == run:  # a run cut short by preemption (`preempt`) does not end the job's later run
+            self._end(job)
 
     def preempt(self, job: Job) -> None:
         """Evict a running job (its scheduler's preemption, kube.py): its GPUs come free now, the
@@ -149,6 +212,8 @@ class Replay:
         job.lost_gs += job.gpus * (now - job.start)
         job.preemptions += 1
         job.run += 1  # its end event, if any, is void
+        if not math.isinf(job.runtime):
+            self._running_finite -= 1
         np.add.at(self.nodes.free, job.nodes_held, job.per_node)
         self.frees += 1
         i = self.pool_index(job)
@@ -187,6 +252,7 @@ class Replay:
     def _end(self, job: Job) -> None:
         self.account()
         job.end = self.env.now
+        self._running_finite -= 1
         np.add.at(self.nodes.free, job.nodes_held, job.per_node)  # per-pod: two pods may share a node
         self.frees += 1
         self._pool_free[self.pool_index(job)] += job.gpus
@@ -203,6 +269,10 @@ class Replay:
     def _check_end(self) -> None:
         if self._kick_queued:
             return  # a scheduler pass is due at this instant: it may start something
-        if self._arrivals_left == 0 and not any(not math.isinf(j.runtime) for j in self.running.values()):
-            if not self.finished.triggered:
-                self.finished.succeed()
+        if self._arrivals_left == 0 and not self._running_finite and not self._finish_due:
+            self._finish_due = True
+            self.env.at(0, self._finish)
+
+    def ends_pending(self) -> bool:
+        """Whether a running job will still end (not only long-lived services run)."""
+        return self._running_finite > 0

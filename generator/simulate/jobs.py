@@ -204,14 +204,27 @@ def _service(d: WorkloadDecision, nodes: int, per: int, prio: int, horizon: floa
 
 
 def _numbered(jobs: list[Job]) -> list[Job]:
-    jobs.sort(key=lambda j: (j.submit, j.workload))
-    for i, j in enumerate(jobs):
-        j.id = i + 1
+    """The jobs by (submit, workload), stably (a trace's order among equal ones), numbered from 1.
+    numpy's lexsort is stable too and gives that order without a million key tuples."""
+    names = sorted({j.workload for j in jobs})
+    rank = {w: i for i, w in enumerate(names)}
+    submit = np.fromiter((j.submit for j in jobs), dtype=float, count=len(jobs))
+    workload = np.fromiter((rank[j.workload] for j in jobs), dtype=np.int64, count=len(jobs))
+    order = np.lexsort((workload, submit)).tolist()
+    jobs[:] = [jobs[i] for i in order]
+    for i, j in enumerate(jobs, start=1):
+        j.id = i
     return jobs
 
 
 def from_trace(plan: Plan, path: str | Path) -> list[Job]:
-    """Jobs of a trace CSV (module docstring), each given to a workload of the plan."""
+    """Jobs of a trace CSV (module docstring), each given to a workload of the plan.
+
+    One pass: each row becomes its Job as it is read (a month of a large site is a million rows; a
+    list of parsed rows beside the jobs doubled the memory). What is refused, and in which order, is
+    as it was with two passes: a row that cannot be read at once; then an empty trace, then more
+    jobs than MAX_SIMULATED_JOBS (naming the first row past it); then the first row, in the file's
+    order, that no workload of the plan can run (`_Jobs.add`)."""
     name = str(path)
     from ..spec.inputs import Refused, read_bounded
 
@@ -222,10 +235,13 @@ def from_trace(plan: Plan, path: str | Path) -> list[Job]:
     except OSError as exc:
         raise OrchgenError(f"cannot read the trace: {exc.strerror}", name, None, "--trace") from None
     try:
-        handle = io.StringIO(data.decode("utf-8"), newline="")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise OrchgenError("not a CSV file (not UTF-8 text)", name, None, "--trace") from None
-    rows: list[tuple[int, float, int, int | None, float, str | None, float | None]] = []
+    del data
+    handle = io.StringIO(text, newline="")
+    del text
+    out = _Jobs(plan, name)
     with handle:
         reader = csv.reader(handle)
         try:
@@ -235,52 +251,133 @@ def from_trace(plan: Plan, path: str | Path) -> list[Job]:
             header = [c.strip() for c in first]
             if set(ORCHGEN_COLUMNS) <= set(header):
                 col = {c: header.index(c) for c in header}
+                fast = _orchgen_fast(col)
                 for n, row in enumerate(reader, start=2):
                     if n > MAX_TRACE_ROWS:
                         raise OrchgenError(f"more than {MAX_TRACE_ROWS} rows", name, n, "--trace")
-                    if not any(c.strip() for c in row):
-                        continue
-                    rows.append(_orchgen_row(row, col, name, n))
+                    got = fast(row, n)
+                    if got is None:  # anything but a plain row of numbers: the careful reading, its errors
+                        if not any(c.strip() for c in row):
+                            continue
+                        got = _orchgen_row(row, col, name, n)
+                    out.add(*got)
             elif len(header) == len(ALIBABA_COLUMNS):
                 if header != list(ALIBABA_COLUMNS):
                     row = _alibaba_row(first, name, 1)
                     if row:
-                        rows.append(row)
+                        out.add(*row)
                 for n, row in enumerate(reader, start=2):
                     if n > MAX_TRACE_ROWS:
                         raise OrchgenError(f"more than {MAX_TRACE_ROWS} rows", name, n, "--trace")
                     got = _alibaba_row(row, name, n)
                     if got:
-                        rows.append(got)
+                        out.add(*got)
             else:
                 raise OrchgenError("not a trace CSV: give a header with submit_time,gpus,nodes,duration, or "
                                    "Alibaba's pai_task_table.csv (10 columns)", name, 1, "--trace")
         except (csv.Error, UnicodeDecodeError) as exc:
             raise OrchgenError(f"not a CSV file ({type(exc).__name__})", name, reader.line_num, "--trace") from None
-    if not rows:
-        raise OrchgenError("the trace has no job with GPUs", name, None, "--trace")
-    if len(rows) > MAX_SIMULATED_JOBS:  # the same bound as a drawn demand's: each job is about a kilobyte
-        raise OrchgenError(f"{len(rows):,} jobs with GPUs, more than the {MAX_SIMULATED_JOBS:,} orchgen simulates at "
-                           "once: simulate a part of the trace", name, rows[MAX_SIMULATED_JOBS][0], "--trace")
-    t0 = min(r[1] for r in rows)
-    by_name = {d.name: d for d in plan.workloads if d.plane}
-    jobs = []
-    for line, submit, gpus, nodes, duration, workload, limit in rows:
-        d = by_name.get(workload) if workload else _workload_for(plan, gpus, nodes)
+    return out.done()
+
+
+class _Jobs:
+    """The jobs of a trace as its rows are read: each row's workload, span and limit, worked out once
+    per workload (and per shape, for a trace without workloads) rather than once per row."""
+
+    def __init__(self, plan: Plan, name: str):
+        self.plan, self.name = plan, name
+        self.by_name = {d.name: d for d in plan.workloads if d.plane}
+        self.rows = 0
+        self.past_limit: int | None = None  # the line of the first row past MAX_SIMULATED_JOBS
+        self.refusal: OrchgenError | None = None  # the first row no workload can run
+        self.jobs: list[Job] = []
+        self.t0 = math.inf
+        self._facts: dict[str, tuple] = {}  # workload -> (per node, base limit, longest limit, priority, gang)
+        self._auto: dict[tuple[int, int | None], WorkloadDecision | None] = {}
+
+    def add(self, line: int, submit: float, gpus: int, nodes: int | None, duration: float,
+            workload: str | None, limit: float | None) -> None:
+        self.rows += 1
+        if self.rows > MAX_SIMULATED_JOBS:
+            if self.past_limit is None:
+                self.past_limit = line
+            return
+        if self.refusal is not None:
+            return  # refused already: the rest is only read for the errors that come before
+        if workload:
+            d = self.by_name.get(workload)
+        else:
+            key = (gpus, nodes)
+            if key not in self._auto:
+                self._auto[key] = _workload_for(self.plan, gpus, nodes)
+            d = self._auto[key]
         if d is None:
-            raise OrchgenError(f"workload {workload!r} is not in the plan" if workload else
-                               "no workload of the plan runs GPU jobs", name, line, "workload")
-        per_node = d.gpus_per_node or 1
+            self.refusal = OrchgenError(f"workload {workload!r} is not in the plan" if workload else
+                                        "no workload of the plan runs GPU jobs", self.name, line, "workload")
+            return
+        facts = self._facts.get(d.name)
+        if facts is None:
+            facts = self._facts[d.name] = (d.gpus_per_node or 1, limit_of(self.plan, d), longest(self.plan, d),
+                                           priority_of(d), d.gang_scheduler_required or d.plane == "slurm")
+        per_node, base, most, prio, gang = facts
         span_nodes = nodes or -(-gpus // per_node)
         per = -(-gpus // span_nodes)
         if per > per_node:
-            raise OrchgenError(f"{gpus} GPUs on {span_nodes} nodes is more than {per_node} per node "
-                               f"(pool {d.pool})", name, line, "nodes")
-        lim = limit if limit is not None else _limit_for(plan, d, duration)
-        jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, submit - t0, span_nodes, per, min(duration, lim), lim,
-                        span_nodes > 1 and (d.gang_scheduler_required or d.plane == "slurm"),
-                        priority=priority_of(d)))
-    return _numbered(jobs)
+            self.refusal = OrchgenError(f"{gpus} GPUs on {span_nodes} nodes is more than {per_node} per node "
+                                        f"(pool {d.pool})", self.name, line, "nodes")
+            return
+        lim = limit if limit is not None else (base if duration <= base else most)  # _limit_for
+        if submit < self.t0:
+            self.t0 = submit
+        self.jobs.append(Job(0, d.name, d.tenant, d.plane, d.pool, submit, span_nodes, per, min(duration, lim), lim,
+                             span_nodes > 1 and gang, priority=prio))
+
+    def done(self) -> list[Job]:
+        if not self.rows:
+            raise OrchgenError("the trace has no job with GPUs", self.name, None, "--trace")
+        if self.past_limit is not None:  # the same bound as a drawn demand's: each job is about a kilobyte
+            raise OrchgenError(f"{self.rows:,} jobs with GPUs, more than the {MAX_SIMULATED_JOBS:,} orchgen simulates "
+                               "at once: simulate a part of the trace", self.name, self.past_limit, "--trace")
+        if self.refusal is not None:
+            raise self.refusal
+        t0 = self.t0
+        for j in self.jobs:
+            j.submit = j.submit - t0
+        return _numbered(self.jobs)
+
+
+def _orchgen_fast(col: dict[str, int]):
+    """A reader of one row of orchgen's CSV that takes the common case only, a row of plain numbers,
+    and returns what `_orchgen_row` would; None for anything else (an empty field, a number that is
+    not one, a missing column), which `_orchgen_row` then reads, with its errors."""
+    at_submit, at_gpus, at_nodes, at_duration = (col[c] for c in ORCHGEN_COLUMNS)
+    at_workload, at_limit = col.get("workload"), col.get("time_limit")
+    width = max(col.values()) + 1
+    isfinite = math.isfinite
+
+    def read(row: list[str], n: int):
+        if len(row) < width:
+            return None
+        try:
+            submit, gpus, duration = float(row[at_submit]), int(row[at_gpus]), float(row[at_duration])
+            nodes = row[at_nodes].strip()
+            nodes = int(nodes) if nodes else None
+            limit = None
+            if at_limit is not None:
+                text = row[at_limit].strip()
+                if text:
+                    limit = float(text)
+                    if not (isfinite(limit) and limit >= 0):
+                        return None
+        except ValueError:
+            return None
+        if not (isfinite(submit) and submit >= 0 and isfinite(duration) and duration >= 0 and gpus >= 1
+                and (nodes is None or nodes >= 1)):
+            return None
+        workload = (row[at_workload].strip() or None) if at_workload is not None else None
+        return n, submit, gpus, nodes, duration, workload, limit
+
+    return read
 
 
 def _num(value: str, name: str, line: int, what: str, kind=float):

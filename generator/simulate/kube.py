@@ -305,7 +305,7 @@ class PerPodScheduler:
                 heapq.heappush(heads, (queue[0][0], key))
         # (every arrival in first: only then can nothing change any more, and only then is it worth
         # looking through the running jobs)
-        if self.r._arrivals_left == 0 and not any(j.runtime != float("inf") for j in self.r.running.values()):
+        if self.r._arrivals_left == 0 and not self.r.ends_pending():
             self.deadlocked = [j for j in self.r.pending.values() if 0 < len(self.bound.get(j.id, ())) < j.nodes]
 
     def ended(self, job: Job) -> None:

@@ -127,16 +127,20 @@ class SlurmScheduler:
         # whole queue every PriorityCalcPeriod (a month of a large site queues hundreds of thousands)
         self._ids: list[int] = []
         self._keys: list[int] = []  # their -priority
+        self._at: dict[int, list[int]] = {}  # tenant (index into _tenants) -> its positions in _ids, ascending
         self._rest = np.zeros(0, dtype=np.int64)  # the others' (-priority, id) as -priority * 2**32 + id
+        self._rest_tenant = np.zeros(0, dtype=np.int64)  # and their tenants
         self._chunk = SORT_CHUNK
         self._head = 0
-        self._new: list[tuple[int, int]] = []  # (-priority, id) of the jobs submitted since
+        self._new: list[tuple[int, int, int]] = []  # (-priority, id, tenant) of the jobs submitted since
         # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
         # they start and end, so a backfill pass does not sort every running job again
         self._ends: list[tuple[float, int, Job]] = []
         self.pending_of: dict[str, int] = {}  # pending jobs per tenant
         self._no_fit: dict[tuple, int] = {}  # shape -> replay.frees when it last did not fit (_fit_now)
         self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
+        self._leaf_list = nodes.leaf.tolist()  # each node's leaf, as Python ints (_earliest reads them one by one)
+        self._mask_lists: dict[str, list[bool]] = {}
         replay.scheduler = self
         # per job (by its index in the replay): what a priority recalculation reads, as arrays
         jobs = replay.jobs
@@ -179,9 +183,12 @@ class SlurmScheduler:
             self.usage[self._tenants[k]] = float(u[k])
         self._usage_at = now
 
-    def order(self, now: float, limit: int | None = None) -> Iterable[Job]:
+    def order(self, now: float, limit: int | None = None, skip: set[int] | None = None) -> Iterable[Job]:
         """Pending jobs by priority (then job id). Multifactor priorities are recalculated every
-        PriorityCalcPeriod (5 minutes, Slurm's default) and given to a job when it is submitted."""
+        PriorityCalcPeriod (5 minutes, Slurm's default) and given to a job when it is submitted.
+        `skip`: tenants (indexes into _tenants; the caller may add to it as it reads) whose jobs are
+        left out, for backfill's capped tenants, whose jobs it passes over anyway (order from
+        submission gives them all: the caller skips them itself)."""
         pending = self.r.pending
         if not self.p.multifactor:
             return list(itertools.islice(pending.values(), limit))
@@ -191,8 +198,8 @@ class SlurmScheduler:
             k = self._ix[j.id]
             if j.id in pending and not self._a_given[k]:
                 self._a_given[k] = True
-                bisect.insort(self._new, (-self._priority(j, now), j.id))
-        return itertools.islice(self._merged(), limit)
+                bisect.insort(self._new, (-self._priority(j, now), j.id, int(self._a_tenant[k])))
+        return itertools.islice(self._merged(skip), limit)
 
     def _recalc(self, now: float) -> None:
         """Every pending job's priority, in one vectorised step (numpy over the pending jobs)."""
@@ -209,7 +216,8 @@ class SlurmScheduler:
         prio = (p.weight_fairshare * fs + p.weight_gpu * size + p.weight_age * age).astype(np.int64)  # integers
         # one int64 per job orders as (-priority, id) does (ids < 2**32; priorities >= 0)
         self._rest = -prio * (1 << 32) + self._a_id[ix]
-        self._ids, self._keys = [], []
+        self._rest_tenant = self._a_tenant[ix]
+        self._ids, self._keys, self._at = [], [], {}
         self._chunk = SORT_CHUNK
         self._head = 0
         self._new = []
@@ -224,20 +232,47 @@ class SlurmScheduler:
             return False
         k = self._chunk
         self._chunk *= 2
+        tenant = self._rest_tenant
         if k < rest.size:
             part = np.argpartition(rest, k - 1)
-            top = np.sort(rest[part[:k]])
-            self._rest = rest[part[k:]]
+            first, later = part[:k], part[k:]
+            first = first[np.argsort(rest[first])]  # (the keys are distinct: any sort gives this order)
+            top, self._rest, self._rest_tenant = rest[first], rest[later], tenant[later]
+            tenant = tenant[first]
         else:
-            top = np.sort(rest)
-            self._rest = rest[:0]
+            first = np.argsort(rest)
+            top, self._rest, self._rest_tenant = rest[first], rest[:0], tenant[:0]
+            tenant = tenant[first]
+        base = len(self._ids)
         self._ids += (top & 0xFFFFFFFF).tolist()
         self._keys += (top >> 32).tolist()
+        at = self._at
+        for pos, t in enumerate(tenant.tolist(), start=base):
+            mine = at.get(t)
+            if mine is None:
+                at[t] = [pos]
+            else:
+                mine.append(pos)
         return True
 
-    def _merged(self):
+    def _next_unskipped(self, i: int, skip: set[int]) -> int:
+        """The first position from `i` on in _ids of a pending job of a tenant not in `skip` (len(_ids)
+        if none): a bisection in each other tenant's positions, not a walk past the skipped ones."""
+        ids, pending = self._ids, self.r.pending
+        best = len(ids)
+        for t, mine in self._at.items():
+            if t in skip:
+                continue
+            x = bisect.bisect_left(mine, i)
+            while x < len(mine) and mine[x] < best and ids[mine[x]] not in pending:
+                x += 1
+            if x < len(mine) and mine[x] < best:
+                best = mine[x]
+        return best
+
+    def _merged(self, skip: set[int] | None = None):
         """The recalculated list and the jobs submitted since, merged by (-priority, id), skipping
-        jobs no longer pending."""
+        jobs no longer pending and those of the tenants in `skip` (read as it is at each step)."""
         pending = self.r.pending
         ids, keys, new = self._ids, self._keys, self._new
         while self._head < len(ids) and ids[self._head] not in pending:
@@ -245,13 +280,16 @@ class SlurmScheduler:
         i, k = self._head, 0
         while True:
             while True:
-                while i < len(ids) and ids[i] not in pending:
-                    i += 1
+                if skip:
+                    i = self._next_unskipped(i, skip)
+                else:
+                    while i < len(ids) and ids[i] not in pending:
+                        i += 1
                 if i < len(ids) or not self._extend():
                     break
-            while k < len(new) and new[k][1] not in pending:
+            while k < len(new) and (new[k][1] not in pending or (skip and new[k][2] in skip)):
                 k += 1
-            if i < len(ids) and (k >= len(new) or (keys[i], ids[i]) < new[k]):
+            if i < len(ids) and (k >= len(new) or (keys[i], ids[i]) < new[k]):  # (a, b) < (a, b, c)
                 yield pending[ids[i]]
                 i += 1
             elif k < len(new):
@@ -352,7 +390,7 @@ class SlurmScheduler:
         next_bf, next_sched = self.p.bf_interval, self.p.sched_interval
         while True:
             at = min(next_bf, next_sched)
-            yield env.timeout(at - env.now)
+            yield at - env.now  # the replay's clock (engine.Clock.process) wakes it then
             self.r.account()
             if env.now >= next_sched:
                 next_sched += self.p.sched_interval
@@ -382,8 +420,23 @@ class SlurmScheduler:
         blocked_one_leaf: set[tuple] = set()
         tested = 0
         capped: set[str] = set()
+        skip: set[int] = set()  # the capped tenants' indexes: order() leaves their jobs out
         tenants = max(1, len(self.share))
-        for job in self.order(now):
+        # pending jobs per tenant not yet read in this pass, and how many of them are of tenants not
+        # capped: at 0, the rest of the queue is only capped tenants' jobs, which the pass skips (a
+        # long queue of one capped tenant was read to its end at every pass)
+        unread = dict(self.pending_of)
+        uncapped = sum(unread.values())
+        queue = iter(self.order(now, skip=skip))
+        while True:
+            # read no further once only capped tenants' jobs are left (skipped below, or by order(),
+            # one by one to the end of the queue)
+            job = next(queue, None) if uncapped > 0 else None
+            if job is None:
+                break
+            unread[job.tenant] -= 1
+            if job.tenant not in capped:
+                uncapped -= 1
             if tested >= self.p.bf_max_job_test or len(capped) >= tenants:
                 break
             if capped and len(capped) >= len(self.pending_of) and capped.issuperset(self.pending_of):
@@ -394,14 +447,17 @@ class SlurmScheduler:
                 continue
             if per_user.get(job.tenant, 0) + 1 >= self.p.bf_max_job_user:
                 capped.add(job.tenant)
+                skip.add(self._tenant_ix[job.tenant])
+                uncapped -= unread[job.tenant]
             tested += 1
             per_user[job.tenant] = per_user.get(job.tenant, 0) + 1
             key = (job.partition, job.nodes, job.per_node, job.limit)
             one_leaf = self._one_leaf(job, now)
             if key in blocked_shapes or (one_leaf and key in blocked_one_leaf):
                 continue
-            avail = self._avail(free, resv, now, now + job.limit)
-            got = self._fit(job, avail, now)
+            got = None
+            if self.r._pool_free[self.r.pool_index(job)] >= job.gpus:  # else _fit says no before reading avail
+                got = self._fit(job, self._avail(free, resv, now, now + job.limit), now)
             if got is not None:
                 free[got] -= job.per_node
                 self._start(job, got)  # its end (in ends) frees these nodes for the later jobs' plans of this pass
@@ -427,28 +483,96 @@ class SlurmScheduler:
     def _earliest(self, job: Job, free: np.ndarray, ends: list, resv: list, now: float):
         """The first end time (within bf_window) from which the job fits until its time limit, and
         the nodes it would take: walks the running jobs' ends, freeing their nodes. Only the ends of
-        its own partition's jobs change what it can have (a job's nodes are all in its partition)."""
+        its own partition's jobs change what it can have (a job's nodes are all in its partition).
+
+        What `_fit` would say at each end is known before it is called: the nodes with `per_node` GPUs
+        free once the reservations overlapping [end, end + limit] are taken (`_avail`), counted in all
+        and per leaf, are what `pick` reads. Those counts are kept node by node, as ends free a few
+        nodes each and as reservations begin or cease to overlap; `_fit` runs once, at the end where
+        the job fits, for its nodes."""
         mask = self.part_mask[job.partition]
-        part = job.partition
-        avail = free.copy()
+        part, per, need, limit = job.partition, job.per_node, job.nodes, job.limit
         horizon = now + self.p.bf_window
-        i = 0
-        while i < len(ends):
+        nodes = self.r.nodes
+        one_leaf = self._one_leaf(job, now) and len(nodes.leaves) > 1  # pick's test: n on one leaf, not n in all
+        leaf_of = self._leaf_list
+        in_part = self._mask_list(part)
+        ok = (free >= per) & mask
+        count = int(np.count_nonzero(ok))  # nodes with per_node GPUs free and not reserved
+        per_leaf = np.bincount(nodes.leaf[ok], minlength=len(nodes.leaves)).tolist() if one_leaf else []
+        most = max(per_leaf) if one_leaf else need  # the most such nodes on one leaf
+        now_free = memoryview(free)  # GPUs free per node, as Python ints
+        freed: dict[int, int] = {}  # node -> GPUs free there once the ends so far have come
+        taken: dict[int, int] = {}  # node -> GPUs the overlapping reservations take there
+        active: set[int] = set()  # the overlapping reservations (indexes into resv)
+        i, n_ends = 0, len(ends)
+        while i < n_ends:
             t = ends[i][0]
             if t > horizon:
                 return None
             touched = False
-            while i < len(ends) and ends[i][0] == t:
+            while i < n_ends and ends[i][0] == t:
                 j = ends[i][2]
                 if j.partition == part:
-                    avail[j.nodes_held] += j.per_node  # a Slurm job's nodes are distinct
                     touched = True
+                    add = j.per_node
+                    for n in j.nodes_held.tolist():  # a Slurm job's nodes are distinct
+                        before = freed.get(n)
+                        if before is None:
+                            before = now_free[n]
+                        freed[n] = before + add
+                        before -= taken.get(n, 0)
+                        if before < per <= before + add:
+                            count += 1
+                            if one_leaf:
+                                k = leaf_of[n]
+                                per_leaf[k] += 1
+                                if per_leaf[k] > most:
+                                    most = per_leaf[k]
                 i += 1
             if not touched:
                 continue
-            if int(np.count_nonzero((avail >= job.per_node) & mask)) < job.nodes:
+            now_active = {k for k, r in enumerate(resv) if r[0] <= t + limit and r[1] > t}  # as _avail tests
+            if now_active != active:  # a reservation began or ceased to overlap: its nodes, one by one
+                changes = [(k, 1) for k in sorted(now_active - active)] + [(k, -1) for k in sorted(active - now_active)]
+                for k, sign in changes:
+                    _, _, idx, gpus = resv[k]
+                    for n in idx.tolist():
+                        if not in_part[n]:
+                            continue
+                        has = freed.get(n)
+                        if has is None:
+                            has = now_free[n]
+                        before = has - taken.get(n, 0)
+                        taken[n] = taken.get(n, 0) + sign * gpus
+                        after = before - sign * gpus
+                        step = (after >= per) - (before >= per)
+                        if step:
+                            count += step
+                            if one_leaf:
+                                per_leaf[leaf_of[n]] += step
+                if one_leaf:
+                    most = max(per_leaf)
+                active = now_active
+            if count < need or (one_leaf and most < need):
                 continue
-            got = self._fit(job, self._avail(avail, resv, t, t + job.limit), now, current=False)
+            got = self._fit(job, self._avail(self._freed(free, freed), resv, t, t + limit), now, current=False)
             if got is not None:
                 return t, got
         return None
+
+    def _mask_list(self, partition: str) -> list[bool]:
+        """part_mask[partition] as Python bools (_earliest reads them one by one), made once."""
+        got = self._mask_lists.get(partition)
+        if got is None:
+            got = self._mask_lists[partition] = self.part_mask[partition].tolist()
+        return got
+
+    @staticmethod
+    def _freed(free: np.ndarray, freed: dict[int, int]) -> np.ndarray:
+        """`free` with the GPUs free per node of `freed` (node -> GPUs) in place of its own."""
+        avail = free.copy()
+        if freed:
+            avail[np.fromiter(freed, dtype=np.int64, count=len(freed))] = np.fromiter(
+                freed.values(), dtype=avail.dtype, count=len(freed))
+        return avail
