@@ -215,6 +215,25 @@ class Hosts:
             raise RuntimeError(f"{name}: `{command}` exit {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc
 
+    def power_off(self, name: str) -> None:
+        """Host `name` loses power: every process in its PID namespace (sshd, munged, slurmd, ...) killed at once, its
+        disk (the overlay's upper dir) kept. `boot` starts it again with sshd alone: no init runs here to start the
+        daemons it had enabled, so it comes back harsher than a booted host, and the next bring-up must start them."""
+        h = self.hosts[name]
+        if h.proc is not None and h.proc.poll() is None:
+            os.killpg(h.proc.pid, signal.SIGKILL)
+            h.proc.wait(timeout=30)
+        for mnt in ("var/cache/apt/archives", ""):
+            subprocess.run(["umount", "-l", str(h.root / mnt if mnt else h.root)], capture_output=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # its address stops answering (sshd gone)
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                if s.connect_ex((h.address, 22)) != 0:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError(f"{name}: {h.address}:22 still answers after the power-off")
+
     def down(self) -> None:
         for h in self.hosts.values():
             if h.proc is not None and h.proc.poll() is None:
