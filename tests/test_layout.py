@@ -29,6 +29,10 @@ LAYERS = {
     "impact": {"spec", "bundle"},  # reads two bundles' files (hostlists, the bundle marker)
     "validate": {"spec", "decide", "render", "bundle", "impact"},
 }
+# Single modules a part may import beyond its layers: the bring-up ships generator/impact/slurm.py byte for byte
+# (bringup/slurm_impact.py, standard library only), and its renderer reads the same table's upgrade window for
+# vars.yaml's guard (issue 33), so the window has one source
+MODULES_ALLOWED = {"render": {"generator.impact.slurm"}}
 
 
 def modules() -> dict[str, Path]:
@@ -121,7 +125,7 @@ def _part(name: str) -> str:
 def test_each_part_imports_only_what_its_docstring_allows(part):
     allowed = LAYERS[part] | BASE | {part}
     wrong = sorted(f"{m} imports {t}" for m in MODULES if _part(m) == part
-                   for t in GRAPH[m] if _part(t) not in allowed)
+                   for t in GRAPH[m] if _part(t) not in allowed and t not in MODULES_ALLOWED.get(part, ()))
     assert not wrong, wrong
 
 

@@ -10,8 +10,9 @@ Slurm renderer for a Kubernetes-only plan). A new artifact family is one module 
 `renderers()`; the pipeline does not change.
 
 May import: the decision's Plan (generator.decide.plan), the input side's constants
-(generator.spec: fabric labels, hostlists), errors, yamlio, catalog. Never the YAML loader or the
-planner: a renderer reads the Plan only.
+(generator.spec: fabric labels, hostlists), errors, yamlio, catalog; and generator.impact.slurm, the
+one impact table, which the bring-up ships byte for byte and whose upgrade window its vars.yaml carries
+for the playbook's own guard. Never the YAML loader or the planner: a renderer reads the Plan only.
 """
 from __future__ import annotations
 
