@@ -226,6 +226,15 @@ def test_plan_takes_the_gpus_sockets_from_the_facts(tmp_path, orchgen):
         gres = [ln for ln in (out / "slurm/gres.conf").read_text().splitlines() if ln.startswith("NodeName=")]
         assert [ln.split("File=", 1)[1] for ln in gres] == [f"/dev/nvidia[0-3] Cores=0-{cores - 1}",
                                                             f"/dev/nvidia[4-7] Cores={cores}-{2 * cores - 1}"], gres
+    # hosts whose NUMA-to-socket map lacks the GPUs' NUMA nodes tell no sockets (several NUMA nodes may share one
+    # socket): nothing guessed, no Cores=, and the plan still says it guesses the affinity
+    host = _facts(numa="")
+    src, out, proc = plan_with({"gpu": {"type": "h100", "count": 8},
+                                "cpu": {"sockets": 2, "cores_per_socket": 56, "threads_per_core": 2}}, host, "no-map")
+    assert proc.returncode == 0 and "affinity" in proc.stderr, proc.stderr
+    assert [ln.split("File=", 1)[1] for ln in (out / "slurm/gres.conf").read_text().splitlines()
+            if ln.startswith("NodeName=")] == ["/dev/nvidia[0-7]"]
+    host = _facts(numa="0|0\n1|1")
     src, out, proc = plan_with({"gpu": {"type": "h100", "count": 8}}, moved, "differ")
     assert proc.returncode == 2 and not out.exists() and proc.stderr.count("\n") == 1, proc.stderr
     assert re.match(rf"orchgen: {re.escape(str(src))}:\d+: fleet\.pools\[0\]\.facts: hosts h01 and h02 have their "

@@ -133,7 +133,10 @@ def _gpu_sockets(pool: dict[str, Any], read_ok: dict[str, Any], first: str, at: 
         if sorted(rows) != list(range(gpu["count"])) or not all(isinstance(v, int) for v in rows.values()):
             found[name] = None
             continue
-        found[name] = tuple(numa.get(rows[i], rows[i]) for i in range(gpu["count"]))
+        # the socket of each GPU's NUMA node as the host said it; a node the host's map lacks is not guessed (one
+        # socket can hold several NUMA nodes: AMD's NPS2/NPS4), so that host tells nothing
+        found[name] = tuple(numa[rows[i]] for i in range(gpu["count"])) \
+            if all(rows[i] in numa for i in range(gpu["count"])) else None
     if found[first] is None:
         return None
     other = sorted(n for n, v in found.items() if v is not None and v != found[first])
