@@ -448,12 +448,13 @@ def _topo_drift(node: str, g, f: dict[str, Any]) -> list[str]:
     off = []
     for i, want in enumerate(hw.gpu_sockets or ()):
         numa = (rows.get(i) or {}).get("numa")
-        if numa is None:
+        if numa is None or numa not in numa_sockets:
+            # a NUMA node the host's map does not place has no known socket: not guessed from its number (one
+            # socket may hold several NUMA nodes: Intel SNC, AMD NPS2/NPS4), as spec/facts.py does not
             continue
-        sock = numa_sockets.get(numa, numa)  # one NUMA node per socket where the host did not say
+        sock = numa_sockets[numa]
         if sock != want:
-            where = f"socket {sock}" + (f" (NUMA node {numa})" if sock != numa else "")
-            off.append(f"GPU {i} on {where}, not {want}")
+            off.append(f"GPU {i} on socket {sock} (NUMA node {numa}), not {want}")
     if off:
         out.append(f"{node}: nvidia-smi topo -m puts " + "; ".join(off)
                    + f": gres.conf's Cores= bind those GPUs to the other socket's cores (pool {g.pool})")

@@ -149,8 +149,9 @@ def test_swapped_rails_and_a_gpu_on_the_other_socket_are_reported(dgx_plan):
     assert _lines(plan, _facts(gone), "topo -m") == ["compute rail mlx5_11:1 is not in nvidia-smi topo -m (pool dgx)"]
     # GPU 4 on NUMA node 0 (the DGX H100 has it on socket 1): gres.conf's Cores= for it are the wrong socket's
     moved = DGX.replace("1,3,5,7,9,11     1  ", "1,3,5,7,9,11     0  ", 1)
-    assert _lines(plan, _facts(moved), "topo -m") == [
-        "nvidia-smi topo -m puts GPU 4 on socket 0, not 1: gres.conf's Cores= bind those GPUs to the other "
+    assert _lines(plan, _facts(moved, numa="0|0\n1|1"), "topo -m") == [
+        "nvidia-smi topo -m puts GPU 4 on socket 0 (NUMA node 0), not 1: gres.conf's Cores= bind those GPUs to "
+        "the other "
         "socket's cores (pool dgx)"]
 
 
@@ -162,11 +163,12 @@ def test_numa_nodes_are_mapped_to_their_sockets(dgx_plan):
         snc = re.sub(rf"(?m)^(GPU{gpu} .*?\S+\s+)\d(\s+N/A)$", rf"\g<1>{node}\2", snc)
     assert [g["numa"] for g in topo(snc)["gpus"]] == [0, 0, 1, 1, 2, 2, 3, 3]
     assert _lines(plan, _facts(snc, numa="0|0\n1|0\n2|1\n3|1"), "topo -m") == []
-    # without the host's node -> socket map, a node is taken for its socket, and nodes 2, 3 are no socket of it
-    assert _lines(plan, _facts(snc), "topo -m") == [
-        "nvidia-smi topo -m puts GPU 2 on socket 1, not 0; GPU 3 on socket 1, not 0; GPU 4 on socket 2, not 1; "
-        "GPU 5 on socket 2, not 1; GPU 6 on socket 3, not 1; GPU 7 on socket 3, not 1: gres.conf's Cores= bind "
-        "those GPUs to the other socket's cores (pool dgx)"]
+    # without the host's node -> socket map no socket is guessed from a NUMA number (nodes 1-3 would read as
+    # sockets 1-3 here): nothing is reported, as the map that places only nodes 0 and 1 reports nothing of 2, 3
+    assert _lines(plan, _facts(snc), "topo -m") == []
+    assert _lines(plan, _facts(snc, numa="0|0\n1|1"), "topo -m") == [
+        "nvidia-smi topo -m puts GPU 2 on socket 1 (NUMA node 1), not 0; GPU 3 on socket 1 (NUMA node 1), not 0: "
+        "gres.conf's Cores= bind those GPUs to the other socket's cores (pool dgx)"]
     # with a map, a GPU off its socket names both
     assert _lines(plan, _facts(snc, numa="0|0\n1|0\n2|0\n3|1"), "topo -m") == [
         "nvidia-smi topo -m puts GPU 4 on socket 0 (NUMA node 2), not 1; GPU 5 on socket 0 (NUMA node 2), not 1: "
