@@ -287,3 +287,13 @@ def test_a_replan_with_each_role_s_first_host_down_reads_every_host_that_answers
     assert "apply: accounts.sh: not read (no host that installs it answered): left out of this decision" in said, said
     assert "apply: accounts.sh: (file added)" not in said and "apply: slurm.conf:" not in said, said
     assert "first bring-up" not in said and "Traceback" not in out.stderr
+
+
+def test_a_silent_host_s_message_is_printed_as_one_printable_line(bundle):
+    """What Ansible quotes of an unreachable host (ssh's and the host's own words) goes through the bundle's
+    printable(): an escape sequence or a bell from the host cannot reach the operator's terminal raw."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import apply; "
+            "print(repr(apply.printable('ssh: \\x1b[2Jbanner\\x07\\n\\tConnection refused ' + 'x' * 300, 60)))")
+    out = subprocess.run([*STDLIB_ONLY, "-c", code, str(bundle / "bringup")], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == repr("ssh: ?[2Jbanner? Connection refused " + "x" * 24), out.stdout

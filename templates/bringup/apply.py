@@ -106,6 +106,13 @@ def installed(bundle: Path = HERE.parent) -> set[str]:
 UNREACHABLE = "(unreachable)"
 
 
+def printable(text: str, limit: int) -> str:
+    """`text` as one line a terminal shows as it is: whitespace runs made one space, every other character that
+    is not printable (an escape sequence's ESC, a bell) a `?`, cut at `limit` characters. Ansible's message about
+    an unreachable host quotes what ssh and the host said."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))[:limit]
+
+
 def running_files(hosts: str) -> dict[str, str] | None:
     """What the cluster runs now (running.yml: every host asked; `(packages)/ROLE/HOST` per host and role,
     `(unreachable)/HOST` per host that did not answer), or None when it runs nothing yet (a first bring-up). Hosts
@@ -120,9 +127,9 @@ def running_files(hosts: str) -> dict[str, str] | None:
             sys.stderr.write(proc.stderr[-2000:])
             raise RuntimeError("could not read what the cluster runs now (running.yml above)")
         found = files_of(Path(tmp))
-    silent = {k.split("/", 1)[1]: " ".join(v.split()) for k, v in found.items() if k.startswith(UNREACHABLE + "/")}
+    silent = {k.split("/", 1)[1]: v for k, v in found.items() if k.startswith(UNREACHABLE + "/")}
     for host, why in sorted(silent.items()):
-        print(f"apply: {host} did not answer ({why[:200]}): what it runs is not read; the decision is from the hosts "
+        print(f"apply: {printable(host, 100)} did not answer ({printable(why, 200)}): what it runs is not read; the decision is from the hosts "
               "that answered, and the playbook cannot reach it either (run again once it is up)", flush=True)
     if silent and set(silent) >= {h for hosts in inventory_groups().values() for h in hosts}:
         raise RuntimeError(f"no host of the cluster answered ({', '.join(sorted(silent))}): nothing is decided")
