@@ -129,8 +129,9 @@ def running_files(hosts: str) -> dict[str, str] | None:
         found = files_of(Path(tmp))
     silent = {k.split("/", 1)[1]: v for k, v in found.items() if k.startswith(UNREACHABLE + "/")}
     for host, why in sorted(silent.items()):
-        print(f"apply: {printable(host, 100)} did not answer ({printable(why, 200)}): what it runs is not read; the decision is from the hosts "
-              "that answered, and the playbook cannot reach it either (run again once it is up)", flush=True)
+        print(f"apply: {printable(host, 100)} did not answer ({printable(why, 200)}): what it runs is not read; the "
+              "decision is from the hosts that answered, and the playbook cannot reach it either (run again once it "
+              "is up)", flush=True)
     if silent and set(silent) >= {h for hosts in inventory_groups().values() for h in hosts}:
         raise RuntimeError(f"no host of the cluster answered ({', '.join(sorted(silent))}): nothing is decided")
     return found if "slurm.conf" in found else None
