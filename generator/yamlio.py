@@ -134,6 +134,7 @@ _NAME_LIKE = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9_./-]{0,1799}")
 
 
 _KEYS: dict[str, str] = {}  # key -> its text and ':'
+_KEY_MAX = 122  # characters of a simple key (_key)
 _VALUES: dict[str, str | None] = {}  # str value -> ' ' and its text; None: a literal block (indent-dependent)
 _LONG_PLAIN, _LONG_SINGLE = "plain", "single"  # a long one-line value, folded where PyYAML folds it (_folded)
 
@@ -148,8 +149,9 @@ def _quoted(s: str, single: bool) -> str:
 def _key(k: Any) -> str:
     text = _KEYS.get(k)
     if text is None:
-        # a simple key: shorter than 128, not empty, one line (check_simple_key); else `? key`, left to PyYAML
-        if type(k) is not str or not 0 < len(k) < 128 or not _ASCII.fullmatch(k) or "\n" in k:
+        # a simple key: not empty, one line, and shorter than 128 with its tag, which PyYAML's check_simple_key
+        # counts even when it is implicit ("!!str", 5 more): at most 122 characters; else `? key`, left to PyYAML
+        if type(k) is not str or not 0 < len(k) <= _KEY_MAX or not _ASCII.fullmatch(k) or "\n" in k:
             raise _Unsupported
         _, plain, single, _ = (False, True, True, True) if _NAME_LIKE.fullmatch(k) else _analysis(k)
         if plain and _implicit_tag(k) == _STR_TAG:

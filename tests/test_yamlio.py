@@ -118,3 +118,13 @@ def test_dump_json_is_the_json_modules(doc):
     for other in ({1: "x", 2: [1]}, {"a": {2: None, 1.5: True}}):  # keys json converts: left to json.dumps
         assert yamlio.dump_json(other) == (json.dumps(other, indent=2, sort_keys=True, ensure_ascii=False)
                                            + "\n").encode()
+
+
+def test_a_simple_key_is_at_most_122_characters():
+    """PyYAML's check_simple_key counts a key's tag ("!!str") with its text, implicit or not: a key of 123-127
+    characters is written `? key` (the fast emitter wrote those plain before, unlike PyYAML)."""
+    for n in range(118, 130):
+        for key in ("x" * n, "'" + "x" * (n - 1)):
+            for doc in ({key: 1}, {"a": {key: None}}, [{key: [1]}]):
+                assert yamlio.dump_yaml(doc) == yaml.dump(doc, Dumper=yamlio._Dumper, default_flow_style=False,
+                                                          allow_unicode=True, width=4096).encode(), (n, key)
