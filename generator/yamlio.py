@@ -133,7 +133,42 @@ def _analysis(s: str) -> tuple[bool, bool, bool, bool]:
 _NAME_LIKE = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9_./-]{0,1799}")
 
 
+# A long list of host names (bringup/vars.yaml's, the inventory's hosts: 24,576 and 12,288 at 131,072 GPUs) is
+# written in one join when every name is plain as it is, key or value: a letter, then up to 121 name characters
+# (a simple key's most, _KEY_MAX), checked for the whole list by one regex over the names joined. A plain
+# string that starts with a letter is read as anything but a string only by the bool and null resolvers
+# (YAML 1.1's yes/no/on/off/true/false, null: 5 letters at most), so only a name that short asks the resolver.
+_NAMES = re.compile(r"(?:[A-Za-z][A-Za-z0-9_./-]{0,121}\n)+")  # 122 at most: _KEY_MAX
+_NAMES_MIN = 16  # below that, the per-item path is as quick
+
+
+def _letter_resolvers_are_words() -> bool:
+    """Whether the resolvers of plain scalars that start with a letter are PyYAML's bool and null (words of at
+    most 5 letters) and nothing else: the premise of _plain_names (a resolver added later turns it off)."""
+    resolvers = _Dumper.yaml_implicit_resolvers
+    known = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"}
+    return None not in resolvers and all(tag in known for key, pairs in resolvers.items()
+                                         if key is not None and key.isalpha() for tag, _ in pairs)
+
+
+_WORDS_ONLY = _letter_resolvers_are_words()
+
+
+def _plain_names(items: list | tuple) -> bool:
+    """Whether every item is a str that both _key and _str_value write plain and as it is."""
+    if not _WORDS_ONLY:
+        return False
+    try:
+        joined = "\n".join(items)  # TypeError for an item that is not a str
+    except TypeError:
+        return False
+    if not _NAMES.fullmatch(joined + "\n"):
+        return False
+    return all(_implicit_tag(item) == _STR_TAG for item in items if len(item) <= 5)
+
+
 _KEYS: dict[str, str] = {}  # key -> its text and ':'
+_KEY_MAX = 122  # characters of a simple key (_key)
 _VALUES: dict[str, str | None] = {}  # str value -> ' ' and its text; None: a literal block (indent-dependent)
 _LONG_PLAIN, _LONG_SINGLE = "plain", "single"  # a long one-line value, folded where PyYAML folds it (_folded)
 
@@ -148,8 +183,9 @@ def _quoted(s: str, single: bool) -> str:
 def _key(k: Any) -> str:
     text = _KEYS.get(k)
     if text is None:
-        # a simple key: shorter than 128, not empty, one line (check_simple_key); else `? key`, left to PyYAML
-        if type(k) is not str or not 0 < len(k) < 128 or not _ASCII.fullmatch(k) or "\n" in k:
+        # a simple key: not empty, one line, and shorter than 128 with its tag, which PyYAML's check_simple_key
+        # counts even when it is implicit ("!!str", 5 more): at most 122 characters; else `? key`, left to PyYAML
+        if type(k) is not str or not 0 < len(k) <= _KEY_MAX or not _ASCII.fullmatch(k) or "\n" in k:
             raise _Unsupported
         _, plain, single, _ = (False, True, True, True) if _NAME_LIKE.fullmatch(k) else _analysis(k)
         if plain and _implicit_tag(k) == _STR_TAG:
@@ -275,6 +311,10 @@ def _mapping(data: dict, indent: int, lead: str, out: list[str], sort_keys: bool
         keys = sorted(data) if sort_keys else data
     except TypeError:  # keys of several types: PyYAML keeps the dict's order, but such keys are not str anyway
         raise _Unsupported from None
+    if (len(data) >= _NAMES_MIN and next(iter(data.values())) is None and all(v is None for v in data.values())
+            and _plain_names(keys := list(keys))):  # hosts: {name: null, ...}
+        out.append(lead + f": null\n{pad}".join(keys) + ": null\n")
+        return
     for key in keys:
         key_text = _key(key)
         out.append(lead + key_text)
@@ -304,6 +344,9 @@ def _sequence(data: list | tuple, indent: int, lead: str, out: list[str], sort_k
     if indent > _MAX_INDENT:
         raise _Unsupported
     pad = " " * indent
+    if len(data) >= _NAMES_MIN and type(data[0]) is str and _plain_names(data):  # - name, one per line
+        out.append(lead + "- " + f"\n{pad}- ".join(data) + "\n")
+        return
     for item in data:
         out.append(lead + "-")
         lead = pad
@@ -416,14 +459,20 @@ def _json(value: Any, level: int) -> str:
             return "{}"
         sep = ",\n" + "  " * (level + 1)
         parts = []
+        shared: dict[int, str] = {}  # id -> text of a dict that is the value of several keys, written once
         for key in sorted(value):
             if type(key) is not str:
                 raise _Unsupported
             item = value[key]
             kind = type(item)
-            parts.append(_encode_str(key) + ": " + (_encode_str(item) if kind is str else _json(item, level + 1)
-                                                     if kind is dict or kind is list or kind is tuple
-                                                     else _json_scalar(item)))
+            if kind is dict:  # alive in `value` while it is written, so its id stays its own
+                text = shared.get(id(item))
+                if text is None:
+                    text = shared[id(item)] = _json(item, level + 1)
+            else:
+                text = (_encode_str(item) if kind is str else _json(item, level + 1) if kind is list or kind is tuple
+                        else _json_scalar(item))
+            parts.append(_encode_str(key) + ": " + text)
         return "{" + sep[1:] + sep.join(parts) + sep[1:-2] + "}"
     if kind is list or kind is tuple:
         if not value:

@@ -11,6 +11,7 @@ import pytest
 
 from generator import bundle, spec
 from generator.decide import make_plan
+from generator.errors import OrchgenError
 from generator.render import render
 
 from .conftest import all_examples
@@ -119,6 +120,29 @@ def test_interrupted_write_keeps_previous_bundle(tmp_path, monkeypatch, example,
     assert tree(out) == before
     assert [p.name for p in tmp_path.iterdir()] == ["out"], "staging directory left behind"
 
+
+def test_a_failed_fsync_of_any_file_keeps_the_previous_bundle(tmp_path, monkeypatch, example):
+    """The staged files are synced side by side on plain threads (bundle._side_by_side): an error of any one
+    of them reaches the writer, which refuses with one line and keeps the previous bundle; no file is synced
+    twice."""
+    old_src, new_src = example("dev-ci"), example("research-lab")
+    out = tmp_path / "out"
+    bundle.write(render(make_plan(spec.load(old_src), old_src)), out)
+    before = tree(out)
+    new_files = render(make_plan(spec.load(new_src), new_src))
+    synced: list[str] = []
+
+    def failing(path: str) -> None:
+        synced.append(path)
+        if path.endswith("README.md"):
+            raise OSError(5, "Input/output error", path)
+
+    monkeypatch.setattr(bundle, "_fsync_one", failing)
+    with pytest.raises(OrchgenError, match="cannot write the bundle: Input/output error"):  # one line, exit 2
+        bundle.write(new_files, out, force=True)
+    assert tree(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"], "staging directory left behind"
+    assert len(synced) == len(set(synced)) > len(new_files) // 2  # each at most once, most of them tried
 
 def ours(files: dict[str, bytes]) -> dict[str, bytes]:
     """A bundle's files less the operator's (a Pulumi stack file outlives re-plans of another fleet)."""

@@ -118,3 +118,50 @@ def test_dump_json_is_the_json_modules(doc):
     for other in ({1: "x", 2: [1]}, {"a": {2: None, 1.5: True}}):  # keys json converts: left to json.dumps
         assert yamlio.dump_json(other) == (json.dumps(other, indent=2, sort_keys=True, ensure_ascii=False)
                                            + "\n").encode()
+
+
+# Long lists of host names (bringup/vars.yaml's and the inventory's hosts) are written in one join when every
+# name is plain as it is (yamlio._plain_names); a word YAML reads as a bool or null, a name too long for a simple
+# key, a character outside names, or an item that is not a string sends the list back to the per-item path.
+_NAME = st.text(st.sampled_from(list("ab0-._/")), max_size=8).map(lambda s: "h" + s)
+_NAME_LIST = st.lists(_NAME | _TRICKY | st.sampled_from(["x" * 122, "x" * 123, "x" * 127, "x" * 128, "1h", "h:", "h y", "ON"]),
+                      min_size=14, max_size=24) | st.lists(_NAME, min_size=14, max_size=24)
+
+
+@settings(max_examples=25, deadline=None)
+@given(_NAME_LIST, st.booleans())
+def test_long_name_lists_are_pythons_bytes(names, sort_keys):
+    docs = [{"hosts": dict.fromkeys(names), "nodes": names, "deep": {"a": [names, {"b": dict.fromkeys(names)}]}},
+            names, dict.fromkeys(names), [names + [1]], dict.fromkeys(names, 1)]
+    assert yamlio.dump_yaml_all(docs) == _python_emitter(docs)
+    for doc in docs:
+        assert yamlio.dump_yaml(doc, sort_keys=sort_keys) == yaml.dump(
+            doc, Dumper=yamlio._Dumper, sort_keys=sort_keys, default_flow_style=False, allow_unicode=True,
+            width=4096).encode()
+
+
+def test_a_word_yaml_reads_otherwise_in_a_long_name_list():
+    """Every name plain but one that YAML 1.1 reads as a bool or null: that one is quoted, as PyYAML does."""
+    names = [f"gpu{i:03d}" for i in range(20)]
+    for word in ("yes", "No", "ON", "off", "TRUE", "False", "y", "N", "null", "Null", "NULL", "on1", "nulls"):
+        for at in (0, 7, 20):
+            listed = names[:at] + [word] + names[at:]
+            docs = [{"hosts": dict.fromkeys(listed), "nodes": listed}, listed]
+            assert yamlio.dump_yaml_all(docs) == _python_emitter(docs), (word, at)
+
+
+def test_dump_json_writes_a_shared_dict_each_time():
+    """checks.json's nodes share one dict per node group: written in full under every key, as json.dumps."""
+    shape, other = {"gpus": 8, "gpu_type": "h100", "n": [1, {"x": None}]}, {"gpus": 4}
+    doc = {"nodes": {f"n{i:03d}": shape if i % 3 else other for i in range(40)}, "again": shape, "list": [shape, shape]}
+    assert yamlio.dump_json(doc) == (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def test_a_simple_key_is_at_most_122_characters():
+    """PyYAML's check_simple_key counts a key's tag ("!!str") with its text, implicit or not: a key of 123-127
+    characters is written `? key` (the fast emitter wrote those plain before, unlike PyYAML)."""
+    for n in range(118, 130):
+        for key in ("x" * n, "'" + "x" * (n - 1)):
+            for doc in ({key: 1}, {"a": {key: None}}, [{key: [1]}]):
+                assert yamlio.dump_yaml(doc) == yaml.dump(doc, Dumper=yamlio._Dumper, default_flow_style=False,
+                                                          allow_unicode=True, width=4096).encode(), (n, key)

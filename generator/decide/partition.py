@@ -97,11 +97,12 @@ def split(fabric: FabricModel, pools: list[str], demand: dict[str, dict[str, int
             reasons.append(f"pool {pool}: {kept_why}")
         elif said:
             reasons.append(f"pool {pool}: {why}")
+        counts = {}
         for plane in present:
             mine = tuple(n for n in nodes if got[n] == plane)
             if mine:
                 out[plane][pool] = mine
-        counts = {p: sum(1 for n in nodes if got[n] == p) for p in present}
+            counts[plane] = len(mine)  # not a second pass over the pool's nodes per plane (16,384 at 131,072 GPUs)
         decided.append(PoolSplit(pool, how, {p: c for p, c in counts.items() if c or how != "whole"}, want, why))
     reasons += _shortfalls(decided, out)
     for plane, pools_of in out.items():

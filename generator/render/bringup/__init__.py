@@ -283,8 +283,10 @@ def checks(plan: Plan) -> dict[str, object]:
     leaves = [{"name": sw.name, "nodes": list(sw.nodes)} for sw in m.topology.tree if sw.nodes]
     return {
         "cluster": m.cluster,
-        "nodes": {n: {"gpus": g.gpus, "gpu_type": g.gpu_type if g.gres_typed else None}  # untyped: gpu:N
-                  for g in m.groups for n in g.nodes},
+        # one dict per node group, shared by its nodes: dump_json writes it once per group (131,072 GPUs: 12,288 nodes)
+        "nodes": {n: shape for g in m.groups
+                  for shape in ({"gpus": g.gpus, "gpu_type": g.gpu_type if g.gres_typed else None},)  # untyped: gpu:N
+                  for n in g.nodes},
         "leaves": leaves,
         "fabric": fabric,
         "nccl_transport": TRANSPORT[fabric],
