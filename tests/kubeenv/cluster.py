@@ -737,9 +737,13 @@ class Cluster:
                     "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
                 "spec": {"taints": n.get("taints", [])},
                 "status": {"capacity": cap, "allocatable": cap}})
-        # capacity is status: create, then set it through the status subresource as a kubelet does
-        self.kubectl("create", "-f", "-", input=yaml.safe_dump_all(
-            [{k: v for k, v in o.items() if k != "status"} for o in objs]))
+        # capacity is status: create, then set it through the status subresource as a kubelet does. Each
+        # node one POST from here, as `kubectl create -f` makes it (a kubectl process and its OpenAPI fetch
+        # cost seconds per cluster: issue 32, CI time); a refusal fails with the API server's message.
+        for o in objs:
+            status, body = self._call("POST", "/api/v1/nodes?fieldValidation=Strict", json.dumps(
+                {k: v for k, v in o.items() if k != "status"}).encode(), content_type="application/json")
+            assert status == 201, f"create node {o['metadata']['name']}: {status} {body[:500].decode(errors='replace')}"
         for o in objs:
             self._patch_node(o["metadata"]["name"], {"status": o["status"]}, subresource="status")
             # the API server's TaintNodesByCondition admission gives a new node the not-ready taint;
