@@ -34,7 +34,7 @@ from tests._consumers import helm_objects
 from tests._consumers import load_all as _load_all
 
 from . import overlay
-from .cluster import REPO, Cluster
+from .cluster import REPO, Cluster, shared_lock, shared_read, shared_write
 
 # k8s-rdma-shared-dev-plugin's rdmaHcaMax as the bundle sets it (generator/render/kubernetes/network_operator.py)
 RDMA_SHARED = ("rdma/rdma_shared_device_a", "63")
@@ -111,9 +111,29 @@ def helm_template(cluster: Cluster, rel: dict[str, Any], bundle: Path, kube_vers
         args += ["-f", str(values)]
     if rel["chart"] in DISCOVERED_RESOURCE_API:
         args += ["--set", f"resourceApiVersion={resource_api_version(cluster)}"]
-    r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, f"helm template {rel['name']}: {r.stderr[-3000:]}"
-    return helm_objects(r.stdout)
+    # the same chart, release and values render the same (`helm template` reads no cluster): rendered once
+    # per test run, by the first worker to need it (cluster.SHARED), and taken from there after (issue 32,
+    # CI time: kube-prometheus-stack and kserve-crd cost seconds of CPU each, and most examples install them)
+    import hashlib
+
+    key = hashlib.sha256(json.dumps([[a if a != str(values) else "VALUES" for a in args[1:]],
+                                     values.read_text() if values.is_file() else None,
+                                     str(cluster.bin)]).encode()).hexdigest()[:32]
+    text = _RENDERED.get(key)
+    if text is None:
+        with shared_lock(f"helm-{key}"):
+            text = shared_read(f"helm-{key}.yaml")
+            if text is None:
+                r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+                assert r.returncode == 0, f"helm template {rel['name']}: {r.stderr[-3000:]}"
+                text = r.stdout
+                shared_write(f"helm-{key}.yaml", text)
+        _RENDERED[key] = text
+    return helm_objects(text)
+
+
+# `helm template` output this process has: key of the command and the values' text -> output
+_RENDERED: dict[str, str] = {}
 
 
 # Charts that pick the resource.k8s.io version from the cluster (.Capabilities.APIVersions: `helm install`

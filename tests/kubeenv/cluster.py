@@ -165,10 +165,23 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
+# make_certs' files, made once per test process: file name -> bytes
+_CERTS: dict[str, bytes] = {}
+_CERT_FILES = ("ca.key", "ca.crt", "tls.key", "tls.crt", "sa.key", "sa.pub")
+
+
 def make_certs(d: Path) -> None:
     """A throwaway CA, a serving certificate for 127.0.0.1/localhost (the API server's and Kueue's
-    webhook server's), and the service-account signing key pair."""
+    webhook server's), and the service-account signing key pair.
+
+    Made by openssl once per test process and copied into each cluster's directory after: three RSA keys
+    cost about 2 s of CPU per control plane (issue 32, CI time), and each cluster still has its own admin
+    token, etcd and API server; nothing the tests check depends on the keys differing between clusters."""
     d.mkdir(parents=True, exist_ok=True)
+    if _CERTS:
+        for name, data in _CERTS.items():
+            (d / name).write_bytes(data)
+        return
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
              "-days", "2", "-subj", "/CN=orchgen-kubeenv-ca", cwd=d)
     _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr",
@@ -178,6 +191,7 @@ def make_certs(d: Path) -> None:
              "-out", "tls.crt", "-days", "2", "-extfile", "san.ext", cwd=d)
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
+    _CERTS.update({name: (d / name).read_bytes() for name in _CERT_FILES})
 
 
 # libyaml's emitter where PyYAML has it: the applied charts run to megabytes
@@ -193,6 +207,55 @@ _DUMPER = _Dumper
 # CRDs an API server of this build accepted in this process: digest of the object as applied ->
 # (name, its stored etcd value, base64). See Cluster.apply_crds.
 _CRD_STORE: dict[str, tuple[str, str]] = {}
+# A folder the xdist workers of one pytest run share (tests/kubeenv/fixture.py sets it: the run's base
+# temporary folder, gone with the run's others), or None (a serial run: the process is the run). What one
+# worker learnt there (a CRD an API server accepted, a chart's `helm template` output) the others take
+# instead of doing it again: on CI's 2 cores the three workers each paid every cold CRD apply (about 34 s
+# per chart set) and every chart render (issue 32, CI time).
+SHARED: Path | None = None
+
+
+class shared_lock:
+    """An exclusive lock on `name` in SHARED among the run's workers (a no-op without SHARED): the worker
+    that takes it first does the work and records it; the others wait and then find it recorded, so the work
+    is done once, not three times at once on the same two cores."""
+
+    def __init__(self, name: str):
+        self.path = SHARED / f"{name}.lock" if SHARED is not None else None
+        self.fd: int | None = None
+
+    def __enter__(self) -> "shared_lock":
+        if self.path is not None:
+            import fcntl
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+
+
+def shared_read(name: str) -> str | None:
+    if SHARED is None:
+        return None
+    try:
+        return (SHARED / name).read_text()
+    except FileNotFoundError:
+        return None
+
+
+def shared_write(name: str, text: str) -> None:
+    """Written whole or not at all (a rename), so a reader never sees half of it."""
+    if SHARED is None:
+        return
+    SHARED.mkdir(parents=True, exist_ok=True)
+    tmp = SHARED / f".{name}.{os.getpid()}"
+    tmp.write_text(text)
+    tmp.rename(SHARED / name)
 # kube-apiserver's default --etcd-prefix and the CRD resource's storage path under it
 _CRD_PREFIX = "/registry/apiextensions.k8s.io/customresourcedefinitions/"
 
@@ -596,13 +659,28 @@ class Cluster:
     def apply_crds(self, crds: list[dict[str, Any]]) -> None:
         """Apply CRDs as `helm install` puts a chart's in, and wait until they are Established.
 
-        A CRD this process already had an API server of the same build accept, byte for byte the same
-        object, is restored from what that API server stored (its etcd value, Established) instead of
-        being applied again: server-side apply of a chart's multi-megabyte CRDs costs the API server
-        seconds of CPU each time, and nearly every example installs the same charts (issue 32, CI
-        time). The first apply of each CRD in a test process still goes through `kubectl apply
-        --server-side`, so every CRD the tests use is proven accepted; restored ones are served by the
-        API server from its watch of etcd, as after a restart."""
+        A CRD this test run (this process, or another xdist worker of the run: SHARED) already had an API
+        server of the same build accept, byte for byte the same object, is restored from what that API
+        server stored (its etcd value, Established) instead of being applied again: server-side apply of
+        a chart's multi-megabyte CRDs costs the API server seconds of CPU each time, and nearly every
+        example installs the same charts (issue 32, CI time). The first apply of each CRD in a test run
+        still goes through `kubectl apply --server-side`, so every CRD the tests use is proven accepted;
+        restored ones are served by the API server from its watch of etcd, as after a restart."""
+        keys = [_crd_digest(o) for o in crds]
+        if all(k in _CRD_STORE for k in keys):
+            return self._apply_crds(crds)
+        import hashlib
+
+        # one worker of the run applies a chart's CRDs cold; the others wait, then restore what it stored
+        with shared_lock("crds-" + hashlib.sha256(" ".join(sorted(keys)).encode()).hexdigest()[:16]):
+            for k in keys:
+                got = k not in _CRD_STORE and shared_read(f"crd-{k}.json")
+                if got:
+                    name, value = json.loads(got)
+                    _CRD_STORE[k] = (name, value)
+            self._apply_crds(crds)
+
+    def _apply_crds(self, crds: list[dict[str, Any]]) -> None:
         todo, restored = [], []
         for o in crds:
             key = _crd_digest(o)
@@ -623,6 +701,7 @@ class Cluster:
             got = self._etcd_call("range", {"key": _b64(_CRD_PREFIX + name)}).get("kvs") or []
             if got:
                 _CRD_STORE[_crd_digest(o)] = (name, got[0]["value"])
+                shared_write(f"crd-{_crd_digest(o)}.json", json.dumps([name, got[0]["value"]]))
 
     def wait_established(self, crds: list[str], timeout: float = 120) -> None:
         left = set(crds)
@@ -658,9 +737,13 @@ class Cluster:
                     "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
                 "spec": {"taints": n.get("taints", [])},
                 "status": {"capacity": cap, "allocatable": cap}})
-        # capacity is status: create, then set it through the status subresource as a kubelet does
-        self.kubectl("create", "-f", "-", input=yaml.safe_dump_all(
-            [{k: v for k, v in o.items() if k != "status"} for o in objs]))
+        # capacity is status: create, then set it through the status subresource as a kubelet does. Each
+        # node one POST from here, as `kubectl create -f` makes it (a kubectl process and its OpenAPI fetch
+        # cost seconds per cluster: issue 32, CI time); a refusal fails with the API server's message.
+        for o in objs:
+            status, body = self._call("POST", "/api/v1/nodes?fieldValidation=Strict", json.dumps(
+                {k: v for k, v in o.items() if k != "status"}).encode(), content_type="application/json")
+            assert status == 201, f"create node {o['metadata']['name']}: {status} {body[:500].decode(errors='replace')}"
         for o in objs:
             self._patch_node(o["metadata"]["name"], {"status": o["status"]}, subresource="status")
             # the API server's TaintNodesByCondition admission gives a new node the not-ready taint;

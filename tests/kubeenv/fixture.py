@@ -41,8 +41,14 @@ def require_volcano() -> None:
 
 
 @pytest.fixture
-def kube_factory(tmp_path: Path) -> Iterator:
+def kube_factory(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     require_kubeenv()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # the run's shared folder (cluster.SHARED): an xdist worker's base temporary folder is
+        # <the run's>/<worker id>, so its parent is the same for every worker of this run only
+        from . import cluster
+
+        cluster.SHARED = tmp_path_factory.getbasetemp().parent / "kubeenv-shared"
     started: list[Cluster] = []
 
     def make(**kwargs) -> Cluster:
