@@ -130,7 +130,6 @@ class SlurmScheduler:
         self._keys: list[int] = []  # their -priority
         self._at: dict[int, list[int]] = {}  # tenant (index into _tenants) -> its positions in _ids, ascending
         self._rest = np.zeros(0, dtype=np.int64)  # the others' (-priority, id) as -priority * 2**32 + id
-        self._rest_tenant = np.zeros(0, dtype=np.int64)  # and their tenants
         self._chunk = SORT_CHUNK
         self._head = 0
         self._new: list[tuple[int, int, int]] = []  # (-priority, id, tenant) of the jobs submitted since
@@ -154,6 +153,9 @@ class SlurmScheduler:
         self._a_id = np.array([j.id for j in jobs], dtype=np.int64)
         self._a_submit = np.array([j.submit for j in jobs], dtype=float)
         self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
+        # each job's tenant by its id (_extend reads the tenants of the ids it sorts)
+        self._tenant_of_id = np.zeros(int(self._a_id.max()) + 1 if len(jobs) else 0, dtype=np.int64)
+        self._tenant_of_id[self._a_id] = self._a_tenant
         self._a_size = np.array([j.gpus / max(1, self.part_gpus.get(j.partition, 0)) for j in jobs], dtype=float)
         self._a_size_term = policy.weight_gpu * self._a_size  # the job-size factor, weighted (_recalc)
         self._a_pending = np.zeros(len(jobs), dtype=bool)
@@ -225,7 +227,6 @@ class SlurmScheduler:
         prio *= -(1 << 32)
         prio += self._a_id[ix]
         self._rest = prio
-        self._rest_tenant = tix
         self._ids, self._keys, self._at = [], [], {}
         self._chunk = SORT_CHUNK
         self._head = 0
@@ -234,25 +235,22 @@ class SlurmScheduler:
 
     def _extend(self) -> bool:
         """The next chunk of the recalculated order (twice the last one's size), onto _ids and _keys:
-        the smallest keys of the rest (argpartition), sorted; False when none are left."""
+        the smallest keys of the rest (a partition of the keys themselves), sorted; False when none
+        are left. The keys are distinct, so the chunk and its order are the only ones there are."""
         rest = self._rest
         if not rest.size:
             return False
         k = self._chunk
         self._chunk *= 2
-        tenant = self._rest_tenant
         if k < rest.size:
-            part = np.argpartition(rest, k - 1)
-            first, later = part[:k], part[k:]
-            first = first[np.argsort(rest[first])]  # (the keys are distinct: any sort gives this order)
-            top, self._rest, self._rest_tenant = rest[first], rest[later], tenant[later]
-            tenant = tenant[first]
+            part = np.partition(rest, k - 1)
+            top, self._rest = np.sort(part[:k]), part[k:]
         else:
-            first = np.argsort(rest)
-            top, self._rest, self._rest_tenant = rest[first], rest[:0], tenant[:0]
-            tenant = tenant[first]
+            top, self._rest = np.sort(rest), rest[:0]
+        ids = top & 0xFFFFFFFF
+        tenant = self._tenant_of_id[ids]
         base = len(self._ids)
-        self._ids += (top & 0xFFFFFFFF).tolist()
+        self._ids += ids.tolist()
         self._keys += (top >> 32).tolist()
         # each tenant's positions, ascending: the chunk's positions grouped by tenant (a stable sort keeps
         # them in order within a tenant), one slice per tenant rather than a step per job
