@@ -76,9 +76,13 @@ def _preemptions(plan: Plan, outcomes: list[tuple[Job, str]]) -> list[dict]:
     job restarts). Empty where no gang scheduler runs (nothing preempts)."""
     if not plan.gang_scheduler:
         return []
+    by_workload: dict[str, list[Job]] = {}  # one pass over the outcomes, not one per workload
+    for j, _ in outcomes:
+        if j.plane != "slurm":
+            by_workload.setdefault(j.workload, []).append(j)
     out = []
     for d in plan.workloads:
-        mine = [j for j, _ in outcomes if j.workload == d.name and j.plane != "slurm"]
+        mine = by_workload.get(d.name)
         if mine:
             out.append({"workload": d.name, "preemptions": sum(j.preemptions for j in mine),
                         "gpu_hours_lost": round(sum(j.lost_gs for j in mine) / 3600, 2)})
@@ -114,9 +118,13 @@ def _collect(report: dict, plan: Plan, plane: str, replay: Replay, sched: Any, o
 
 
 def _per_workload(plan: Plan, outcomes: list[tuple[Job, str]]) -> list[dict]:
+    by_workload: dict[str, list[tuple[Job, str]]] = {}  # one pass over the outcomes, not one per workload
+    for j, how in outcomes:
+        if not j.service:
+            by_workload.setdefault(j.workload, []).append((j, how))
     out = []
     for d in plan.workloads:
-        mine = [(j, how) for j, how in outcomes if j.workload == d.name and not j.service]
+        mine = by_workload.get(d.name)
         if not mine:
             continue
         waits = np.array([j.start - j.submit for j, how in mine if how == "started"], dtype=float)

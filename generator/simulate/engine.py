@@ -84,6 +84,9 @@ class Replay:
         self._last = 0.0
         self._pool_ix = {p: i for i, p in enumerate(nodes.pools)}
         self.scheduler = None  # set by the scheduler: .schedule(now) and optional .periodic()
+        # a job's nodes are distinct (Slurm, gang placement): its GPUs come back with one indexed add;
+        # the per-pod scheduler sets False (two pods of a job may share a node: np.add.at, unbuffered)
+        self.distinct_nodes = True
 
     busy_gs = property(lambda self: np.array(self._busy))
     idle_waiting_gs = property(lambda self: np.array(self._idle))
@@ -214,7 +217,7 @@ class Replay:
         job.run += 1  # its end event, if any, is void
         if not math.isinf(job.runtime):
             self._running_finite -= 1
-        np.add.at(self.nodes.free, job.nodes_held, job.per_node)
+        self._give_back(job)
         self.frees += 1
         i = self.pool_index(job)
         self._pool_free[i] += job.gpus
@@ -253,7 +256,7 @@ class Replay:
         self.account()
         job.end = self.env.now
         self._running_finite -= 1
-        np.add.at(self.nodes.free, job.nodes_held, job.per_node)  # per-pod: two pods may share a node
+        self._give_back(job)
         self.frees += 1
         self._pool_free[self.pool_index(job)] += job.gpus
         del self.running[job.id]
@@ -265,6 +268,13 @@ class Replay:
         if self.progress:
             self.progress(1)
         self.kick()
+
+    def _give_back(self, job: Job) -> None:
+        """The GPUs the job holds, free again on its nodes."""
+        if self.distinct_nodes:
+            self.nodes.free[job.nodes_held] += job.per_node
+        else:
+            np.add.at(self.nodes.free, job.nodes_held, job.per_node)  # per-pod: two pods may share a node
 
     def _check_end(self) -> None:
         if self._kick_queued:

@@ -252,6 +252,7 @@ class PerPodScheduler:
         self.deadlocked: list[Job] = []
         self._blocked: set[tuple[str, int]] = set()  # pod shapes that found no node since a job last ended
         replay.scheduler = self
+        replay.distinct_nodes = False  # pods bind one by one: two of a job may share a node
 
     def possible(self, job: Job) -> bool:
         return job.pool in self.mask  # pods bind one at a time: even a job larger than its pool binds some

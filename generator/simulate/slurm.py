@@ -113,6 +113,7 @@ class SlurmScheduler:
         nodes = replay.nodes
         self.part_mask = {pool: nodes.mask(pool) for pool in nodes.pools}
         self.part_gpus = {pool: int(nodes.cap[m].sum()) for pool, m in self.part_mask.items()}
+        self._whole = {pool for pool, m in self.part_mask.items() if m.all()}  # partitions of every node
         self.leaf_size = int(np.bincount(nodes.leaf).max()) if len(nodes.leaf) else 0
         shares = {t.name: t.share for t in plan.tenants}
         total = sum(shares.values()) or 1
@@ -129,7 +130,6 @@ class SlurmScheduler:
         self._keys: list[int] = []  # their -priority
         self._at: dict[int, list[int]] = {}  # tenant (index into _tenants) -> its positions in _ids, ascending
         self._rest = np.zeros(0, dtype=np.int64)  # the others' (-priority, id) as -priority * 2**32 + id
-        self._rest_tenant = np.zeros(0, dtype=np.int64)  # and their tenants
         self._chunk = SORT_CHUNK
         self._head = 0
         self._new: list[tuple[int, int, int]] = []  # (-priority, id, tenant) of the jobs submitted since
@@ -153,7 +153,11 @@ class SlurmScheduler:
         self._a_id = np.array([j.id for j in jobs], dtype=np.int64)
         self._a_submit = np.array([j.submit for j in jobs], dtype=float)
         self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
+        # each job's tenant by its id (_extend reads the tenants of the ids it sorts)
+        self._tenant_of_id = np.zeros(int(self._a_id.max()) + 1 if len(jobs) else 0, dtype=np.int64)
+        self._tenant_of_id[self._a_id] = self._a_tenant
         self._a_size = np.array([j.gpus / max(1, self.part_gpus.get(j.partition, 0)) for j in jobs], dtype=float)
+        self._a_size_term = policy.weight_gpu * self._a_size  # the job-size factor, weighted (_recalc)
         self._a_pending = np.zeros(len(jobs), dtype=bool)
         self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
         self._a_running = np.zeros(len(jobs), dtype=bool)
@@ -208,51 +212,60 @@ class SlurmScheduler:
         total = sum(self.usage.values()) or 1.0
         self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
         ix = np.flatnonzero(self._a_pending)  # the pending jobs (submission order)
-        fs_of = np.array([self._fs.get(t, 0.0) for t in self._tenants])
-        fs = fs_of[self._a_tenant[ix]]
-        size = self._a_size[ix]
         p = self.p
+        # the fair-share term per tenant and the size term per job are the products the per-job sum took
+        # (the same float multiplications, made once per tenant and once per job, not once per recalc)
+        fs_term = p.weight_fairshare * np.array([self._fs.get(t, 0.0) for t in self._tenants])
+        tix = self._a_tenant[ix]
         age = np.minimum(1.0, (now - self._a_submit[ix]) / p.age_max)
-        prio = (p.weight_fairshare * fs + p.weight_gpu * size + p.weight_age * age).astype(np.int64)  # integers
+        age *= p.weight_age
+        prio = fs_term[tix]
+        prio += self._a_size_term[ix]
+        prio += age
+        prio = prio.astype(np.int64)  # integers
         # one int64 per job orders as (-priority, id) does (ids < 2**32; priorities >= 0)
-        self._rest = -prio * (1 << 32) + self._a_id[ix]
-        self._rest_tenant = self._a_tenant[ix]
+        prio *= -(1 << 32)
+        prio += self._a_id[ix]
+        self._rest = prio
         self._ids, self._keys, self._at = [], [], {}
         self._chunk = SORT_CHUNK
         self._head = 0
         self._new = []
-        self._a_given[:] = False
-        self._a_given[ix] = True
+        np.copyto(self._a_given, self._a_pending)  # the pending jobs have a priority now
 
     def _extend(self) -> bool:
         """The next chunk of the recalculated order (twice the last one's size), onto _ids and _keys:
-        the smallest keys of the rest (argpartition), sorted; False when none are left."""
+        the smallest keys of the rest (a partition of the keys themselves), sorted; False when none
+        are left. The keys are distinct, so the chunk and its order are the only ones there are."""
         rest = self._rest
         if not rest.size:
             return False
         k = self._chunk
         self._chunk *= 2
-        tenant = self._rest_tenant
         if k < rest.size:
-            part = np.argpartition(rest, k - 1)
-            first, later = part[:k], part[k:]
-            first = first[np.argsort(rest[first])]  # (the keys are distinct: any sort gives this order)
-            top, self._rest, self._rest_tenant = rest[first], rest[later], tenant[later]
-            tenant = tenant[first]
+            part = np.partition(rest, k - 1)
+            top, self._rest = np.sort(part[:k]), part[k:]
         else:
-            first = np.argsort(rest)
-            top, self._rest, self._rest_tenant = rest[first], rest[:0], tenant[:0]
-            tenant = tenant[first]
+            top, self._rest = np.sort(rest), rest[:0]
+        ids = top & 0xFFFFFFFF
+        tenant = self._tenant_of_id[ids]
         base = len(self._ids)
-        self._ids += (top & 0xFFFFFFFF).tolist()
+        self._ids += ids.tolist()
         self._keys += (top >> 32).tolist()
+        # each tenant's positions, ascending: the chunk's positions grouped by tenant (a stable sort keeps
+        # them in order within a tenant), one slice per tenant rather than a step per job
         at = self._at
-        for pos, t in enumerate(tenant.tolist(), start=base):
+        by = np.argsort(tenant, kind="stable")
+        sorted_tenant = tenant[by]
+        positions = (by + base).tolist()
+        cuts = [0, *(np.flatnonzero(sorted_tenant[1:] != sorted_tenant[:-1]) + 1).tolist(), len(positions)]
+        for a, b in zip(cuts, cuts[1:]):
+            t = int(sorted_tenant[a])
             mine = at.get(t)
             if mine is None:
-                at[t] = [pos]
+                at[t] = positions[a:b]
             else:
-                mine.append(pos)
+                mine += positions[a:b]
         return True
 
     def _next_unskipped(self, i: int, skip: set[int]) -> int:
@@ -277,6 +290,14 @@ class SlurmScheduler:
         ids, keys, new = self._ids, self._keys, self._new
         while self._head < len(ids) and ids[self._head] not in pending:
             self._head += 1
+        # the jobs submitted since the recalculation that have started lead that list (they had the
+        # highest priorities): dropped, as a Slurm job never returns to pending (no preemption here),
+        # rather than stepped over by every pass until the next recalculation
+        gone = 0
+        while gone < len(new) and new[gone][1] not in pending:
+            gone += 1
+        if gone:
+            del new[:gone]
         i, k = self._head, 0
         while True:
             while True:
@@ -311,7 +332,9 @@ class SlurmScheduler:
     def _fit(self, job: Job, avail: np.ndarray, now: float, current: bool = True) -> np.ndarray | None:
         if current and self.r._pool_free[self.r.pool_index(job)] < job.gpus:
             return None  # fewer GPUs free in its partition than it asks for (avail is at most free)
-        ok = (avail >= job.per_node) & self.part_mask[job.partition]
+        ok = avail >= job.per_node
+        if job.partition not in self._whole:
+            ok &= self.part_mask[job.partition]
         return pick(ok, self.r.nodes.leaf, job.nodes, self._one_leaf(job, now), len(self.r.nodes.leaves))
 
     def _fit_now(self, job: Job, now: float) -> np.ndarray | None:
@@ -415,6 +438,10 @@ class SlurmScheduler:
         free = nodes.free.copy()
         ends = self._ends  # kept sorted as jobs start (this pass's too) and end
         resv: list[tuple[float, float, np.ndarray, int]] = []
+        # _avail(free, resv, now, t1) per window end t1 (now + a job's limit; a queue has few limits),
+        # kept up to date as this pass takes nodes and reserves, rather than copied and rebuilt from
+        # every reservation for each job tested: `free` itself where no reservation overlaps
+        windows: dict[float, np.ndarray] = {}
         per_user: dict[str, int] = {}
         blocked_shapes: set[tuple] = set()
         blocked_one_leaf: set[tuple] = set()
@@ -457,9 +484,16 @@ class SlurmScheduler:
                 continue
             got = None
             if self.r._pool_free[self.r.pool_index(job)] >= job.gpus:  # else _fit says no before reading avail
-                got = self._fit(job, self._avail(free, resv, now, now + job.limit), now)
+                t1 = now + job.limit
+                avail = windows.get(t1)
+                if avail is None:
+                    avail = windows[t1] = self._avail(free, resv, now, t1)
+                got = self._fit(job, avail, now)
             if got is not None:
                 free[got] -= job.per_node
+                for avail in windows.values():
+                    if avail is not free:
+                        avail[got] -= job.per_node
                 self._start(job, got)  # its end (in ends) frees these nodes for the later jobs' plans of this pass
                 continue
             # no later job of this shape can start in this pass (resources only shrink in it): its
@@ -468,7 +502,13 @@ class SlurmScheduler:
             when = self._earliest(job, free, ends, resv, now)
             if when is not None:
                 t, picked = when
-                resv.append((self._round(t), self._round(t + job.limit), picked, job.per_node))
+                start, end = self._round(t), self._round(t + job.limit)
+                resv.append((start, end, picked, job.per_node))
+                for t1, avail in windows.items():
+                    if start <= t1 and end > now:  # as _avail tests
+                        if avail is free:
+                            avail = windows[t1] = free.copy()
+                        avail[picked] -= job.per_node
 
     @staticmethod
     def _avail(free: np.ndarray, resv: list, t0: float, t1: float) -> np.ndarray:
