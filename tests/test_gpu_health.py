@@ -200,6 +200,16 @@ def test_checker_reports_and_one_controller_quarantines(tmp_path, kube):
                            stderr=subprocess.STDOUT, env={**api_env, "SERVICEACCOUNT_DIR": str(
                                sa_dir(ctl_pod, gpu_health.CONTROLLER))})
     try:
+        # the API server enforces a new ValidatingAdmissionPolicy once its policy informer has loaded it, a
+        # moment after the create (seen here under load: a first stray report went through): probed with a
+        # server-side dry run as gpu-good's checker on gpu-bad, which changes nothing, until it is refused
+        probe_token = (sa_dir(checker_on["gpu-good"]) / "token").read_text()
+        probe = {"status": {"conditions": [{"type": gpu_health.CONDITION, "status": "False", "reason": "Probe",
+                                            "message": "probe"}]}}
+        kube.wait_for("the checkers' own-node policy in force", lambda: "may change only the node its own pod "
+                      "runs on" in kube.kubectl("--token", probe_token, "patch", "node", "gpu-bad",
+                                                "--subresource=status", "--type", "strategic", "--dry-run=server",
+                                                "-p", json.dumps(probe), check=False).stderr, timeout=30)
         # a checker cannot report on another node: the token of gpu-good's pod is refused on gpu-bad
         stray = check("gpu-bad", True, token_of="gpu-good")
         assert stray.returncode == 2 and "may change only the node its own pod runs on" in stray.stderr, stray.stderr
