@@ -498,3 +498,21 @@ def test_paired_controllers_get_a_backup_slurmdbd_only_against_the_sites_databas
     assert "# One slurmdbd, though the controllers are paired" in dbd
     assert "AccountingStorageBackupHost" not in settings_of(files["slurm.conf"])
     assert list(inventory(plan)["all"]["children"]["slurmdbd"]["hosts"]) == ["ctl1"]
+
+
+def test_the_written_inventory_names_each_primary_first(tmp_path):
+    """site.yml takes a group's first host for the primary (groups['slurmdbd'][0]: the slurmdbd that must listen;
+    groups['slurmctld'][0]: the controller the checks and accounts.sh run on), so bringup/inventory.yaml keeps the
+    plan's order, not the names' (accounting on db1 with its backup on ctl1: sorted, ctl1 came first)."""
+    d = doc("pair", controllers=["db1", "ctl1"], version="22.05",
+            slurm={"state_save_location": "/shared/slurm/state", "accounting": {"storage_host": "dbs"}})
+    d["fleet"]["slurm"]["accounting"] = "db1"
+    d["tenants"] = [{"name": "nlp", "share": 1}]
+    path = tmp_path / "pair.yaml"
+    path.write_text(yaml.safe_dump(d, sort_keys=False))
+    proc = orchgen("plan", str(path), "-o", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    assert "DbdBackupHost=ctl1" in (tmp_path / "out" / "slurm" / "slurmdbd.conf").read_text().splitlines()
+    groups = yaml.safe_load((tmp_path / "out" / "bringup" / "inventory.yaml").read_text())["all"]["children"]
+    assert list(groups["slurmctld"]["hosts"]) == ["db1", "ctl1"]
+    assert list(groups["slurmdbd"]["hosts"]) == ["db1", "ctl1"]

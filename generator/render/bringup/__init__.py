@@ -267,12 +267,15 @@ def imex_vars(ops) -> dict[str, object]:
 
 
 def inventory(plan: Plan) -> dict[str, object]:
+    """The groups' hosts in the plan's order, written unsorted (`render` dumps it with sort_keys=False): site.yml takes
+    a group's first host for the primary (groups['slurmctld'][0]: the first SlurmctldHost; groups['slurmdbd'][0]:
+    DbdHost, before DbdBackupHost), and Ansible keeps a group's hosts in the inventory file's order."""
     m = model(plan)
     nodes = [n for g in m.groups for n in g.nodes]
     groups = {"slurmctld": {"hosts": {c: None for c in m.controllers}}}
-    if m.accounting:  # with the backup slurmdbd (DbdBackupHost) beside the primary
-        groups["slurmdbd"] = {"hosts": {h: None for h in (m.accounting_host, m.dbd_backup_host) if h}}
     groups["slurmd"] = {"hosts": {n: None for n in nodes}}
+    if m.accounting:  # the primary slurmdbd (DbdHost) first, then the backup (DbdBackupHost)
+        groups["slurmdbd"] = {"hosts": {h: None for h in (m.accounting_host, m.dbd_backup_host) if h}}
     return {"all": {"children": groups}}
 
 
@@ -340,7 +343,7 @@ def render(plan: Plan, files: dict[str, bytes]) -> dict[str, bytes]:
     slurm_files = {p.removeprefix("slurm/"): data for p, data in files.items() if p.startswith("slurm/")}
     out = {f"bringup/{name}": static(name) for name in STATIC}
     out["bringup/slurm_impact.py"], out["bringup/hostlist.py"] = impact_table()
-    out["bringup/inventory.yaml"] = dump_yaml(inventory(plan))
+    out["bringup/inventory.yaml"] = dump_yaml(inventory(plan), sort_keys=False)
     out["bringup/vars.yaml"] = dump_yaml(vars_data(plan, slurm_files))
     out.update(slurm_repo_files(plan))
     # the Pulumi program that runs the bring-up over SSH (stacks/slurm_bringup.py), its own project

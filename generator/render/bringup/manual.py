@@ -170,7 +170,8 @@ def pass_steps(m, hosts: list[str]) -> list[str]:
         return [f"# on {' and '.join(hosts)}: StoragePassScript, which prints TOKEN=<password> (slurmdbd.conf(5))",
                 f"printf '#!/bin/sh\\necho TOKEN=<password>\\n' > {path} && chown slurm {path} && chmod 0700 {path}"]
     return [f"# on {' and '.join(hosts)}: the password, in the file slurmdbd.conf includes",
-            f"install -o slurm -m 0600 /dev/null {path} && echo 'StoragePass=<password>' > {path}"]
+            # -D: before the bring-up there is no /etc/slurm and no slurm user yet; the bring-up makes it slurm's
+            f"install -D -m 0600 /dev/null {path} && echo 'StoragePass=<password>' > {path}"]
 
 
 def not_installed(plan: Plan) -> list[dict[str, Any]]:
