@@ -440,6 +440,11 @@ HANDOVER = [re.compile(p) for p in (
     # 24.11: the check's cancelled job's slurmd reports its epilog while the backup is handing control back
     r"Unable to send epilog complete message: (Socket timed out on send/recv operation|Zero Bytes were transmitted"
     r" or received)",
+    # the check's new job's prolog completion, sent while control moves: a slurmd keeps sending to the controller it
+    # last reached (slurm_protocol_api.c, since 16.05), which is giving control up or standing by (seen in CI under
+    # load, 24.11); slurmctld still learns the prolog's end from the step's launch, and the job's state is checked
+    r"Error sending prolog completion notification: (Connection reset by peer|Socket timed out on send/recv "
+    r"operation)",
     # 24.11: a standing-by controller reads the other's heartbeat file in StateSaveLocation, which the controller
     # taking control writes anew, so it can be missing for a moment
     r"get_last_heartbeat: heartbeat open attempt failed from \S+/heartbeat",
