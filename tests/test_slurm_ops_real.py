@@ -93,7 +93,8 @@ def test_operations_on_2205(tmp_path):
         start = time.monotonic()
         failed = c.run("srun", "-N", "2", "-n", "2", "sh", "-c", '[ "$SLURM_PROCID" = 1 ] && exit 3; sleep 60',
                        check=False, timeout=90)
-        assert failed.returncode != 0 and time.monotonic() - start < 30, failed.stderr
+        # ended well before its 60 s sleep: 45 s leaves room for CI's load (30.2 s seen under it)
+        assert failed.returncode != 0 and time.monotonic() - start < 45, failed.stderr
         killed = re.search(r"\*\*\* STEP (\d+\.0) ON \S+ CANCELLED AT", failed.stderr)  # Slurm ended rank 0
         assert killed, failed.stderr
 
@@ -442,7 +443,7 @@ HANDOVER = [re.compile(p) for p in (
     r" or received)",
     # the check's new job's prolog completion, sent while control moves: a slurmd keeps sending to the controller it
     # last reached (slurm_protocol_api.c, since 16.05), which is giving control up or standing by (seen in CI under
-    # load, 24.11); slurmctld still learns the prolog's end from the step's launch, and the job's state is checked
+    # load, 24.11); what the check asserts is the job's state after the hand-back
     r"Error sending prolog completion notification: (Connection reset by peer|Socket timed out on send/recv "
     r"operation)",
     # 24.11: a standing-by controller reads the other's heartbeat file in StateSaveLocation, which the controller
