@@ -315,10 +315,8 @@ def test_mig_quotas_count_instances(tmp_path):
     doc["tenants"] = [{"name": "a", "share": 1}, {"name": "b", "share": 1}]
     plan = plan_of(tmp_path, doc)
     files = {k: v.decode() for k, v in render(plan).items()}
-    quotas = list(yaml.safe_load_all(files["kubernetes/manifests/10-quotas.yaml"]))
-    # borrowing is on: each namespace may ask for the whole plane, per resource
-    assert {q["metadata"]["namespace"]: q["spec"]["hard"] for q in quotas} == {
-        t: {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": str(4 * 8 * 7)} for t in ("a", "b")}
+    # under Kueue the ClusterQueues are the quota, MIG instances included; no ResourceQuota
+    assert "kubernetes/manifests/10-quotas.yaml" not in files
     queues = [d for d in yaml.safe_load_all(files["kubernetes/manifests/20-kueue.yaml"]) if d["kind"] == "ClusterQueue"]
     for q in queues:
         group = q["spec"]["resourceGroups"][0]
@@ -328,6 +326,12 @@ def test_mig_quotas_count_instances(tmp_path):
                    for f in group["flavors"]}
         assert flavors["mig"]["nvidia.com/gpu"] == 0 and flavors["mig"]["nvidia.com/mig-1g.10gb"] == 16 * 7
         assert flavors["l40s"]["nvidia.com/mig-1g.10gb"] == 0 and flavors["l40s"]["nvidia.com/gpu"] == 8
+    # under Volcano, borrowing is on: each namespace's ResourceQuota may ask for the whole plane, per resource
+    doc["options"]["gang_scheduler"] = "volcano"
+    volcano = {k: v.decode() for k, v in render(plan_of(tmp_path, doc)).items()}
+    quotas = list(yaml.safe_load_all(volcano["kubernetes/manifests/10-quotas.yaml"]))
+    assert {q["metadata"]["namespace"]: q["spec"]["hard"] for q in quotas} == {
+        t: {"requests.nvidia.com/gpu": "16", "requests.nvidia.com/mig-1g.10gb": str(4 * 8 * 7)} for t in ("a", "b")}
     # the long-lived service is served by KServe (issue 21): its predictor asks for MIG instances only
     [api] = [d for d in yaml.safe_load_all(files["kubernetes/workloads/api.yaml"]) if d["kind"] == "InferenceService"]
     limits = api["spec"]["predictor"]["containers"][0]["resources"]["limits"]

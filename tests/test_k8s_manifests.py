@@ -525,7 +525,11 @@ def test_resource_quota_follows_the_borrowing_decision(pid):
     plan = PLANS[pid]
     files = k8s.render(plan)
     plane_gpus = sum(s.gpus for s in plan.kube_plane.slices)
-    for _, rq in docs(files, "kubernetes/manifests/10-"):
+    rqs = [rq for _, rq in docs(files, "kubernetes/manifests/10-")]
+    if plan.gang_scheduler == "kueue":  # the ClusterQueue is the quota: none that refuses gated pods
+        assert rqs == []
+    assert len(rqs) == (0 if plan.gang_scheduler == "kueue" else len(plan.tenants))
+    for rq in rqs:
         assert rq["spec"]["hard"] == {"requests.nvidia.com/gpu": str(plane_gpus)}
 
 

@@ -6,6 +6,7 @@ select, and Kueue admits gangs whole where the default scheduler splits them."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -369,67 +370,136 @@ def _group_pod(group: str, i: int, total: int) -> dict[str, Any]:
                                                    "limits": {"nvidia.com/gpu": "1"}}}]}}
 
 
+def _user_job(name: str, pods: int) -> dict[str, Any]:
+    # the Job a user writes: no queue label (the namespace's LocalQueue `default`), nothing of Kueue's
+    spec = _group_pod(name, 0, pods)["spec"]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "team"},
+            "spec": {"parallelism": pods, "completions": pods, "backoffLimit": 0,
+                     "template": {"spec": {**spec, "restartPolicy": "Never"}}}}
+
+
+def _finish(kube, pod: dict[str, Any]) -> None:
+    """A pod's containers exit 0 (what the kubelet would write; KWOK runs no container)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {"phase": "Succeeded", "containerStatuses": [
+        {"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "started": False, "restartCount": 0,
+         "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}}
+        for c in pod["spec"]["containers"]]}
+    kube.request("PATCH", f"/api/v1/namespaces/team/pods/{pod['metadata']['name']}/status", {"status": status},
+                 content_type="application/merge-patch+json")
+
+
 def assert_pod_groups_admitted_whole(kube) -> dict[str, int]:
     """Issue 34 (plain pods in a Kueue-managed namespace, and the ResourceQuota), on the deadlock test's
     cluster with its jobs gone: the bundle README's pod group is admitted whole by the real Kueue, as one
-    Workload, where pods one by one would split. And what the README says of the namespace's
-    ResourceQuota (it counts a pod Kueue holds back, scheduling-gated, as soon as it exists, so past the
-    cap the API server refuses a pod instead of queueing it): 5 of the plane's 8 GPUs running in group a,
-    the cap the plane's 8, so of group b's 5 pods 3 are stored, gated, and 2 refused with the quota's
-    message; none of b bound. Returns {group: pods Running}."""
+    Workload, where pods one by one would split. And the tenant's quota is its ClusterQueue alone: the
+    bundle writes no ResourceQuota where Kueue manages the namespace, so two pod groups and a plain Job
+    asking 13 GPUs of the tenant's 8 are all stored (none refused by the API server, as a ResourceQuota
+    would refuse a pod Kueue holds back gated); group a runs (5), the Job runs in what is left (3),
+    group b waits whole in Kueue, gated, with Kueue's word why; when a finishes, b is admitted and
+    placed. A Job asking for a pool the tenant's queue cannot give is never admitted, with Kueue's
+    message. Returns {group: pods bound}."""
     kube.kubectl("delete", "jobs", "--all", "-n", "team", "--wait=true", "--cascade=foreground", timeout=120)
     kube.wait_for("the gangs' pods gone", lambda: not pods(kube, "-n", "team"), timeout=120)
-    [rq] = kube.get("resourcequotas", "-n", "team")["items"]
-    assert rq["spec"]["hard"]["requests.nvidia.com/gpu"] == "8", rq["spec"]
+    assert not kube.get("resourcequotas", "-n", "team")["items"]
+    [cq] = kube.get("clusterqueues.kueue.x-k8s.io")["items"]
+    [flavor] = [f for g in cq["spec"]["resourceGroups"] for f in g["flavors"]]
+    assert {r["name"]: r["nominalQuota"] for r in flavor["resources"]}["nvidia.com/gpu"] == "8", flavor
     kube.apply([_group_pod("a", i, 5) for i in range(5)])
 
-    def running() -> dict[str, int]:
-        out = {"a": 0, "b": 0}
+    def bound() -> dict[str, int]:
+        out = {"a": 0, "b": 0, "job": 0}
         for pod in pods(kube, "-n", "team"):
-            g = pod["metadata"].get("labels", {}).get(POD_GROUP_LABEL)
-            if g in out and pod["spec"].get("nodeName"):
+            labels = pod["metadata"].get("labels", {})
+            g = labels.get(POD_GROUP_LABEL) or ("job" if labels.get("job-name") == "job" else None)
+            if g in out and pod["spec"].get("nodeName") and pod["status"].get("phase") == "Running":
                 out[g] += 1
         return out
 
-    kube.wait_for("pod group a running whole", lambda: running()["a"] == 5, timeout=120)
-    refused = []
-    for i in range(5):
+    kube.wait_for("pod group a running whole", lambda: bound()["a"] == 5, timeout=120)
+    for i in range(5):  # group b: every pod stored, none refused
         r = kube.kubectl("create", "-f", "-", input=json.dumps(_group_pod("b", i, 5)), check=False)
-        if r.returncode != 0:
-            assert "exceeded quota" in r.stderr and "requests.nvidia.com/gpu" in r.stderr, r.stderr
-            refused.append(i)
-    assert refused == [3, 4], refused
-    for _ in range(5):  # b waits whole, gated: never a pod of it bound
-        assert running() == {"a": 5, "b": 0}, running()
+        assert r.returncode == 0, r.stderr
+    kube.apply([_user_job("job", 3)])
+    kube.wait_for("the Job running in the GPUs left", lambda: bound() == {"a": 5, "b": 0, "job": 3}, timeout=120)
+
+    def workloads() -> dict[str, dict[str, Any]]:
+        out = {}
+        for w in kube.get("workloads.kueue.x-k8s.io", "-n", "team")["items"]:
+            for r in w["metadata"].get("ownerReferences", []):
+                out[r["name"].split("-")[0] if r["kind"] == "Pod" else r["name"]] = w
+        return out
+
+    def admitted(w: dict[str, Any]) -> bool:
+        return bool((w.get("status") or {}).get("admission"))
+
+    for _ in range(3):  # b waits whole, gated: never a pod of it bound
+        assert bound() == {"a": 5, "b": 0, "job": 3}, bound()
         time.sleep(1)
     gated = [pod for pod in pods(kube, "-n", "team") if pod["metadata"]["labels"].get(POD_GROUP_LABEL) == "b"]
-    assert len(gated) == 3 and all(pod["spec"].get("schedulingGates") for pod in gated), gated
-    # group a is one Workload, owned by its 5 pods, and admitted; b has none admitted
-    groups: dict[str, list[tuple[int, bool]]] = {}
-    for w in kube.get("workloads.kueue.x-k8s.io", "-n", "team")["items"]:
-        owners = {r["name"].split("-")[0] for r in w["metadata"].get("ownerReferences", []) if r["kind"] == "Pod"}
-        for g in owners:
-            groups.setdefault(g, []).append((len(w["metadata"]["ownerReferences"]),
-                                             bool((w.get("status") or {}).get("admission"))))
-    assert groups.get("a") == [(5, True)] and not any(ok for _, ok in groups.get("b", [])), groups
-    return running()
+    assert len(gated) == 5 and all(pod["spec"].get("schedulingGates") for pod in gated), gated
+    # group a is one Workload, owned by its 5 pods, and admitted; b one Workload, not admitted, and Kueue
+    # says it is the quota: GPUs short in the pool's flavor (0.19.2 pkg/scheduler/flavorassigner; 2 when
+    # Kueue last tried it beside a alone, 5 beside a and the Job)
+    wl = workloads()
+    assert len(wl["a"]["metadata"]["ownerReferences"]) == 5 and admitted(wl["a"]) and admitted(wl["job"])
+    assert not admitted(wl["b"])
+    [said] = [c["message"] for c in wl["b"].get("status", {}).get("conditions", [])
+              if (c["type"], c["status"]) == ("QuotaReserved", "False")]
+    assert re.fullmatch(rf"couldn't assign flavors to pod set \S+: insufficient unused quota for nvidia.com/gpu "
+                        rf"in flavor {flavor['name']}, [25] more needed", said), wl["b"]["status"]
+    # a Job asking for a pool its tenant's queue cannot give (a value of the flavor's node label no flavor
+    # has) is never admitted, and Kueue says so in its Workload's condition
+    rf = kube.get("resourceflavors.kueue.x-k8s.io", flavor["name"])
+    lost = _user_job("lost", 1)
+    lost["spec"]["template"]["spec"]["nodeSelector"] = {sorted(rf["spec"]["nodeLabels"])[0]: "no-such-pool"}
+    kube.apply([lost])
+    said = kube.wait_for("Kueue's word on the Job", lambda: next(
+        (c["message"] for c in (workloads().get("lost", {}).get("status") or {}).get("conditions", [])
+         if (c["type"], c["status"]) == ("QuotaReserved", "False")), None), timeout=30)
+    assert said == f"couldn't assign flavors to pod set main: flavor {flavor['name']} doesn't match node affinity", said
+    # group a finishes: Kueue marks its Workload finished, gives its quota back and admits b whole
+    for pod in pods(kube, "-n", "team"):
+        if pod["metadata"]["labels"].get(POD_GROUP_LABEL) == "a":
+            _finish(kube, pod)
+    kube.wait_for("group b admitted and placed", lambda: bound() == {"a": 0, "b": 5, "job": 3}, timeout=120)
+    assert admitted(workloads()["b"]) and not admitted(workloads()["lost"])
+    assert_placement(kube)
+    return bound()
 
 
 def test_default_scheduler_splits_the_same_gangs(tmp_path: Path, kube) -> None:
-    """The same two starters with no Kueue (no release, no queues): the Job controller creates all 10
-    pods and the default scheduler binds 8, so a gang runs in part and holds GPUs it cannot use."""
+    """The same two starters with no Kueue (no release, no queues): the Job controller creates the pods
+    and the default scheduler binds 8, so a gang runs in part and holds GPUs it cannot use. And where
+    Kueue is off the namespace's ResourceQuota is the tenant's cap: the one the bundle of the same fleet
+    without a gang (no quota manager planned) writes, 8 GPUs, refuses the Job controller's 9th and 10th
+    pods with the API server's quota message."""
     fleet, out = deadlock_bundle(tmp_path)
+    plain = tmp_path / "no-gang.yaml"
+    plain.write_text(DEADLOCK_FLEET.replace("tightly_coupled: true", "tightly_coupled: false"))
+    no_gang = plan(plain, tmp_path / "no-gang")
+    assert json.loads((no_gang / "plan.json").read_text()).get("gang_scheduler") is None
+    [rq] = [o for o in yaml.safe_load_all((no_gang / "kubernetes/manifests/10-quotas.yaml").read_text()) if o]
+    assert (rq["metadata"]["name"], rq["metadata"]["namespace"], rq["spec"]) == \
+        ("gpu-quota", "team", {"hard": {"requests.nvidia.com/gpu": "8"}}), rq
     kube.add_nodes(kb.fleet_nodes(fleet, out))
     kb.run_node_labels(kube, out)
-    kube.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}])
+    kube.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}, rq])
     # the starters name the bundle's PriorityClasses (manifests/01-priorities.yaml): those, but no queue
     kube.apply([o for o in kb.manifests(kube, out) if o["kind"] == "PriorityClass"])
     kube.apply(kb.workloads(out))
     kube.wait_for("8 pods bound", lambda: sum(running_by_job(kube, "team").values()) == 8, timeout=180)
     running = running_by_job(kube, "team")
     assert any(0 < n < 5 for n in running.values()), running  # a split: part of a gang runs
-    pending = [p for p in pods(kube, "-n", "team") if p["status"].get("phase") == "Pending"]
-    assert len(pending) == 2
+    assert len(pods(kube, "-n", "team")) == 8  # the other 2 never made: the quota refused them
+
+    def refused() -> list[str]:
+        return [e["message"] for e in kube.get("events", "-n", "team")["items"]
+                if e.get("reason") == "FailedCreate" and "exceeded quota: gpu-quota" in e.get("message", "")]
+
+    said = kube.wait_for("the quota's refusal", refused, timeout=60)
+    assert any("requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=8, "
+               "limited: requests.nvidia.com/gpu=8" in m for m in said), said
     assert_placement(kube)
 
 

@@ -55,7 +55,7 @@ def _gib(q: str | int) -> int:
 
 
 def _objects(files: dict[str, bytes], name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(files[f"kubernetes/manifests/{name}"]) if d]
+    return [d for d in yaml.safe_load_all(files.get(f"kubernetes/manifests/{name}", b"")) if d]
 
 
 def check_kueue(plan, files) -> None:
@@ -180,7 +180,10 @@ def test_rendered_nominal_quotas_add_up_to_capacity(data):
         assert sum(t.quotas[s.pool].memory_gib for t in plan.tenants) == s.memory_gib * n
     CHECKS[plan.gang_scheduler](plan, files)
     check_services_guaranteed(plan)
-    for rq in _objects(files, "10-quotas.yaml"):  # borrowing is on: the namespace cap is the plane
+    rqs = _objects(files, "10-quotas.yaml")
+    # under Kueue the ClusterQueue is the quota (no ResourceQuota refusing the gated pods it queues)
+    assert len(rqs) == (0 if plan.gang_scheduler == "kueue" else len(plan.tenants))
+    for rq in rqs:  # borrowing is on: the namespace cap is the plane
         assert rq["spec"]["hard"]["requests.nvidia.com/gpu"] == str(_plane(plan)[0])
 
 

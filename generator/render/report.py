@@ -138,7 +138,8 @@ def _written_releases(plan: Plan) -> list[dict[str, object]]:
 
 def gpu_quota(plan: Plan, tenant: object) -> str:
     """A tenant's ResourceQuota GPU caps as the README shows them: `16`, or with MIG pools
-    `16 gpu, 112 mig-1g.10gb` (resources in the ResourceQuota's order)."""
+    `16 gpu, 112 mig-1g.10gb` (resources in the ResourceQuota's order); none under Kueue (the README
+    has no such column there)."""
     caps = kube_common.resource_quota_gpus(plan, tenant)  # type: ignore[arg-type]
     if list(caps) == [kube_common.GPU]:
         return str(caps[kube_common.GPU])

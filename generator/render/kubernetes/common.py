@@ -188,16 +188,34 @@ def tenant_devices(plan: Plan, tenant: Tenant) -> dict[str, int]:
     return devices(plan, {pool: q.gpus for pool, q in tenant.quotas.items()})
 
 
+def kueue_manages(plan: Plan) -> bool:
+    """Kueue is the plane's quota manager: it manages every pod of the tenant namespaces (kueue.py's
+    managedJobsNamespaceSelector, manageJobsWithoutQueueName and the pod integration)."""
+    return queues_enabled(plan) and plan.gang_scheduler == "kueue"
+
+
 def resource_quota_gpus(plan: Plan, tenant: Tenant) -> dict[str, int]:
-    """The namespace ResourceQuota's GPU caps, per resource. With borrowing on it is the whole plane:
-    a hard cap at the nominal share would make the API server reject exactly the pods the scheduler
-    lets borrow. Without a quota manager it is the tenant's nominal share, the only enforcement there is.
+    """The namespace ResourceQuota's GPU caps, per resource ({} under Kueue: no ResourceQuota).
+
+    Under Kueue the tenant's ClusterQueue is its GPU quota and no ResourceQuota caps GPUs: the API
+    server enforces a ResourceQuota when a pod is created and counts every pod not yet terminated,
+    a scheduling-gated one included (Kubernetes docs "Resource Quotas"; blog "Kubernetes 1.26: Pod
+    Scheduling Readiness", Use Cases), while Kueue's pod integration creates pods gated
+    (`kueue.x-k8s.io/admission`, Kueue KEP-976 "Gating Pod Scheduling") and admits them later. So
+    past the cap the API server refused pods Kueue would queue: a second pod group was partly refused
+    and its stored pods waited forever for the missing ones (seen with the real Kueue,
+    tests/test_kube_real.py).
+
+    With borrowing on (Volcano, KAI) it is the whole plane: a hard cap at the nominal share would make
+    the API server reject exactly the pods the scheduler lets borrow. Without a quota manager it is the
+    tenant's nominal share, the only enforcement there is.
 
     With borrowing, plus the GPUs of the tenant's multi-node serving replicas (lws_pod_devices): a
-    ResourceQuota counts every pod not yet terminated, scheduling-gated and Pending ones too, so the
-    pods of a LeaderWorkerSet group waiting for quota would use up the cap, and the API server would
-    refuse a worker of the group that was admitted, which then runs split (seen with the real Kueue
-    and LWS in tests/test_lws_real.py)."""
+    ResourceQuota counts every pod not yet terminated, Pending ones too, so the pods of a
+    LeaderWorkerSet group waiting for quota would use up the cap, and the API server would refuse a
+    worker of the group that was admitted, which then runs split."""
+    if kueue_manages(plan):
+        return {}
     if not borrowing(plan):
         return tenant_devices(plan, tenant)
     caps = plane_devices(plan)

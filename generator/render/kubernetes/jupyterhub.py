@@ -3,8 +3,8 @@
 
 The hub runs in the release's namespace; KubeSpawner starts each user's server in the tenant's
 namespace (`hub.config.KubeSpawner.namespace`, which the chart's jupyterhub_config.py loads after its
-own `c.KubeSpawner.namespace = POD_NAMESPACE`), so the servers count against the tenant's
-ResourceQuota and its queue admits them (Kueue's pod integration over the tenant namespaces; KAI's
+own `c.KubeSpawner.namespace = POD_NAMESPACE`), so the servers count against the tenant's quota
+(its ClusterQueue under Kueue, else its ResourceQuota) and its queue admits them (Kueue's pod integration over the tenant namespaces; KAI's
 queue label and scheduler on the pods; Volcano's namespace webhook). A Role in the tenant's
 namespace lets the hub's ServiceAccount manage the servers' pods and volumes there (`objects`).
 """

@@ -7,7 +7,8 @@ Manifests are applied in file-name order (by Pulumi or GitOps), each file one mu
   05-network-policies.yaml  per tenant namespace: deny all ingress, then allow its own pods, the
                       platform namespaces that call in (monitoring, KubeRay, JupyterHub) and a model
                       server's port (tenancy.network_policies)
-  10-quotas.yaml      a ResourceQuota on GPU requests per tenant namespace
+  10-quotas.yaml      a ResourceQuota on GPU requests per tenant namespace (none under Kueue: the
+                      tenant's ClusterQueue is its quota, tenancy.quotas)
   15-access.yaml      a Role and RoleBinding per tenant namespace for the tenant's kubernetes_group,
                       and the policy holding privileged (RDMA) tenant namespaces to baseline + IPC_LOCK
   18-topology.yaml    the fabric as the scheduler's topology (Kueue/KAI Topology, Volcano HyperNodes):

@@ -1,5 +1,6 @@
-"""Tenants as namespaces: one Namespace per tenant and a ResourceQuota on its GPU requests (whole
-GPUs, and each MIG pool's instances, `nvidia.com/mig-<profile>`), and
+"""Tenants as namespaces: one Namespace per tenant and, unless Kueue manages it (its ClusterQueue is the
+quota there), a ResourceQuota on its GPU requests (whole GPUs, and each MIG pool's instances,
+`nvidia.com/mig-<profile>`), and
 what makes every pod of a tenant namespace go through the tenant's queue (`queue_policy`).
 
 How a pod that names no queue still reaches it, per scheduler:
@@ -127,13 +128,17 @@ def queue_policy(plan: Plan) -> list[dict[str, Any]]:
 
 
 def quotas(plan: Plan) -> list[dict[str, Any]]:
+    """10-quotas.yaml: a ResourceQuota `gpu-quota` per tenant namespace, none where Kueue manages the
+    namespaces (common.resource_quota_gpus says why: the ClusterQueue is the quota there)."""
     # Extended resources are quota'd by their requests only (`requests.nvidia.com/gpu`).
-    return [
-        {"apiVersion": "v1", "kind": "ResourceQuota",
-         "metadata": meta("gpu-quota", namespace_of(t.name)),
-         "spec": {"hard": {f"requests.{r}": str(n) for r, n in resource_quota_gpus(plan, t).items()}}}
-        for t in plan.tenants
-    ]
+    out = []
+    for t in plan.tenants:
+        caps = resource_quota_gpus(plan, t)
+        if caps:
+            out.append({"apiVersion": "v1", "kind": "ResourceQuota",
+                        "metadata": meta("gpu-quota", namespace_of(t.name)),
+                        "spec": {"hard": {f"requests.{r}": str(n) for r, n in caps.items()}}})
+    return out
 
 
 # --- tenant access: a Role and RoleBinding per tenant namespace for its kubernetes_group -------
