@@ -14,7 +14,8 @@ tests/test_kube_real.py for every example, on the cluster that test already boot
   runs, nothing is stored); in a namespace at `privileged` for RDMA's IPC_LOCK, a pod breaking any one
   baseline control is refused, and so is such an ephemeral container added to a running pod.
 - The GPU checker's admission policy: with a token bound to one of its pods (so carrying that pod's
-  node), it may cordon and taint that node and nothing else.
+  node), it may set that node's GPU health condition and nothing else (the controller alone patches
+  nodes: `can-i`).
 """
 from __future__ import annotations
 
@@ -158,18 +159,20 @@ def check(kube, bundle: Path) -> dict[str, int]:
 
 
 def _gpu_health(kube, bundle: Path) -> int:
-    """The checker's service account: get/patch nodes by RBAC, and by admission only its own node, only
-    to quarantine it."""
+    """The checker's service account: get/patch nodes/status by RBAC (no node itself: the controller
+    alone patches nodes), and by admission only its own node's status, only its own condition."""
     objs = _docs(bundle / "kubernetes" / "manifests" / "38-gpu-health.yaml")
     if not any(o["kind"] == "ValidatingAdmissionPolicy" for o in objs):
         return 0
     ns = next(o["metadata"]["name"] for o in objs if o["kind"] == "Namespace")
-    sa = f"system:serviceaccount:{ns}:gpu-health"
-    for verb, want in (("patch", "yes"), ("get", "yes"), ("delete", "no"), ("list", "no")):
-        got = kube.kubectl("auth", "can-i", verb, "nodes", "--as", sa, check=False).stdout.strip()
-        assert got == want, (verb, got)
+    checker, controller = f"system:serviceaccount:{ns}:gpu-health", f"system:serviceaccount:{ns}:gpu-quarantine"
+    for who, args, want in ((checker, ("patch", "nodes", "--subresource=status"), "yes"),
+                            (checker, ("patch", "nodes"), "no"), (controller, ("patch", "nodes"), "yes")):
+        got = kube.kubectl("auth", "can-i", *args, "--as", who, check=False).stdout.strip()
+        assert got == want, (who, args, got)
     pods = kube.wait_for("a GPU checker pod bound to a node", lambda: [
-        p for p in kube.get("pods", "-n", ns)["items"] if p["spec"].get("nodeName")], timeout=60)
+        p for p in kube.get("pods", "-n", ns)["items"]
+        if p["spec"].get("nodeName") and p["metadata"]["name"].startswith("gpu-health-")], timeout=60)
     pod = pods[0]
     own = pod["spec"]["nodeName"]
     others = [n["metadata"]["name"] for n in kube.get("nodes")["items"] if n["metadata"]["name"] != own]
@@ -177,26 +180,22 @@ def _gpu_health(kube, bundle: Path) -> int:
                          "--bound-object-name", pod["metadata"]["name"]).stdout.strip()
 
     def patch(node: str, body: dict[str, Any]):
-        return kube.kubectl("--token", token, "patch", "node", node, "--type", "merge", "--dry-run=server",
-                            "-p", json.dumps(body), check=False)
+        return kube.kubectl("--token", token, "patch", "node", node, "--subresource=status", "--type", "strategic",
+                            "--dry-run=server", "-p", json.dumps(body), check=False)
 
-    quarantine = {"metadata": {"annotations": {"orchgen.io/gpu-health": "FAIL test"}},
-                  "spec": {"unschedulable": True,
-                           "taints": [*(kube.get("node", own)["spec"].get("taints") or []),
-                                      {"key": "nvidia.com/gpu-health", "value": "failed", "effect": "NoSchedule"}]}}
-    r = patch(own, quarantine)
+    def condition(type_: str) -> dict[str, Any]:
+        return {"status": {"conditions": [{"type": type_, "status": "False", "reason": "GPUCheckFailed",
+                                           "message": "FAIL test"}]}}
+    r = patch(own, condition("orchgen.io/GPUHealthy"))
     assert r.returncode == 0, r.stderr
     checked = 1
     if others:
-        r = patch(others[0], {"spec": {"unschedulable": True}})
+        r = patch(others[0], condition("orchgen.io/GPUHealthy"))
         assert r.returncode != 0 and "only the node its own pod runs on" in r.stderr, r.stderr
         checked += 1
-    r = patch(own, {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": ""}}})
-    assert r.returncode != 0 and "labels" in r.stderr, r.stderr
-    r = patch(own, {"spec": {"taints": []}})
-    if kube.get("node", own)["spec"].get("taints"):
-        assert r.returncode != 0 and "taint" in r.stderr, r.stderr
-    return checked + 2
+    r = patch(own, condition("Ready"))
+    assert r.returncode != 0 and "may set only the orchgen.io/GPUHealthy condition" in r.stderr, r.stderr
+    return checked + 1
 
 
 # One pod per Pod Security `baseline` control (https://kubernetes.io/docs/concepts/security/pod-security-standards/

@@ -34,8 +34,8 @@ Obj = dict[str, Any]
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
-# the GPU-health checker's own-node policy and its binding (generator/render/kubernetes/gpu_health.py)
-GPU_HEALTH_POLICY = f"orchgen-{gpu_health.NAME}-own-node"
+# the GPU-health checker's and controller's policies and their bindings (generator/render/kubernetes/gpu_health.py)
+GPU_HEALTH_POLICY = (f"orchgen-{gpu_health.NAME}-own-node", f"orchgen-{gpu_health.CONTROLLER}")
 
 def objects(plan) -> list[Obj]:
     return [o for objs in manifests.manifests(plan).values() for o in objs]

@@ -986,8 +986,9 @@ class Options(_Model):
     gpu_health: Literal["install", "site"] = Field(
         default="install",
         description="GPU health on the Kubernetes plane: install (a DaemonSet per GPU pool runs the GPU check "
-        "Slurm's NHC runs, gpu-health.sh, and cordons and taints a failing node nvidia.com/gpu-health=failed:"
-        "NoSchedule) or site (the site runs its own, e.g. NVIDIA NVSentinel; the bundle installs none)",
+        "Slurm's NHC runs, gpu-health.sh, and reports it as the node condition orchgen.io/GPUHealthy; one "
+        "controller cordons and taints a failing node nvidia.com/gpu-health=failed:NoSchedule) or site (the "
+        "site runs its own, e.g. NVIDIA NVSentinel; the bundle installs none)",
     )
     prometheus_url: PrometheusUrl | None = Field(
         default=None,

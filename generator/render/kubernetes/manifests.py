@@ -17,7 +17,7 @@ Manifests are applied in file-name order (by Pulumi or GitOps), each file one mu
   20-<scheduler>.yaml the gang scheduler's queues (Kueue flavors/cohort/queues, Volcano or KAI queues)
                       and, for Volcano and KAI, the admission policy keeping tenants in their queues
   35-network.yaml     the RDMA fabric for multi-node jobs (NicClusterPolicy, attachments)
-  38-gpu-health.yaml  the GPU check per GPU pool that cordons and taints a failing node (gpu_health.py)
+  38-gpu-health.yaml  the GPU check per GPU pool (a node condition) and the controller that cordons and taints (gpu_health.py)
   40-ray.yaml         a RayCluster per Ray workload
   45-notebooks.yaml   the Role that lets JupyterHub start notebook servers in the tenant's namespace
 kubernetes/prerequisites/ holds what the provider needs before the Helm releases (`prerequisites`):
