@@ -80,6 +80,11 @@ class GangScheduler:
     # Whether it dispatches queued jobs across clusters, for a plane beyond one cluster
     # (decide/clusters.py): Kueue's MultiKueue (kueue.sigs.k8s.io/docs/concepts/multikueue)
     multicluster: bool = False
+    # Whether a tenant namespace's ResourceQuota caps its GPUs (render/kubernetes/common.py
+    # resource_quota_gpus). False where the scheduler's queue is the quota and it gates pods before
+    # admitting them: the API server counts a scheduling-gated pod against a ResourceQuota at creation
+    # (Kubernetes docs "Resource Quotas"), so a cap would refuse the pods the queue would hold (Kueue)
+    namespace_gpu_quota: bool = True
 
     def raycluster(self, queue: str) -> dict[str, str]:
         return {k: v.replace(QUEUE, queue) for k, v in self.raycluster_labels}
@@ -115,7 +120,8 @@ SCHEDULERS: dict[str, GangScheduler] = {
             # status}; "inadmissible": a failed admission attempt, not retried until the cluster changes.
             # Scraped through its chart's own ServiceMonitor (enablePrometheus, render/kubernetes/kueue.py)
             stuck_pending='max by (cluster_queue) (kueue_pending_workloads{status="inadmissible"})',
-            stuck_pending_queue="cluster_queue", ray_autoscaling=False, multicluster=True),
+            stuck_pending_queue="cluster_queue", ray_autoscaling=False, multicluster=True,
+            namespace_gpu_quota=False),
         GangScheduler(
             "volcano", "Volcano", chart="volcano", module="volcano", auto=False,
             pod_wiring="namespace", pod_queue_label=None, pod_scheduler_name=None,

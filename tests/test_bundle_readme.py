@@ -27,6 +27,7 @@ NOT_IN_BUNDLE = {
     "kueue.x-k8s.io/queue-name": "the label a user sets to pick another LocalQueue they add",
     "kueue.x-k8s.io/pod-group-name": "the label a user sets on bare pods that must start together",
     "kueue.x-k8s.io/pod-group-total-count": "the annotation a user sets on bare pods that must start together",
+    "kueue.x-k8s.io/admission": "the scheduling gate Kueue's pod integration puts on the pods it holds (upstream)",
     "kueue.x-k8s.io/podset-unconstrained-topology": "what Kueue implies for a pod set without a TAS annotation",
     "orchgen.io/plane": "in a non-hybrid plan: what a re-plan into a hybrid would add to the flavors",
     "topology.nebius.com/tier-N": "Soperator's label family, N a tier number (upstream)",
@@ -93,7 +94,8 @@ def test_every_label_the_readme_names_is_in_the_objects(files):
         for token in span.split():
             m = KEY.match(token.strip("`,;()'\""))
             if m and not API_GROUP_VERSION.search(m[1]) and "<" not in token:
-                keys.add(m[1])
+                # `kubectl taint|label ... KEY-` removes KEY: the key is the name without its '-'
+                keys.add(m[1][:-1] if m[1].endswith("-") else m[1])
     missing = sorted(k for k in keys if k not in body and k not in NOT_IN_BUNDLE)
     assert not missing, missing
 

@@ -408,7 +408,7 @@ def test_resource_quota_is_the_borrowing_ceiling_and_the_readme_says_so(pid):
     plan = PLANS[pid]
     readme = report.render(plan)["README.md"].decode()
     tenant_rqs = [rq for rq in by_kind(objects(plan), "ResourceQuota") if rq["metadata"]["namespace"] in namespaces(plan)]
-    if common.kueue_manages(plan):
+    if common.queue_is_quota(plan):
         # the ClusterQueue is the tenant's quota: a ResourceQuota would refuse the gated pods Kueue queues
         assert tenant_rqs == []
         assert "**No GPU ResourceQuota under Kueue.**" in readme and "ResourceQuota and borrowing" not in readme

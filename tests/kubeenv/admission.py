@@ -276,6 +276,7 @@ def expected_units(bundle: Path, objs: list[dict[str, Any]]) -> tuple[list[dict[
     plan = json.loads((bundle / "plan.json").read_text())
     pool_of = {w["name"]: w.get("pool") for w in plan["workloads"]}
     sched = plan.get("gang_scheduler") or "kueue"
+    tenants = {t["name"] for t in plan["tenants"]}  # each tenant's namespace is named after it
     extra: list[dict[str, Any]] = site_volumes(objs)
     units: list[Unit] = []
     for o in objs:
@@ -294,8 +295,10 @@ def expected_units(bundle: Path, objs: list[dict[str, Any]]) -> tuple[list[dict[
                               pool_of.get(wl or md["name"]), ("Job", md["name"]), sched))
         elif kind == "Deployment":
             sel = spec["selector"]["matchLabels"]
+            # outside the tenant namespaces (orchgen's own controllers: gpu-quarantine) no gang scheduler's
+            # webhook sets schedulerName: the default scheduler places them, under every gang scheduler
             units.append(Unit(label, ns, dict(sel), int(spec.get("replicas", 1)), pool_of.get(wl or md["name"]),
-                              scheduler=sched))
+                              scheduler=sched if ns in tenants else "default-scheduler"))
         elif kind == "InferenceService":
             d = kserve_deployment(o)
             extra.append(d)

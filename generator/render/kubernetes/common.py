@@ -10,6 +10,7 @@ import hashlib
 import json
 from typing import Any
 
+from ... import schedulers
 from ...spec import fabric
 from ...decide import sizing
 from ...decide.plan import PodShape, Plan, PoolSlice, Tenant, WorkloadDecision
@@ -188,10 +189,12 @@ def tenant_devices(plan: Plan, tenant: Tenant) -> dict[str, int]:
     return devices(plan, {pool: q.gpus for pool, q in tenant.quotas.items()})
 
 
-def kueue_manages(plan: Plan) -> bool:
-    """Kueue is the plane's quota manager: it manages every pod of the tenant namespaces (kueue.py's
-    managedJobsNamespaceSelector, manageJobsWithoutQueueName and the pod integration)."""
-    return queues_enabled(plan) and plan.gang_scheduler == "kueue"
+def queue_is_quota(plan: Plan) -> bool:
+    """The plane's gang scheduler is its tenants' GPU quota and holds their pods gated until it admits
+    them (Kueue: kueue.py's managedJobsNamespaceSelector, manageJobsWithoutQueueName and the pod
+    integration), so no namespace ResourceQuota caps GPUs (schedulers.py namespace_gpu_quota)."""
+    s = schedulers.get(plan.gang_scheduler)
+    return queues_enabled(plan) and s is not None and not s.namespace_gpu_quota
 
 
 def resource_quota_gpus(plan: Plan, tenant: Tenant) -> dict[str, int]:
@@ -214,7 +217,7 @@ def resource_quota_gpus(plan: Plan, tenant: Tenant) -> dict[str, int]:
     ResourceQuota counts every pod not yet terminated, Pending ones too, so the pods of a
     LeaderWorkerSet group waiting for quota would use up the cap, and the API server would refuse a
     worker of the group that was admitted, which then runs split."""
-    if kueue_manages(plan):
+    if queue_is_quota(plan):
         return {}
     if not borrowing(plan):
         return tenant_devices(plan, tenant)
