@@ -18,12 +18,13 @@ Checks:
   nodes under the backup and the backup starts a new job; then slurmctld starts again on the primary, which takes
   control back at startup (scontrol(1)), and the job is still RUNNING. Then the check cancels it and runs `scontrol
   reconfigure`, so that every slurmd registers with the primary (a slurmd keeps sending to the controller it last
-  reached, the backup, now standing by), waits until every node is idle, mix or alloc under the primary with its
-  planned GRES and no job of the check's is left (one that ended under the backup can stay completing), and runs
-  one job over every node with every GPU of each (one job per GPU count): the GPUs are usable after the hand-back,
-  or the check names each node and what was wrong. Run on the primary controller: the check starts its slurmctld
-  again there with `--start-controller CMD` (default `systemctl start slurmctld`); the bring-up gives its own
-  start command where the hosts have no init system;
+  reached, the backup, now standing by), waits until every node has registered with the primary (sinfo's %v shows
+  its slurmd's version) and is idle, mix or alloc with its planned GRES, and no job of the check's is left (one that
+  ended while its slurmd sent to the backup can stay completing), and runs one job over every node with every GPU
+  of each (one job per GPU count): the GPUs are usable after the hand-back, or the check names each node and what
+  was wrong. Run on the primary controller: the check starts its slurmctld again there with `--start-controller
+  CMD` (default `systemctl start slurmctld`); the bring-up gives its own start command where the hosts have no
+  init system;
 - nccl: nccl-tests all_reduce_perf over two nodes with NCCL_DEBUG=INFO uses the fabric's RDMA transport
   (NET/IB on InfiniBand and RoCE), never the socket fallback, and reaches the bus-bandwidth floor of the
   fabric kind (on nodes of multi-node NVLink domains, GB200 NVL72, with NCCL_MNNVL_ENABLE=0: checks.json
