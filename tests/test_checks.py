@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -153,8 +154,8 @@ def test_fewest_leaves(bundle):
     assert [checks.fewest_leaves(leaves, k) for k in (1, 4, 5, 6, 7)] == [1, 1, 2, 2, 3]
 
 
-# A cluster faked on PATH (srun, squeue, sinfo, scancel), so that the bounds, the cancelling and the health job's
-# per-node results are seen without one: FAKE_SRUN says what srun does.
+# A cluster faked on PATH (srun, squeue, sinfo, scancel, scontrol, sbatch), so that the bounds, the cancelling, the
+# health job's per-node results and the takeover check's steps are seen without one: FAKE_SRUN says what srun does.
 FAKE_SRUN = r'''
 import os, sys, time
 d, mode, args = os.environ["FAKE_DIR"], os.environ["FAKE_SRUN"], sys.argv[1:]
@@ -175,10 +176,14 @@ if mode == "busy":  # what srun --immediate says when the nodes stay busy
     print("srun: job 4243 queued and waiting for resources", file=sys.stderr)
     print("srun: error: Unable to allocate resources: Requested nodes are busy", file=sys.stderr)
     sys.exit(1)
-if mode == "nodes":  # one task per node of -w (--ntasks-per-node=1), each with its SLURMD_NODENAME, here
-    import subprocess
-    for node in opts["-w"].split(","):
-        subprocess.run(args[i:], env={**os.environ, "SLURMD_NODENAME": node}, check=True)
+if mode == "nodes":  # one task per node of -w (--ntasks-per-node=1; else one, on gpu01), each with its
+    import subprocess  # SLURMD_NODENAME and the GPUs of --gres=gpu:N, here; FAKE_SEEN: node=GPUs its task sees
+    gres = next((int(a.split(":")[-1]) for a in args[:i] if a.startswith("--gres=gpu:")), 0)
+    seen = dict(kv.split("=") for kv in os.environ.get("FAKE_SEEN", "").split() if "=" in kv)
+    for node in opts.get("-w", "gpu01").split(","):
+        gpus = seen.get(node, ",".join(map(str, range(gres))))
+        subprocess.run(args[i:], env={**os.environ, "SLURMD_NODENAME": node, "SLURM_JOB_ID": "4250",
+                                      **({"CUDA_VISIBLE_DEVICES": gpus} if gpus else {})}, check=True)
     sys.exit(0)
 os.execvp(args[i], args[i:])  # local: run the command here
 '''
@@ -192,13 +197,48 @@ if "-u" in sys.argv:  # the user's jobs, under the names srun was given (-J); on
         print(4242 if "allocation" in name else 4243, name)
     print("4100 train-llm")
     print("4300 orchgen-check-health-1")  # an earlier run's, not this one's
+elif "-j" in sys.argv:  # the takeover check's job (sbatch's 4201): running throughout
+    print("RUNNING gpu01")
+elif "-n" in sys.argv:  # the jobs under the check's name still listed (FAKE_DIR/check-jobs, "%i|%T|%N" rows)
+    import os
+    path = os.path.join(os.environ["FAKE_DIR"], "check-jobs")
+    print(open(path).read() if os.path.exists(path) else "", end="")
 else:
     print("4242 bob PENDING 2 (Resources)")
     print("4100 carol RUNNING 2 gpu[01-02]")
 '''
 FAKE_SINFO = r'''
-import sys
-print("gpu*" if "%P" in sys.argv else "")
+import os, sys
+d = os.environ["FAKE_DIR"]
+if "%N|%t|%G|%v" in sys.argv:  # each node in two partitions, as sinfo -N lists it: FAKE_DIR/sinfo-before, then
+    # sinfo-after once `scontrol reconfigure` ran, where there (else every node as planned, registered)
+    path = os.path.join(d, "sinfo-after" if os.path.exists(os.path.join(d, "reconfigured")) else "sinfo-before")
+    rows = (open(path).read().split() if os.path.exists(path)
+            else [f"gpu0{i}|idle|gpu:a100:2|22.05.8" for i in (1, 2, 3)])
+    print("\n".join(r for r in rows for _ in range(2)))
+else:
+    print("gpu*" if "%P" in sys.argv else "")
+'''
+# Two controllers, ctl1 and ctl2: FAKE_DIR/ctl says which has control (none answers `scontrol ping` before the
+# takeover check writes it: `scontrol takeover` gives it to ctl2, the check's --start-controller back to ctl1)
+FAKE_SCONTROL = r'''
+import os, sys
+d, args = os.environ["FAKE_DIR"], sys.argv[1:]
+with open(os.path.join(d, "scontrol.log"), "a") as f:
+    f.write(" ".join(args) + "\n")
+ctl = os.path.join(d, "ctl")
+if args == ["takeover"]:
+    open(ctl, "w").write("ctl2")
+elif args == ["reconfigure"]:
+    open(os.path.join(d, "reconfigured"), "w").close()
+elif args == ["ping"] and os.path.exists(ctl):
+    print(f"Slurmctld(primary) at ctl1 is {'UP' if open(ctl).read() == 'ctl1' else 'DOWN'}")
+    print("Slurmctld(backup) at ctl2 is UP")
+else:
+    sys.exit(1)
+'''
+FAKE_SBATCH = r'''
+print("4201")
 '''
 FAKE_SCANCEL = r'''
 import os, signal, sys
@@ -219,7 +259,8 @@ for job in sys.argv[1:]:  # as on a real cluster, the cancelled job's srun ends 
 def cluster(tmp_path, bundle):
     bin_ = tmp_path / "bin"
     bin_.mkdir()
-    for name, text in (("srun", FAKE_SRUN), ("squeue", FAKE_SQUEUE), ("sinfo", FAKE_SINFO), ("scancel", FAKE_SCANCEL)):
+    for name, text in (("srun", FAKE_SRUN), ("squeue", FAKE_SQUEUE), ("sinfo", FAKE_SINFO), ("scancel", FAKE_SCANCEL),
+                       ("scontrol", FAKE_SCONTROL), ("sbatch", FAKE_SBATCH)):
         (bin_ / name).write_text(f"#!{sys.executable}\n{text}")
         (bin_ / name).chmod(0o755)
     cfg = json.loads((bundle / "checks/checks.json").read_text())
@@ -227,9 +268,9 @@ def cluster(tmp_path, bundle):
     cfg["health_program"] = "/usr/sbin/nhc"
     (tmp_path / "checks.json").write_text(json.dumps(cfg))
 
-    def run(mode: str, *args: str, popen: bool = False):
+    def run(mode: str, *args: str, popen: bool = False, **fake: str):
         env = {**os.environ, "PATH": f"{bin_}:/usr/bin:/bin", "FAKE_DIR": str(tmp_path), "FAKE_SRUN": mode,
-               "FAKE_NODES": "3"}
+               "FAKE_NODES": "3", **fake}
         argv = [sys.executable, str(bundle / "checks/run.py"), "--config", str(tmp_path / "checks.json"), *args]
         if popen:
             return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -347,9 +388,65 @@ def test_takeover_needs_two_controllers_up(cluster):
     assert json.loads(proc.stdout)["takeover"] == {"ok": True, "detail": "one controller (ctl1): no takeover to try"}
     cfg = json.loads((d / "checks.json").read_text())
     (d / "checks.json").write_text(json.dumps({**cfg, "controllers": ["ctl1", "ctl2"]}))
-    proc = run("nodes", "--only", "takeover")  # no scontrol on this PATH: no controller answers
+    proc = run("nodes", "--only", "takeover")  # no controller answers `scontrol ping`
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["takeover"] == {
         "ok": False, "detail": "planned controllers ['ctl1', 'ctl2']; scontrol ping shows none: both must be UP "
                                "before a takeover"}
     assert not (d / "srun.log").exists()  # no job was started
+
+
+def takeover(cluster, *args: str, **fake: str):
+    """The takeover check against the faked pair: ctl1 has control, --start-controller gives it back."""
+    run, d = cluster
+    cfg = json.loads((d / "checks.json").read_text())
+    (d / "checks.json").write_text(json.dumps({**cfg, "controllers": ["ctl1", "ctl2"]}))
+    (d / "ctl").write_text("ctl1")
+    proc = run("nodes", "--only", "takeover", "--start-controller", f"printf ctl1 > {d / 'ctl'}", *args, **fake)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)["takeover"]
+
+
+def test_takeover_reregisters_every_node_then_uses_every_gpu(cluster):
+    """Issue 38: after the hand-back a slurmd keeps sending to the backup, now standing by, so a node can be
+    unregistered under the primary (gpu02 here: no slurmd version, though idle with its GRES) until `scontrol
+    reconfigure` makes it register again; only then, and once no job of the check is left, one job over every node
+    asks every GPU of each."""
+    run, d = cluster
+    (d / "sinfo-before").write_text("gpu01|idle|gpu:a100:2|22.05.8 gpu02|idle|gpu:a100:2|N/A "
+                                    "gpu03|idle|gpu:a100:2|22.05.8")
+    res = takeover(cluster)
+    assert res["ok"] is True, res
+    assert re.fullmatch(r"job 4201 \(RUNNING gpu01\) survived takeover by ctl2 in \d+ s, then back to ctl1 in \d+ s; "
+                        r"each ran a new job; all 3 nodes registered with ctl1, with their GRES, \d+ s after "
+                        r"`scontrol reconfigure`, and job 4250 had every GPU of each \(gpu:2 on 3 nodes\)", res["detail"]), res
+    assert (d / "scontrol.log").read_text().split("\n").count("reconfigure") == 1
+    under_backup, gpus = (d / "srun.log").read_text().splitlines()  # the primary's new job is the GPU job
+    assert " -N1 -n1 -t 2 true" in under_backup
+    assert " -N 3 -w gpu01,gpu02,gpu03 --ntasks-per-node=1 -t 2 --gres=gpu:2 sh -c " in gpus, gpus
+    assert "4201" in (d / "scancel.log").read_text().split()  # its job, cancelled before the GPU job
+
+
+def test_takeover_names_each_node_not_ready_after_the_hand_back(cluster):
+    """A node not registered with the primary after `scontrol reconfigure`, one without its GRES and not responding,
+    and a job of the check's still completing (its node's slurmd sent its end to the backup) each make one line,
+    within the check's bound; no GPU job is tried."""
+    run, d = cluster
+    (d / "sinfo-after").write_text("gpu01|idle|gpu:a100:2|N/A gpu02|idle*|(null)|22.05.8 gpu03|mix|gpu:a100:2|22.05.8")
+    (d / "check-jobs").write_text("4202|COMPLETING|gpu01\n")
+    start = time.monotonic()
+    res = takeover(cluster, "--check-timeout", "4")
+    assert time.monotonic() - start < 20
+    assert res["ok"] is False
+    assert re.fullmatch(r"not ready under ctl1 \d s after `scontrol reconfigure` \(each node registered, idle, mix "
+                        r"or alloc, with its GRES; no job of the check left\):", res["detail"][0]), res
+    assert res["detail"][1:] == [
+        "gpu01: not registered with ctl1 (slurmd version N/A: its slurmd still sends to the backup, or is down)",
+        "gpu02: state idle*, GRES (null), planned gpu:a100:2", "job 4202 of the check still COMPLETING on gpu01"]
+    assert len((d / "srun.log").read_text().splitlines()) == 1  # the backup's job only
+
+
+def test_takeover_names_a_node_whose_task_lacks_its_gpus(cluster):
+    run, d = cluster
+    res = takeover(cluster, FAKE_SEEN="gpu03=0")
+    assert res == {"ok": False, "detail": ["gpu03: its task saw GPUs '0' of the gpu:2 it asked"]}

@@ -21,9 +21,10 @@ bundles the CLI wrote (the loopback overlay's changes are listed in tests/slurmh
   failed, that is off the fabric, whose GPUs disagree on their clique, or whose IMEX daemon is not READY is
   drained with gpu-health.sh's line; the healthy trays stay up and run a job;
 * two controllers with one StateSaveLocation: the bundle's production takeover check (checks/run.py: `scontrol
-  takeover` and back with a job running) passes; on 22.05 the primary slurmdbd stops and its backup (DbdBackupHost,
-  one database) answers sacctmgr, takes its writes and slurmctld's job records; then the primary is killed, the
-  backup takes over, the running job carries on and a new job is scheduled (22.05 and 24.11).
+  takeover` and back with a job running, then `scontrol reconfigure` and one job with every GPU of every node)
+  passes; on 22.05 the primary slurmdbd stops and its backup (DbdBackupHost, one database) answers sacctmgr, takes
+  its writes and slurmctld's job records; then the primary is killed, the backup takes over, the running job
+  carries on and a new job is scheduled (22.05 and 24.11).
 """
 from __future__ import annotations
 
@@ -525,8 +526,12 @@ def test_backup_controller_takes_over(tmp_path, suite, version, request):
 
         takeover = production_takeover(c, out, tmp_path)
         assert takeover["ok"] is True, takeover
+        # and after the hand-back (`scontrol reconfigure`: every slurmd registers with the primary) one job has every
+        # GPU of every node (issue 38: GPU jobs broke after a hand-back that passed)
         held = re.fullmatch(r"job (\d+) \(RUNNING \S+\) survived takeover by orchgen-ctld2 in \d+ s, then back to "
-                            r"orchgen-ctld1 in \d+ s; each ran a new job", takeover["detail"])
+                            r"orchgen-ctld1 in \d+ s; each ran a new job; all 4 nodes registered with orchgen-ctld1, "
+                            r"with their GRES, \d+ s after `scontrol reconfigure`, and job \d+ had every GPU of each "
+                            r"\(gpu:8 on 4 nodes\)", takeover["detail"])
         assert held, takeover
         # the check cancels its job once done, which slurmd logs
         # (24.11 logs its batch step's end with the signal's number or the shell's 143 read as an errno, as in

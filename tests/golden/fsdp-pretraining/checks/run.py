@@ -16,9 +16,15 @@ Checks:
 - takeover (a plan with two or more controllers): a job runs, `scontrol takeover` hands control to the first
   backup (the primary's slurmctld saves its state and exits: scontrol(1) takeover), the job is still RUNNING on its
   nodes under the backup and the backup starts a new job; then slurmctld starts again on the primary, which takes
-  control back at startup (scontrol(1)), and the job is still RUNNING and the primary starts a new job. Run on the
-  primary controller: the check starts its slurmctld again there with `--start-controller CMD` (default
-  `systemctl start slurmctld`); the bring-up gives its own start command where the hosts have no init system;
+  control back at startup (scontrol(1)), and the job is still RUNNING. Then the check cancels it and runs `scontrol
+  reconfigure`, so that every slurmd registers with the primary (a slurmd keeps sending to the controller it last
+  reached, the backup, now standing by), waits until every node has registered with the primary (sinfo's %v shows
+  its slurmd's version) and is idle, mix or alloc with its planned GRES, and no job of the check's is left (one that
+  ended while its slurmd sent to the backup can stay completing), and runs one job over every node with every GPU
+  of each (one job per GPU count): the GPUs are usable after the hand-back, or the check names each node and what
+  was wrong. Run on the primary controller: the check starts its slurmctld again there with `--start-controller
+  CMD` (default `systemctl start slurmctld`); the bring-up gives its own start command where the hosts have no
+  init system;
 - nccl: nccl-tests all_reduce_perf over two nodes with NCCL_DEBUG=INFO uses the fabric's RDMA transport
   (NET/IB on InfiniBand and RoCE), never the socket fallback, and reaches the bus-bandwidth floor of the
   fabric kind (on nodes of multi-node NVLink domains, GB200 NVL72, with NCCL_MNNVL_ENABLE=0: checks.json
@@ -201,6 +207,19 @@ def cancel_jobs() -> None:
             print(f"scancel {' '.join(sorted(ids))}: {done.stderr.strip()[-300:]}", file=sys.stderr)
 
 
+def planned_gres(want: dict) -> str:
+    """A node's GPUs as checks.json plans them, in gres.conf's words: gpu:h100:8, or gpu:8 where untyped."""
+    return f"gpu:{want['gpu_type'] + ':' if want['gpu_type'] else ''}{want['gpus']}"
+
+
+def gres_differs(want: dict, gres: str) -> bool:
+    """sinfo's %G of a node against the plan: the count (and type, where planned) of its gpu GRES."""
+    if not want["gpus"]:
+        return False
+    m = re.search(r"gpu:(?:([\w.-]+):)?(\d+)", gres)
+    return not m or int(m.group(2)) != want["gpus"] or bool(want["gpu_type"] and m.group(1) != want["gpu_type"])
+
+
 def check_gres(cfg: dict) -> dict:
     out = sh(["sinfo", "-h", "-N", "-o", "%N|%t|%G"])
     if out.returncode != 0:
@@ -217,10 +236,8 @@ def check_gres(cfg: dict) -> dict:
         state, gres = seen[node]
         if state.rstrip("*~#") not in ("idle", "mix", "alloc", "comp"):
             problems.append(f"{node}: state {state}")
-        if want["gpus"]:
-            m = re.search(r"gpu:(?:([\w.-]+):)?(\d+)", gres)
-            if not m or int(m.group(2)) != want["gpus"] or (want["gpu_type"] and m.group(1) != want["gpu_type"]):
-                problems.append(f"{node}: GRES {gres}, planned gpu:{want['gpu_type']}:{want['gpus']}")
+        if gres_differs(want, gres):
+            problems.append(f"{node}: GRES {gres}, planned {planned_gres(want)}")
     return {"ok": not problems, "detail": problems or f"{len(cfg['nodes'])} nodes ready with their GPUs"}
 
 
@@ -329,7 +346,8 @@ def _until(what: str, probe, timeout: float):
 def check_takeover(cfg: dict, bound: float = CHECK_BOUND_S["takeover"], immediate: int = IMMEDIATE_S,
                    start: str | None = None) -> dict:
     """`scontrol takeover` to the first backup and back with a job running; the job survives both hand-overs and
-    each controller schedules a new job while it has control (see the module docstring)."""
+    each controller schedules a new job while it has control, the primary's over every node with every GPU once
+    each slurmd registered with it again (after_hand_back; see the module docstring)."""
     planned = cfg.get("controllers") or []
     if len(planned) < 2:
         return {"ok": True, "detail": f"one controller ({', '.join(planned) or 'none planned'}): no takeover to try"}
@@ -394,16 +412,133 @@ def check_takeover(cfg: dict, bound: float = CHECK_BOUND_S["takeover"], immediat
         steps.append(f"back to {primary} in {time.monotonic() - t:.0f} s")
         if back != running:
             problems.append(f"back under {primary} job {job} is {back!r}, was {running!r}")
-        new = srun("takeover", ["-N1", "-n1", "-t", "2"], ["true"], f"1 node under {primary}", left(), immediate)
-        if new.returncode != 0:
-            problems.append(f"{primary} did not run a new job: srun exit {new.returncode}: {new.stderr.strip()[-200:]}")
+        sh(["scancel", job], timeout=30)  # it survived both: its node, free again, is one the GPU job needs
+        gpus, proven = after_hand_back(cfg, primary, name, end, immediate)
+        problems += gpus
         return {"ok": not problems,
-                "detail": problems or f"job {job} ({running}) survived {', then '.join(steps)}; each ran a new job"}
+                "detail": problems or f"job {job} ({running}) survived {', then '.join(steps)}; each ran a new job; "
+                                      f"{proven}"}
     except TimeoutError as e:
         return {"ok": False, "detail": [f"{e} (job {job}; done: {', '.join(steps) or 'nothing'})",
                                         f"scontrol ping: {[' '.join(p) for p in _ping()]}"]}
     finally:
         sh(["scancel", job], timeout=30)
+
+
+# sinfo(1) %t of a node that takes a job: idle, mix or alloc, and responding (no `*`)
+READY_STATES = ("idle", "mix", "alloc")
+# The most lines a failed wait for the nodes lists, one per node or job (a plane can have thousands of nodes)
+NOT_READY_LINES = 20
+# Each task of the GPU job (one per node) prints its job ID, node and the GPUs it was given
+GPU_TASK = 'echo "$SLURM_JOB_ID $SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES:-}"'
+
+
+def not_ready(cfg: dict, primary: str, name: str) -> list[str]:
+    """Under the primary after a hand-back, one line per planned node that has not registered with it, is not idle,
+    mix or alloc and responding, or lacks its planned GRES, and per job of the check's (named `name`) still listed:
+    one that ended while its node's slurmd was sending to the backup can stay completing, holding its GPUs.
+
+    Registered: sinfo's %v, the slurmd's version, which a controller learns only from the node's registration (the
+    state it recovers at startup, node_state in StateSaveLocation, does not keep it: node_mgr.c _dump_node_state), so
+    it shows N/A until the node registered with this controller; until then a job's GPU step can fail ("Invalid
+    generic resource (gres) specification", seen on 22.05) though sinfo shows the node idle with its GRES."""
+    out = sh(["sinfo", "-h", "-N", "-o", "%N|%t|%G|%v"], timeout=30)
+    if out.returncode != 0:
+        return [f"sinfo exit {out.returncode}: {_last_line(out.stderr)}"]
+    seen = {r[0]: r[1:] for r in (line.split("|", 3) for line in out.stdout.splitlines()) if len(r) == 4}
+    problems = []
+    for node, want in sorted(cfg["nodes"].items()):
+        if node not in seen:
+            problems.append(f"{node}: not in sinfo under {primary}")
+            continue
+        state, gres, version = seen[node]
+        wrong = [] if re.fullmatch(r"\d[\w.-]*", version) else [f"not registered with {primary} (slurmd version "
+                                                                 f"{version or 'none'}: its slurmd still sends to the "
+                                                                 f"backup, or is down)"]
+        wrong += [] if state in READY_STATES else [f"state {state}"]
+        wrong += [f"GRES {gres}, planned {planned_gres(want)}"] if gres_differs(want, gres) else []
+        if wrong:
+            problems.append(f"{node}: {', '.join(wrong)}")
+    q = sh(["squeue", "-h", "-n", name, "-o", "%i|%T|%N"], timeout=30)
+    if q.returncode != 0:
+        problems.append(f"squeue exit {q.returncode}: {_last_line(q.stderr)}")
+    for row in q.stdout.splitlines():
+        job, state, nodes = (row.split("|") + ["", ""])[:3]
+        if job.strip():
+            problems.append(f"job {job.strip()} of the check still {state} on {nodes or 'no node'}")
+    return problems
+
+
+def _last_line(text: str) -> str:
+    """A command's last non-empty line of output (srun's error comes after spank's notes), at most 300 characters."""
+    return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "nothing")[-300:]
+
+
+def after_hand_back(cfg: dict, primary: str, name: str, end: float, immediate: int) -> tuple[list[str], str]:
+    """Once control is back on the primary: every slurmd registers with it again, then one job over every node asks
+    every GPU of each (gpu_jobs). Returns the problems, one line each, and what was proven.
+
+    A slurmd keeps sending to the controller it last reached (src/common/slurm_protocol_api.c,
+    slurm_send_recv_controller_msg's static use_backup, since 16.05): after a hand-back its registration, prolog and
+    job-completion messages go to the backup, now standing by, which refuses them ("Invalid RPC received ... while
+    in standby mode"), and it turns to the primary only SlurmctldTimeout/2 s later. The primary recovers each node
+    from StateSaveLocation without what only a registration tells (the slurmd's version, its GPUs' device indexes:
+    `scontrol -d show node` GresUsed without IDX), so a node that registered with the backup lacks its GRES under the
+    primary, and a job that ended meanwhile can stay completing, holding its GPUs. `scontrol reconfigure` makes every
+    slurmd register again (scontrol(1): slurmctld forwards it to every slurmd; 22.05's slurmd.c _reconfigure ends in
+    send_registration_msg; from 23.11 each slurmd starts anew and registers at startup, slurmd.c _try_to_reconfig),
+    which reaches the primary within SlurmctldTimeout/2 s; the wait for it is bounded by the check's own time."""
+    t = time.monotonic()
+    rc = sh(["scontrol", "reconfigure"], timeout=max(1.0, min(HANDOVER_S, end - time.monotonic())))
+    if rc.returncode != 0:
+        return [f"scontrol reconfigure exit {rc.returncode}: {_last_line(rc.stderr)}; the slurmds may not have "
+                f"registered with {primary}"], ""
+    while (problems := not_ready(cfg, primary, name)) and time.monotonic() < end - 1:
+        time.sleep(1)
+    if problems:
+        more = [f"... and {len(problems) - NOT_READY_LINES} more"] if len(problems) > NOT_READY_LINES else []
+        return [f"not ready under {primary} {time.monotonic() - t:.0f} s after `scontrol reconfigure` (each node "
+                f"registered, idle, mix or alloc, with its GRES; no job of the check left):",
+                *problems[:NOT_READY_LINES], *more], ""
+    ready = f"all {len(cfg['nodes'])} nodes registered with {primary}, with their GRES, {time.monotonic() - t:.0f} s " \
+            f"after `scontrol reconfigure`"
+    problems, proven = gpu_jobs(cfg, primary, end, immediate)
+    return problems, f"{ready}, and {proven}"
+
+
+def gpu_jobs(cfg: dict, primary: str, end: float, immediate: int) -> tuple[list[str], str]:
+    """One job over every node with every GPU of each (srun -N<all> -w <all> --ntasks-per-node=1 --gres=gpu:<n>
+    --immediate), each task printing the GPUs it got; one job per GPU count where the nodes' counts differ (a job asks
+    the same GRES on each of its nodes). Returns one line per node that ran no task or saw fewer GPUs, and what ran."""
+    groups: dict[int, list[str]] = {}
+    for node, want in cfg["nodes"].items():
+        groups.setdefault(want["gpus"], []).append(node)
+    problems, jobs, shapes = [], set(), []
+    for gpus, nodes in sorted(groups.items(), reverse=True):
+        nodes.sort()
+        asked = f"gpu:{gpus}" if gpus else "no GPU"
+        opts = ["-N", str(len(nodes)), "-w", ",".join(nodes), "--ntasks-per-node=1", "-t", "2",
+                *([f"--gres=gpu:{gpus}"] if gpus else [])]
+        out = srun("takeover", opts, ["sh", "-c", GPU_TASK], f"{len(nodes)} nodes with {asked} each under {primary}",
+                   max(1.0, min(HANDOVER_S, end - time.monotonic())), immediate)
+        rows = [line.split() for line in out.stdout.splitlines() if line.split() and line.split()[0].isdigit()]
+        seen = {r[1]: r[2] if len(r) > 2 else "" for r in rows if len(r) > 1}
+        jobs.update(r[0] for r in rows)
+        with _LOCK:
+            JOBS.update(jobs)
+        shapes.append(f"{asked} on {len(nodes)} nodes")
+        if out.returncode != 0 and not seen:
+            problems.append(f"{primary} did not run the job over {len(nodes)} nodes with {asked} each: srun exit "
+                            f"{out.returncode}: {_last_line(out.stderr)}")
+            continue
+        for node in nodes:
+            if node not in seen:
+                problems.append(f"{node}: no task ran in the job with {asked} (srun exit {out.returncode}: "
+                                f"{_last_line(out.stderr)})")
+            elif gpus and len([g for g in seen[node].split(",") if g]) != gpus:
+                problems.append(f"{node}: its task saw GPUs {seen[node] or 'none'!r} of the {asked} it asked")
+    return problems, (f"job{'s' if len(jobs) > 1 else ''} {', '.join(sorted(jobs, key=int))} had every GPU of each "
+                      f"({', '.join(shapes)})")
 
 
 def judge_nccl(log: str, transport: str, floor: float) -> dict:
