@@ -5,6 +5,7 @@ real one in tests/test_bringup_real.py; their bounds (srun --immediate, the per-
 the health job's per-node results and the NOT INSTALLED nccl-tests run against a cluster faked on PATH."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -180,7 +181,8 @@ if mode == "nodes":  # one task per node of -w (--ntasks-per-node=1; else one, o
     import subprocess  # SLURMD_NODENAME and the GPUs of --gres=gpu:N, here; FAKE_SEEN: node=GPUs its task sees
     gres = next((int(a.split(":")[-1]) for a in args[:i] if a.startswith("--gres=gpu:")), 0)
     seen = dict(kv.split("=") for kv in os.environ.get("FAKE_SEEN", "").split() if "=" in kv)
-    for node in opts.get("-w", "gpu01").split(","):
+    listed = opts.get("-w", "gpu01")  # srun(1): a -w value with a "/" is a file of node names
+    for node in (open(listed).read().split() if "/" in listed else listed.split(",")):
         gpus = seen.get(node, ",".join(map(str, range(gres))))
         subprocess.run(args[i:], env={**os.environ, "SLURMD_NODENAME": node, "SLURM_JOB_ID": "4250",
                                       **({"CUDA_VISIBLE_DEVICES": gpus} if gpus else {})}, check=True)
@@ -336,6 +338,30 @@ def test_health_is_one_job_over_every_node_with_a_result_per_node(cluster):
     nhc.write_text("#!/bin/sh\nexit 0\n")
     proc = run("nodes", "--only", "health")
     assert json.loads(proc.stdout)["health"] == {"ok": True, "detail": f"{nhc} passed on 3 nodes"}
+
+
+def test_a_node_list_too_long_for_one_argument_goes_in_a_file(bundle):
+    """srun -w of every node (health, the takeover's GPU job): past NODELIST_ARG_MAX the names go in a file, which
+    srun reads where the value holds a "/" (srun(1) --nodelist); Linux refuses one argument over 128 KiB (E2BIG), which
+    a plane of about 9,000 nodes' names reach. The file is removed afterwards."""
+    sys.path.insert(0, str(bundle / "checks"))
+    try:
+        import run as checks  # the bundle's own file
+    finally:
+        sys.path.pop(0)
+    few = ["gpu01", "gpu02"]
+    with checks.nodelist(few) as listed:
+        assert listed == "gpu01,gpu02"
+    many = [f"gpu-node-{i:05d}" for i in range(10_000)]  # 159,999 characters joined: over 128 KiB
+    assert len(",".join(many)) > 128 * 1024 > checks.NODELIST_ARG_MAX
+    with checks.nodelist(many) as listed:
+        assert "/" in listed and "," not in listed
+        assert Path(listed).read_text().split() == many
+    assert not Path(listed).exists()
+    # one argument of that size is what execve refuses
+    with pytest.raises(OSError) as e:
+        subprocess.run(["true", ",".join(many)])
+    assert e.value.errno == errno.E2BIG
 
 
 def test_nccl_tests_not_installed_says_how_to_build_them(cluster):

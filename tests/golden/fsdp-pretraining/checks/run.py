@@ -71,8 +71,10 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -287,6 +289,26 @@ def check_allocation(cfg: dict, k: int = 2, bound: float = CHECK_BOUND_S["alloca
 HEALTH_TASK = 'out=$("$0" 2>&1); rc=$?; printf "%s %s %s\\n" "$SLURMD_NODENAME" "$rc" "$(printf %s "$out" | tail -n 1)"'
 
 
+# The longest node list given on srun's command line: Linux refuses one argument over 128 KiB (MAX_ARG_STRLEN, 32
+# pages; execve(2) E2BIG), which a plane of about 9,000 nodes reaches; a longer one goes in a file, which `srun -w`
+# reads where the argument holds a "/" (srun(1) --nodelist)
+NODELIST_ARG_MAX = 64 * 1024
+
+
+@contextmanager
+def nodelist(nodes: list[str]):
+    """srun's -w value for these nodes: the names, or the path of a file of them where the list is too long for one
+    argument (removed afterwards)."""
+    names = ",".join(nodes)
+    if len(names) <= NODELIST_ARG_MAX:
+        yield names
+        return
+    with tempfile.NamedTemporaryFile("w", prefix="orchgen-check-nodes-", suffix=".txt") as f:
+        f.write("\n".join(nodes) + "\n")
+        f.flush()
+        yield f.name
+
+
 def check_health(cfg: dict, bound: float = CHECK_BOUND_S["health"], immediate: int = IMMEDIATE_S) -> dict:
     """NHC on every node in one job: `srun -N<all> -w <all> --ntasks-per-node=1 --immediate`, bounded like every
     check's job; each node's task prints its NHC result, so the result is per node (a node that printed none is
@@ -295,9 +317,10 @@ def check_health(cfg: dict, bound: float = CHECK_BOUND_S["health"], immediate: i
     if not program:
         return {"ok": True, "detail": "the plan runs no health check (options.slurm.health_check: false)"}
     nodes = sorted(cfg["nodes"])
-    opts = ["-N", str(len(nodes)), "-w", ",".join(nodes), "--ntasks-per-node=1", "-t", "5"]
     try:
-        out = srun("health", opts, ["sh", "-c", HEALTH_TASK, program], f"{len(nodes)} nodes", bound, immediate)
+        with nodelist(nodes) as listed:
+            opts = ["-N", str(len(nodes)), "-w", listed, "--ntasks-per-node=1", "-t", "5"]
+            out = srun("health", opts, ["sh", "-c", HEALTH_TASK, program], f"{len(nodes)} nodes", bound, immediate)
     except Busy as e:
         return {"ok": False, "detail": [str(e)]}
     results: dict[str, tuple[str, str]] = {}
@@ -517,10 +540,12 @@ def gpu_jobs(cfg: dict, primary: str, end: float, immediate: int) -> tuple[list[
     for gpus, nodes in sorted(groups.items(), reverse=True):
         nodes.sort()
         asked = f"gpu:{gpus}" if gpus else "no GPU"
-        opts = ["-N", str(len(nodes)), "-w", ",".join(nodes), "--ntasks-per-node=1", "-t", "2",
-                *([f"--gres=gpu:{gpus}"] if gpus else [])]
-        out = srun("takeover", opts, ["sh", "-c", GPU_TASK], f"{len(nodes)} nodes with {asked} each under {primary}",
-                   max(1.0, min(HANDOVER_S, end - time.monotonic())), immediate)
+        with nodelist(nodes) as listed:
+            opts = ["-N", str(len(nodes)), "-w", listed, "--ntasks-per-node=1", "-t", "2",
+                    *([f"--gres=gpu:{gpus}"] if gpus else [])]
+            out = srun("takeover", opts, ["sh", "-c", GPU_TASK],
+                       f"{len(nodes)} nodes with {asked} each under {primary}",
+                       max(1.0, min(HANDOVER_S, end - time.monotonic())), immediate)
         rows = [line.split() for line in out.stdout.splitlines() if line.split() and line.split()[0].isdigit()]
         seen = {r[1]: r[2] if len(r) > 2 else "" for r in rows if len(r) > 1}
         jobs.update(r[0] for r in rows)
