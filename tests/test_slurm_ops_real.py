@@ -436,8 +436,10 @@ HANDOVER = [re.compile(p) for p in (
     # (slurmctld's CONTROL_TIMEOUT, 30 s) ran out, and says so; the job's state is checked after it (checks/run.py)
     r"_slurm_rpc_request_control: REQUEST_CONTROL reply but backup not completely done relinquishing control",
     # meanwhile the clients polling `scontrol ping` and squeue give up on the primary (their own timeout), which
-    # then answers a closed socket, and a slurmd registering with the relinquishing backup is cut off
-    r"slurm_bufs_sendto\(msg_type=RESPONSE_SLURM_RC\) failed: Unexpected missing socket error",
+    # then answers a closed socket, and a slurmd registering with the relinquishing backup is cut off; its
+    # registration's reply (24.11: RESPONSE_NODE_REGISTRATION) finds the slurmd gone likewise, once it gave up and
+    # turned to the other controller (seen once in 24.11's kill-the-primary part, session 16)
+    r"slurm_bufs_sendto\(msg_type=RESPONSE_(SLURM_RC|NODE_REGISTRATION)\) failed: Unexpected missing socket error",
     r"Unable to register: (Connection reset by peer|Zero Bytes were transmitted or received)",
     # 24.11: the check's cancelled job's slurmd reports its epilog while the backup is handing control back
     r"Unable to send epilog complete message: (Socket timed out on send/recv operation|Zero Bytes were transmitted"
