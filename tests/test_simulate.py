@@ -316,7 +316,8 @@ class _CheckedSlurm(SlurmScheduler):
 
     def backfill(self, now):
         running = [j for j in self.r.running.values() if not math.isinf(j.limit)]
-        assert self._ends == sorted((self._round(j.start + j.limit), j.id, j) for j in running)
+        assert self._ends == sorted((self._round(j.start + j.limit), j.id, j.partition, j.per_node, j.nodes_held.tolist())
+                                    for j in running)
         pending = {}
         for j in self.r.pending.values():
             pending[j.tenant] = pending.get(j.tenant, 0) + 1

@@ -135,7 +135,9 @@ class SlurmScheduler:
         self._new: list[tuple[int, int, int]] = []  # (-priority, id, tenant) of the jobs submitted since
         # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
         # they start and end, so a backfill pass does not sort every running job again
-        self._ends: list[tuple[float, int, Job]] = []
+        # (end, id, partition, GPUs per node, nodes as Python ints): what _earliest reads of each, kept
+        # with the end rather than read from the Job and converted from numpy at every walk
+        self._ends: list[tuple[float, int, str, int, list[int]]] = []
         self.pending_of: dict[str, int] = {}  # pending jobs per tenant
         self._no_fit: dict[tuple, int] = {}  # shape -> replay.frees when it last did not fit (_fit_now)
         self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
@@ -385,7 +387,8 @@ class SlurmScheduler:
         self._a_seq[k] = self._seq
         self.r.start(job, nodes)
         if not math.isinf(job.limit):
-            bisect.insort(self._ends, (self._round(job.start + job.limit), job.id, job))
+            bisect.insort(self._ends, (self._round(job.start + job.limit), job.id, job.partition, job.per_node,
+                                       nodes.tolist()))
 
     def ended(self, job: Job) -> None:
         self._a_running[self._ix[job.id]] = False
@@ -544,7 +547,12 @@ class SlurmScheduler:
         now_free = memoryview(free)  # GPUs free per node, as Python ints
         freed: dict[int, int] = {}  # node -> GPUs free there once the ends so far have come
         taken: dict[int, int] = {}  # node -> GPUs the overlapping reservations take there
-        active: set[int] = set()  # the overlapping reservations (indexes into resv)
+        freed_get, taken_get = freed.get, taken.get  # bound once: the walk calls them per node
+        n_resv = len(resv)
+        state = [0] * n_resv  # per reservation: 0 not yet overlapping, 1 overlapping, 2 no longer
+        by_start = sorted((r[0], k) for k, r in enumerate(resv))
+        by_end = sorted((r[1], k) for k, r in enumerate(resv))
+        s_at = e_at = 0
         i, n_ends = 0, len(ends)
         while i < n_ends:
             t = ends[i][0]
@@ -552,16 +560,16 @@ class SlurmScheduler:
                 return None
             touched = False
             while i < n_ends and ends[i][0] == t:
-                j = ends[i][2]
-                if j.partition == part:
+                _, _, j_part, add, j_nodes = ends[i]
+                if j_part == part:
                     touched = True
-                    add = j.per_node
-                    for n in j.nodes_held.tolist():  # a Slurm job's nodes are distinct
-                        before = freed.get(n)
+                    for n in j_nodes:  # a Slurm job's nodes are distinct
+                        before = freed_get(n)
                         if before is None:
                             before = now_free[n]
                         freed[n] = before + add
-                        before -= taken.get(n, 0)
+                        if taken:
+                            before -= taken_get(n, 0)
                         if before < per <= before + add:
                             count += 1
                             if one_leaf:
@@ -572,9 +580,27 @@ class SlurmScheduler:
                 i += 1
             if not touched:
                 continue
-            now_active = {k for k, r in enumerate(resv) if r[0] <= t + limit and r[1] > t}  # as _avail tests
-            if now_active != active:  # a reservation began or ceased to overlap: its nodes, one by one
-                changes = [(k, 1) for k in sorted(now_active - active)] + [(k, -1) for k in sorted(active - now_active)]
+            # the reservations overlapping [t, t + limit], as _avail tests (start <= t + limit, end > t):
+            # t only grows, so each begins to overlap once (its start reached) and ceases once (its end
+            # passed); taken by two pointers over the starts and the ends rather than tested all at each t
+            changes = []
+            t_end = t + limit
+            while s_at < n_resv and by_start[s_at][0] <= t_end:
+                k = by_start[s_at][1]
+                s_at += 1
+                if state[k] == 0:
+                    if resv[k][1] > t:
+                        state[k] = 1
+                        changes.append((k, 1))
+                    else:
+                        state[k] = 2
+            while e_at < n_resv and by_end[e_at][0] <= t:
+                k = by_end[e_at][1]
+                e_at += 1
+                if state[k] == 1:
+                    changes.append((k, -1))
+                state[k] = 2
+            if changes:  # a reservation began or ceased to overlap: its nodes, one by one
                 for k, sign in changes:
                     _, _, idx, gpus = resv[k]
                     for n in idx.tolist():
@@ -593,7 +619,6 @@ class SlurmScheduler:
                                 per_leaf[leaf_of[n]] += step
                 if one_leaf:
                     most = max(per_leaf)
-                active = now_active
             if count < need or (one_leaf and most < need):
                 continue
             got = self._fit(job, self._avail(self._freed(free, freed), resv, t, t + limit), now, current=False)
