@@ -442,7 +442,7 @@ NESTED = [("n[1-2,[3-4]]", ["n[1-2,3]", "n[1-2,4]"]), ("n[[1-2]]", ["n[1]", "n[2
 def _scontrol_in(suite: str, tmp_path):
     """`scontrol show hostnames` of `suite`'s Slurm: the host's (bookworm) or its cached chroot's."""
     from tests.slurmharness import require_slurm
-    from tests.slurmharness.chroot import cache_root
+    from tests.slurmharness.chroot import ensure_chroot
 
     require_slurm(suite)
     conf = "ClusterName=hostlist\nSlurmctldHost=localhost\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n"
@@ -450,7 +450,7 @@ def _scontrol_in(suite: str, tmp_path):
         (tmp_path / "slurm.conf").write_text(conf)
         prefix, path = [], str(tmp_path / "slurm.conf")
     else:
-        root = cache_root(suite)
+        root = ensure_chroot(suite)  # built here when no other test has yet (a fresh machine: CI)
         folder = root / "tmp" / f"hostlist-{os.getpid()}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "slurm.conf").write_text(conf)
