@@ -177,6 +177,9 @@ if mode == "busy":  # what srun --immediate says when the nodes stay busy
     print("srun: job 4243 queued and waiting for resources", file=sys.stderr)
     print("srun: error: Unable to allocate resources: Requested nodes are busy", file=sys.stderr)
     sys.exit(1)
+if mode == "refused":  # srun refused the job outright (here a node slurm.conf does not name): not busy
+    print("srun: error: Unable to allocate resources: Invalid node name specified", file=sys.stderr)
+    sys.exit(1)
 if mode == "nodes":  # one task per node of -w (--ntasks-per-node=1; else one, on gpu01), each with its
     import subprocess  # SLURMD_NODENAME and the GPUs of --gres=gpu:N, here; FAKE_SEEN: node=GPUs its task sees
     gres = next((int(a.split(":")[-1]) for a in args[:i] if a.startswith("--gres=gpu:")), 0)
@@ -303,6 +306,17 @@ def test_srun_immediate_refusal_is_one_clear_line(cluster):
     assert len(detail) == 1 and "partition gpu busy: 3 nodes not free within 2 s (srun --immediate" in detail[0]
     assert "Requested nodes are busy" in detail[0] and "4100 carol RUNNING" in detail[0]
     assert set((d / "scancel.log").read_text().split()) == {"4243"}  # not 4300, an earlier run's
+
+
+def test_srun_refusal_is_a_failure_not_busy(cluster):
+    """"Unable to allocate resources" prefixes every refusal; only srun's busy wording makes a check BUSY: a job
+    refused for an invalid node name fails the check with srun's own words (an operator's fix, not a wait)."""
+    run, d = cluster
+    proc = run("refused", "--only", "health", "--immediate", "2")
+    assert proc.returncode == 1, proc.stderr
+    res = json.loads(proc.stdout)["health"]
+    assert res["ok"] is False and res.get("status") != "BUSY", res
+    assert "Invalid node name specified" in json.dumps(res["detail"]) and "busy" not in json.dumps(res["detail"]), res
 
 
 def test_sigterm_cancels_the_jobs_started(cluster):

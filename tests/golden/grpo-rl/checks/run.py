@@ -173,8 +173,10 @@ def srun(check: str, opts: list[str], command: list[str], asked: str, bound: flo
         JOBS.update(ids)
     started = "allocated resources" in err or bool(out.strip())
     last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), "")
-    busy = re.search(r"Unable to allocate resources|Immediate execution impossible|Requested nodes are busy|"
-                     r"queued and waiting", err)
+    # busy: what srun says when --immediate ran out (ESLURM_NODES_BUSY's text, src/srun/allocate.c) or the job was
+    # refused for priority; not "Unable to allocate resources" alone, which prefixes every refusal (an invalid node
+    # name, an account or QOS limit) and would call a misconfiguration busy
+    busy = re.search(r"Immediate execution impossible|Requested nodes are busy|queued and waiting", err)
     if timed_out or (proc.returncode != 0 and busy and not started):
         if ids:  # now, not at exit: the other checks should not wait behind it
             sh(["scancel", *sorted(ids)], timeout=30)
