@@ -675,9 +675,20 @@ BRINGUP_CHANGES = (
     ("slurm.conf ProctrackType=proctrack/linuxproc, TaskPlugin task/none (22.05) or unset, "
      "JobAcctGatherType=jobacct_gather/linux; cgroup.conf CgroupPlugin=disabled (23.02+)",
      "cgroup writes fail in this sandbox (tests/slurmharness notes)"),
-    ("mariadb-slurm.cnf: innodb_buffer_pool_size=256M, innodb_log_file_size=64M, skip-networking",
-     "the plan's sizes are for a production database host; slurmdbd reaches MariaDB over its socket "
-     "(StorageHost=localhost), and port 3306 of the shared namespace may be taken"),
+    ("slurm.conf CommunicationParameters=NoCtldInAddrAny, with two or more SlurmctldHost lines",
+     "the hosts share one network namespace and SlurmctldPort is one port for every controller: each slurmctld "
+     "listens on its own host's address (slurm.conf(5) NoCtldInAddrAny), not on every address, which the first "
+     "controller's would hold for both. What this costs here: slurmdbd calls slurmctld back at the address it "
+     "registered from, 127.0.0.1 in the shared namespace, so slurmdbd's pushed updates are refused (its log: "
+     "'update cluster: Connection refused'); what the bring-up test asserts of accounting reads the database"),
+    ("slurmdbd.conf CommunicationParameters=NoInAddrAny, with DbdBackupHost",
+     "likewise for the two slurmdbd (one DbdPort): bound to every address, the backup that took over would also "
+     "answer at the primary's address, and slurmctld could not tell the primary come back (slurmdbd.conf(5))"),
+    ("mariadb-slurm.cnf: innodb_buffer_pool_size=256M, innodb_log_file_size=64M; skip-networking where slurmdbd's "
+     "StorageHost is localhost",
+     "the plan's sizes are for a production database host; slurmdbd reaches a MariaDB of its own host over its "
+     "socket, and port 3306 of the shared namespace may be taken (a site's database server named in "
+     "options.slurm.accounting.storage_host serves the network: the test sets it up as the README says)"),
     ("nhc.conf: the check_hw_ib line removed", "no RDMA port on this machine"),
     ("vars.yaml orchgen_service_manager: none", "the roots run no init system: daemons start from their pidfiles"),
     ("vars.yaml orchgen_node_exporter_args: --web.listen-address=<the host's own 127.0.0.N>:9100",
@@ -707,12 +718,26 @@ HOST_CHANGES = (
      "the hosts share this machine's network namespace; Debian starts the node exporter at install on :9100 of every "
      "address, which the first host's would hold for all: the bring-up starts each on its own address "
      "(BRINGUP_CHANGES orchgen_node_exporter_args)"),
+    ("the site's database server (test_bringup_real: db1, options.slurm.accounting.storage_host) grants the slurm "
+     "user at localhost too, beside the README's 'slurm'@'ctl1' and 'slurm'@'ctl2'",
+     "the hosts share one network namespace, so a connection from ctl1 or ctl2 to db1's address leaves from "
+     "127.0.0.1, which MariaDB names localhost; on a network each host connects from its own address"),
     ("/etc/default/mariadb: MYSQLD_STARTUP_TIMEOUT=300",
      "without systemd, MariaDB starts at install from /etc/init.d/mariadb, which gives up after 30 s by default "
      "and fails the package's postinst; a booted host starts it from mariadb.service, whose TimeoutStartSec is "
      "900 (Debian's mariadb-server 10.11 and 11.8). The first start, creating the system tables, is slow on a "
      "loaded machine; 300 s keeps a MariaDB that never starts a failure well inside the test's 900 s"),
 )
+
+
+def _communication(lines: list[str], extra: list[str], flag: str) -> None:
+    """`flag` joins the file's CommunicationParameters (its line in `lines` kept in place), or a line of its own
+    goes to `extra`."""
+    for i, ln in enumerate(lines):
+        if ln.split("=", 1)[0].strip().lower() == "communicationparameters":
+            lines[i] = f"{ln.rstrip()},{flag}"
+            return
+    extra.append(f"CommunicationParameters={flag}")
 
 
 def bringup_overlay(bundle: Path, *, legacy: bool, node_port_base: int, ctld_port: int, dbd_port: int,
@@ -736,10 +761,17 @@ def bringup_overlay(bundle: Path, *, legacy: bool, node_port_base: int, ctld_por
             "JobAcctGatherType=jobacct_gather/linux"]
     if legacy:
         head.append("TaskPlugin=task/none")
+    if sum(1 for ln in lines if ln.split("=", 1)[0].strip().lower() == "slurmctldhost") > 1:
+        _communication(lines, head, "NoCtldInAddrAny")
+    storage_host = "localhost"
     if (slurm / "slurmdbd.conf").exists():
         head.append(f"AccountingStoragePort={dbd_port}")
         dbd = [ln for ln in (slurm / "slurmdbd.conf").read_text().splitlines() if not ln.startswith("DbdPort=")]
-        (slurm / "slurmdbd.conf").write_text("\n".join(dbd + [f"DbdPort={dbd_port}"]) + "\n")
+        extra = [f"DbdPort={dbd_port}"]
+        if any(ln.startswith("DbdBackupHost=") for ln in dbd):
+            _communication(dbd, extra, "NoInAddrAny")
+        storage_host = next((ln.split("=", 1)[1].strip() for ln in dbd if ln.startswith("StorageHost=")), "localhost")
+        (slurm / "slurmdbd.conf").write_text("\n".join(dbd + extra) + "\n")
     (slurm / "slurm.conf").write_text("\n".join(head + lines) + "\n")
     if not legacy:
         cg = [ln for ln in (slurm / "cgroup.conf").read_text().splitlines() if not ln.startswith("CgroupPlugin=")]
@@ -748,7 +780,8 @@ def bringup_overlay(bundle: Path, *, legacy: bool, node_port_base: int, ctld_por
     if cnf.exists():
         text = re.sub(r"(?m)^innodb_buffer_pool_size=.*$", "innodb_buffer_pool_size=256M", cnf.read_text())
         text = re.sub(r"(?m)^innodb_log_file_size=.*$", "innodb_log_file_size=64M", text)
-        cnf.write_text(text.replace("[mysqld]\n", "[mysqld]\nskip-networking\n", 1))
+        cnf.write_text(text.replace("[mysqld]\n", "[mysqld]\nskip-networking\n", 1) if storage_host == "localhost"
+                       else text)
     nhc_conf = slurm / "nhc.conf"
     if nhc_conf.exists():
         nhc_conf.write_text("".join(ln for ln in nhc_conf.read_text().splitlines(True) if "check_hw_ib" not in ln))
