@@ -493,6 +493,8 @@ def assert_pod_groups_admitted_whole(kube) -> dict[str, int]:
 ELASTIC_FLEET = DEADLOCK_FLEET.replace("name: gang-deadlock", "name: elastic-ray").split("workloads:")[0] + """\
 workloads:
   - {name: rl, plane: kubernetes, tenant: team, nodes: 4, gpus: 4, python_native_pipeline: true}
+  - {name: agents, plane: kubernetes, tenant: team, gpus: 1, long_lived_services: true, python_native_pipeline: true,
+     serving: {model: Qwen/Qwen2.5-0.5B-Instruct, min_replicas: 1, max_replicas: 2}}
 options:
   gang_scheduler: kueue
 """
@@ -509,8 +511,10 @@ def test_kueue_resizes_an_elastic_raycluster_within_quota(tmp_path: Path, kube) 
     workloadslicing.EnsureWorkloadSlices, scheduler ReplacedWorkloadSlice); with a user's Job holding 5
     of the 8 GPUs, scaling to 4 (4 + 5 > 8) leaves the larger slice pending while the admitted one keeps
     the cluster's 2; once the Job is gone the larger one is admitted in its place; scaling down to 1
-    shrinks the admitted slice in place and the ClusterQueue's GPU usage drops to 1. The same
-    RayCluster marked MultiKueue-managed is refused with Kueue's own message."""
+    shrinks the admitted slice in place and the ClusterQueue's GPU usage drops to 1. The bundle's
+    autoscaling RayService is admitted as an elastic job at its min_replicas worker (KubeRay, which would
+    make its RayCluster, is not here). The same RayCluster marked MultiKueue-managed is refused with
+    Kueue's own message."""
     fleet = tmp_path / "elastic-ray.yaml"
     fleet.write_text(ELASTIC_FLEET)
     out = plan(fleet, tmp_path / "bundle")
@@ -582,6 +586,19 @@ def test_kueue_resizes_an_elastic_raycluster_within_quota(tmp_path: Path, kube) 
     scale(1)  # down: the admitted slice shrinks in place and gives 3 GPUs back
     fourth = kube.wait_for("the slice shrunk to 1 worker", lambda: one_admitted(1), timeout=120)
     assert fourth["metadata"]["name"] == third["metadata"]["name"]
+    # the RayService (Ray Serve, KubeRay's autoscaler between min_replicas and max_replicas workers) is an
+    # elastic job too: stored with Kueue's gate on its templates, admitted at its min_replicas worker
+    [rs] = [o for o in yaml.safe_load_all((out / "kubernetes" / "workloads" / "agents.yaml").read_text())
+            if o and o["kind"] == "RayService"]
+    assert rs["metadata"]["annotations"][KUEUE_ELASTIC_JOB] == "true"
+    kube.apply([rs])
+    assert assert_kueue_takes_ray_autoscaling_only_as_elastic_jobs(kube, [rs]) == 1
+
+    def service_admitted() -> bool:
+        return any(r["kind"] == "RayService" for w in kube.get("workloads.kueue.x-k8s.io", "-n", "team")["items"]
+                   if cond(w, "Admitted").get("status") == "True" for r in w["metadata"].get("ownerReferences", []))
+
+    kube.wait_for("the RayService admitted", lambda: service_admitted() and gpus_used() == 2, timeout=120)
     # MultiKueue does not resize a Ray cluster: Kueue's webhook says so (0.19.2 raycluster_webhook.go
     # validateElasticJob); a plane with Ray is never planned behind MultiKueue (decide/clusters.py)
     mk = json.loads(json.dumps(rc))
