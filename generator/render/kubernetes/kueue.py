@@ -291,7 +291,7 @@ def values(plan: Plan) -> dict[str, Any]:
         out["enablePrometheus"] = True
     if resized(plan):
         # the bundle's autoscaling Ray clusters are Kueue elastic jobs, which need this gate (beta, on by
-        # default since 0.18: pkg/features/kube_features.go at v0.19.2; kueue.sigs.k8s.io/docs "Elastic
-        # Workloads"); written so that turning it off shows what it breaks (Kueue then refuses them)
+        # default since 0.18: pkg/features/kube_features.go at v0.19.2; kueue.sigs.k8s.io/docs/concepts/
+        # elastic_workload); written so that turning it off shows what it breaks (Kueue then refuses them)
         out["controllerManager"] = {"featureGates": [{"name": KUEUE_ELASTIC_GATE, "enabled": True}]}
     return out
