@@ -560,9 +560,9 @@ def test_kueue_resizes_an_elastic_raycluster_within_quota(tmp_path: Path, kube) 
     second = kube.wait_for("a 2-worker slice admitted", lambda: one_admitted(2), timeout=120)
     assert second["metadata"]["name"] != first["metadata"]["name"]
     assert second["metadata"]["annotations"][SLICE_REPLACES].endswith("/" + first["metadata"]["name"])
-    old = next(w for w in slices() if w["metadata"]["name"] == first["metadata"]["name"]) if any(
-        w["metadata"]["name"] == first["metadata"]["name"] for w in slices()) else None
-    assert old is None or cond(old, "Finished").get("reason") == "WorkloadSliceReplaced", old and old["status"]
+    # the replaced slice finishes as such (0.19.2 apis/kueue/v1beta2 WorkloadSliceReplaced), its quota released
+    old = next(w for w in slices() if w["metadata"]["name"] == first["metadata"]["name"])
+    assert cond(old, "Finished").get("reason") == "WorkloadSliceReplaced", old["status"]
     # a user's Job takes 5 of the 8 GPUs: 2 + 5 fit, 4 + 5 do not. At the cluster's priority (the bundle's
     # batch PriorityClass): at a lower one the ClusterQueue's `withinClusterQueue: LowerPriority` would
     # let the larger slice preempt it
