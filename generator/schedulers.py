@@ -69,14 +69,23 @@ class GangScheduler:
     # PodGroup per group for this scheduler; None: the scheduler gangs a group itself (Kueue's LWS
     # integration) or this is not known to work
     lws_gang_provider: str | None = None
-    # Whether it admits a RayCluster whose size KubeRay's autoscaler changes. Kueue 0.19's webhooks refuse
-    # `enableInTreeAutoscaling: true` on anything but an elastic job (a workload slice: the annotation
-    # kueue.x-k8s.io/elastic-job and its scheduling gate on every template; 0.19.2
-    # pkg/controller/jobs/raycluster: RayCluster "a kueue-managed RayCluster can use autoscaling only as
-    # an elastic job ...", RayService "a kueue managed job should only use autoscaling when workload
-    # slicing is enabled"; both asked of the real webhooks in tests/test_kube_real.py
-    # assert_kueue_refuses_ray_autoscaling), so under it a RayService's cluster is sized for max_replicas
-    ray_autoscaling: bool = True
+    # What a RayCluster (or a RayService) must carry for this scheduler to admit it while KubeRay's
+    # autoscaler resizes it. Kueue 0.19 admits one only as an elastic job: its webhooks refuse
+    # `enableInTreeAutoscaling: true` unless the ElasticJobsViaWorkloadSlices gate is on and the object is
+    # annotated kueue.x-k8s.io/elastic-job: "true" (0.19.2 pkg/controller/jobs/raycluster/raycluster_webhook.go
+    # validateCreate, pkg/workloadslicing/workloadslicing.go Enabled; RayService: raycluster/common.go
+    # ValidateCreate), and then gate every pod template themselves (ElasticJobSchedulingGate, Default).
+    # A resize becomes a new Workload slice that replaces the admitted one (scale up) or shrinks it in
+    # place (scale down): workloadslicing.EnsureWorkloadSlices; asked of the real Kueue in
+    # tests/test_kube_real.py test_kueue_resizes_an_elastic_raycluster_within_quota
+    ray_autoscaling_annotations: tuple[tuple[str, str], ...] = ()
+    # Whether it resizes a cluster whose pods it places by topology. Kueue 0.19 does not: an elastic
+    # slice keeps its running pods' topology domains only behind the alpha, default-off gate
+    # ElasticJobsViaWorkloadSlicesWithTAS, which then refuses any preferred or required topology
+    # (pkg/scheduler/flavorassigner/tas_flavorassigner.go "Only unconstrained topology is supported with
+    # elastic workload slices"; pkg/features/kube_features.go), and on a plane with a Topology every
+    # flavor is a topology one (render/kubernetes/kueue.py flavor_topology)
+    ray_autoscaling_with_topology: bool = True
     # Whether it dispatches queued jobs across clusters, for a plane beyond one cluster
     # (decide/clusters.py): Kueue's MultiKueue (kueue.sigs.k8s.io/docs/concepts/multikueue)
     multicluster: bool = False
@@ -92,6 +101,11 @@ class GangScheduler:
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_DEFAULT_LOCAL_QUEUE = "default"
+# an elastic job's annotation (0.19.2 pkg/constants/constants.go ElasticJobAnnotation, value "true")
+KUEUE_ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
+# the Kueue feature gate elastic jobs need: beta and on by default since 0.18 (alpha, off, in 0.13-0.17;
+# 0.19.2 pkg/features/kube_features.go)
+KUEUE_ELASTIC_GATE = "ElasticJobsViaWorkloadSlices"
 VOLCANO_SCHEDULER = "volcano"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # plain pods / Deployments / Jobs
 RAY_SCHEDULER_LABEL = "ray.io/scheduler-name"  # KubeRay: RayCluster -> scheduler plugin
@@ -120,7 +134,8 @@ SCHEDULERS: dict[str, GangScheduler] = {
             # status}; "inadmissible": a failed admission attempt, not retried until the cluster changes.
             # Scraped through its chart's own ServiceMonitor (enablePrometheus, render/kubernetes/kueue.py)
             stuck_pending='max by (cluster_queue) (kueue_pending_workloads{status="inadmissible"})',
-            stuck_pending_queue="cluster_queue", ray_autoscaling=False, multicluster=True,
+            stuck_pending_queue="cluster_queue", multicluster=True,
+            ray_autoscaling_annotations=((KUEUE_ELASTIC_JOB, "true"),), ray_autoscaling_with_topology=False,
             namespace_gpu_quota=False),
         GangScheduler(
             "volcano", "Volcano", chart="volcano", module="volcano", auto=False,

@@ -68,15 +68,33 @@ def _raycluster(files: dict[str, bytes], w) -> dict[str, Any]:
                 if o["metadata"]["name"] == name and o["metadata"]["namespace"] == w.tenant)
 
 
+KUEUE_ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"  # Kueue 0.19.2 pkg/constants ElasticJobAnnotation
+
+
+def kueue_topology_flavors(files: dict[str, bytes]) -> list[str]:
+    """The bundle's Kueue ResourceFlavors that name a Topology (every pod set on them is placed by
+    topology, which Kueue 0.19 does not keep across an elastic job's resize without an alpha gate)."""
+    text = files.get("kubernetes/manifests/20-kueue.yaml")
+    return [o["metadata"]["name"] for o in yaml.safe_load_all(text or b"") if o and o["kind"] == "ResourceFlavor"
+            and o["spec"].get("topologyName")]
+
+
 def check_raycluster(plan, files, w, gang: bool) -> None:
     rc = _raycluster(files, w)
     labels = rc["metadata"]["labels"]
     groups = rc["spec"]["workerGroupSpecs"]
     # KubeRay's autoscaler only for a workload that is no fixed gang, under a scheduler admitting a
-    # cluster that changes size (Kueue 0.19 does not): from no worker up to the workload's pods
-    elastic = (plan.gang_scheduler != "kueue" and not gang and not w.facts.tightly_coupled
+    # cluster that changes size (Kueue 0.19: as an elastic job, not where its flavors place by
+    # topology): from no worker up to the workload's pods
+    kueue_tas = plan.gang_scheduler == "kueue" and bool(kueue_topology_flavors(files))
+    elastic = (not kueue_tas and not gang and not w.facts.tightly_coupled
                and w.name not in (plan.platform.fabric_workloads if plan.platform.network else ()))
     assert bool(rc["spec"].get("enableInTreeAutoscaling")) == elastic, (w.name, plan.gang_scheduler)
+    elastic_job = (rc["metadata"].get("annotations") or {}).get(KUEUE_ELASTIC_JOB)
+    assert elastic_job == ("true" if elastic and plan.gang_scheduler == "kueue" else None), (w.name, elastic_job)
+    if elastic_job:  # Kueue's webhook takes the annotation only with the gate on: the release turns it on
+        gates = (_release_values(files, "kueue") or {})["controllerManager"]["featureGates"]
+        assert {"name": "ElasticJobsViaWorkloadSlices", "enabled": True} in gates, gates
     if elastic:
         assert sum(g["maxReplicas"] for g in groups) == expected_pods(w)
         assert all(g["minReplicas"] == g["replicas"] == 0 for g in groups)
@@ -365,8 +383,9 @@ def test_single_node_workloads_get_no_fabric(pid):
 
 @pytest.mark.parametrize("gang", ["volcano", "kai", "kueue"])
 def test_a_ray_workload_that_is_no_fixed_gang_autoscales_where_the_scheduler_allows(gang):
-    """A Ray pipeline that is not tightly coupled: KubeRay's autoscaler under Volcano and KAI (0 workers
-    up to its pods), fixed under Kueue 0.19; the RayCluster passes KubeRay's CRD schema either way."""
+    """A Ray pipeline that is not tightly coupled: KubeRay's autoscaler (0 workers up to its pods) under
+    Volcano and KAI, and under Kueue as an elastic job on this plane without a Topology; the RayCluster
+    passes KubeRay's CRD schema."""
     from generator.validate.crds import CRDRegistry
     from tests._consumers import reference_dir
     from tests.test_k8s_manifests import plan_from, platform_fleet
@@ -380,9 +399,11 @@ def test_a_ray_workload_that_is_no_fixed_gang_autoscales_where_the_scheduler_all
     files = _bundle(plan)
     check_raycluster(plan, files, w, gang=False)
     rc = _raycluster(files, w)
-    assert bool(rc["spec"]["enableInTreeAutoscaling"]) == (gang != "kueue")
+    assert not kueue_topology_flavors(files)
+    assert rc["spec"]["enableInTreeAutoscaling"] is True
     crd = CRDRegistry.from_dir(reference_dir())
     assert not crd.validate(rc), crd.validate(rc)
-    if gang != "kueue":
-        readme = files["README.md"].decode()
-        assert "KubeRay's autoscaler (`enableInTreeAutoscaling: true`" in readme and "`rl`" in readme
+    readme = files["README.md"].decode()
+    assert "KubeRay's autoscaler (`enableInTreeAutoscaling: true`" in readme and "`rl`" in readme
+    if gang == "kueue":
+        assert "an elastic job" in readme.replace("\n  ", " ")

@@ -104,8 +104,8 @@ def test_example_applies(example: Path, tmp_path: Path, kube_factory) -> None:
         if extra:
             kube.apply(extra)
         admission.wait_admitted_and_placed(kube, units, example)
-    if p.get("gang_scheduler") == "kueue":  # why Ray pools stay pinned at their maximum under Kueue
-        assert_kueue_refuses_ray_autoscaling(kube, kb.manifests(kube, out) + starters)
+    if p.get("gang_scheduler") == "kueue":  # Ray autoscaling only as Kueue elastic jobs
+        assert_kueue_takes_ray_autoscaling_only_as_elastic_jobs(kube, kb.manifests(kube, out) + starters)
     if p.get("gang_scheduler") == "volcano":  # a gang larger than its pool waits whole, and Volcano says why
         tenant = sorted(t["name"] for t in p["tenants"])[0]
         gang, pool = admission.oversized_gang(example, out, tenant)
@@ -204,29 +204,48 @@ def test_kai_bundle_goes_in_and_its_queue_policy_admits_what_the_readme_says(tmp
     assert_secret_references(kube, out, p)
 
 
-def assert_kueue_refuses_ray_autoscaling(kube, objs: list[dict[str, Any]]) -> int:
-    """Issue 34 (Ray pools pinned at their maximum): under Kueue the bundle's RayClusters and RayServices
-    keep KubeRay's autoscaler off (minReplicas = replicas = maxReplicas; generator/render/kubernetes/ray.py
-    `elastic`, schedulers.py `ray_autoscaling`) because Kueue 0.19's own webhook refuses an autoscaling
-    one that is not an elastic job. Asked of the real webhook: the first object of each kind, autoscaler
-    on, in its tenant namespace (server-side dry run, nothing stored) is refused with Kueue's message (0.19.2:
-    "spec.enableInTreeAutoscaling: Invalid value: true: a kueue-managed RayCluster can use autoscaling only
-    as an elastic job: enable the ElasticJobsViaWorkloadSlices feature gate and set the
-    "kueue.x-k8s.io/elastic-job": "true" annotation"). Returns how many kinds were checked."""
+KUEUE_ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"  # 0.19.2 pkg/constants ElasticJobAnnotation
+ELASTIC_GATE = "kueue.x-k8s.io/elastic-job"  # 0.19.2 apis/kueue/v1beta2 ElasticJobSchedulingGate (same string)
+# 0.19.2 pkg/controller/jobs/raycluster/raycluster_webhook.go validateCreate; raycluster/common.go ValidateCreate
+KUEUE_REFUSES = {"RayCluster": "a kueue-managed RayCluster can use autoscaling only as an elastic job: enable the "
+                               "ElasticJobsViaWorkloadSlices feature gate and set the",
+                 "RayService": "a kueue managed job should only use autoscaling when workload slicing is enabled"}
+
+
+def _ray_cluster_spec(o: dict[str, Any]) -> dict[str, Any]:
+    return o["spec"] if o["kind"] == "RayCluster" else o["spec"]["rayClusterConfig"]
+
+
+def _templates(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [spec["headGroupSpec"]["template"], *[g["template"] for g in spec["workerGroupSpecs"]]]
+
+
+def assert_kueue_takes_ray_autoscaling_only_as_elastic_jobs(kube, objs: list[dict[str, Any]]) -> int:
+    """Issue 34 (Ray pools pinned at their maximum): under Kueue an autoscaling RayCluster or RayService
+    of the bundle is an elastic job (generator/render/kubernetes/ray.py `elastic`, schedulers.py
+    `ray_autoscaling_annotations`): as stored, every pod template carries the scheduling gate Kueue's
+    own webhook added (0.19.2 raycluster_webhook.go / rayservice_webhook.go Default), which it takes only
+    with the bundle's ElasticJobsViaWorkloadSlices gate on. The first object of each kind, autoscaler on
+    and without the annotation, in its tenant namespace (server-side dry run, nothing stored) is refused
+    with Kueue's message (KUEUE_REFUSES): why a fixed one stays fixed. Returns how many kinds were checked."""
     checked = 0
     for kind in ("RayCluster", "RayService"):
         o = next((o for o in objs if o["kind"] == kind), None)
         if o is None:
             continue
+        elastic = bool(_ray_cluster_spec(o).get("enableInTreeAutoscaling"))
+        assert elastic == ((o["metadata"].get("annotations") or {}).get(KUEUE_ELASTIC_JOB) == "true"), o["metadata"]
+        if elastic:
+            stored = kube.get(f"{kind.lower()}s.ray.io", o["metadata"]["name"], "-n", o["metadata"]["namespace"])
+            for t in _templates(_ray_cluster_spec(stored)):
+                assert {"name": ELASTIC_GATE} in t["spec"].get("schedulingGates", []), (kind, t["spec"])
         o = json.loads(json.dumps(o))
-        spec = o["spec"] if kind == "RayCluster" else o["spec"]["rayClusterConfig"]
-        assert not spec.get("enableInTreeAutoscaling"), f"{kind} {o['metadata']['name']}: autoscaling under Kueue"
-        spec["enableInTreeAutoscaling"] = True
-        o["metadata"] = {k: v for k, v in o["metadata"].items() if k in ("namespace", "labels", "annotations")} | \
-            {"name": f"{o['metadata']['name']}-autoscaled"[:63]}
+        _ray_cluster_spec(o)["enableInTreeAutoscaling"] = True
+        annotations = {k: v for k, v in (o["metadata"].get("annotations") or {}).items() if k != KUEUE_ELASTIC_JOB}
+        o["metadata"] = {k: v for k, v in o["metadata"].items() if k in ("namespace", "labels")} | \
+            {"name": f"{o['metadata']['name']}-autoscaled"[:63], "annotations": annotations}
         r = kube.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(o), check=False)
-        assert r.returncode != 0 and "kueue" in r.stderr and "autoscaling" in r.stderr, \
-            (kind, r.stdout, r.stderr[-1500:])
+        assert r.returncode != 0 and KUEUE_REFUSES[kind] in r.stderr, (kind, r.stdout, r.stderr[-1500:])
         checked += 1
     return checked
 
@@ -466,6 +485,129 @@ def assert_pod_groups_admitted_whole(kube) -> dict[str, int]:
     assert admitted(workloads()["b"]) and not admitted(workloads()["lost"])
     assert_placement(kube)
     return bound()
+
+
+# An elastic Ray workload under Kueue (issue 34: "Ray pools are pinned at their maximum"): one tenant,
+# 8 one-GPU nodes (the tenant's ClusterQueue: 8 GPUs), a Ray pipeline that is no fixed gang (not tightly
+# coupled, no RDMA fabric) of up to 4 workers.
+ELASTIC_FLEET = DEADLOCK_FLEET.replace("name: gang-deadlock", "name: elastic-ray").split("workloads:")[0] + """\
+workloads:
+  - {name: rl, plane: kubernetes, tenant: team, nodes: 4, gpus: 4, python_native_pipeline: true}
+  - {name: agents, plane: kubernetes, tenant: team, gpus: 1, long_lived_services: true, python_native_pipeline: true,
+     serving: {model: Qwen/Qwen2.5-0.5B-Instruct, min_replicas: 1, max_replicas: 2}}
+options:
+  gang_scheduler: kueue
+"""
+SLICE_REPLACES = "kueue.x-k8s.io/workload-slice-replacement-for"  # 0.19.2 pkg/workloadslicing
+
+
+def test_kueue_resizes_an_elastic_raycluster_within_quota(tmp_path: Path, kube) -> None:
+    """The bundle's autoscaling RayCluster, asked of the real Kueue 0.19.2 run with the bundle's feature
+    gates (the release's `--feature-gates`, tests/kubeenv/cluster.py kueue_release_feature_gates). No
+    KubeRay operator runs here, so no Ray pod is made: what is checked is Kueue's side, the RayCluster's
+    Workloads and the ClusterQueue's usage, with the worker group's `replicas` patched as KubeRay's
+    autoscaler patches it. Admitted at 0 workers (the head alone); scaled to 2, a new Workload slice
+    replacing the admitted one is admitted and the old one finishes as replaced (0.19.2
+    workloadslicing.EnsureWorkloadSlices, scheduler ReplacedWorkloadSlice); with a user's Job holding 5
+    of the 8 GPUs, scaling to 4 (4 + 5 > 8) leaves the larger slice pending while the admitted one keeps
+    the cluster's 2; once the Job is gone the larger one is admitted in its place; scaling down to 1
+    shrinks the admitted slice in place and the ClusterQueue's GPU usage drops to 1. The bundle's
+    autoscaling RayService is admitted as an elastic job at its min_replicas worker (KubeRay, which would
+    make its RayCluster, is not here). The same RayCluster marked MultiKueue-managed is refused with
+    Kueue's own message."""
+    fleet = tmp_path / "elastic-ray.yaml"
+    fleet.write_text(ELASTIC_FLEET)
+    out = plan(fleet, tmp_path / "bundle")
+    values = yaml.safe_load((out / "kubernetes" / "helm" / "kueue.values.yaml").read_text())
+    assert {"name": "ElasticJobsViaWorkloadSlices", "enabled": True} in values["controllerManager"]["featureGates"]
+    kb.apply_bundle(kube, fleet, out, with_workloads=False)
+    [rc] = [o for o in kb.manifests(kube, out) if o["kind"] == "RayCluster"]
+    assert rc["metadata"]["annotations"][KUEUE_ELASTIC_JOB] == "true" and rc["spec"]["enableInTreeAutoscaling"]
+    [group] = rc["spec"]["workerGroupSpecs"]
+    assert (group["minReplicas"], group["replicas"], group["maxReplicas"]) == (0, 0, 4)
+    name = rc["metadata"]["name"]
+    assert assert_kueue_takes_ray_autoscaling_only_as_elastic_jobs(kube, [rc]) == 1
+
+    def slices() -> list[dict[str, Any]]:
+        return [w for w in kube.get("workloads.kueue.x-k8s.io", "-n", "team")["items"]
+                if any(r["kind"] == "RayCluster" and r["name"] == name for r in w["metadata"].get("ownerReferences", []))]
+
+    def cond(w: dict[str, Any], t: str) -> dict[str, Any]:
+        return next((c for c in (w.get("status") or {}).get("conditions", []) if c["type"] == t), {})
+
+    def admitted() -> list[dict[str, Any]]:
+        return [w for w in slices() if cond(w, "Admitted").get("status") == "True"
+                and cond(w, "Finished").get("status") != "True"]
+
+    def workers(w: dict[str, Any]) -> int:
+        return next(p["count"] for p in w["spec"]["podSets"] if p["name"] == group["groupName"])
+
+    def gpus_used() -> int:
+        cq = kube.get("clusterqueues.kueue.x-k8s.io", "team")
+        return sum(int(r["total"]) for f in (cq.get("status") or {}).get("flavorsUsage", [])
+                   for r in f["resources"] if r["name"] == "nvidia.com/gpu")
+
+    def scale(n: int) -> None:  # what KubeRay's autoscaler writes: the worker group's replicas
+        kube.kubectl("patch", "rayclusters.ray.io", name, "-n", "team", "--type=json", "-p",
+                     json.dumps([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": n}]))
+
+    def one_admitted(n: int) -> dict[str, Any] | None:
+        got = admitted()
+        return got[0] if len(got) == 1 and workers(got[0]) == n and gpus_used() == n else None
+
+    first = kube.wait_for("the RayCluster admitted at 0 workers", lambda: one_admitted(0), timeout=120)
+    scale(2)
+    second = kube.wait_for("a 2-worker slice admitted", lambda: one_admitted(2), timeout=120)
+    assert second["metadata"]["name"] != first["metadata"]["name"]
+    assert second["metadata"]["annotations"][SLICE_REPLACES].endswith("/" + first["metadata"]["name"])
+    # the replaced slice finishes as such (0.19.2 apis/kueue/v1beta2 WorkloadSliceReplaced), its quota released
+    old = next(w for w in slices() if w["metadata"]["name"] == first["metadata"]["name"])
+    assert cond(old, "Finished").get("reason") == "WorkloadSliceReplaced", old["status"]
+    # a user's Job takes 5 of the 8 GPUs: 2 + 5 fit, 4 + 5 do not. At the cluster's priority (the bundle's
+    # batch PriorityClass): at a lower one the ClusterQueue's `withinClusterQueue: LowerPriority` would
+    # let the larger slice preempt it
+    job = _user_job("job", 5)
+    job["spec"]["template"]["spec"]["priorityClassName"] = rc["spec"]["headGroupSpec"]["template"]["spec"]["priorityClassName"]
+    kube.apply([job])
+    kube.wait_for("the Job admitted beside the cluster", lambda: gpus_used() == 7, timeout=120)
+    scale(4)
+
+    def pending_larger() -> dict[str, Any] | None:
+        got = [w for w in slices() if workers(w) == 4 and SLICE_REPLACES in w["metadata"].get("annotations", {})]
+        return got[0] if got and cond(got[0], "QuotaReserved").get("status") == "False" else None
+
+    larger = kube.wait_for("the 4-worker slice waiting for quota", pending_larger, timeout=120)
+    assert "insufficient unused quota for nvidia.com/gpu" in cond(larger, "QuotaReserved")["message"], larger["status"]
+    assert [w["metadata"]["name"] for w in admitted()] == [second["metadata"]["name"]] and gpus_used() == 7
+    kube.kubectl("delete", "jobs", "job", "-n", "team", "--wait=true", "--cascade=foreground", timeout=120)
+    third = kube.wait_for("the 4-worker slice admitted once the Job is gone", lambda: one_admitted(4), timeout=120)
+    assert third["metadata"]["name"] == larger["metadata"]["name"]
+    assert third["metadata"]["annotations"][SLICE_REPLACES].endswith("/" + second["metadata"]["name"])
+    scale(1)  # down: the admitted slice shrinks in place and gives 3 GPUs back
+    fourth = kube.wait_for("the slice shrunk to 1 worker", lambda: one_admitted(1), timeout=120)
+    assert fourth["metadata"]["name"] == third["metadata"]["name"]
+    # the RayService (Ray Serve, KubeRay's autoscaler between min_replicas and max_replicas workers) is an
+    # elastic job too: stored with Kueue's gate on its templates, admitted at its min_replicas worker
+    [rs] = [o for o in yaml.safe_load_all((out / "kubernetes" / "workloads" / "agents.yaml").read_text())
+            if o and o["kind"] == "RayService"]
+    assert rs["metadata"]["annotations"][KUEUE_ELASTIC_JOB] == "true"
+    kube.apply([rs])
+    assert assert_kueue_takes_ray_autoscaling_only_as_elastic_jobs(kube, [rs]) == 1
+
+    def service_admitted() -> bool:
+        return any(r["kind"] == "RayService" for w in kube.get("workloads.kueue.x-k8s.io", "-n", "team")["items"]
+                   if cond(w, "Admitted").get("status") == "True" for r in w["metadata"].get("ownerReferences", []))
+
+    kube.wait_for("the RayService admitted", lambda: service_admitted() and gpus_used() == 2, timeout=120)
+    # MultiKueue does not resize a Ray cluster: Kueue's webhook says so (0.19.2 raycluster_webhook.go
+    # validateElasticJob); a plane with Ray is never planned behind MultiKueue (decide/clusters.py)
+    mk = json.loads(json.dumps(rc))
+    mk["metadata"] = {k: v for k, v in mk["metadata"].items() if k in ("namespace", "labels", "annotations")} | \
+        {"name": f"{name}-multikueue"}
+    mk["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    r = kube.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(mk), check=False)
+    assert r.returncode != 0 and \
+        "in-tree autoscaling is not supported for a MultiKueue-managed elastic RayCluster" in r.stderr, r.stderr[-1500:]
 
 
 def test_default_scheduler_splits_the_same_gangs(tmp_path: Path, kube) -> None:

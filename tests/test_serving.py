@@ -334,8 +334,14 @@ def test_the_stack_reads_right_to_its_controllers(planned, workload):
         auto = config["applications"][0]["args"]["llm_configs"][0]["deployment_config"]["autoscaling_config"]
         assert (auto["min_replicas"], auto["max_replicas"]) == (sv.min_replicas, sv.max_replicas)
         cluster = server["spec"]["rayClusterConfig"]
-        # Kueue 0.19 refuses an autoscaling RayService (its webhook): the cluster holds max_replicas' workers
-        assert cluster["enableInTreeAutoscaling"] is (plan.gang_scheduler != "kueue")
+        # Kueue 0.19 resizes a RayService only as an elastic job, and not where its flavors place by
+        # topology: then the cluster holds max_replicas' workers
+        from tests.test_gang_invariant import KUEUE_ELASTIC_JOB, kueue_topology_flavors
+
+        tas = plan.gang_scheduler == "kueue" and bool(kueue_topology_flavors(files))
+        assert cluster["enableInTreeAutoscaling"] is not tas
+        elastic_job = (server["metadata"].get("annotations") or {}).get(KUEUE_ELASTIC_JOB)
+        assert elastic_job == ("true" if plan.gang_scheduler == "kueue" and not tas else None)
         [group] = cluster["workerGroupSpecs"]
         assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"] == sv.max_replicas * sv.nodes_per_replica
         if not cluster["enableInTreeAutoscaling"]:

@@ -123,6 +123,7 @@ def render(plan: Plan) -> dict[str, bytes]:
                                      kai.values(plan),
                                      kai_v17="kai-scheduler" in plan.charts and "admission" not in kai.values(plan),
                                      ray_elastic=[w.name for w in ray.ray_workloads(plan) if ray.elastic(plan, w)],
+                                     ray_resizes=ray.scheduler_resizes(plan),
                                      orchgen_better=ORCHGEN_BETTER, orchgen_better_nodes=ORCHGEN_BETTER_NODES)),
     }
 

@@ -762,9 +762,19 @@ class Cluster:
         self.wait_for("nodes Ready", ready, timeout=120)
 
     # -- Kueue ---------------------------------------------------------------------------------
+    def kueue_release_feature_gates(self) -> list[str]:
+        """The feature gates the Kueue release's Deployment, as stored, passes its manager: the chart
+        turns `controllerManager.featureGates` into one `--feature-gates=A=true,...` argument
+        (charts/kueue templates/_helpers.tpl "kueue.featureGates"), so the manager here runs with the
+        bundle's gates, whichever way (kubectl, Flux, Pulumi) the release went in."""
+        deps = self.get("deployments", "-n", "kueue-system")["items"]
+        return [g for d in deps for c in d["spec"]["template"]["spec"]["containers"] for a in c.get("args", [])
+                if a.startswith("--feature-gates=") for g in a.split("=", 1)[1].split(",") if g]
+
     def start_kueue(self, config: dict[str, Any], port: int = 0) -> None:
         """Run Kueue's controller manager with `config` (a Configuration, as the chart's ConfigMap
-        holds it), its webhook server on 127.0.0.1 (at `port`, else a free one) with this cluster's
+        holds it) and the release's feature gates (`kueue_release_feature_gates`, plus overlay rule 6),
+        its webhook server on 127.0.0.1 (at `port`, else a free one) with this cluster's
         serving certificate."""
         self.webhook_port = port or free_port()
         certdir = self.dir / "kueue-certs"
@@ -792,8 +802,9 @@ class Cluster:
                                    probe=free_port(), metrics=free_port())
         path = self.dir / "kueue-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
+        gates = [*self.kueue_release_feature_gates(), overlay.KUEUE_FEATURE_GATES]
         self._spawn("kueue", ["kueue", f"--config={path}", "--zap-log-level=2",
-                              f"--feature-gates={overlay.KUEUE_FEATURE_GATES}"],
+                              f"--feature-gates={','.join(gates)}"],
                     env={"KUBECONFIG": str(self.kubeconfig), "POD_NAMESPACE": "kueue-system"})
         self._wait("kueue webhook server", lambda: socket.create_connection(
             ("127.0.0.1", self.webhook_port), timeout=1).close() is None, 120, "kueue")

@@ -35,7 +35,9 @@ first apply in a process goes through `kubectl apply --server-side`.
    scrapes those metrics.
 6. Kueue's on-demand visibility API server is off (`--feature-gates=VisibilityOnDemand=false`): it
    serves an aggregated API through an APIService (left out by rule 2) and reads its certificate
-   from the fixed path /visibility. Admission, queueing and TAS do not use it.
+   from the fixed path /visibility. Admission, queueing and TAS do not use it. Every other gate is the
+   release's own: the manager gets the `--feature-gates` its chart's Deployment passes (the bundle's
+   `controllerManager.featureGates`, e.g. ElasticJobsViaWorkloadSlices), this one appended.
 7. CRDs a controller installs at run time, which its chart does not carry: the Network Operator
    applies nv-ipam's IPPool and CIDRPool CRDs itself (its manifests/state-nv-ipam-cni) when a
    NicClusterPolicy enables nv-ipam. Its pod is only faked here, so once the manifests (the

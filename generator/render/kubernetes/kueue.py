@@ -15,13 +15,14 @@ import yaml
 
 from ...errors import OrchgenError
 from ...decide.plan import Plan, Tenant
+from ...schedulers import KUEUE_ELASTIC_GATE
 from ...yamlio import dump_yaml
 from ...spec.fabric import LABEL_HOSTNAME
 from .common import (KUEUE_DEFAULT_LOCAL_QUEUE, clique_topology_levels, clique_topology_name, content_name, devices,
                      gpu_resources, has_topology,
                      level_topology, meta, namespace_of, node_selector, pool_has_topology, queue_of, slices,
                      slice_of, tenant_namespaces, tolerations, topology_name, unique, workloads as kube_workloads)
-from .ray import ray_planned
+from .ray import ray_planned, resized
 
 API = "kueue.x-k8s.io/v1beta2"
 RELEASE_METRICS = "kube-prometheus-stack"
@@ -288,4 +289,9 @@ def values(plan: Plan) -> dict[str, Any]:
         # the chart's ServiceMonitor of Kueue's metrics (kueue_pending_workloads: the stuck-gang alert,
         # render/kubernetes/metrics.py); the release waits for kube-prometheus-stack's CRDs
         out["enablePrometheus"] = True
+    if resized(plan):
+        # the bundle's autoscaling Ray clusters are Kueue elastic jobs, which need this gate (beta, on by
+        # default since 0.18: pkg/features/kube_features.go at v0.19.2; kueue.sigs.k8s.io/docs/concepts/
+        # elastic_workload); written so that turning it off shows what it breaks (Kueue then refuses them)
+        out["controllerManager"] = {"featureGates": [{"name": KUEUE_ELASTIC_GATE, "enabled": True}]}
     return out

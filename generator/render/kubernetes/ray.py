@@ -7,10 +7,16 @@ Autoscaling") sizes the worker group between minReplicas and maxReplicas where t
 (`elastic`): a workload that is no fixed gang (not tightly coupled across nodes, not on the RDMA fabric),
 under a gang scheduler that admits a cluster changing size. Volcano's PodGroup then holds the head and
 minReplicas (KubeRay's Volcano plugin: CalculateMinReplicas + 1 when autoscaling is on) and KAI's
-grouper scales the gang within min/max (docs.ray.io, "KAI Scheduler" with KubeRay); Kueue 0.19 refuses
-an autoscaling RayCluster without workload slicing (schedulers.ray_autoscaling), so there, and for a
-fixed gang, minReplicas = replicas = maxReplicas: the gang is sized from the desired replicas and a
-fixed size keeps every worker inside it.
+grouper scales the gang within min/max (docs.ray.io, "KAI Scheduler" with KubeRay). Kueue 0.19 admits an
+autoscaling RayCluster only as an elastic job (the `kueue.x-k8s.io/elastic-job: "true"` annotation with
+the ElasticJobsViaWorkloadSlices gate on, schedulers.ray_autoscaling_annotations; the kueue release's
+values turn the gate on, kueue.py): each size KubeRay's autoscaler sets becomes a Workload slice Kueue
+admits within the ClusterQueue's quota, the larger slice replacing the admitted one, a smaller one
+giving quota back. Not on a plane with a Topology (schedulers.ray_autoscaling_with_topology), and never
+behind MultiKueue, whose RayClusters the webhook refuses to autoscale (raycluster_webhook.go
+validateElasticJob; a plane with Ray stays one cluster, decide/clusters.py `_one_cluster`). For a fixed
+gang, and where the scheduler cannot resize it, minReplicas = replicas = maxReplicas: the gang is sized
+from the desired replicas and a fixed size keeps every worker inside it.
 
 The gang is placed by the bundle's topology, the way each scheduler reads it from a RayCluster
 (`topology_wiring`): KAI's pod grouper takes `kai.scheduler/topology` and
@@ -88,11 +94,24 @@ def _pod(plan: Plan, w: WorkloadDecision, name: str, shape_: PodShape, image: st
 AUTOSCALER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
+def scheduler_resizes(plan: Plan) -> bool:
+    """Whether the plan's gang scheduler admits a Ray cluster KubeRay's autoscaler resizes, on this plane
+    (schedulers.ray_autoscaling_with_topology): the rule for RayClusters and RayServices alike."""
+    s = schedulers.get(plan.gang_scheduler)
+    return s is None or s.ray_autoscaling_with_topology or not has_topology(plan)
+
+
 def elastic(plan: Plan, w: WorkloadDecision) -> bool:
     """Whether KubeRay's autoscaler may resize this workload's cluster (module docstring)."""
-    s = schedulers.get(plan.gang_scheduler)
-    return ((s is None or s.ray_autoscaling) and not w.gang_scheduler_required and not w.facts.tightly_coupled
+    return (scheduler_resizes(plan) and not w.gang_scheduler_required and not w.facts.tightly_coupled
             and fabric_wiring.network_of(plan, w) is None)
+
+
+def autoscaling_annotations(plan: Plan) -> dict[str, str]:
+    """What an autoscaling RayCluster or RayService carries for the gang scheduler to admit it (Kueue:
+    the elastic-job annotation, schedulers.ray_autoscaling_annotations)."""
+    s = schedulers.get(plan.gang_scheduler)
+    return dict(s.ray_autoscaling_annotations) if s else {}
 
 
 def autoscaler_options() -> dict[str, Any]:
@@ -107,6 +126,8 @@ def raycluster(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     scaling = elastic(plan, w)
     worker_image = f"{RAY_IMAGE}-gpu" if sh.gpus else RAY_IMAGE
     labels, annotations, worker_annotations = topology_wiring(plan, w)
+    if scaling:
+        annotations = {**annotations, **autoscaling_annotations(plan)}
     template = _pod(plan, w, "ray-worker", sh, worker_image, fabric=fabric_wiring.network_of(plan, w) is not None)
     if worker_annotations:
         template["metadata"] = {"annotations": worker_annotations}
@@ -143,6 +164,15 @@ def ray_workloads(plan: Plan) -> list[WorkloadDecision]:
 
 def objects(plan: Plan) -> list[dict[str, Any]]:
     return [raycluster(plan, w) for w in ray_workloads(plan)]
+
+
+def resized(plan: Plan) -> list[str]:
+    """The Ray workloads whose cluster KubeRay's autoscaler resizes: RayClusters (`elastic`) and
+    RayServices (serving.ray_autoscaling)."""
+    kube = plan.kube_plane
+    services = [w.name for w in plan.workloads_on(kube.name) if w.serving is not None
+                and w.serving.stack == "rayservice"] if kube and scheduler_resizes(plan) else []
+    return [w.name for w in ray_workloads(plan) if elastic(plan, w)] + services
 
 
 def ray_planned(plan: Plan) -> bool:

@@ -359,9 +359,9 @@ def _ray_pod(plan: Plan, w: WorkloadDecision, name: str, shape: PodShape, labels
 
 
 def ray_autoscaling(plan: Plan) -> bool:
-    """Whether KubeRay's autoscaler may resize a RayService's cluster under the plan's gang scheduler."""
-    s = schedulers.get(plan.gang_scheduler)
-    return s is None or s.ray_autoscaling
+    """Whether KubeRay's autoscaler may resize a RayService's cluster under the plan's gang scheduler
+    (ray.scheduler_resizes: under Kueue, as an elastic job, on a plane without a Topology)."""
+    return ray.scheduler_resizes(plan)
 
 
 def _ray_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
@@ -386,7 +386,10 @@ def _ray_service(plan: Plan, w: WorkloadDecision) -> dict[str, Any]:
     # (gang.for_raycluster): KubeRay copies a RayService's labels onto the RayCluster it makes
     # (rayservice_controller.go, constructRayClusterForRayService), whose scheduler plugin wires the pods
     return {"apiVersion": "ray.io/v1", "kind": "RayService",
-            "metadata": meta(name_of(w), namespace_of(w.tenant), labels=gang.for_raycluster(plan, w.tenant)),
+            # Kueue's RayService integration sizes an elastic one's Workload from the RayCluster KubeRay made
+            # for it (0.19.2 pkg/controller/jobs/rayservice PodSets, raycluster.UpdatePodSets)
+            "metadata": meta(name_of(w), namespace_of(w.tenant), labels=gang.for_raycluster(plan, w.tenant),
+                             annotations=ray.autoscaling_annotations(plan) if elastic else None),
             "spec": {"serveConfigV2": _serve_config(sv),
                      "rayClusterConfig": {"rayVersion": RAY_VERSION, "authOptions": dict(RAY_AUTH_OPTIONS),
                                           "enableInTreeAutoscaling": elastic,
