@@ -29,6 +29,7 @@ second job of the same shape in one backfill pass (it could not start before the
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
 from collections.abc import Iterable
@@ -44,7 +45,6 @@ from .jobs import Job
 AGE_MAX = 7 * 86_400  # PriorityMaxAge=7-0
 HALF_LIFE = 7 * 86_400  # PriorityDecayHalfLife=7-0
 PRIORITY_CALC_PERIOD = 300  # PriorityCalcPeriod: Slurm's default, 5 minutes
-SORT_CHUNK = 1024  # pending jobs sorted by priority at a time (order()): the main scheduler reads 100
 MAX_SWITCH_WAIT = 300  # SchedulerParameters max_switch_wait: Slurm's default; policy_of takes the bundle's
 
 
@@ -123,15 +123,19 @@ class SlurmScheduler:
         self.shapes: dict[tuple, int] = {}  # pending jobs per (partition, nodes, GPUs per node, limit)
         self._calc_at = -1.0
         self._fs: dict[str, float] = {}
-        # pending job ids by priority, as of the last recalculation: sorted a chunk at a time, as far as
-        # a pass reads (the main scheduler reads default_queue_depth, backfill until it stops), not the
-        # whole queue every PriorityCalcPeriod (a month of a large site queues hundreds of thousands)
-        self._ids: list[int] = []
-        self._keys: list[int] = []  # their -priority
-        self._at: dict[int, list[int]] = {}  # tenant (index into _tenants) -> its positions in _ids, ascending
-        self._rest = np.zeros(0, dtype=np.int64)  # the others' (-priority, id) as -priority * 2**32 + id
-        self._chunk = SORT_CHUNK
-        self._head = 0
+        # pending jobs by priority, as of the last recalculation: within one group of jobs (one tenant,
+        # one size: the same fair-share and size terms) priority only falls with the submission time,
+        # the id's order, so the order of the whole queue is a merge of the groups, each read in id
+        # order as far as a pass reads (a month of a large site queues hundreds of thousands: they are
+        # not all given a priority and sorted at every PriorityCalcPeriod)
+        self._groups: dict[tuple[int, float], int] = {}  # (tenant index, size term) -> group
+        self._g_ids: list[list[int]] = []  # per group: its pending jobs' ids, ascending (some started since)
+        self._g_head: list[int] = []  # per group: the first position that may still be pending
+        self._g_tenant: list[int] = []
+        self._g_base: list[float] = []  # per group: fair-share term + size term, as of the last recalculation
+        self._cut = 0  # the last id submitted at the last recalculation: later ones are in _new
+        self._last_id = 0  # the last id submitted (ids are given in submission order)
+        self._given = 0  # the last id given its own priority (in _new)
         self._new: list[tuple[int, int, int]] = []  # (-priority, id, tenant) of the jobs submitted since
         # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
         # they start and end, so a backfill pass does not sort every running job again
@@ -144,7 +148,7 @@ class SlurmScheduler:
         self._leaf_list = nodes.leaf.tolist()  # each node's leaf, as Python ints (_earliest reads them one by one)
         self._mask_lists: dict[str, list[bool]] = {}
         replay.scheduler = self
-        # per job (by its index in the replay): what a priority recalculation reads, as arrays
+        # per job (by its index in the replay): what usage decay reads, as arrays
         jobs = replay.jobs
         self._ix = {j.id: i for i, j in enumerate(jobs)}
         tenants = sorted({j.tenant for j in jobs} | set(shares))
@@ -152,19 +156,10 @@ class SlurmScheduler:
         self._tenants = tenants
         for job in jobs:
             job.partition = job.pool
-        self._a_id = np.array([j.id for j in jobs], dtype=np.int64)
-        self._a_submit = np.array([j.submit for j in jobs], dtype=float)
         self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
-        # each job's tenant by its id (_extend reads the tenants of the ids it sorts)
-        self._tenant_of_id = np.zeros(int(self._a_id.max()) + 1 if len(jobs) else 0, dtype=np.int64)
-        self._tenant_of_id[self._a_id] = self._a_tenant
-        self._a_size = np.array([j.gpus / max(1, self.part_gpus.get(j.partition, 0)) for j in jobs], dtype=float)
-        self._a_size_term = policy.weight_gpu * self._a_size  # the job-size factor, weighted (_recalc)
-        self._a_pending = np.zeros(len(jobs), dtype=bool)
         self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
         self._a_running = np.zeros(len(jobs), dtype=bool)
         self._a_seq = np.zeros(len(jobs), dtype=np.int64)  # start order (the replay's running jobs' order)
-        self._a_given = np.zeros(len(jobs), dtype=bool)  # has a priority (the last recalculation's or its own)
         self._seq = 0
 
     # -- priority
@@ -200,98 +195,48 @@ class SlurmScheduler:
             return list(itertools.islice(pending.values(), limit))
         if now - self._calc_at >= self.p.calc_period or self._calc_at < 0:
             self._recalc(now)
+        # submitted since the recalculation, and not given a priority by an earlier pass since (the
+        # arrivals of an instant are read by each pass until the next event's): their own priority
+        given = max(self._cut, self._given)
         for j in self.r.arrived:
-            k = self._ix[j.id]
-            if j.id in pending and not self._a_given[k]:
-                self._a_given[k] = True
-                bisect.insort(self._new, (-self._priority(j, now), j.id, int(self._a_tenant[k])))
+            if j.id > given:
+                self._given = j.id  # (arrivals come in id order)
+                if j.id in pending:
+                    bisect.insort(self._new, (-self._priority(j, now), j.id, self._tenant_ix[j.tenant]))
         return itertools.islice(self._merged(skip), limit)
 
     def _recalc(self, now: float) -> None:
-        """Every pending job's priority, in one vectorised step (numpy over the pending jobs)."""
+        """Every pending job's priority as of now: the fair-share term per tenant here; each job's
+        sum is formed as _merged reads it (the same float operations, in the same order, as a sum
+        over the pending jobs' arrays: fair-share + size, + age x weight, truncated)."""
         self._calc_at = now
         self._decay_usage(now)
         total = sum(self.usage.values()) or 1.0
         self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
-        ix = np.flatnonzero(self._a_pending)  # the pending jobs (submission order)
         p = self.p
-        # the fair-share term per tenant and the size term per job are the products the per-job sum took
-        # (the same float multiplications, made once per tenant and once per job, not once per recalc)
-        fs_term = p.weight_fairshare * np.array([self._fs.get(t, 0.0) for t in self._tenants])
-        tix = self._a_tenant[ix]
-        age = np.minimum(1.0, (now - self._a_submit[ix]) / p.age_max)
-        age *= p.weight_age
-        prio = fs_term[tix]
-        prio += self._a_size_term[ix]
-        prio += age
-        prio = prio.astype(np.int64)  # integers
-        # one int64 per job orders as (-priority, id) does (ids < 2**32; priorities >= 0)
-        prio *= -(1 << 32)
-        prio += self._a_id[ix]
-        self._rest = prio
-        self._ids, self._keys, self._at = [], [], {}
-        self._chunk = SORT_CHUNK
-        self._head = 0
+        fs_term = [p.weight_fairshare * self._fs.get(t, 0.0) for t in self._tenants]
+        self._g_base = [fs_term[t] + size for t, size in self._groups]  # dict order: the group's index
+        self._cut = self._last_id
         self._new = []
-        np.copyto(self._a_given, self._a_pending)  # the pending jobs have a priority now
 
-    def _extend(self) -> bool:
-        """The next chunk of the recalculated order (twice the last one's size), onto _ids and _keys:
-        the smallest keys of the rest (a partition of the keys themselves), sorted; False when none
-        are left. The keys are distinct, so the chunk and its order are the only ones there are."""
-        rest = self._rest
-        if not rest.size:
-            return False
-        k = self._chunk
-        self._chunk *= 2
-        if k < rest.size:
-            part = np.partition(rest, k - 1)
-            top, self._rest = np.sort(part[:k]), part[k:]
-        else:
-            top, self._rest = np.sort(rest), rest[:0]
-        ids = top & 0xFFFFFFFF
-        tenant = self._tenant_of_id[ids]
-        base = len(self._ids)
-        self._ids += ids.tolist()
-        self._keys += (top >> 32).tolist()
-        # each tenant's positions, ascending: the chunk's positions grouped by tenant (a stable sort keeps
-        # them in order within a tenant), one slice per tenant rather than a step per job
-        at = self._at
-        by = np.argsort(tenant, kind="stable")
-        sorted_tenant = tenant[by]
-        positions = (by + base).tolist()
-        cuts = [0, *(np.flatnonzero(sorted_tenant[1:] != sorted_tenant[:-1]) + 1).tolist(), len(positions)]
-        for a, b in zip(cuts, cuts[1:]):
-            t = int(sorted_tenant[a])
-            mine = at.get(t)
-            if mine is None:
-                at[t] = positions[a:b]
-            else:
-                mine += positions[a:b]
-        return True
-
-    def _next_unskipped(self, i: int, skip: set[int]) -> int:
-        """The first position from `i` on in _ids of a pending job of a tenant not in `skip` (len(_ids)
-        if none): a bisection in each other tenant's positions, not a walk past the skipped ones."""
-        ids, pending = self._ids, self.r.pending
-        best = len(ids)
-        for t, mine in self._at.items():
-            if t in skip:
-                continue
-            x = bisect.bisect_left(mine, i)
-            while x < len(mine) and mine[x] < best and ids[mine[x]] not in pending:
-                x += 1
-            if x < len(mine) and mine[x] < best:
-                best = mine[x]
-        return best
+    def _group(self, job: Job) -> int:
+        """The group of a job submitted now (possible()): its tenant's and its size's."""
+        key = (self._tenant_ix[job.tenant], self.p.weight_gpu * (job.gpus / max(1, self.part_gpus.get(job.partition, 0))))
+        g = self._groups.get(key)
+        if g is None:
+            g = self._groups[key] = len(self._g_ids)
+            self._g_ids.append([])
+            self._g_head.append(0)
+            self._g_tenant.append(key[0])
+            self._g_base.append(0.0)  # no job of it was pending at the last recalculation
+        return g
 
     def _merged(self, skip: set[int] | None = None):
-        """The recalculated list and the jobs submitted since, merged by (-priority, id), skipping
-        jobs no longer pending and those of the tenants in `skip` (read as it is at each step)."""
+        """The recalculated order and the jobs submitted since, merged by (-priority, id), skipping
+        jobs no longer pending and those of the tenants in `skip` (read as it is at each step). Each
+        group is read in id order (its priority order) and the groups' heads merged by a heap."""
         pending = self.r.pending
-        ids, keys, new = self._ids, self._keys, self._new
-        while self._head < len(ids) and ids[self._head] not in pending:
-            self._head += 1
+        new = self._new
         # the jobs submitted since the recalculation that have started lead that list (they had the
         # highest priorities): dropped, as a Slurm job never returns to pending (no preemption here),
         # rather than stepped over by every pass until the next recalculation
@@ -300,21 +245,43 @@ class SlurmScheduler:
             gone += 1
         if gone:
             del new[:gone]
-        i, k = self._head, 0
+        p = self.p
+        now, age_max, w_age, cut = self._calc_at, p.age_max, p.weight_age, self._cut
+        heap = []
+        g_ids, g_head, g_base, g_tenant = self._g_ids, self._g_head, self._g_base, self._g_tenant
+        for g, ids in enumerate(g_ids):
+            h = g_head[g]
+            while h < len(ids) and ids[h] not in pending:
+                h += 1
+            if h > 4096:  # the started prefix, dropped now and then rather than stepped over
+                del ids[:h]
+                h = 0
+            g_head[g] = h
+            if h < len(ids) and ids[h] <= cut:
+                i = ids[h]
+                heap.append((-int(g_base[g] + min(1.0, (now - pending[i].submit) / age_max) * w_age), i, g, h))
+        heapq.heapify(heap)
+        pop = heapq.heappop
+        k = 0
         while True:
-            while True:
-                if skip:
-                    i = self._next_unskipped(i, skip)
-                else:
-                    while i < len(ids) and ids[i] not in pending:
-                        i += 1
-                if i < len(ids) or not self._extend():
-                    break
+            if skip:
+                while heap and g_tenant[heap[0][2]] in skip:
+                    pop(heap)  # the rest of that group is the skipped tenant's too
             while k < len(new) and (new[k][1] not in pending or (skip and new[k][2] in skip)):
                 k += 1
-            if i < len(ids) and (k >= len(new) or (keys[i], ids[i]) < new[k]):  # (a, b) < (a, b, c)
-                yield pending[ids[i]]
-                i += 1
+            if heap and (k >= len(new) or heap[0][:2] < new[k][:2]):
+                key, i, g, h = heap[0]
+                ids = g_ids[g]
+                h += 1
+                while h < len(ids) and ids[h] not in pending:
+                    h += 1
+                if h < len(ids) and ids[h] <= cut:
+                    j = ids[h]
+                    heapq.heapreplace(heap, (-int(g_base[g] + min(1.0, (now - pending[j].submit) / age_max) * w_age),
+                                             j, g, h))
+                else:
+                    pop(heap)
+                yield pending[i]
             elif k < len(new):
                 yield pending[new[k][1]]
                 k += 1
@@ -359,7 +326,9 @@ class SlurmScheduler:
             key = (job.partition, job.nodes, job.per_node, job.limit)
             self.shapes[key] = self.shapes.get(key, 0) + 1
             self.pending_of[job.tenant] = self.pending_of.get(job.tenant, 0) + 1
-            self._a_pending[self._ix[job.id]] = True
+            if self.p.multifactor:
+                self._g_ids[self._group(job)].append(job.id)
+                self._last_id = job.id
         return ok
 
     def _nodes_for(self, partition: str, per_node: int) -> int:
@@ -381,7 +350,6 @@ class SlurmScheduler:
         if not self.pending_of[job.tenant]:
             del self.pending_of[job.tenant]
         k = self._ix[job.id]
-        self._a_pending[k] = False
         self._a_running[k] = True
         self._seq += 1
         self._a_seq[k] = self._seq
