@@ -138,10 +138,13 @@ class SlurmScheduler:
         self._given = 0  # the last id given its own priority (in _new)
         self._new: list[tuple[int, int, int]] = []  # (-priority, id, tenant) of the jobs submitted since
         # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
-        # they start and end, so a backfill pass does not sort every running job again
-        # (end, id, partition, GPUs per node, nodes as Python ints): what _earliest reads of each, kept
-        # with the end rather than read from the Job and converted from numpy at every walk
-        self._ends: list[tuple[float, int, str, int, list[int]]] = []
+        # they start and end, so a backfill pass does not sort every running job again. Bucketed by
+        # that end: the distinct ends (a few thousand: ends are kept to bf_resolution), sorted, and per
+        # end its jobs by id, (id, partition, GPUs per node, nodes as Python ints), what _earliest reads
+        # of each; one sorted list of every running job moved tens of thousands of entries per start
+        self._end_times: list[float] = []
+        self._end_at: dict[float, list[tuple[int, str, int, list[int]]]] = {}
+        self._end_of: dict[int, float] = {}  # job id -> its bucket
         self.pending_of: dict[str, int] = {}  # pending jobs per tenant
         self._no_fit: dict[tuple, int] = {}  # shape -> replay.frees when it last did not fit (_fit_now)
         self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
@@ -355,15 +358,25 @@ class SlurmScheduler:
         self._a_seq[k] = self._seq
         self.r.start(job, nodes)
         if not math.isinf(job.limit):
-            bisect.insort(self._ends, (self._round(job.start + job.limit), job.id, job.partition, job.per_node,
-                                       nodes.tolist()))
+            t = self._end_of[job.id] = self._round(job.start + job.limit)
+            entry = (job.id, job.partition, job.per_node, nodes.tolist())
+            bucket = self._end_at.get(t)
+            if bucket is None:
+                self._end_at[t] = [entry]
+                bisect.insort(self._end_times, t)
+            else:
+                bisect.insort(bucket, entry)  # (ids are distinct: the rest of the tuple is never compared)
 
     def ended(self, job: Job) -> None:
         self._a_running[self._ix[job.id]] = False
-        if not math.isinf(job.limit):
-            key = (self._round(job.start + job.limit), job.id)
-            i = bisect.bisect_left(self._ends, key)
-            del self._ends[i]
+        t = self._end_of.pop(job.id, None)
+        if t is not None:
+            bucket = self._end_at[t]
+            if len(bucket) == 1:
+                del self._end_at[t]
+                del self._end_times[bisect.bisect_left(self._end_times, t)]
+            else:
+                del bucket[bisect.bisect_left(bucket, (job.id,))]
 
     # -- the main scheduler
     def schedule(self, now: float) -> None:
@@ -407,7 +420,6 @@ class SlurmScheduler:
     def backfill(self, now: float) -> None:
         nodes = self.r.nodes
         free = nodes.free.copy()
-        ends = self._ends  # kept sorted as jobs start (this pass's too) and end
         resv: list[tuple[float, float, np.ndarray, int]] = []
         # _avail(free, resv, now, t1) per window end t1 (now + a job's limit; a queue has few limits),
         # kept up to date as this pass takes nodes and reserves, rather than copied and rebuilt from
@@ -470,7 +482,7 @@ class SlurmScheduler:
             # no later job of this shape can start in this pass (resources only shrink in it): its
             # reservation is the first's (Slurm would reserve for each; the rest of the pass is the same)
             (blocked_one_leaf if one_leaf else blocked_shapes).add(key)
-            when = self._earliest(job, free, ends, resv, now)
+            when = self._earliest(job, free, resv, now)
             if when is not None:
                 t, picked = when
                 start, end = self._round(t), self._round(t + job.limit)
@@ -491,7 +503,7 @@ class SlurmScheduler:
                 out[idx] -= per
         return out
 
-    def _earliest(self, job: Job, free: np.ndarray, ends: list, resv: list, now: float):
+    def _earliest(self, job: Job, free: np.ndarray, resv: list, now: float):
         """The first end time (within bf_window) from which the job fits until its time limit, and
         the nodes it would take: walks the running jobs' ends, freeing their nodes. Only the ends of
         its own partition's jobs change what it can have (a job's nodes are all in its partition).
@@ -521,14 +533,12 @@ class SlurmScheduler:
         by_start = sorted((r[0], k) for k, r in enumerate(resv))
         by_end = sorted((r[1], k) for k, r in enumerate(resv))
         s_at = e_at = 0
-        i, n_ends = 0, len(ends)
-        while i < n_ends:
-            t = ends[i][0]
+        end_at = self._end_at
+        for t in self._end_times:  # the running jobs' ends, in order (this pass's starts too)
             if t > horizon:
                 return None
             touched = False
-            while i < n_ends and ends[i][0] == t:
-                _, _, j_part, add, j_nodes = ends[i]
+            for _, j_part, add, j_nodes in end_at[t]:
                 if j_part == part:
                     touched = True
                     for n in j_nodes:  # a Slurm job's nodes are distinct
@@ -545,7 +555,6 @@ class SlurmScheduler:
                                 per_leaf[k] += 1
                                 if per_leaf[k] > most:
                                     most = per_leaf[k]
-                i += 1
             if not touched:
                 continue
             # the reservations overlapping [t, t + limit], as _avail tests (start <= t + limit, end > t):
