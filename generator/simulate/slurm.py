@@ -133,6 +133,9 @@ class SlurmScheduler:
         self._g_head: list[int] = []  # per group: the first position that may still be pending
         self._g_tenant: list[int] = []
         self._g_base: list[float] = []  # per group: fair-share term + size term, as of the last recalculation
+        # per group: (-priority, id, group, position) of its first pending job (_top); None: not yet found
+        # since the last recalculation; (): none
+        self._g_top: list[tuple | None] = []
         self._cut = 0  # the last id submitted at the last recalculation: later ones are in _new
         self._last_id = 0  # the last id submitted (ids are given in submission order)
         self._given = 0  # the last id given its own priority (in _new)
@@ -221,6 +224,7 @@ class SlurmScheduler:
         self._g_base = [fs_term[t] + size for t, size in self._groups]  # dict order: the group's index
         self._cut = self._last_id
         self._new = []
+        self._g_top = [None] * len(self._g_ids)  # the groups' heads, found as a pass first reads them
 
     def _group(self, job: Job) -> int:
         """The group of a job submitted now (possible()): its tenant's and its size's."""
@@ -232,7 +236,25 @@ class SlurmScheduler:
             self._g_head.append(0)
             self._g_tenant.append(key[0])
             self._g_base.append(0.0)  # no job of it was pending at the last recalculation
+            self._g_top.append(())  # (nor is any of it read before the next)
         return g
+
+    def _top(self, g: int) -> tuple:
+        """(-priority, id, group, position) of the first pending job of group g submitted by the last
+        recalculation; () if none."""
+        ids, pending = self._g_ids[g], self.r.pending
+        h = self._g_head[g]
+        while h < len(ids) and ids[h] not in pending:
+            h += 1
+        if h > 4096:  # the started prefix, dropped now and then rather than stepped over
+            del ids[:h]
+            h = 0
+        self._g_head[g] = h
+        if h < len(ids) and ids[h] <= self._cut:
+            i = ids[h]
+            return (-int(self._g_base[g] + min(1.0, (self._calc_at - pending[i].submit) / self.p.age_max)
+                         * self.p.weight_age), i, g, h)
+        return ()
 
     def _merged(self, skip: set[int] | None = None):
         """The recalculated order and the jobs submitted since, merged by (-priority, id), skipping
@@ -250,19 +272,14 @@ class SlurmScheduler:
             del new[:gone]
         p = self.p
         now, age_max, w_age, cut = self._calc_at, p.age_max, p.weight_age, self._cut
+        g_ids, g_base, g_tenant, g_top = self._g_ids, self._g_base, self._g_tenant, self._g_top
         heap = []
-        g_ids, g_head, g_base, g_tenant = self._g_ids, self._g_head, self._g_base, self._g_tenant
-        for g, ids in enumerate(g_ids):
-            h = g_head[g]
-            while h < len(ids) and ids[h] not in pending:
-                h += 1
-            if h > 4096:  # the started prefix, dropped now and then rather than stepped over
-                del ids[:h]
-                h = 0
-            g_head[g] = h
-            if h < len(ids) and ids[h] <= cut:
-                i = ids[h]
-                heap.append((-int(g_base[g] + min(1.0, (now - pending[i].submit) / age_max) * w_age), i, g, h))
+        for g in range(len(g_ids)):
+            top = g_top[g]
+            if top is None or (top and top[1] not in pending):  # its head started since: the next one
+                top = g_top[g] = self._top(g)
+            if top:
+                heap.append(top)
         heapq.heapify(heap)
         pop = heapq.heappop
         k = 0
