@@ -281,28 +281,33 @@ class SlurmScheduler:
             if top:
                 heap.append(top)
         heapq.heapify(heap)
-        pop = heapq.heappop
-        k = 0
+        pop, replace = heapq.heappop, heapq.heapreplace
+        k, n_new = 0, len(new)  # (nothing is submitted while a pass reads)
         while True:
             if skip:
                 while heap and g_tenant[heap[0][2]] in skip:
                     pop(heap)  # the rest of that group is the skipped tenant's too
-            while k < len(new) and (new[k][1] not in pending or (skip and new[k][2] in skip)):
+            while k < n_new and (new[k][1] not in pending or (skip and new[k][2] in skip)):
                 k += 1
-            if heap and (k >= len(new) or heap[0][:2] < new[k][:2]):
+            if heap:
                 key, i, g, h = heap[0]
+                if k < n_new:
+                    first = new[k]
+                    if key > first[0] or (key == first[0] and i > first[1]):  # (ids are distinct)
+                        yield pending[first[1]]
+                        k += 1
+                        continue
                 ids = g_ids[g]
                 h += 1
                 while h < len(ids) and ids[h] not in pending:
                     h += 1
                 if h < len(ids) and ids[h] <= cut:
                     j = ids[h]
-                    heapq.heapreplace(heap, (-int(g_base[g] + min(1.0, (now - pending[j].submit) / age_max) * w_age),
-                                             j, g, h))
+                    replace(heap, (-int(g_base[g] + min(1.0, (now - pending[j].submit) / age_max) * w_age), j, g, h))
                 else:
                     pop(heap)
                 yield pending[i]
-            elif k < len(new):
+            elif k < n_new:
                 yield pending[new[k][1]]
                 k += 1
             else:
@@ -455,32 +460,38 @@ class SlurmScheduler:
         unread = dict(self.pending_of)
         uncapped = sum(unread.values())
         queue = iter(self.order(now, skip=skip))
+        max_test, max_user = self.p.bf_max_job_test, self.p.bf_max_job_user
+        shapes, pending_of, tenant_ix = self.shapes, self.pending_of, self._tenant_ix
         while True:
             # read no further once only capped tenants' jobs are left (skipped below, or by order(),
             # one by one to the end of the queue)
             job = next(queue, None) if uncapped > 0 else None
             if job is None:
                 break
-            unread[job.tenant] -= 1
-            if job.tenant not in capped:
+            tenant = job.tenant
+            unread[tenant] -= 1
+            if tenant not in capped:
                 uncapped -= 1
-            if tested >= self.p.bf_max_job_test or len(capped) >= tenants:
+            if tested >= max_test or len(capped) >= tenants:
                 break
-            if capped and len(capped) >= len(self.pending_of) and capped.issuperset(self.pending_of):
+            if capped and len(capped) >= len(pending_of) and capped.issuperset(pending_of):
                 break  # every tenant with a job still pending is capped: the rest of the queue is skipped
-            if len(blocked_shapes) >= len(self.shapes):
+            if len(blocked_shapes) >= len(shapes):
                 break  # every shape in the queue is blocked: nothing more can start in this pass
-            if job.tenant in capped:
+            if tenant in capped:
                 continue
-            if per_user.get(job.tenant, 0) + 1 >= self.p.bf_max_job_user:
-                capped.add(job.tenant)
-                skip.add(self._tenant_ix[job.tenant])
-                uncapped -= unread[job.tenant]
+            mine = per_user.get(tenant, 0) + 1
+            if mine >= max_user:
+                capped.add(tenant)
+                skip.add(tenant_ix[tenant])
+                uncapped -= unread[tenant]
             tested += 1
-            per_user[job.tenant] = per_user.get(job.tenant, 0) + 1
+            per_user[tenant] = mine
             key = (job.partition, job.nodes, job.per_node, job.limit)
+            if key in blocked_shapes:  # (most of the jobs a pass reads: tested once per pass)
+                continue
             one_leaf = self._one_leaf(job, now)
-            if key in blocked_shapes or (one_leaf and key in blocked_one_leaf):
+            if one_leaf and key in blocked_one_leaf:
                 continue
             got = None
             if self.r._pool_free[self.r.pool_index(job)] >= job.gpus:  # else _fit says no before reading avail
