@@ -136,6 +136,10 @@ class SlurmScheduler:
         # per group: (-priority, id, group, position) of its first pending job (_top); None: not yet found
         # since the last recalculation; (): none
         self._g_top: list[tuple | None] = []
+        # the groups' heads as a heap, kept from pass to pass until one of them starts (_start) or a
+        # recalculation; and their ids
+        self._heads: list[tuple] | None = None
+        self._head_ids: set[int] = set()
         self._cut = 0  # the last id submitted at the last recalculation: later ones are in _new
         self._last_id = 0  # the last id submitted (ids are given in submission order)
         self._given = 0  # the last id given its own priority (in _new)
@@ -225,6 +229,7 @@ class SlurmScheduler:
         self._cut = self._last_id
         self._new = []
         self._g_top = [None] * len(self._g_ids)  # the groups' heads, found as a pass first reads them
+        self._heads = None
 
     def _group(self, job: Job) -> int:
         """The group of a job submitted now (possible()): its tenant's and its size's."""
@@ -273,14 +278,18 @@ class SlurmScheduler:
         p = self.p
         now, age_max, w_age, cut = self._calc_at, p.age_max, p.weight_age, self._cut
         g_ids, g_base, g_tenant, g_top = self._g_ids, self._g_base, self._g_tenant, self._g_top
-        heap = []
-        for g in range(len(g_ids)):
-            top = g_top[g]
-            if top is None or (top and top[1] not in pending):  # its head started since: the next one
-                top = g_top[g] = self._top(g)
-            if top:
-                heap.append(top)
-        heapq.heapify(heap)
+        if self._heads is None:  # a head started, or priorities were recalculated, since the last pass
+            heads = []
+            for g in range(len(g_ids)):
+                top = g_top[g]
+                if top is None or (top and top[1] not in pending):  # its head started since: the next one
+                    top = g_top[g] = self._top(g)
+                if top:
+                    heads.append(top)
+            heapq.heapify(heads)
+            self._heads = heads
+            self._head_ids = {top[1] for top in heads}
+        heap = self._heads.copy()  # (a heap still)
         pop, replace = heapq.heappop, heapq.heapreplace
         k, n_new = 0, len(new)  # (nothing is submitted while a pass reads)
         while True:
@@ -374,6 +383,9 @@ class SlurmScheduler:
         self.pending_of[job.tenant] -= 1
         if not self.pending_of[job.tenant]:
             del self.pending_of[job.tenant]
+        if job.id in self._head_ids:
+            self._heads = None
+            self._head_ids = set()
         k = self._ix[job.id]
         self._a_running[k] = True
         self._seq += 1
