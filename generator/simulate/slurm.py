@@ -125,11 +125,15 @@ class SlurmScheduler:
         self._fs: dict[str, float] = {}
         # pending jobs by priority, as of the last recalculation: within one group of jobs (one tenant,
         # one size: the same fair-share and size terms) priority only falls with the submission time,
-        # the id's order, so the order of the whole queue is a merge of the groups, each read in id
-        # order as far as a pass reads (a month of a large site queues hundreds of thousands: they are
-        # not all given a priority and sorted at every PriorityCalcPeriod)
-        self._groups: dict[tuple[int, float], int] = {}  # (tenant index, size term) -> group
-        self._g_ids: list[list[int]] = []  # per group: its pending jobs' ids, ascending (some started since)
+        # so where the jobs come in id order and submission order alike (from_trace's and from_demand's
+        # do: _numbered), a group's order is its submission order and the order of the whole queue is a
+        # merge of the groups, each read as far as a pass reads (a month of a large site queues hundreds
+        # of thousands: they are not all given a priority and sorted at every PriorityCalcPeriod). Jobs
+        # given in another order (the simulate() API's caller) are each a group of their own: the same
+        # order, the heap holding every pending job.
+        self._groups: dict[tuple, int] = {}  # (tenant index, size term[, id]) -> group
+        self._g_ids: list[list[int]] = []  # per group: its pending jobs' ids, as submitted (some started since)
+        self._g_cut: list[int] = []  # per group: how many of _g_ids were submitted by the last recalculation
         self._g_head: list[int] = []  # per group: the first position that may still be pending
         self._g_tenant: list[int] = []
         self._g_base: list[float] = []  # per group: fair-share term + size term, as of the last recalculation
@@ -140,9 +144,10 @@ class SlurmScheduler:
         # recalculation; and their ids
         self._heads: list[tuple] | None = None
         self._head_ids: set[int] = set()
-        self._cut = 0  # the last id submitted at the last recalculation: later ones are in _new
-        self._last_id = 0  # the last id submitted (ids are given in submission order)
-        self._given = 0  # the last id given its own priority (in _new)
+        self._cut = -1  # the last job (index into replay.jobs, their submission order) submitted by the
+        # last recalculation: later ones are in _new
+        self._last = -1  # the last job submitted
+        self._given = -1  # the last job given its own priority (in _new)
         self._new: list[tuple[int, int, int]] = []  # (-priority, id, tenant) of the jobs submitted since
         # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
         # they start and end, so a backfill pass does not sort every running job again. Bucketed by
@@ -170,6 +175,8 @@ class SlurmScheduler:
         self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
         self._a_running = np.zeros(len(jobs), dtype=bool)
         self._a_seq = np.zeros(len(jobs), dtype=np.int64)  # start order (the replay's running jobs' order)
+        # ids and submission times both ascending in the replay's order (its arrivals'): see _groups
+        self._in_order = all(a.id < b.id and a.submit <= b.submit for a, b in zip(jobs, jobs[1:]))
         self._seq = 0
 
     # -- priority
@@ -209,8 +216,9 @@ class SlurmScheduler:
         # arrivals of an instant are read by each pass until the next event's): their own priority
         given = max(self._cut, self._given)
         for j in self.r.arrived:
-            if j.id > given:
-                self._given = j.id  # (arrivals come in id order)
+            k = self._ix[j.id]
+            if k > given:
+                self._given = k
                 if j.id in pending:
                     bisect.insort(self._new, (-self._priority(j, now), j.id, self._tenant_ix[j.tenant]))
         return itertools.islice(self._merged(skip), limit)
@@ -225,8 +233,9 @@ class SlurmScheduler:
         self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
         p = self.p
         fs_term = [p.weight_fairshare * self._fs.get(t, 0.0) for t in self._tenants]
-        self._g_base = [fs_term[t] + size for t, size in self._groups]  # dict order: the group's index
-        self._cut = self._last_id
+        self._g_base = [fs_term[key[0]] + key[1] for key in self._groups]  # dict order: the group's index
+        self._cut = self._last
+        self._g_cut = [len(ids) for ids in self._g_ids]
         self._new = []
         self._g_top = [None] * len(self._g_ids)  # the groups' heads, found as a pass first reads them
         self._heads = None
@@ -234,11 +243,14 @@ class SlurmScheduler:
     def _group(self, job: Job) -> int:
         """The group of a job submitted now (possible()): its tenant's and its size's."""
         key = (self._tenant_ix[job.tenant], self.p.weight_gpu * (job.gpus / max(1, self.part_gpus.get(job.partition, 0))))
+        if not self._in_order:
+            key += (job.id,)
         g = self._groups.get(key)
         if g is None:
             g = self._groups[key] = len(self._g_ids)
             self._g_ids.append([])
             self._g_head.append(0)
+            self._g_cut.append(0)
             self._g_tenant.append(key[0])
             self._g_base.append(0.0)  # no job of it was pending at the last recalculation
             self._g_top.append(())  # (nor is any of it read before the next)
@@ -253,9 +265,10 @@ class SlurmScheduler:
             h += 1
         if h > 4096:  # the started prefix, dropped now and then rather than stepped over
             del ids[:h]
+            self._g_cut[g] -= h
             h = 0
         self._g_head[g] = h
-        if h < len(ids) and ids[h] <= self._cut:
+        if h < self._g_cut[g]:
             i = ids[h]
             return (-int(self._g_base[g] + min(1.0, (self._calc_at - pending[i].submit) / self.p.age_max)
                          * self.p.weight_age), i, g, h)
@@ -276,7 +289,7 @@ class SlurmScheduler:
         if gone:
             del new[:gone]
         p = self.p
-        now, age_max, w_age, cut = self._calc_at, p.age_max, p.weight_age, self._cut
+        now, age_max, w_age, g_cut = self._calc_at, p.age_max, p.weight_age, self._g_cut
         g_ids, g_base, g_tenant, g_top = self._g_ids, self._g_base, self._g_tenant, self._g_top
         if self._heads is None:  # a head started, or priorities were recalculated, since the last pass
             heads = []
@@ -310,7 +323,7 @@ class SlurmScheduler:
                 h += 1
                 while h < len(ids) and ids[h] not in pending:
                     h += 1
-                if h < len(ids) and ids[h] <= cut:
+                if h < g_cut[g]:
                     j = ids[h]
                     replace(heap, (-int(g_base[g] + min(1.0, (now - pending[j].submit) / age_max) * w_age), j, g, h))
                 else:
@@ -362,7 +375,7 @@ class SlurmScheduler:
             self.pending_of[job.tenant] = self.pending_of.get(job.tenant, 0) + 1
             if self.p.multifactor:
                 self._g_ids[self._group(job)].append(job.id)
-                self._last_id = job.id
+                self._last = self._ix[job.id]
         return ok
 
     def _nodes_for(self, partition: str, per_node: int) -> int:
