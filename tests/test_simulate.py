@@ -316,8 +316,21 @@ class _CheckedSlurm(SlurmScheduler):
 
     def backfill(self, now):
         running = [j for j in self.r.running.values() if not math.isinf(j.limit)]
-        assert self._ends == sorted((self._round(j.start + j.limit), j.id, j.partition, j.per_node, j.nodes_held.tolist())
-                                    for j in running)
+        assert self._end_times == sorted(self._end_at) and all(self._end_at.values())
+        assert [(t, *entry) for t in self._end_times for entry in self._end_at[t]] == sorted(
+            (self._round(j.start + j.limit), j.id, j.partition, j.per_node, j.nodes_held.tolist()) for j in running)
+        # the priority order (a merge of groups' heads) is every pending job sorted by (-priority, id):
+        # those submitted by the last recalculation with its priority, formed as one sum over them all
+        # would (fair-share + size, + age x weight, truncated); the others with the one given at submission
+        got = [j.id for j in self.order(now)]
+        p = self.p
+        recalculated = [(-int(p.weight_fairshare * self._fs.get(j.tenant, 0.0)
+                              + p.weight_gpu * (j.gpus / max(1, self.part_gpus.get(j.partition, 0)))
+                              + min(1.0, (self._calc_at - j.submit) / p.age_max) * p.weight_age), j.id)
+                        for j in self.r.pending.values() if self._ix[j.id] <= self._cut]
+        later = [(key, i) for key, i, _ in self._new if i in self.r.pending]
+        assert {i for _, i in later} == {j.id for j in self.r.pending.values() if self._ix[j.id] > self._cut}
+        assert got == [i for _, i in sorted(recalculated + later)]
         pending = {}
         for j in self.r.pending.values():
             pending[j.tenant] = pending.get(j.tenant, 0) + 1
@@ -339,8 +352,8 @@ class _CheckedSlurm(SlurmScheduler):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_slurm_bookkeeping_matches_what_it_stands_for(example, seed):
-    """The sorted ends, pending jobs per tenant and decayed fair-share usage that make the replay
-    fast equal their slow definitions, on a two-tenant Slurm plane under load."""
+    """The sorted ends, the priority order, pending jobs per tenant and decayed fair-share usage that
+    make the replay fast equal their slow definitions, on a two-tenant Slurm plane under load."""
     plan = make_plan(load(example("research-lab")), "research-lab.yaml")
     drawn = [j for j in from_demand(plan, hours=48, seed=seed) if j.plane == "slurm" and j.per_node]
     for j in list(drawn):  # each three times more, minutes later: queues build up (64 nodes)

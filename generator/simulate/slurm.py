@@ -29,6 +29,7 @@ second job of the same shape in one backfill pass (it could not start before the
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
 from collections.abc import Iterable
@@ -44,7 +45,6 @@ from .jobs import Job
 AGE_MAX = 7 * 86_400  # PriorityMaxAge=7-0
 HALF_LIFE = 7 * 86_400  # PriorityDecayHalfLife=7-0
 PRIORITY_CALC_PERIOD = 300  # PriorityCalcPeriod: Slurm's default, 5 minutes
-SORT_CHUNK = 1024  # pending jobs sorted by priority at a time (order()): the main scheduler reads 100
 MAX_SWITCH_WAIT = 300  # SchedulerParameters max_switch_wait: Slurm's default; policy_of takes the bundle's
 
 
@@ -123,28 +123,47 @@ class SlurmScheduler:
         self.shapes: dict[tuple, int] = {}  # pending jobs per (partition, nodes, GPUs per node, limit)
         self._calc_at = -1.0
         self._fs: dict[str, float] = {}
-        # pending job ids by priority, as of the last recalculation: sorted a chunk at a time, as far as
-        # a pass reads (the main scheduler reads default_queue_depth, backfill until it stops), not the
-        # whole queue every PriorityCalcPeriod (a month of a large site queues hundreds of thousands)
-        self._ids: list[int] = []
-        self._keys: list[int] = []  # their -priority
-        self._at: dict[int, list[int]] = {}  # tenant (index into _tenants) -> its positions in _ids, ascending
-        self._rest = np.zeros(0, dtype=np.int64)  # the others' (-priority, id) as -priority * 2**32 + id
-        self._chunk = SORT_CHUNK
-        self._head = 0
+        # pending jobs by priority, as of the last recalculation: within one group of jobs (one tenant,
+        # one size: the same fair-share and size terms) priority only falls with the submission time,
+        # so where the jobs come in id order and submission order alike (from_trace's and from_demand's
+        # do: _numbered), a group's order is its submission order and the order of the whole queue is a
+        # merge of the groups, each read as far as a pass reads (a month of a large site queues hundreds
+        # of thousands: they are not all given a priority and sorted at every PriorityCalcPeriod). Jobs
+        # given in another order (the simulate() API's caller) are each a group of their own: the same
+        # order, the heap holding every pending job.
+        self._groups: dict[tuple, int] = {}  # (tenant index, size term[, id]) -> group
+        self._g_ids: list[list[int]] = []  # per group: its pending jobs' ids, as submitted (some started since)
+        self._g_cut: list[int] = []  # per group: how many of _g_ids were submitted by the last recalculation
+        self._g_head: list[int] = []  # per group: the first position that may still be pending
+        self._g_tenant: list[int] = []
+        self._g_base: list[float] = []  # per group: fair-share term + size term, as of the last recalculation
+        # per group: (-priority, id, group, position) of its first pending job (_top); None: not yet found
+        # since the last recalculation; (): none
+        self._g_top: list[tuple | None] = []
+        # the groups' heads as a heap, kept from pass to pass until one of them starts (_start) or a
+        # recalculation; and their ids
+        self._heads: list[tuple] | None = None
+        self._head_ids: set[int] = set()
+        self._cut = -1  # the last job (index into replay.jobs, their submission order) submitted by the
+        # last recalculation: later ones are in _new
+        self._last = -1  # the last job submitted
+        self._given = -1  # the last job given its own priority (in _new)
         self._new: list[tuple[int, int, int]] = []  # (-priority, id, tenant) of the jobs submitted since
         # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
-        # they start and end, so a backfill pass does not sort every running job again
-        # (end, id, partition, GPUs per node, nodes as Python ints): what _earliest reads of each, kept
-        # with the end rather than read from the Job and converted from numpy at every walk
-        self._ends: list[tuple[float, int, str, int, list[int]]] = []
+        # they start and end, so a backfill pass does not sort every running job again. Bucketed by
+        # that end: the distinct ends (a few thousand: ends are kept to bf_resolution), sorted, and per
+        # end its jobs by id, (id, partition, GPUs per node, nodes as Python ints), what _earliest reads
+        # of each; one sorted list of every running job moved tens of thousands of entries per start
+        self._end_times: list[float] = []
+        self._end_at: dict[float, list[tuple[int, str, int, list[int]]]] = {}
+        self._end_of: dict[int, float] = {}  # job id -> its bucket
         self.pending_of: dict[str, int] = {}  # pending jobs per tenant
         self._no_fit: dict[tuple, int] = {}  # shape -> replay.frees when it last did not fit (_fit_now)
         self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
         self._leaf_list = nodes.leaf.tolist()  # each node's leaf, as Python ints (_earliest reads them one by one)
         self._mask_lists: dict[str, list[bool]] = {}
         replay.scheduler = self
-        # per job (by its index in the replay): what a priority recalculation reads, as arrays
+        # per job (by its index in the replay): what usage decay reads, as arrays
         jobs = replay.jobs
         self._ix = {j.id: i for i, j in enumerate(jobs)}
         tenants = sorted({j.tenant for j in jobs} | set(shares))
@@ -152,19 +171,12 @@ class SlurmScheduler:
         self._tenants = tenants
         for job in jobs:
             job.partition = job.pool
-        self._a_id = np.array([j.id for j in jobs], dtype=np.int64)
-        self._a_submit = np.array([j.submit for j in jobs], dtype=float)
         self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
-        # each job's tenant by its id (_extend reads the tenants of the ids it sorts)
-        self._tenant_of_id = np.zeros(int(self._a_id.max()) + 1 if len(jobs) else 0, dtype=np.int64)
-        self._tenant_of_id[self._a_id] = self._a_tenant
-        self._a_size = np.array([j.gpus / max(1, self.part_gpus.get(j.partition, 0)) for j in jobs], dtype=float)
-        self._a_size_term = policy.weight_gpu * self._a_size  # the job-size factor, weighted (_recalc)
-        self._a_pending = np.zeros(len(jobs), dtype=bool)
         self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
         self._a_running = np.zeros(len(jobs), dtype=bool)
         self._a_seq = np.zeros(len(jobs), dtype=np.int64)  # start order (the replay's running jobs' order)
-        self._a_given = np.zeros(len(jobs), dtype=bool)  # has a priority (the last recalculation's or its own)
+        # ids and submission times both ascending in the replay's order (its arrivals'): see _groups
+        self._in_order = all(a.id < b.id and a.submit <= b.submit for a, b in zip(jobs, jobs[1:]))
         self._seq = 0
 
     # -- priority
@@ -200,98 +212,74 @@ class SlurmScheduler:
             return list(itertools.islice(pending.values(), limit))
         if now - self._calc_at >= self.p.calc_period or self._calc_at < 0:
             self._recalc(now)
+        # submitted since the recalculation, and not given a priority by an earlier pass since (the
+        # arrivals of an instant are read by each pass until the next event's): their own priority
+        given = max(self._cut, self._given)
         for j in self.r.arrived:
             k = self._ix[j.id]
-            if j.id in pending and not self._a_given[k]:
-                self._a_given[k] = True
-                bisect.insort(self._new, (-self._priority(j, now), j.id, int(self._a_tenant[k])))
+            if k > given:
+                self._given = k
+                if j.id in pending:
+                    bisect.insort(self._new, (-self._priority(j, now), j.id, self._tenant_ix[j.tenant]))
         return itertools.islice(self._merged(skip), limit)
 
     def _recalc(self, now: float) -> None:
-        """Every pending job's priority, in one vectorised step (numpy over the pending jobs)."""
+        """Every pending job's priority as of now: the fair-share term per tenant here; each job's
+        sum is formed as _merged reads it (the same float operations, in the same order, as a sum
+        over the pending jobs' arrays: fair-share + size, + age x weight, truncated)."""
         self._calc_at = now
         self._decay_usage(now)
         total = sum(self.usage.values()) or 1.0
         self._fs = {t: 2 ** (-(u / total) / max(self.share.get(t, 1e-9), 1e-9)) for t, u in self.usage.items()}
-        ix = np.flatnonzero(self._a_pending)  # the pending jobs (submission order)
         p = self.p
-        # the fair-share term per tenant and the size term per job are the products the per-job sum took
-        # (the same float multiplications, made once per tenant and once per job, not once per recalc)
-        fs_term = p.weight_fairshare * np.array([self._fs.get(t, 0.0) for t in self._tenants])
-        tix = self._a_tenant[ix]
-        age = np.minimum(1.0, (now - self._a_submit[ix]) / p.age_max)
-        age *= p.weight_age
-        prio = fs_term[tix]
-        prio += self._a_size_term[ix]
-        prio += age
-        prio = prio.astype(np.int64)  # integers
-        # one int64 per job orders as (-priority, id) does (ids < 2**32; priorities >= 0)
-        prio *= -(1 << 32)
-        prio += self._a_id[ix]
-        self._rest = prio
-        self._ids, self._keys, self._at = [], [], {}
-        self._chunk = SORT_CHUNK
-        self._head = 0
+        fs_term = [p.weight_fairshare * self._fs.get(t, 0.0) for t in self._tenants]
+        self._g_base = [fs_term[key[0]] + key[1] for key in self._groups]  # dict order: the group's index
+        self._cut = self._last
+        self._g_cut = [len(ids) for ids in self._g_ids]
         self._new = []
-        np.copyto(self._a_given, self._a_pending)  # the pending jobs have a priority now
+        self._g_top = [None] * len(self._g_ids)  # the groups' heads, found as a pass first reads them
+        self._heads = None
 
-    def _extend(self) -> bool:
-        """The next chunk of the recalculated order (twice the last one's size), onto _ids and _keys:
-        the smallest keys of the rest (a partition of the keys themselves), sorted; False when none
-        are left. The keys are distinct, so the chunk and its order are the only ones there are."""
-        rest = self._rest
-        if not rest.size:
-            return False
-        k = self._chunk
-        self._chunk *= 2
-        if k < rest.size:
-            part = np.partition(rest, k - 1)
-            top, self._rest = np.sort(part[:k]), part[k:]
-        else:
-            top, self._rest = np.sort(rest), rest[:0]
-        ids = top & 0xFFFFFFFF
-        tenant = self._tenant_of_id[ids]
-        base = len(self._ids)
-        self._ids += ids.tolist()
-        self._keys += (top >> 32).tolist()
-        # each tenant's positions, ascending: the chunk's positions grouped by tenant (a stable sort keeps
-        # them in order within a tenant), one slice per tenant rather than a step per job
-        at = self._at
-        by = np.argsort(tenant, kind="stable")
-        sorted_tenant = tenant[by]
-        positions = (by + base).tolist()
-        cuts = [0, *(np.flatnonzero(sorted_tenant[1:] != sorted_tenant[:-1]) + 1).tolist(), len(positions)]
-        for a, b in zip(cuts, cuts[1:]):
-            t = int(sorted_tenant[a])
-            mine = at.get(t)
-            if mine is None:
-                at[t] = positions[a:b]
-            else:
-                mine += positions[a:b]
-        return True
+    def _group(self, job: Job) -> int:
+        """The group of a job submitted now (possible()): its tenant's and its size's."""
+        key = (self._tenant_ix[job.tenant], self.p.weight_gpu * (job.gpus / max(1, self.part_gpus.get(job.partition, 0))))
+        if not self._in_order:
+            key += (job.id,)
+        g = self._groups.get(key)
+        if g is None:
+            g = self._groups[key] = len(self._g_ids)
+            self._g_ids.append([])
+            self._g_head.append(0)
+            self._g_cut.append(0)
+            self._g_tenant.append(key[0])
+            self._g_base.append(0.0)  # no job of it was pending at the last recalculation
+            self._g_top.append(())  # (nor is any of it read before the next)
+        return g
 
-    def _next_unskipped(self, i: int, skip: set[int]) -> int:
-        """The first position from `i` on in _ids of a pending job of a tenant not in `skip` (len(_ids)
-        if none): a bisection in each other tenant's positions, not a walk past the skipped ones."""
-        ids, pending = self._ids, self.r.pending
-        best = len(ids)
-        for t, mine in self._at.items():
-            if t in skip:
-                continue
-            x = bisect.bisect_left(mine, i)
-            while x < len(mine) and mine[x] < best and ids[mine[x]] not in pending:
-                x += 1
-            if x < len(mine) and mine[x] < best:
-                best = mine[x]
-        return best
+    def _top(self, g: int) -> tuple:
+        """(-priority, id, group, position) of the first pending job of group g submitted by the last
+        recalculation; () if none."""
+        ids, pending = self._g_ids[g], self.r.pending
+        h = self._g_head[g]
+        while h < len(ids) and ids[h] not in pending:
+            h += 1
+        if h > 4096:  # the started prefix, dropped now and then rather than stepped over
+            del ids[:h]
+            self._g_cut[g] -= h
+            h = 0
+        self._g_head[g] = h
+        if h < self._g_cut[g]:
+            i = ids[h]
+            return (-int(self._g_base[g] + min(1.0, (self._calc_at - pending[i].submit) / self.p.age_max)
+                         * self.p.weight_age), i, g, h)
+        return ()
 
     def _merged(self, skip: set[int] | None = None):
-        """The recalculated list and the jobs submitted since, merged by (-priority, id), skipping
-        jobs no longer pending and those of the tenants in `skip` (read as it is at each step)."""
+        """The recalculated order and the jobs submitted since, merged by (-priority, id), skipping
+        jobs no longer pending and those of the tenants in `skip` (read as it is at each step). Each
+        group is read in id order (its priority order) and the groups' heads merged by a heap."""
         pending = self.r.pending
-        ids, keys, new = self._ids, self._keys, self._new
-        while self._head < len(ids) and ids[self._head] not in pending:
-            self._head += 1
+        new = self._new
         # the jobs submitted since the recalculation that have started lead that list (they had the
         # highest priorities): dropped, as a Slurm job never returns to pending (no preemption here),
         # rather than stepped over by every pass until the next recalculation
@@ -300,22 +288,48 @@ class SlurmScheduler:
             gone += 1
         if gone:
             del new[:gone]
-        i, k = self._head, 0
+        p = self.p
+        now, age_max, w_age, g_cut = self._calc_at, p.age_max, p.weight_age, self._g_cut
+        g_ids, g_base, g_tenant, g_top = self._g_ids, self._g_base, self._g_tenant, self._g_top
+        if self._heads is None:  # a head started, or priorities were recalculated, since the last pass
+            heads = []
+            for g in range(len(g_ids)):
+                top = g_top[g]
+                if top is None or (top and top[1] not in pending):  # its head started since: the next one
+                    top = g_top[g] = self._top(g)
+                if top:
+                    heads.append(top)
+            heapq.heapify(heads)
+            self._heads = heads
+            self._head_ids = {top[1] for top in heads}
+        heap = self._heads.copy()  # (a heap still)
+        pop, replace = heapq.heappop, heapq.heapreplace
+        k, n_new = 0, len(new)  # (nothing is submitted while a pass reads)
         while True:
-            while True:
-                if skip:
-                    i = self._next_unskipped(i, skip)
-                else:
-                    while i < len(ids) and ids[i] not in pending:
-                        i += 1
-                if i < len(ids) or not self._extend():
-                    break
-            while k < len(new) and (new[k][1] not in pending or (skip and new[k][2] in skip)):
+            if skip:
+                while heap and g_tenant[heap[0][2]] in skip:
+                    pop(heap)  # the rest of that group is the skipped tenant's too
+            while k < n_new and (new[k][1] not in pending or (skip and new[k][2] in skip)):
                 k += 1
-            if i < len(ids) and (k >= len(new) or (keys[i], ids[i]) < new[k]):  # (a, b) < (a, b, c)
-                yield pending[ids[i]]
-                i += 1
-            elif k < len(new):
+            if heap:
+                key, i, g, h = heap[0]
+                if k < n_new:
+                    first = new[k]
+                    if key > first[0] or (key == first[0] and i > first[1]):  # (ids are distinct)
+                        yield pending[first[1]]
+                        k += 1
+                        continue
+                ids = g_ids[g]
+                h += 1
+                while h < len(ids) and ids[h] not in pending:
+                    h += 1
+                if h < g_cut[g]:
+                    j = ids[h]
+                    replace(heap, (-int(g_base[g] + min(1.0, (now - pending[j].submit) / age_max) * w_age), j, g, h))
+                else:
+                    pop(heap)
+                yield pending[i]
+            elif k < n_new:
                 yield pending[new[k][1]]
                 k += 1
             else:
@@ -359,7 +373,9 @@ class SlurmScheduler:
             key = (job.partition, job.nodes, job.per_node, job.limit)
             self.shapes[key] = self.shapes.get(key, 0) + 1
             self.pending_of[job.tenant] = self.pending_of.get(job.tenant, 0) + 1
-            self._a_pending[self._ix[job.id]] = True
+            if self.p.multifactor:
+                self._g_ids[self._group(job)].append(job.id)
+                self._last = self._ix[job.id]
         return ok
 
     def _nodes_for(self, partition: str, per_node: int) -> int:
@@ -380,22 +396,34 @@ class SlurmScheduler:
         self.pending_of[job.tenant] -= 1
         if not self.pending_of[job.tenant]:
             del self.pending_of[job.tenant]
+        if job.id in self._head_ids:
+            self._heads = None
+            self._head_ids = set()
         k = self._ix[job.id]
-        self._a_pending[k] = False
         self._a_running[k] = True
         self._seq += 1
         self._a_seq[k] = self._seq
         self.r.start(job, nodes)
         if not math.isinf(job.limit):
-            bisect.insort(self._ends, (self._round(job.start + job.limit), job.id, job.partition, job.per_node,
-                                       nodes.tolist()))
+            t = self._end_of[job.id] = self._round(job.start + job.limit)
+            entry = (job.id, job.partition, job.per_node, nodes.tolist())
+            bucket = self._end_at.get(t)
+            if bucket is None:
+                self._end_at[t] = [entry]
+                bisect.insort(self._end_times, t)
+            else:
+                bisect.insort(bucket, entry)  # (ids are distinct: the rest of the tuple is never compared)
 
     def ended(self, job: Job) -> None:
         self._a_running[self._ix[job.id]] = False
-        if not math.isinf(job.limit):
-            key = (self._round(job.start + job.limit), job.id)
-            i = bisect.bisect_left(self._ends, key)
-            del self._ends[i]
+        t = self._end_of.pop(job.id, None)
+        if t is not None:
+            bucket = self._end_at[t]
+            if len(bucket) == 1:
+                del self._end_at[t]
+                del self._end_times[bisect.bisect_left(self._end_times, t)]
+            else:
+                del bucket[bisect.bisect_left(bucket, (job.id,))]
 
     # -- the main scheduler
     def schedule(self, now: float) -> None:
@@ -439,7 +467,6 @@ class SlurmScheduler:
     def backfill(self, now: float) -> None:
         nodes = self.r.nodes
         free = nodes.free.copy()
-        ends = self._ends  # kept sorted as jobs start (this pass's too) and end
         resv: list[tuple[float, float, np.ndarray, int]] = []
         # _avail(free, resv, now, t1) per window end t1 (now + a job's limit; a queue has few limits),
         # kept up to date as this pass takes nodes and reserves, rather than copied and rebuilt from
@@ -458,32 +485,38 @@ class SlurmScheduler:
         unread = dict(self.pending_of)
         uncapped = sum(unread.values())
         queue = iter(self.order(now, skip=skip))
+        max_test, max_user = self.p.bf_max_job_test, self.p.bf_max_job_user
+        shapes, pending_of, tenant_ix = self.shapes, self.pending_of, self._tenant_ix
         while True:
             # read no further once only capped tenants' jobs are left (skipped below, or by order(),
             # one by one to the end of the queue)
             job = next(queue, None) if uncapped > 0 else None
             if job is None:
                 break
-            unread[job.tenant] -= 1
-            if job.tenant not in capped:
+            tenant = job.tenant
+            unread[tenant] -= 1
+            if tenant not in capped:
                 uncapped -= 1
-            if tested >= self.p.bf_max_job_test or len(capped) >= tenants:
+            if tested >= max_test or len(capped) >= tenants:
                 break
-            if capped and len(capped) >= len(self.pending_of) and capped.issuperset(self.pending_of):
+            if capped and len(capped) >= len(pending_of) and capped.issuperset(pending_of):
                 break  # every tenant with a job still pending is capped: the rest of the queue is skipped
-            if len(blocked_shapes) >= len(self.shapes):
+            if len(blocked_shapes) >= len(shapes):
                 break  # every shape in the queue is blocked: nothing more can start in this pass
-            if job.tenant in capped:
+            if tenant in capped:
                 continue
-            if per_user.get(job.tenant, 0) + 1 >= self.p.bf_max_job_user:
-                capped.add(job.tenant)
-                skip.add(self._tenant_ix[job.tenant])
-                uncapped -= unread[job.tenant]
+            mine = per_user.get(tenant, 0) + 1
+            if mine >= max_user:
+                capped.add(tenant)
+                skip.add(tenant_ix[tenant])
+                uncapped -= unread[tenant]
             tested += 1
-            per_user[job.tenant] = per_user.get(job.tenant, 0) + 1
+            per_user[tenant] = mine
             key = (job.partition, job.nodes, job.per_node, job.limit)
+            if key in blocked_shapes:  # (most of the jobs a pass reads: tested once per pass)
+                continue
             one_leaf = self._one_leaf(job, now)
-            if key in blocked_shapes or (one_leaf and key in blocked_one_leaf):
+            if one_leaf and key in blocked_one_leaf:
                 continue
             got = None
             if self.r._pool_free[self.r.pool_index(job)] >= job.gpus:  # else _fit says no before reading avail
@@ -502,7 +535,7 @@ class SlurmScheduler:
             # no later job of this shape can start in this pass (resources only shrink in it): its
             # reservation is the first's (Slurm would reserve for each; the rest of the pass is the same)
             (blocked_one_leaf if one_leaf else blocked_shapes).add(key)
-            when = self._earliest(job, free, ends, resv, now)
+            when = self._earliest(job, free, resv, now)
             if when is not None:
                 t, picked = when
                 start, end = self._round(t), self._round(t + job.limit)
@@ -523,7 +556,7 @@ class SlurmScheduler:
                 out[idx] -= per
         return out
 
-    def _earliest(self, job: Job, free: np.ndarray, ends: list, resv: list, now: float):
+    def _earliest(self, job: Job, free: np.ndarray, resv: list, now: float):
         """The first end time (within bf_window) from which the job fits until its time limit, and
         the nodes it would take: walks the running jobs' ends, freeing their nodes. Only the ends of
         its own partition's jobs change what it can have (a job's nodes are all in its partition).
@@ -553,14 +586,12 @@ class SlurmScheduler:
         by_start = sorted((r[0], k) for k, r in enumerate(resv))
         by_end = sorted((r[1], k) for k, r in enumerate(resv))
         s_at = e_at = 0
-        i, n_ends = 0, len(ends)
-        while i < n_ends:
-            t = ends[i][0]
+        end_at = self._end_at
+        for t in self._end_times:  # the running jobs' ends, in order (this pass's starts too)
             if t > horizon:
                 return None
             touched = False
-            while i < n_ends and ends[i][0] == t:
-                _, _, j_part, add, j_nodes = ends[i]
+            for _, j_part, add, j_nodes in end_at[t]:
                 if j_part == part:
                     touched = True
                     for n in j_nodes:  # a Slurm job's nodes are distinct
@@ -577,7 +608,6 @@ class SlurmScheduler:
                                 per_leaf[k] += 1
                                 if per_leaf[k] > most:
                                     most = per_leaf[k]
-                i += 1
             if not touched:
                 continue
             # the reservations overlapping [t, t + limit], as _avail tests (start <= t + limit, end > t):
