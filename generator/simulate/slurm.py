@@ -651,7 +651,9 @@ class SlurmScheduler:
                     most = max(per_leaf)
             if count < need or (one_leaf and most < need):
                 continue
-            got = self._fit(job, self._avail(self._freed(free, freed), resv, t, t + limit), now, current=False)
+            # what _avail(free with `freed`, resv, t, t + limit) holds on the partition's nodes (the only
+            # ones _fit reads): `taken` is the overlapping reservations' GPUs there, summed
+            got = self._fit(job, self._freed(free, freed, taken), now, current=False)
             if got is not None:
                 return t, got
         return None
@@ -664,10 +666,14 @@ class SlurmScheduler:
         return got
 
     @staticmethod
-    def _freed(free: np.ndarray, freed: dict[int, int]) -> np.ndarray:
-        """`free` with the GPUs free per node of `freed` (node -> GPUs) in place of its own."""
+    def _freed(free: np.ndarray, freed: dict[int, int], taken: dict[int, int]) -> np.ndarray:
+        """`free` with the GPUs free per node of `freed` (node -> GPUs) in place of its own, less
+        those of `taken` (node -> GPUs; its nodes are distinct: one subtraction for every reservation)."""
         avail = free.copy()
         if freed:
             avail[np.fromiter(freed, dtype=np.int64, count=len(freed))] = np.fromiter(
                 freed.values(), dtype=avail.dtype, count=len(freed))
+        if taken:
+            avail[np.fromiter(taken, dtype=np.int64, count=len(taken))] -= np.fromiter(
+                taken.values(), dtype=avail.dtype, count=len(taken))
         return avail
