@@ -703,8 +703,9 @@ BRINGUP_CHANGES = (
 # stays at vars.yaml's own ~/.config/orchgen path, expanded by the playbook (the harness runs Ansible with HOME
 # in the test's work dir, as an operator's own home).
 
-# What the harness changes on the hosts themselves (tests/bringupharness/hosts.py applies each), never in the
-# bundle: what a booted Debian host has and these roots, started without an init system, lack.
+# What the harness changes on the hosts themselves (tests/bringupharness/hosts.py applies each, but the database
+# grant, which test_bringup_real's _site_database makes as the site's), never in the bundle: what a booted Debian
+# host on its own network has and these roots, started without an init system in one shared namespace, lack.
 HOST_CHANGES = (
     ("/sbin/runlevel answering `N 2`, /usr/sbin/policy-rc.d allowing what rc2.d enables",
      "no init system runs in the roots, so invoke-rc.d would start nothing at package install; with these it "
