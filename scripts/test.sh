@@ -11,6 +11,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# ../shared (the upstream charts, the reference data, Pulumi's sources) sits beside the checkout. A clone made
+# elsewhere from a local repository (`git clone -q . /tmp/cc`) finds it beside the repository it was cloned from;
+# ORCHGEN_CHARTS, ORCHGEN_REFERENCE and ORCHGEN_PULUMI_SRC, when set, name each part instead.
+if [ ! -d ../shared ]; then
+  origin=$(git config --get remote.origin.url 2>/dev/null || true)
+  if [ -n "$origin" ] && [ -d "$origin/../shared" ]; then
+    shared_dir=$(cd "$origin/../shared" && pwd)
+    echo "note: no ../shared beside this clone: using $shared_dir (beside $origin, the repository it was cloned from)" >&2
+    export ORCHGEN_CHARTS="${ORCHGEN_CHARTS:-$shared_dir/charts}"
+    export ORCHGEN_REFERENCE="${ORCHGEN_REFERENCE:-$shared_dir/reference}"
+    export ORCHGEN_PULUMI_SRC="${ORCHGEN_PULUMI_SRC:-$shared_dir/pulumi-src}"
+  fi
+fi
+
 # The time of each setup phase, printed at the end and kept for .ci/run's budget line
 # (ORCHGEN_PHASE_TIMES: a file of "<seconds> <phase>" lines).
 phase_file="${ORCHGEN_PHASE_TIMES:-$(mktemp)}"

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -186,7 +187,7 @@ def test_a_values_change_is_a_rollout_or_an_in_place_change_of_the_rendered_char
     from generator.impact.kube import kube_impact
 
     tool("helm")
-    charts = REPO.parent / "shared" / "charts"
+    charts = Path(os.environ.get("ORCHGEN_CHARTS", REPO.parent / "shared" / "charts"))
     require((charts / "gpu-operator").is_dir(), f"charts not found at {charts}")
     orchgen("plan", example("research-lab"), "-o", tmp_path / "out", check=True)
     old = _kube_files(tmp_path / "out")
