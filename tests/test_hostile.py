@@ -439,3 +439,19 @@ def test_validate_never_crashes_on_a_damaged_bundle(files):
         report = validate_bundle(root, registry(), reference_dir())  # raising here is the failure
     assert all(f.path and f.line >= 0 and "\n" not in f.message for f in report.findings)
     event("errors" if report.errors else "clean")
+
+
+def test_validate_reports_a_script_whose_syntax_error_echoes_bytes_that_are_not_utf8(tmp_path):
+    """A script that ends inside a quoted string in [[ ... ]]: bash -n names the end of input as the byte 0xff ("unexpected
+    token `\\xff' in conditional command"), which is not UTF-8. A CI run's hypothesis found it (a flipped bit made a
+    closing quote an opening one) and validate raised UnicodeDecodeError. The finding names the script and line, on
+    one line."""
+    files = dict(pristine(all_examples()[0].stem, "none"))
+    script = next(p for p in sorted(files) if p.endswith(".sh"))
+    files[script] = files[script] + b'[[ "a'
+    for rel, data in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    report = validate_bundle(tmp_path, registry(), reference_dir())
+    found = [f for f in report.findings if f.path == script and "bash -n" in f.message]
+    assert found and all("\n" not in f.message and f.line > 0 for f in found), report.findings

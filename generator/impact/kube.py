@@ -186,7 +186,8 @@ def render_chart(helm: str, chart: Path, name: str, namespace: str, values: str)
         vals.write_text(values)
         env = {**os.environ, "HELM_CACHE_HOME": tmp, "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp}
         proc = subprocess.run([helm, "template", name, str(chart), "-n", namespace, "-f", str(vals),
-                               "--kube-version", "1.33"], capture_output=True, text=True, env=env, timeout=120)
+                               "--kube-version", "1.33"], capture_output=True, text=True, errors="replace", env=env,
+                               timeout=120)
     if proc.returncode != 0:
         return (proc.stderr.strip().splitlines() or ["helm template failed"])[-1]
     return _docs(proc.stdout)

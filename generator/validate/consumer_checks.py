@@ -439,7 +439,8 @@ def _shell_findings(text: str, shell: str) -> list[list]:
     """[line, message] (as JSON keeps them) of bash -n, then (when bash -n passes) shellcheck at severity error; _CutShort
     when a tool could not give its verdict."""
     try:
-        proc = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, timeout=20)
+        proc = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True,
+                              errors="replace", timeout=20)  # a stranger's bytes come back in the messages
     except (OSError, subprocess.TimeoutExpired):
         raise _CutShort([]) from None
     if proc.returncode != 0:
@@ -450,7 +451,7 @@ def _shell_findings(text: str, shell: str) -> list[list]:
         return []
     try:
         proc = subprocess.run(["shellcheck", "-s", shell, "-S", "error", "-f", "json", "-"], input=text,
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, errors="replace", timeout=60)
         comments = json.loads(proc.stdout or "[]")
     except (OSError, subprocess.TimeoutExpired, ValueError):
         raise _CutShort([]) from None
