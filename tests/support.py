@@ -70,7 +70,8 @@ def orchgen_argv() -> list[str]:
     """How the tests run the real `orchgen` CLI: the installed product when scripts/test.sh built the wheel
     and installed it into a fresh venv (ORCHGEN_BIN, its console script: what `pip install orchgen` gives a
     user, with sys.path[0] its own bin/, so the source tree cannot shadow the package whatever the working
-    directory); without it (a developer's quick run) the source tree's `python -m generator.cli`, which
+    directory); without it (a developer's quick run) the source tree's `python -m generator` (the console
+    script's own entry point, so signals are trapped before the CLI is imported, as for users), which
     under ORCHGEN_STRICT=1 (CI) is a failure, since then the wheel's contents would go untested."""
     from tests._consumers import require
 
@@ -86,7 +87,7 @@ def orchgen_argv() -> list[str]:
         pytest.fail("ORCHGEN_BIN unset under ORCHGEN_STRICT=1: scripts/test.sh builds the wheel, installs it "
                     "into .venv-wheel and exports its orchgen; the tests run that, not the source tree",
                     pytrace=False)
-    return [sys.executable, "-m", "generator.cli"]
+    return [sys.executable, "-m", "generator"]  # entry.main, as the console script: signals trapped first
 
 
 def outside_source() -> Path:
