@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..decide.plan import Plan
-from .cluster import pick
+from .cluster import pick_or_most
 from .engine import Replay
 from .jobs import Job
 
@@ -158,7 +158,10 @@ class SlurmScheduler:
         self._end_at: dict[float, list[tuple[int, str, int, list[int]]]] = {}
         self._end_of: dict[int, float] = {}  # job id -> its bucket
         self.pending_of: dict[str, int] = {}  # pending jobs per tenant
-        self._no_fit: dict[tuple, int] = {}  # shape -> replay.frees when it last did not fit (_fit_now)
+        # shape (partition, nodes, GPUs per node, one leaf) -> (the most nodes it could have had, and
+        # _freed_nodes of its partition) when it last did not fit the GPUs free (_fit_now)
+        self._no_fit: dict[tuple, tuple[int, int]] = {}
+        self._freed_nodes = dict.fromkeys(self.part_mask, 0)  # per partition: the nodes of the jobs ended so far
         self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
         self._leaf_list = nodes.leaf.tolist()  # each node's leaf, as Python ints (_earliest reads them one by one)
         self._mask_lists: dict[str, list[bool]] = {}
@@ -346,23 +349,43 @@ class SlurmScheduler:
                 and now - job.submit < self.p.max_switch_wait)
 
     def _fit(self, job: Job, avail: np.ndarray, now: float, current: bool = True) -> np.ndarray | None:
+        return self._fit_most(job, avail, now, current)[0]
+
+    def _fit_most(self, job: Job, avail: np.ndarray, now: float, current: bool = True,
+                  one_leaf: bool | None = None) -> tuple[np.ndarray | None, int]:
+        """_fit's nodes, and where it does not fit, the most nodes (of per_node GPUs free) it could have
+        had: in all, or with --switches=1 on one leaf (cluster.pick_or_most)."""
         if current and self.r._pool_free[self.r.pool_index(job)] < job.gpus:
-            return None  # fewer GPUs free in its partition than it asks for (avail is at most free)
+            # fewer GPUs free in its partition than it asks for (avail is at most free): fewer than
+            # `nodes` nodes have per_node of them
+            return None, job.nodes - 1
         ok = avail >= job.per_node
         if job.partition not in self._whole:
             ok &= self.part_mask[job.partition]
-        return pick(ok, self.r.nodes.leaf, job.nodes, self._one_leaf(job, now), len(self.r.nodes.leaves))
+        if one_leaf is None:
+            one_leaf = self._one_leaf(job, now)
+        return pick_or_most(ok, self.r.nodes.leaf, job.nodes, one_leaf, len(self.r.nodes.leaves))
+
+    def _fits_not(self, key: tuple, partition: str, need: int) -> bool:
+        """Whether a shape (_no_fit's key) that did not fit the GPUs free still does not: GPUs come free
+        only as jobs end, and each node of an ended job adds one at most to the nodes with per_node GPUs
+        free, in all and on its leaf (GPUs are only taken otherwise); so until `need - most` nodes
+        have been freed in its partition since, the most it could have is still fewer than `need`."""
+        seen = self._no_fit.get(key)
+        return seen is not None and seen[0] + self._freed_nodes[partition] - seen[1] < need
 
     def _fit_now(self, job: Job, now: float) -> np.ndarray | None:
-        """_fit on the GPUs free now, remembering a shape that does not fit until GPUs next come free
-        (until then they are only taken, and what did not fit still does not): most passes are for an
-        arrival, and a long queue's first job of a partition is tried again on each."""
-        key = (job.partition, job.nodes, job.per_node, self._one_leaf(job, now))
-        if self._no_fit.get(key) == self.r.frees:
+        """_fit on the GPUs free now, remembering a shape that does not fit and the most nodes it could
+        have had, until enough nodes have come free since for it to fit (_fits_not): most passes are
+        for an arrival or a job's end, and a long queue's first job of a partition is tried again on
+        each (a 16-node job after each single-node job's end, say)."""
+        one_leaf = self._one_leaf(job, now)
+        key = (job.partition, job.nodes, job.per_node, one_leaf)
+        if self._fits_not(key, job.partition, job.nodes):
             return None
-        got = self._fit(job, self.r.nodes.free, now)
+        got, most = self._fit_most(job, self.r.nodes.free, now, one_leaf=one_leaf)
         if got is None:
-            self._no_fit[key] = self.r.frees
+            self._no_fit[key] = (most, self._freed_nodes[job.partition])
         return got
 
     def possible(self, job: Job) -> bool:
@@ -416,6 +439,7 @@ class SlurmScheduler:
 
     def ended(self, job: Job) -> None:
         self._a_running[self._ix[job.id]] = False
+        self._freed_nodes[job.partition] += job.nodes
         t = self._end_of.pop(job.id, None)
         if t is not None:
             bucket = self._end_at[t]
@@ -519,12 +543,19 @@ class SlurmScheduler:
             if one_leaf and key in blocked_one_leaf:
                 continue
             got = None
-            if self.r._pool_free[self.r.pool_index(job)] >= job.gpus:  # else _fit says no before reading avail
+            fit_key = (job.partition, job.nodes, job.per_node, one_leaf)
+            # else _fit says no before reading avail: too few GPUs free in the partition, or a shape that
+            # does not fit the GPUs free now (_fits_not; `free` is those: this pass's starts took them
+            # from both), which avail, at most free, cannot hold either
+            if (self.r._pool_free[self.r.pool_index(job)] >= job.gpus
+                    and not self._fits_not(fit_key, job.partition, job.nodes)):
                 t1 = now + job.limit
                 avail = windows.get(t1)
                 if avail is None:
                     avail = windows[t1] = self._avail(free, resv, now, t1)
-                got = self._fit(job, avail, now)
+                got, most = self._fit_most(job, avail, now, one_leaf=one_leaf)
+                if got is None and avail is free:
+                    self._no_fit[fit_key] = (most, self._freed_nodes[job.partition])
             if got is not None:
                 free[got] -= job.per_node
                 for avail in windows.values():
