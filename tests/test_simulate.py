@@ -318,7 +318,7 @@ class _CheckedSlurm(SlurmScheduler):
     def backfill(self, now):
         running = [j for j in self.r.running.values() if not math.isinf(j.limit)]
         assert self._end_times == sorted(self._end_at) and all(self._end_at.values())
-        assert [(t, *entry) for t in self._end_times for entry in self._end_at[t]] == sorted(
+        assert sorted((t, i, *entry) for t in self._end_times for i, entry in self._end_at[t].items()) == sorted(
             (self._round(j.start + j.limit), j.id, j.partition, j.per_node, j.nodes_held.tolist()) for j in running)
         # the priority order (a merge of groups' heads) is every pending job sorted by (-priority, id):
         # those submitted by the last recalculation with its priority, formed as one sum over them all

@@ -152,10 +152,11 @@ class SlurmScheduler:
         # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
         # they start and end, so a backfill pass does not sort every running job again. Bucketed by
         # that end: the distinct ends (a few thousand: ends are kept to bf_resolution), sorted, and per
-        # end its jobs by id, (id, partition, GPUs per node, nodes as Python ints), what _earliest reads
-        # of each; one sorted list of every running job moved tens of thousands of entries per start
+        # end its jobs, id -> (partition, GPUs per node, nodes as Python ints), what _earliest reads of
+        # each (in any order: it sums the GPUs an end frees); one sorted list of every running job moved
+        # tens of thousands of entries per start
         self._end_times: list[float] = []
-        self._end_at: dict[float, list[tuple[int, str, int, list[int]]]] = {}
+        self._end_at: dict[float, dict[int, tuple[str, int, list[int]]]] = {}
         self._end_of: dict[int, float] = {}  # job id -> its bucket
         self.pending_of: dict[str, int] = {}  # pending jobs per tenant
         # shape (partition, nodes, GPUs per node, one leaf) -> (the most nodes it could have had, and
@@ -176,11 +177,11 @@ class SlurmScheduler:
             job.partition = job.pool
         self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
         self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
-        self._a_running = np.zeros(len(jobs), dtype=bool)
-        self._a_seq = np.zeros(len(jobs), dtype=np.int64)  # start order (the replay's running jobs' order)
+        # the running jobs' indexes, in start order (the replay's running jobs' order): kept as they start
+        # and end, rather than found among every job's at each decay and sorted by start
+        self._running_ix: dict[int, None] = {}
         # ids and submission times both ascending in the replay's order (its arrivals'): see _groups
         self._in_order = all(a.id < b.id and a.submit <= b.submit for a, b in zip(jobs, jobs[1:]))
-        self._seq = 0
 
     # -- priority
     def _decay_usage(self, now: float) -> None:
@@ -192,8 +193,7 @@ class SlurmScheduler:
             self.usage[t] *= factor
         # each running job's GPU-seconds, added one by one in start order as a loop over the running
         # jobs would (ufunc.at is unbuffered and in order: the same float sums, without the loop)
-        ix = np.flatnonzero(self._a_running)
-        ix = ix[np.argsort(self._a_seq[ix], kind="stable")]
+        ix = np.fromiter(self._running_ix, dtype=np.int64, count=len(self._running_ix))
         tix = self._a_tenant[ix]
         first = np.unique(tix, return_index=True)
         for k in first[0][np.argsort(first[1])]:  # a tenant first seen running joins as the loop would add it
@@ -422,23 +422,20 @@ class SlurmScheduler:
         if job.id in self._head_ids:
             self._heads = None
             self._head_ids = set()
-        k = self._ix[job.id]
-        self._a_running[k] = True
-        self._seq += 1
-        self._a_seq[k] = self._seq
+        self._running_ix[self._ix[job.id]] = None
         self.r.start(job, nodes)
         if not math.isinf(job.limit):
             t = self._end_of[job.id] = self._round(job.start + job.limit)
-            entry = (job.id, job.partition, job.per_node, nodes.tolist())
+            entry = (job.partition, job.per_node, nodes.tolist())
             bucket = self._end_at.get(t)
             if bucket is None:
-                self._end_at[t] = [entry]
+                self._end_at[t] = {job.id: entry}
                 bisect.insort(self._end_times, t)
             else:
-                bisect.insort(bucket, entry)  # (ids are distinct: the rest of the tuple is never compared)
+                bucket[job.id] = entry
 
     def ended(self, job: Job) -> None:
-        self._a_running[self._ix[job.id]] = False
+        del self._running_ix[self._ix[job.id]]
         self._freed_nodes[job.partition] += job.nodes
         t = self._end_of.pop(job.id, None)
         if t is not None:
@@ -447,7 +444,7 @@ class SlurmScheduler:
                 del self._end_at[t]
                 del self._end_times[bisect.bisect_left(self._end_times, t)]
             else:
-                del bucket[bisect.bisect_left(bucket, (job.id,))]
+                del bucket[job.id]
 
     # -- the main scheduler
     def schedule(self, now: float) -> None:
@@ -622,7 +619,7 @@ class SlurmScheduler:
             if t > horizon:
                 return None
             touched = False
-            for _, j_part, add, j_nodes in end_at[t]:
+            for j_part, add, j_nodes in end_at[t].values():
                 if j_part == part:
                     touched = True
                     for n in j_nodes:  # a Slurm job's nodes are distinct
