@@ -305,12 +305,16 @@ class SlurmScheduler:
             heapq.heapify(heads)
             self._heads = heads
             self._head_ids = {top[1] for top in heads}
-        heap = self._heads.copy()  # (a heap still)
+        # copied (a heap still) before this pass first takes a head off: a main scheduler pass mostly
+        # reads one job (its partition's first, which does not fit) and copied every head for it
+        heap, copied = self._heads, False
         pop, replace = heapq.heappop, heapq.heapreplace
         k, n_new = 0, len(new)  # (nothing is submitted while a pass reads)
         while True:
             if skip:
                 while heap and g_tenant[heap[0][2]] in skip:
+                    if not copied:
+                        heap, copied = heap.copy(), True
                     pop(heap)  # the rest of that group is the skipped tenant's too
             while k < n_new and (new[k][1] not in pending or (skip and new[k][2] in skip)):
                 k += 1
@@ -322,6 +326,11 @@ class SlurmScheduler:
                         yield pending[first[1]]
                         k += 1
                         continue
+                # the head, and then its group's next job in its place: found after the reader has had
+                # the head, which it may have started (only that one: the next is found the same)
+                yield pending[i]
+                if not copied:
+                    heap, copied = heap.copy(), True
                 ids = g_ids[g]
                 h += 1
                 while h < len(ids) and ids[h] not in pending:
@@ -331,7 +340,6 @@ class SlurmScheduler:
                     replace(heap, (-int(g_base[g] + min(1.0, (now - pending[j].submit) / age_max) * w_age), j, g, h))
                 else:
                     pop(heap)
-                yield pending[i]
             elif k < n_new:
                 yield pending[new[k][1]]
                 k += 1
@@ -457,6 +465,8 @@ class SlurmScheduler:
             nodes = self._fit_now(job, now)
             if nodes is None:
                 blocked.add(job.partition)
+                if len(blocked) == len(self.part_mask):
+                    break  # (before the next job is read: every partition is blocked)
             else:
                 self._start(job, nodes)
 
