@@ -313,11 +313,12 @@ class _CheckedSlurm(SlurmScheduler):
     stands for, recomputed the slow way, at every backfill pass and priority recalculation."""
 
     checks = 0
+    ruled_out = 0
 
     def backfill(self, now):
         running = [j for j in self.r.running.values() if not math.isinf(j.limit)]
         assert self._end_times == sorted(self._end_at) and all(self._end_at.values())
-        assert [(t, *entry) for t in self._end_times for entry in self._end_at[t]] == sorted(
+        assert sorted((t, i, *entry) for t in self._end_times for i, entry in self._end_at[t].items()) == sorted(
             (self._round(j.start + j.limit), j.id, j.partition, j.per_node, j.nodes_held.tolist()) for j in running)
         # the priority order (a merge of groups' heads) is every pending job sorted by (-priority, id):
         # those submitted by the last recalculation with its priority, formed as one sum over them all
@@ -335,6 +336,15 @@ class _CheckedSlurm(SlurmScheduler):
         for j in self.r.pending.values():
             pending[j.tenant] = pending.get(j.tenant, 0) + 1
         assert self.pending_of == pending
+        # a shape _fits_not rules out (without placing it) has fewer than `nodes` nodes with per_node
+        # GPUs free, in its partition (or on any one leaf, for --switches=1)
+        free, leaf = self.r.nodes.free, self.r.nodes.leaf
+        for key in self._no_fit:
+            partition, need, per, one_leaf = key
+            if self._fits_not(key, partition, need):
+                ok = (free >= per) & self.part_mask[partition]
+                assert (np.bincount(leaf[ok]).max(initial=0) if one_leaf else ok.sum()) < need
+                _CheckedSlurm.ruled_out += 1
         _CheckedSlurm.checks += 1
         super().backfill(now)
 
@@ -363,10 +373,11 @@ def test_slurm_bookkeeping_matches_what_it_stands_for(example, seed):
     for i, j in enumerate(drawn):
         j.id = i + 1
     replay = Replay(cluster.of_plane(plan, "slurm"), drawn)
-    _CheckedSlurm.checks = 0
+    _CheckedSlurm.checks = _CheckedSlurm.ruled_out = 0
     _CheckedSlurm(replay, plan, policy_of(plan))
     replay.run()
     assert _CheckedSlurm.checks > 10 and all(j.start is not None for j in replay.jobs)
+    assert _CheckedSlurm.ruled_out > 10
     assert len({j.tenant for j in replay.jobs}) == 2
 
 

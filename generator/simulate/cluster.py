@@ -50,16 +50,24 @@ def pick(ok: np.ndarray, leaf: np.ndarray, n: int, one_leaf: bool, nleaves: int)
     """`n` node indexes among those `ok`: on the one leaf that holds them with the fewest to spare
     (best fit, as topology/tree places a job on the fewest switches), else, unless `one_leaf`, the
     first `n` in fabric order. None when they do not fit."""
+    return pick_or_most(ok, leaf, n, one_leaf, nleaves)[0]
+
+
+def pick_or_most(ok: np.ndarray, leaf: np.ndarray, n: int, one_leaf: bool,
+                 nleaves: int) -> tuple[np.ndarray | None, int]:
+    """pick's nodes, and where they do not fit, the most nodes it could have had (fewer than `n`): the
+    `ok` nodes in all, or with `one_leaf` the most on one leaf. (A caller keeps it: until that many
+    more nodes have come free, the same job still does not fit.)"""
     idx = ok.nonzero()[0]  # (flatnonzero of a 1-D array, without its wrappers: this runs per placement)
     if idx.size < n:
-        return None
+        return None, idx.size
     if nleaves > 1:
         on = leaf[idx]
         counts = np.bincount(on, minlength=nleaves)
         fits = (counts >= n).nonzero()[0]
         if fits.size:
             best = fits[counts[fits].argmin()]
-            return idx[on == best][:n]
+            return idx[on == best][:n], n
         if one_leaf:
-            return None
-    return idx[:n]
+            return None, int(counts.max())
+    return idx[:n], n

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..decide.plan import Plan
-from .cluster import pick
+from .cluster import pick_or_most
 from .engine import Replay
 from .jobs import Job
 
@@ -152,13 +152,17 @@ class SlurmScheduler:
         # running jobs with a time limit by (their end rounded as backfill keeps it, id): kept as
         # they start and end, so a backfill pass does not sort every running job again. Bucketed by
         # that end: the distinct ends (a few thousand: ends are kept to bf_resolution), sorted, and per
-        # end its jobs by id, (id, partition, GPUs per node, nodes as Python ints), what _earliest reads
-        # of each; one sorted list of every running job moved tens of thousands of entries per start
+        # end its jobs, id -> (partition, GPUs per node, nodes as Python ints), what _earliest reads of
+        # each (in any order: it sums the GPUs an end frees); one sorted list of every running job moved
+        # tens of thousands of entries per start
         self._end_times: list[float] = []
-        self._end_at: dict[float, list[tuple[int, str, int, list[int]]]] = {}
+        self._end_at: dict[float, dict[int, tuple[str, int, list[int]]]] = {}
         self._end_of: dict[int, float] = {}  # job id -> its bucket
         self.pending_of: dict[str, int] = {}  # pending jobs per tenant
-        self._no_fit: dict[tuple, int] = {}  # shape -> replay.frees when it last did not fit (_fit_now)
+        # shape (partition, nodes, GPUs per node, one leaf) -> (the most nodes it could have had, and
+        # _freed_nodes of its partition) when it last did not fit the GPUs free (_fit_now)
+        self._no_fit: dict[tuple, tuple[int, int]] = {}
+        self._freed_nodes = dict.fromkeys(self.part_mask, 0)  # per partition: the nodes of the jobs ended so far
         self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
         self._leaf_list = nodes.leaf.tolist()  # each node's leaf, as Python ints (_earliest reads them one by one)
         self._mask_lists: dict[str, list[bool]] = {}
@@ -173,11 +177,11 @@ class SlurmScheduler:
             job.partition = job.pool
         self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
         self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
-        self._a_running = np.zeros(len(jobs), dtype=bool)
-        self._a_seq = np.zeros(len(jobs), dtype=np.int64)  # start order (the replay's running jobs' order)
+        # the running jobs' indexes, in start order (the replay's running jobs' order): kept as they start
+        # and end, rather than found among every job's at each decay and sorted by start
+        self._running_ix: dict[int, None] = {}
         # ids and submission times both ascending in the replay's order (its arrivals'): see _groups
         self._in_order = all(a.id < b.id and a.submit <= b.submit for a, b in zip(jobs, jobs[1:]))
-        self._seq = 0
 
     # -- priority
     def _decay_usage(self, now: float) -> None:
@@ -189,8 +193,7 @@ class SlurmScheduler:
             self.usage[t] *= factor
         # each running job's GPU-seconds, added one by one in start order as a loop over the running
         # jobs would (ufunc.at is unbuffered and in order: the same float sums, without the loop)
-        ix = np.flatnonzero(self._a_running)
-        ix = ix[np.argsort(self._a_seq[ix], kind="stable")]
+        ix = np.fromiter(self._running_ix, dtype=np.int64, count=len(self._running_ix))
         tix = self._a_tenant[ix]
         first = np.unique(tix, return_index=True)
         for k in first[0][np.argsort(first[1])]:  # a tenant first seen running joins as the loop would add it
@@ -302,12 +305,16 @@ class SlurmScheduler:
             heapq.heapify(heads)
             self._heads = heads
             self._head_ids = {top[1] for top in heads}
-        heap = self._heads.copy()  # (a heap still)
+        # copied (a heap still) before this pass first takes a head off: a main scheduler pass mostly
+        # reads one job (its partition's first, which does not fit) and copied every head for it
+        heap, copied = self._heads, False
         pop, replace = heapq.heappop, heapq.heapreplace
         k, n_new = 0, len(new)  # (nothing is submitted while a pass reads)
         while True:
             if skip:
                 while heap and g_tenant[heap[0][2]] in skip:
+                    if not copied:
+                        heap, copied = heap.copy(), True
                     pop(heap)  # the rest of that group is the skipped tenant's too
             while k < n_new and (new[k][1] not in pending or (skip and new[k][2] in skip)):
                 k += 1
@@ -319,6 +326,11 @@ class SlurmScheduler:
                         yield pending[first[1]]
                         k += 1
                         continue
+                # the head, and then its group's next job in its place: found after the reader has had
+                # the head, which it may have started (only that one: the next is found the same)
+                yield pending[i]
+                if not copied:
+                    heap, copied = heap.copy(), True
                 ids = g_ids[g]
                 h += 1
                 while h < len(ids) and ids[h] not in pending:
@@ -328,7 +340,6 @@ class SlurmScheduler:
                     replace(heap, (-int(g_base[g] + min(1.0, (now - pending[j].submit) / age_max) * w_age), j, g, h))
                 else:
                     pop(heap)
-                yield pending[i]
             elif k < n_new:
                 yield pending[new[k][1]]
                 k += 1
@@ -346,23 +357,43 @@ class SlurmScheduler:
                 and now - job.submit < self.p.max_switch_wait)
 
     def _fit(self, job: Job, avail: np.ndarray, now: float, current: bool = True) -> np.ndarray | None:
+        return self._fit_most(job, avail, now, current)[0]
+
+    def _fit_most(self, job: Job, avail: np.ndarray, now: float, current: bool = True,
+                  one_leaf: bool | None = None) -> tuple[np.ndarray | None, int]:
+        """_fit's nodes, and where it does not fit, the most nodes (of per_node GPUs free) it could have
+        had: in all, or with --switches=1 on one leaf (cluster.pick_or_most)."""
         if current and self.r._pool_free[self.r.pool_index(job)] < job.gpus:
-            return None  # fewer GPUs free in its partition than it asks for (avail is at most free)
+            # fewer GPUs free in its partition than it asks for (avail is at most free): fewer than
+            # `nodes` nodes have per_node of them
+            return None, job.nodes - 1
         ok = avail >= job.per_node
         if job.partition not in self._whole:
             ok &= self.part_mask[job.partition]
-        return pick(ok, self.r.nodes.leaf, job.nodes, self._one_leaf(job, now), len(self.r.nodes.leaves))
+        if one_leaf is None:
+            one_leaf = self._one_leaf(job, now)
+        return pick_or_most(ok, self.r.nodes.leaf, job.nodes, one_leaf, len(self.r.nodes.leaves))
+
+    def _fits_not(self, key: tuple, partition: str, need: int) -> bool:
+        """Whether a shape (_no_fit's key) that did not fit the GPUs free still does not: GPUs come free
+        only as jobs end, and each node of an ended job adds one at most to the nodes with per_node GPUs
+        free, in all and on its leaf (GPUs are only taken otherwise); so until `need - most` nodes
+        have been freed in its partition since, the most it could have is still fewer than `need`."""
+        seen = self._no_fit.get(key)
+        return seen is not None and seen[0] + self._freed_nodes[partition] - seen[1] < need
 
     def _fit_now(self, job: Job, now: float) -> np.ndarray | None:
-        """_fit on the GPUs free now, remembering a shape that does not fit until GPUs next come free
-        (until then they are only taken, and what did not fit still does not): most passes are for an
-        arrival, and a long queue's first job of a partition is tried again on each."""
-        key = (job.partition, job.nodes, job.per_node, self._one_leaf(job, now))
-        if self._no_fit.get(key) == self.r.frees:
+        """_fit on the GPUs free now, remembering a shape that does not fit and the most nodes it could
+        have had, until enough nodes have come free since for it to fit (_fits_not): most passes are
+        for an arrival or a job's end, and a long queue's first job of a partition is tried again on
+        each (a 16-node job after each single-node job's end, say)."""
+        one_leaf = self._one_leaf(job, now)
+        key = (job.partition, job.nodes, job.per_node, one_leaf)
+        if self._fits_not(key, job.partition, job.nodes):
             return None
-        got = self._fit(job, self.r.nodes.free, now)
+        got, most = self._fit_most(job, self.r.nodes.free, now, one_leaf=one_leaf)
         if got is None:
-            self._no_fit[key] = self.r.frees
+            self._no_fit[key] = (most, self._freed_nodes[job.partition])
         return got
 
     def possible(self, job: Job) -> bool:
@@ -399,23 +430,21 @@ class SlurmScheduler:
         if job.id in self._head_ids:
             self._heads = None
             self._head_ids = set()
-        k = self._ix[job.id]
-        self._a_running[k] = True
-        self._seq += 1
-        self._a_seq[k] = self._seq
+        self._running_ix[self._ix[job.id]] = None
         self.r.start(job, nodes)
         if not math.isinf(job.limit):
             t = self._end_of[job.id] = self._round(job.start + job.limit)
-            entry = (job.id, job.partition, job.per_node, nodes.tolist())
+            entry = (job.partition, job.per_node, nodes.tolist())
             bucket = self._end_at.get(t)
             if bucket is None:
-                self._end_at[t] = [entry]
+                self._end_at[t] = {job.id: entry}
                 bisect.insort(self._end_times, t)
             else:
-                bisect.insort(bucket, entry)  # (ids are distinct: the rest of the tuple is never compared)
+                bucket[job.id] = entry
 
     def ended(self, job: Job) -> None:
-        self._a_running[self._ix[job.id]] = False
+        del self._running_ix[self._ix[job.id]]
+        self._freed_nodes[job.partition] += job.nodes
         t = self._end_of.pop(job.id, None)
         if t is not None:
             bucket = self._end_at[t]
@@ -423,7 +452,7 @@ class SlurmScheduler:
                 del self._end_at[t]
                 del self._end_times[bisect.bisect_left(self._end_times, t)]
             else:
-                del bucket[bisect.bisect_left(bucket, (job.id,))]
+                del bucket[job.id]
 
     # -- the main scheduler
     def schedule(self, now: float) -> None:
@@ -436,6 +465,8 @@ class SlurmScheduler:
             nodes = self._fit_now(job, now)
             if nodes is None:
                 blocked.add(job.partition)
+                if len(blocked) == len(self.part_mask):
+                    break  # (before the next job is read: every partition is blocked)
             else:
                 self._start(job, nodes)
 
@@ -519,12 +550,19 @@ class SlurmScheduler:
             if one_leaf and key in blocked_one_leaf:
                 continue
             got = None
-            if self.r._pool_free[self.r.pool_index(job)] >= job.gpus:  # else _fit says no before reading avail
+            fit_key = (job.partition, job.nodes, job.per_node, one_leaf)
+            # else _fit says no before reading avail: too few GPUs free in the partition, or a shape that
+            # does not fit the GPUs free now (_fits_not; `free` is those: this pass's starts took them
+            # from both), which avail, at most free, cannot hold either
+            if (self.r._pool_free[self.r.pool_index(job)] >= job.gpus
+                    and not self._fits_not(fit_key, job.partition, job.nodes)):
                 t1 = now + job.limit
                 avail = windows.get(t1)
                 if avail is None:
                     avail = windows[t1] = self._avail(free, resv, now, t1)
-                got = self._fit(job, avail, now)
+                got, most = self._fit_most(job, avail, now, one_leaf=one_leaf)
+                if got is None and avail is free:
+                    self._no_fit[fit_key] = (most, self._freed_nodes[job.partition])
             if got is not None:
                 free[got] -= job.per_node
                 for avail in windows.values():
@@ -591,7 +629,7 @@ class SlurmScheduler:
             if t > horizon:
                 return None
             touched = False
-            for _, j_part, add, j_nodes in end_at[t]:
+            for j_part, add, j_nodes in end_at[t].values():
                 if j_part == part:
                     touched = True
                     for n in j_nodes:  # a Slurm job's nodes are distinct
