@@ -526,7 +526,7 @@ def _fabric_json(f: FabricModel) -> dict[str, Any]:
         "spines": [{"name": s.name, "leaves": list(s.leaves)} for s in f.spines],
         "leaves": [
             {"name": leaf.name, "pools": list(leaf.pools), "spines": list(leaf.spines),
-             "nodes": hostlist.compress(leaf.nodes)}
+             "nodes": leaf.hostlist}
             for leaf in f.leaves
         ],
         "nvlink_domains": [

@@ -75,6 +75,36 @@ _SCALAR_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool"
 _INT_TAG = "tag:yaml.org,2002:int"
 
 
+# libyaml's composer (PyYAML's CSafeLoader: the same resolver, only the scanner, parser and composer in C)
+# composes a plain workload.yaml ~10x faster than PyYAML's pure-Python one: that was 124M of a 2,048-node
+# `plan`'s 2,158M instructions (callgrind, issue 41). It is used only where the two are known to agree: the
+# same nodes, tags, values and lines, and the same refusals. Differential runs over every YAML file of the
+# repository and thousands of mutations of them found them to disagree only on text holding a tab, a byte
+# order mark, NEL/LS/PS line breaks, '?' (libyaml takes `ibp?2s0` in a flow mapping), a block scalar header
+# (`|#`), a last line without its newline (the line of an empty document there), or refused by PyYAML's
+# reader (non-printable characters); escapes, directives, tags, anchors and
+# aliases are left to PyYAML too, as is a document libyaml refuses (PyYAML's error message is the one
+# printed). libyaml composes recursively in C, with no depth limit: ~100,000 nested levels overflow the C
+# stack (a segfault, where PyYAML raises RecursionError), so only a text that cannot nest deeper than
+# _C_MAX_INDICATORS levels (each level needs one of [ { - ? :) is given to it.
+_C_LOADER = getattr(yaml, "CSafeLoader", None)
+_C_AVOID = frozenset("\t\r\ufeff\x85\u2028\u2029?|>%!&*\\")
+_C_MAX_INDICATORS = 2_000
+
+
+def _compose_c(text: str) -> list[yaml.Node | None] | None:
+    """The documents of `text` as libyaml composes them, or None where PyYAML's composer must (see above)."""
+    if _C_LOADER is None or not text.endswith("\n") or not _C_AVOID.isdisjoint(text) \
+            or yaml.reader.Reader.NON_PRINTABLE.search(text):
+        return None
+    if sum(map(text.count, "[{-?:")) > _C_MAX_INDICATORS:
+        return None
+    try:
+        return list(yaml.compose_all(text, Loader=_C_LOADER))
+    except yaml.YAMLError:  # PyYAML composes it again and says why, in its words
+        return None
+
+
 def _read(path: Path) -> tuple[_Source, Any]:
     src = _Source(str(path))
     try:  # a regular file only, its size checked before a byte is read (a FIFO, /dev/zero, a directory)
@@ -91,7 +121,9 @@ def _read(path: Path) -> tuple[_Source, Any]:
     except UnicodeDecodeError as exc:
         raise src.error(f"not UTF-8 text (byte {exc.start})") from None
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        nodes = _compose_c(text)
+        if nodes is None:
+            nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except RecursionError:  # PyYAML composes recursively: `[[[[...` thousands deep overflows it
         raise src.error(f"malformed YAML: nested deeper than {MAX_YAML_DEPTH} levels") from None
     except yaml.reader.ReaderError as exc:  # a control character: it has a position, not a mark

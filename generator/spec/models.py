@@ -3,7 +3,9 @@
 Field names here are a public contract: other tools write these files. Unknown keys are errors.
 Single-field rules live on the fields; rules that span fields are `checks.py`'s.
 """
-from __future__ import annotations
+# No `from __future__ import annotations` in this module: pydantic would evaluate every field's annotation
+# from its string (typing.ForwardRef compiles each one: 235 of the 276 compile() calls of importing
+# models.py and site.py went; ~1% of a plan's instructions, issue 41).
 
 import re
 from typing import Annotated, Any, Literal

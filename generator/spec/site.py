@@ -10,7 +10,9 @@ reason as a comment. Nothing here is interpreted: Slurm reads it.
 Values land in Slurm's configuration files, whose syntax has no quoting for a `#` (a comment) or a
 line break (a new record): those are refused here, naming the field.
 """
-from __future__ import annotations
+# No `from __future__ import annotations` in this module: pydantic would evaluate every field's annotation
+# from its string (typing.ForwardRef compiles each one: 235 of the 276 compile() calls of importing
+# models.py and site.py went; ~1% of a plan's instructions, issue 41).
 
 import re
 from typing import Annotated

@@ -43,16 +43,18 @@ class Switch:
     name: str
     nodes: tuple[str, ...]  # a leaf's nodes (empty above the leaves)
     switches: tuple[str, ...]  # a spine's leaves, the core's spines
+    compressed: str = ""  # hostlist.compress(nodes) where it is known already (the fabric leaf's, Leaf.hostlist)
 
     @property
     def line(self) -> str:
-        child = f"Nodes={hostlist.compress(self.nodes)}" if self.nodes else \
+        child = f"Nodes={self.compressed or hostlist.compress(self.nodes)}" if self.nodes else \
             f"Switches={hostlist.compress(self.switches)}"
         return f"SwitchName={self.name} {child}"
 
     def yaml(self) -> dict[str, str]:
-        key, value = ("nodes", self.nodes) if self.nodes else ("children", self.switches)
-        return {"switch": self.name, key: hostlist.compress(value)}
+        if self.nodes:
+            return {"switch": self.name, "nodes": self.compressed or hostlist.compress(self.nodes)}
+        return {"switch": self.name, "children": hostlist.compress(self.switches)}
 
 
 @dataclass(frozen=True)
@@ -151,8 +153,8 @@ def slurm_tree(plan: Plan, slices: tuple[PoolSlice, ...]) -> tuple[Switch, ...]:
     switches = []
     for leaf in fab.leaves:
         nodes = tuple(n for n in leaf.nodes if n in mine)
-        if nodes:
-            switches.append(Switch(leaf.name, nodes, ()))
+        if nodes:  # the whole leaf: its hostlist as plan.json has it
+            switches.append(Switch(leaf.name, nodes, (), leaf.hostlist if len(nodes) == len(leaf.nodes) else ""))
     kept = {s.name for s in switches}
     spines = [(sp.name, tuple(leaf for leaf in sp.leaves if leaf in kept)) for sp in fab.spines]
     spines = [(name, leaves) for name, leaves in spines if leaves]
