@@ -340,6 +340,9 @@ DAMAGE = {
                   r"a line orchgen does not write: the script was edited by hand"),
     "accounts.sh syntax": ("slurm/accounts.sh", lambda b: append(b / "slurm/accounts.sh", "if then fi (\n"),
                            r"bash -n: syntax error near unexpected token"),
+    # bash -n names the end of this input as the byte 0xff, not UTF-8: validate raised UnicodeDecodeError (stop 49)
+    "script ends in a quote": ("slurm/accounts.sh", lambda b: append(b / "slurm/accounts.sh", '[[ "a'),
+                               r"bash -n: unexpected EOF while looking for matching"),
     "YAML bomb": ("kubernetes/manifests/99-bomb.yaml",
                   lambda b: (b / "kubernetes/manifests/99-bomb.yaml").write_text(
                       'a: &a ["x","x","x","x","x","x","x","x","x"]\n' + "".join(
