@@ -75,6 +75,8 @@ def operator_owned(path: str) -> bool:
 
 @dataclass(frozen=True)
 class Manifest:
+    """What a bundle's marker file says: the fleet it was planned for, and the files orchgen wrote."""
+
     fleet: str | None  # None: a bundle of an orchgen before issue 39 (its marker lists nothing)
     files: tuple[str, ...] | None
 
@@ -575,6 +577,8 @@ def _read_or_note(root: Path, rel: str) -> bytes | str:
 
 @dataclass(frozen=True)
 class Diff:
+    """How a bundle on disk differs from the one a plan would write (`plan --diff`)."""
+
     changed: tuple[str, ...]
     missing: tuple[str, ...]  # would be written, not on disk
     extra: tuple[str, ...]  # on disk, would not be written

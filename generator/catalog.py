@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class Chart:
+    """One Helm chart orchgen installs: where it comes from, its pinned version and its namespace."""
+
     component: str
     repo: str  # https Helm repository, or oci://registry/path (then `chart` is appended)
     chart: str

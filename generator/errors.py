@@ -20,6 +20,8 @@ class Exit(IntEnum):
 
 @dataclass
 class OrchgenError(Exception):
+    """An error in the user's input or environment: printed as one line naming file:line:field, exit 2."""
+
     message: str
     file: str | None = None
     line: int | None = None

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Provider:
+    """What orchgen knows of one provider's Kubernetes: how it labels pools and topology, and what it allows."""
+
     name: str
     managed: bool  # a managed Kubernetes service (runs its own, upstream distribution)
     pool_label: str | None  # the label it puts on a pool's nodes, `<label>=<pool name>`

@@ -19,6 +19,8 @@ QUEUE = "{queue}"  # stands for the tenant's queue name in a label or annotation
 
 @dataclass(frozen=True)
 class GangScheduler:
+    """A gang scheduler the Kubernetes plane can run, and how `gang_scheduler: auto` treats it."""
+
     name: str  # options.gang_scheduler and plan.json's gang_scheduler
     title: str
     chart: str  # its component in catalog.py

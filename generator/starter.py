@@ -20,6 +20,8 @@ PROVIDER_NAMES = {"generic": "your own machines (or a cloud without a managed Ku
 
 @dataclass(frozen=True)
 class Answers:
+    """The answers of `orchgen init`, with the defaults a question left unanswered takes."""
+
     name: str = "my-fleet"
     provider: str = "generic"
     bare_metal: bool = True

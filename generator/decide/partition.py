@@ -39,6 +39,8 @@ MODES = ("auto", "leaf", "node")
 
 @dataclass(frozen=True)
 class Split:
+    """How the pools' nodes are split between planes, along the fabric, and why."""
+
     plane_nodes: dict[str, dict[str, tuple[str, ...]]]  # plane -> pool -> nodes, fabric order
     plane_leaves: dict[str, dict[str, list[str]]]  # plane -> pool -> the leaves those nodes sit on
     reasons: tuple[str, ...]

@@ -86,6 +86,8 @@ class ServingDecision:
 
 @dataclass(frozen=True)
 class WorkloadDecision:
+    """Where one workload runs and why: the facts it was judged on, its plane and the add-ons it needs."""
+
     name: str
     facts: Facts
     primary: str  # slurm | kubernetes | k3s | ray
@@ -196,6 +198,8 @@ class SharedLeaf:
 
 @dataclass(frozen=True)
 class Plane:
+    """One control plane of the plan: the pool slices it runs on, its workloads and why it is there."""
+
     name: str  # slurm | kubernetes | k3s
     host: str  # bare-metal | kubernetes (Slurm run as pods by an operator)
     operator: str | None  # slinky | soperator (Slurm on Kubernetes)
@@ -211,6 +215,8 @@ class Plane:
 
 @dataclass(frozen=True)
 class Quota:
+    """A tenant's nominal share of one pool, in GPUs, cores and memory."""
+
     gpus: int
     cpus: int
     memory_gib: int
@@ -218,6 +224,8 @@ class Quota:
 
 @dataclass(frozen=True)
 class Tenant:
+    """A tenant of the fleet: its fair share, quotas per pool, and how each plane knows its users."""
+
     name: str
     share: int
     implicit: bool  # no tenants in the input: one tenant named after the fleet
@@ -282,6 +290,8 @@ class Network:
 
 @dataclass(frozen=True)
 class Platform:
+    """Where the Kubernetes plane runs: provider, distribution, and the labels and taints of its pools."""
+
     provider: str = "generic"
     distribution: str = "upstream"  # the Kubernetes plane's: an edge/dev plane is k3s
     # pool -> the labels objects select it by; {} on bare metal (orchgen.io/pool, set by node-labels.sh)
@@ -349,6 +359,8 @@ class KubeCluster:
 
 @dataclass(frozen=True)
 class Plan:
+    """The whole decision for one fleet: every workload's placement, the planes, tenants and warnings."""
+
     name: str
     source: str  # file name of the input, for error messages only: no bundle file names it (issue 23)
     workloads: tuple[WorkloadDecision, ...]

@@ -25,6 +25,8 @@ from ..spec.models import Fleet, Workload
 
 @dataclass(frozen=True)
 class Rule:
+    """A rule of the decision guide: when it matches a workload's facts, and the plane it picks."""
+
     name: str
     primary: str
     matches: Callable[[Facts], bool]

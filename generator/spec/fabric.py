@@ -61,6 +61,8 @@ SHORTHAND_CORE = "core"
 
 @dataclass(frozen=True)
 class Leaf:
+    """A leaf switch of the fabric: the nodes cabled to it and the spines above it."""
+
     name: str
     nodes: tuple[str, ...]
     spines: tuple[str, ...]  # the spines cabled to it, in input order (none: the fabric is one leaf)
@@ -81,12 +83,16 @@ class Leaf:
 
 @dataclass(frozen=True)
 class Spine:
+    """A spine switch of the fabric: the leaves cabled to it."""
+
     name: str
     leaves: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class NvlinkDomain:
+    """An NVLink domain (one NVL72 rack, say): the nodes that share it, all of one pool."""
+
     name: str
     pool: str
     nodes: tuple[str, ...]
@@ -94,6 +100,8 @@ class NvlinkDomain:
 
 @dataclass(frozen=True)
 class FabricModel:
+    """The fabric as orchgen reads it, from the shorthand or an imported file: leaves, spines, NVLink domains."""
+
     kind: str
     source: str  # shorthand | leaves | topology_conf | topology_yaml | ibnetdiscover
     source_file: str | None  # an import's file, as workload.yaml names it
@@ -218,6 +226,8 @@ class _Where:
 
 @dataclass(frozen=True)
 class _Item:
+    """A leaf, spine or block as an imported file gives it, with where it was read."""
+
     name: str
     members: tuple[str, ...]  # a leaf's nodes, a spine's leaves, a block's nodes
     where: _Where

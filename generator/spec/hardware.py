@@ -127,6 +127,8 @@ class MigLayout:
 
 @dataclass(frozen=True)
 class NodeHardware:
+    """A node's CPU layout and memory, as given, named by platform, or read from `slurmd -C`."""
+
     sockets: int  # in total
     cores_per_socket: int
     threads_per_core: int

@@ -16,7 +16,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr,
 from .. import providers, schedulers
 from ..errors import cut, mask_urls
 from . import platforms, slurmtime
-from .site import Site
+from .site import Site, empty_dict, empty_list
 
 API_VERSION = "orchgen/v1alpha1"
 MAX_NODES_PER_POOL = 65_536
@@ -540,7 +540,7 @@ class Tenant(_Model):
     name: Name
     share: int = Field(default=1, ge=1, le=1_000_000)
     users: list[UnixName] = Field(
-        default_factory=list, max_length=100_000,
+        default_factory=empty_list, max_length=100_000,
         description="Slurm: users of this tenant's account (accounts.sh adds their associations)",
     )
     unix_group: UnixName | None = Field(
@@ -748,7 +748,7 @@ class SlurmQos(_Model):
 
     name: QosName = Field(description="the QOS name users give to --qos (sacctmgr's Name, lower case)")
     priority: int | None = Field(default=None, ge=0, le=4_294_967_294, description="Priority")
-    preempt: list[QosName] = Field(default_factory=list, max_length=256,
+    preempt: list[QosName] = Field(default_factory=empty_list, max_length=256,
                                    description="Preempt: the QOS this one may preempt")
     preempt_mode: Literal["cancel", "requeue", "suspend", "off"] | None = Field(
         default=None, description="PreemptMode of jobs preempted in this QOS; absent: the cluster's")
@@ -760,7 +760,7 @@ class SlurmQos(_Model):
                                                  description="MaxSubmitJobsPerUser")
     usage_factor: float | None = Field(default=None, ge=0, le=1_000_000,
                                        description="UsageFactor: how its usage counts for fair share")
-    flags: list[Literal[QOS_FLAGS]] = Field(default_factory=list, max_length=16,  # type: ignore[valid-type]
+    flags: list[Literal[QOS_FLAGS]] = Field(default_factory=empty_list, max_length=16,  # type: ignore[valid-type]
                                            description="Flags, e.g. NoReserve, DenyOnLimit")
 
 
@@ -845,7 +845,7 @@ class SlurmOptions(_Model):
         "fabric ports, health_check_mounts); a failing node is drained with the reason")
     health_check_interval: int = Field(default=300, ge=30, le=86_400, description="HealthCheckInterval, seconds")
     health_check_mounts: list[HostPath] = Field(
-        default_factory=list, max_length=64,
+        default_factory=empty_list, max_length=64,
         description="filesystems every Slurm node must have mounted read-write (e.g. /home, /scratch)")
     containers: Literal["auto", "pyxis", "none"] = Field(
         default="auto", description="pyxis + enroot (srun --container-image); auto: pyxis when a Slurm pool has GPUs")
@@ -900,7 +900,7 @@ class SlurmOptions(_Model):
         description="the site's QOS set; it replaces orchgen's normal and scavenger (with tenants)")
     priority: SlurmPriority | None = Field(default=None, description="priority weights and decay (with tenants)")
     scheduler_parameters: list[SchedParam] = Field(
-        default_factory=list, max_length=64,
+        default_factory=empty_list, max_length=64,
         description="more SchedulerParameters items; one with the key of orchgen's replaces it")
     max_switch_wait: int = Field(
         default=86_400, ge=0, le=31_536_000,
@@ -966,7 +966,7 @@ class Options(_Model):
         "LeaderWorkerSet for a replica over several nodes, else a KServe InferenceService (a plain Deployment on k3s)")
     slurm_version: Version = "25.11"
     kubernetes_version: Version = "1.33"
-    versions: dict[str, str] = Field(default_factory=dict, description="chart version by component")
+    versions: dict[str, str] = Field(default_factory=empty_dict, description="chart version by component")
     strict: bool = Field(
         default=False,
         description="refuse (exit 2) instead of warning: a placeholder the site must fill, demand "
@@ -1005,7 +1005,7 @@ class Fleet(_Model):
     kind: Literal["Fleet"]
     metadata: Metadata
     fleet: FleetSpec
-    tenants: list[Tenant] = Field(default_factory=list, max_length=1_024)
+    tenants: list[Tenant] = Field(default_factory=empty_list, max_length=1_024)
     workloads: list[Workload] = Field(min_length=1, max_length=4_096)
     options: Options = Options()
     site: Site | None = Field(default=None, description="what an adopted Slurm site configures that orchgen "

@@ -59,6 +59,8 @@ class Nic:
 
 @dataclass(frozen=True)
 class Platform:
+    """A named server platform's facts (CPU layout, GPU affinity, NIC rails), from its vendor's document."""
+
     name: str
     title: str
     source: str  # the document the facts come from

@@ -51,6 +51,8 @@ MAX_TOTAL_LINES = 250_000  # physical lines of the main file and its includes to
 
 @dataclass(frozen=True)
 class Pair:
+    """One key=value of a Slurm configuration line, as written."""
+
     key: str  # as written
     value: str  # quotes removed
     op: str = ""  # "", "+", "-", "*" or "/" (the operator before `=`, e.g. `Features+=x`)
@@ -91,6 +93,8 @@ class Record:
 
 @dataclass(frozen=True)
 class Problem:
+    """Something wrong in an imported Slurm configuration file, at its line."""
+
     file: str
     line: int
     message: str

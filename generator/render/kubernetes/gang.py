@@ -25,6 +25,8 @@ from .common import queue_of, queues_enabled
 
 @dataclass(frozen=True)
 class Wiring:
+    """How a workload's objects join its gang scheduler: labels, annotations and schedulerName."""
+
     labels: dict[str, str] = field(default_factory=dict)  # on the top object
     annotations: dict[str, str] = field(default_factory=dict)  # on the top object
     pod_labels: dict[str, str] = field(default_factory=dict)

@@ -313,6 +313,8 @@ def _fmt_weight(value: float) -> str:
 
 @dataclass(frozen=True)
 class Partition:
+    """A Slurm partition: its pools, nodes and topology."""
+
     name: str
     pools: tuple[str, ...]
     nodes: str  # hostlist, or ALL
@@ -419,6 +421,8 @@ def backfill(partitions: tuple[Partition, ...]) -> Backfill:
 
 @dataclass(frozen=True)
 class RayJob:
+    """A Ray workload run on Slurm: the batch script that starts its cluster, and its size."""
+
     workload: str
     file: str
     partition: str
@@ -429,6 +433,8 @@ class RayJob:
 
 @dataclass(frozen=True)
 class SlurmModel:
+    """Everything the Slurm files are rendered from: nodes, partitions, accounts and operations."""
+
     cluster: str
     source: str
     version: str

@@ -108,6 +108,8 @@ class RailCheck:
 
 @dataclass(frozen=True)
 class HealthCheck:
+    """What the node health check tests, and how often: GPUs, fabric ports, mounts."""
+
     interval: int
     node_state: str
     gpus: tuple[GpuCheck, ...]
@@ -120,6 +122,8 @@ class HealthCheck:
 
 @dataclass(frozen=True)
 class Imex:
+    """NVIDIA IMEX for Slurm: the pools whose NVLink domains span nodes, and one IMEX domain each."""
+
     pools: tuple[str, ...]  # pools whose NVLink domains span nodes
     domain_nodes: int  # the largest domain, in nodes
     supported: bool  # the Slurm version has switch/nvidia_imex
@@ -129,6 +133,8 @@ class Imex:
 
 @dataclass(frozen=True)
 class Ops:
+    """How the Slurm plane runs jobs: health checks, containers, MPI, job containment, IMEX."""
+
     health: HealthCheck | None
     containers: str  # pyxis | none
     mpi: str  # pmix | pmi2 | none

@@ -46,6 +46,8 @@ class Priority:
 
 @dataclass(frozen=True)
 class SitePolicy:
+    """The site's scheduling policy for slurm.conf, from its own settings or orchgen's defaults."""
+
     scheduler_items: tuple[str, ...]  # the site's SchedulerParameters items, as given
     max_switch_wait: int
     max_job_count: int

@@ -40,6 +40,8 @@ def block_topology_name(size: int) -> str:
 
 @dataclass(frozen=True)
 class Switch:
+    """A switch of topology.conf's tree, with the nodes or switches below it."""
+
     name: str
     nodes: tuple[str, ...]  # a leaf's nodes (empty above the leaves)
     switches: tuple[str, ...]  # a spine's leaves, the core's spines
@@ -59,6 +61,8 @@ class Switch:
 
 @dataclass(frozen=True)
 class Block:
+    """A block of the block topology: one NVLink domain's nodes."""
+
     name: str  # the NVLink domain's name in the fabric model
     nodes: tuple[str, ...]
 
@@ -108,6 +112,8 @@ class BlockTopology:
 
 @dataclass(frozen=True)
 class Topology:
+    """The topology file Slurm reads (topology.conf or topology.yaml): the tree and the blocks."""
+
     file: str  # topology.conf | topology.yaml
     plugin: str | None  # TopologyPlugin for slurm.conf; None with topology.yaml (it is ignored then)
     tree: tuple[Switch, ...]  # leaves first, then spines, then the core
