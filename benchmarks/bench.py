@@ -89,6 +89,10 @@ REPO = Path(__file__).resolve().parent.parent
 # read __pycache__ too (a shell with PYTHONDONTWRITEBYTECODE set would compile every module on every run).
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 LIBRARIES = "import pydantic, yaml, jinja2, click"  # what every plan imports before it reads a line
+# The command a user runs: the `orchgen` console script beside this interpreter (a wheel's install has it), else
+# `python -m generator`, the same entry point (generator/entry.py)
+_SCRIPT = Path(sys.executable).parent / "orchgen"
+ORCHGEN = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "generator"]
 
 
 def best(cmd: list[str], repeat: int, **kwargs) -> tuple[float, float]:
@@ -146,8 +150,17 @@ def other_work(start: tuple[float | None, float, float], after: dict) -> float:
 
 
 def reference() -> Path | None:
-    path = Path(os.environ.get("ORCHGEN_REFERENCE") or REPO.parent / "shared" / "reference")
-    return path if path.is_dir() else None
+    """$ORCHGEN_REFERENCE, else ../shared/reference beside the checkout, else beside the repository a local
+    clone was made from (as scripts/test.sh finds it: CI's clean clone prints validate's figure too)."""
+    if os.environ.get("ORCHGEN_REFERENCE"):
+        path = Path(os.environ["ORCHGEN_REFERENCE"])
+        return path if path.is_dir() else None
+    candidates = [REPO.parent / "shared" / "reference"]
+    origin = subprocess.run(["git", "-C", str(REPO), "config", "--get", "remote.origin.url"],
+                            capture_output=True, text=True).stdout.strip()
+    if origin and Path(origin).is_dir():
+        candidates.append(Path(origin).resolve().parent / "shared" / "reference")
+    return next((path for path in candidates if path.is_dir()), None)
 
 
 LOAD = 1.8  # GPU-time asked for over the week, as a multiple of the fleet's: queues build up (the jobs go
@@ -188,7 +201,7 @@ def simulate_case(nodes: int, jobs: int) -> dict:
         csv.write_text(trace(nodes, jobs))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "generator.cli", "simulate", str(src), "--trace", str(csv),
+        out = subprocess.run([*ORCHGEN, "simulate", str(src), "--trace", str(csv),
                               "--format", "json"], check=True, capture_output=True, text=True, env=ENV)
         took = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -214,7 +227,7 @@ def run(sizes: list[int], repeat: int, validate: bool = True, simulate: tuple[in
             src = Path(tmp) / f"fleet-{size}.yaml"
             src.write_text(yaml.safe_dump(fleet(size)))
             out = Path(tmp) / f"out-{size}"
-            took, cpu = best([sys.executable, "-m", "generator.cli", "plan", str(src), "-o", str(out), "-q"], repeat)
+            took, cpu = best([*ORCHGEN, "plan", str(src), "-o", str(out), "-q"], repeat)
             files = [p for p in out.rglob("*") if p.is_file()]
             result["plan"].append({"nodes": size, "gpus": size * 8, "wall_s": took, "cpu_s": cpu, "ratio": took / floor,
                                    "target_ratio": TARGETS.get(size), "files": len(files),
@@ -227,9 +240,9 @@ def run(sizes: list[int], repeat: int, validate: bool = True, simulate: tuple[in
             if not out.is_dir():
                 src = Path(tmp) / "fleet-2048.yaml"
                 src.write_text(yaml.safe_dump(fleet(2048)))
-                subprocess.run([sys.executable, "-m", "generator.cli", "plan", str(src), "-o", str(out), "-q"],
+                subprocess.run([*ORCHGEN, "plan", str(src), "-o", str(out), "-q"],
                                check=True, stdout=subprocess.DEVNULL)
-            took, cpu = best([sys.executable, "-m", "generator.cli", "validate", str(out), "--crds", str(ref),
+            took, cpu = best([*ORCHGEN, "validate", str(out), "--crds", str(ref),
                               "--chart-defaults", str(ref)], repeat)
             result["validate"] = {"nodes": 2048, "gpus": 16384, "wall_s": took, "cpu_s": cpu, "ratio": took / floor,
                                   "target_s": VALIDATE_TARGET_S}
