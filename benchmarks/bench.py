@@ -6,7 +6,9 @@
 
 The floor is a bare `python -c "import generator"`, measured the same way. Since `generator` imports its
 models lazily, that is little more than the interpreter's start; the run also gives the libraries' floor
-(`import pydantic, yaml, jinja2, click`, what every plan imports), where issue 41's 0.09 s floor was. For each fleet size (synthetic:
+(`import pydantic, yaml, jinja2, click`, what every plan imports), where issue 41's 0.09 s floor was, and
+that with one pydantic model defined (a model's first build imports pydantic's schema machinery: any
+command that validates its input with pydantic starts there). For each fleet size (synthetic:
 8 GPUs per node, two pools, up to 64 tenants, 20 workloads, a Slurm + Kubernetes hybrid with Argo CD)
 it prints the best wall time of `orchgen plan` of `--repeat` runs, as seconds and as a ratio to the
 floor, with its target (issue 41: 16,384 GPUs at most 2x the floor, 131,072 at most 3x), the least
@@ -89,6 +91,9 @@ REPO = Path(__file__).resolve().parent.parent
 # read __pycache__ too (a shell with PYTHONDONTWRITEBYTECODE set would compile every module on every run).
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 LIBRARIES = "import pydantic, yaml, jinja2, click"  # what every plan imports before it reads a line
+# ... and one pydantic model defined: its first model build imports pydantic's schema machinery (~0.25 of a
+# 16,384-GPU plan's instructions on this machine's callgrind), which any command that validates input pays
+ONE_MODEL = LIBRARIES + "\nclass M(pydantic.BaseModel):\n    x: int"
 # The command a user runs: the `orchgen` console script beside this interpreter (a wheel's install has it), else
 # `python -m generator`, the same entry point (generator/entry.py)
 _SCRIPT = Path(sys.executable).parent / "orchgen"
@@ -221,6 +226,8 @@ def run(sizes: list[int], repeat: int, validate: bool = True, simulate: tuple[in
     result["floor"] = {"wall_s": floor, "cpu_s": floor_cpu}
     libs, libs_cpu = best([sys.executable, "-c", LIBRARIES], repeat)
     result["libraries"] = {"wall_s": libs, "cpu_s": libs_cpu}
+    model, model_cpu = best([sys.executable, "-c", ONE_MODEL], repeat)
+    result["one_model"] = {"wall_s": model, "cpu_s": model_cpu}
     result["plan"] = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
@@ -274,6 +281,11 @@ def report(result: dict) -> list[str]:
                 + "".join(f"; plan of 16,384 GPUs is {row['wall_s'] / result['libraries']['wall_s']:.1f}x of it"
                           for row in result["plan"] if row["nodes"] == 2048)]
                if "libraries" in result else []),
+             *([f"libraries and one pydantic model defined: {result['one_model']['wall_s']:.3f} s wall, "
+                f"{result['one_model']['cpu_s']:.3f} s CPU"
+                + "".join(f"; plan of 16,384 GPUs is {row['wall_s'] / result['one_model']['wall_s']:.1f}x of it"
+                          for row in result["plan"] if row["nodes"] == 2048)]
+               if "one_model" in result else []),
              f"{'':9}{'nodes':>7} {'gpus':>7} {'wall s':>8} {'x floor':>8} {'target':>8} {'CPU s':>7} "
              f"{'files':>6} {'bundle KiB':>11}"]
     for row in result["plan"]:
