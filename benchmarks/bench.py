@@ -160,12 +160,16 @@ def reference() -> Path | None:
     if os.environ.get("ORCHGEN_REFERENCE"):
         path = Path(os.environ["ORCHGEN_REFERENCE"])
         return path if path.is_dir() else None
-    candidates = [REPO.parent / "shared" / "reference"]
-    origin = subprocess.run(["git", "-C", str(REPO), "config", "--get", "remote.origin.url"],
-                            capture_output=True, text=True).stdout.strip()
-    if origin and Path(origin).is_dir():
-        candidates.append(Path(origin).resolve().parent / "shared" / "reference")
-    return next((path for path in candidates if path.is_dir()), None)
+    beside = REPO.parent / "shared" / "reference"
+    if beside.is_dir():
+        return beside
+    try:
+        origin = subprocess.run(["git", "-C", str(REPO), "config", "--get", "remote.origin.url"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:  # no git
+        return None
+    path = Path(origin).resolve().parent / "shared" / "reference" if origin and Path(origin).is_dir() else None
+    return path if path is not None and path.is_dir() else None
 
 
 LOAD = 1.8  # GPU-time asked for over the week, as a multiple of the fleet's: queues build up (the jobs go
