@@ -496,8 +496,9 @@ class SlurmScheduler:
         return math.floor((t + epoch) / res) * res - epoch
 
     def backfill(self, now: float) -> None:
-        nodes = self.r.nodes
-        free = nodes.free.copy()
+        # the GPUs free now: the replay's own array, which this pass's starts take from (_start), read
+        # and never written here (no job ends during a pass), rather than a copy kept alike
+        free = self.r.nodes.free
         resv: list[tuple[float, float, np.ndarray, int]] = []
         # _avail(free, resv, now, t1) per window end t1 (now + a job's limit; a queue has few limits),
         # kept up to date as this pass takes nodes and reserves, rather than copied and rebuilt from
@@ -552,8 +553,8 @@ class SlurmScheduler:
             got = None
             fit_key = (job.partition, job.nodes, job.per_node, one_leaf)
             # else _fit says no before reading avail: too few GPUs free in the partition, or a shape that
-            # does not fit the GPUs free now (_fits_not; `free` is those: this pass's starts took them
-            # from both), which avail, at most free, cannot hold either
+            # does not fit the GPUs free now (_fits_not; `free` is those, this pass's starts taken), which
+            # avail, at most free, cannot hold either
             if (self.r._pool_free[self.r.pool_index(job)] >= job.gpus
                     and not self._fits_not(fit_key, job.partition, job.nodes)):
                 t1 = now + job.limit
@@ -564,11 +565,20 @@ class SlurmScheduler:
                 if got is None and avail is free:
                     self._no_fit[fit_key] = (most, self._freed_nodes[job.partition])
             if got is not None:
-                free[got] -= job.per_node
-                for avail in windows.values():
-                    if avail is not free:
-                        avail[got] -= job.per_node
-                self._start(job, got)  # its end (in ends) frees these nodes for the later jobs' plans of this pass
+                per = job.per_node
+                if len(got) > 8:
+                    for avail in windows.values():
+                        if avail is not free:
+                            avail[got] -= per
+                else:  # item by item, as Replay._take: numpy's indexed subtraction costs microseconds a call
+                    got_list = got.tolist()
+                    for avail in windows.values():
+                        if avail is not free:
+                            view = memoryview(avail)
+                            for n in got_list:
+                                view[n] -= per
+                self._start(job, got)  # takes them from `free`; its end (in ends) frees these nodes for the
+                # later jobs' plans of this pass
                 continue
             # no later job of this shape can start in this pass (resources only shrink in it): its
             # reservation is the first's (Slurm would reserve for each; the rest of the pass is the same)
