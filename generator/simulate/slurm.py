@@ -166,6 +166,7 @@ class SlurmScheduler:
         self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
         self._leaf_list = nodes.leaf.tolist()  # each node's leaf, as Python ints (_earliest reads them one by one)
         self._mask_lists: dict[str, list[bool]] = {}
+        replay.count_free()  # (_fit_most)
         replay.scheduler = self
         # per job (by its index in the replay): what usage decay reads, as arrays
         jobs = replay.jobs
@@ -367,6 +368,13 @@ class SlurmScheduler:
             # fewer GPUs free in its partition than it asks for (avail is at most free): fewer than
             # `nodes` nodes have per_node of them
             return None, job.nodes - 1
+        if current:
+            # the nodes of its partition (its pool) with per_node GPUs free now, counted as they change:
+            # too few, and the job does not fit (avail is at most free); the most it could have had is
+            # those (the count of avail's where it is free: the only `most` a caller keeps)
+            have = self.r.free_at_least(self.r.pool_index(job), job.per_node)
+            if have < job.nodes:
+                return None, have
         ok = avail >= job.per_node
         if job.partition not in self._whole:
             ok &= self.part_mask[job.partition]
