@@ -629,10 +629,16 @@ class SlurmScheduler:
         one_leaf = self._one_leaf(job, now) and len(nodes.leaves) > 1  # pick's test: n on one leaf, not n in all
         leaf_of = self._leaf_list
         in_part = self._mask_list(part)
-        ok = (free >= per) & mask
-        count = int(np.count_nonzero(ok))  # nodes with per_node GPUs free and not reserved
-        per_leaf = np.bincount(nodes.leaf[ok], minlength=len(nodes.leaves)).tolist() if one_leaf else []
-        most = max(per_leaf) if one_leaf else need  # the most such nodes on one leaf
+        # nodes with per_node GPUs free (`free` is the GPUs free now, backfill's): counted in all as the
+        # replay keeps them (free_counts), and on each leaf where it must be one
+        if one_leaf:
+            ok = (free >= per) & mask
+            count = int(np.count_nonzero(ok))
+            per_leaf = np.bincount(nodes.leaf[ok], minlength=len(nodes.leaves)).tolist()
+            most = max(per_leaf)  # the most such nodes on one leaf
+        else:
+            count = self.r.free_at_least(self.r.pool_index(job), per)
+            per_leaf, most = [], need
         now_free = memoryview(free)  # GPUs free per node, as Python ints
         freed: dict[int, int] = {}  # node -> GPUs free there once the ends so far have come
         taken: dict[int, int] = {}  # node -> GPUs the overlapping reservations take there
