@@ -132,8 +132,11 @@ class SlurmScheduler:
         # given in another order (the simulate() API's caller) are each a group of their own: the same
         # order, the heap holding every pending job.
         self._groups: dict[tuple, int] = {}  # (tenant index, size term[, id]) -> group
-        self._g_ids: list[list[int]] = []  # per group: its pending jobs' ids, as submitted (some started since)
-        self._g_cut: list[int] = []  # per group: how many of _g_ids were submitted by the last recalculation
+        # per group: its pending jobs, as submitted (some started since: a Slurm job leaves pending only as it
+        # starts, and is pending while its start is None); the jobs themselves, not their ids, so that the
+        # merge reads a job's start and submission time without looking it up among every pending job
+        self._g_jobs: list[list[Job]] = []
+        self._g_cut: list[int] = []  # per group: how many of _g_jobs were submitted by the last recalculation
         self._g_head: list[int] = []  # per group: the first position that may still be pending
         self._g_tenant: list[int] = []
         self._g_base: list[float] = []  # per group: fair-share term + size term, as of the last recalculation
@@ -239,9 +242,9 @@ class SlurmScheduler:
         fs_term = [p.weight_fairshare * self._fs.get(t, 0.0) for t in self._tenants]
         self._g_base = [fs_term[key[0]] + key[1] for key in self._groups]  # dict order: the group's index
         self._cut = self._last
-        self._g_cut = [len(ids) for ids in self._g_ids]
+        self._g_cut = [len(ids) for ids in self._g_jobs]
         self._new = []
-        self._g_top = [None] * len(self._g_ids)  # the groups' heads, found as a pass first reads them
+        self._g_top = [None] * len(self._g_jobs)  # the groups' heads, found as a pass first reads them
         self._heads = None
 
     def _group(self, job: Job) -> int:
@@ -251,8 +254,8 @@ class SlurmScheduler:
             key += (job.id,)
         g = self._groups.get(key)
         if g is None:
-            g = self._groups[key] = len(self._g_ids)
-            self._g_ids.append([])
+            g = self._groups[key] = len(self._g_jobs)
+            self._g_jobs.append([])
             self._g_head.append(0)
             self._g_cut.append(0)
             self._g_tenant.append(key[0])
@@ -263,9 +266,9 @@ class SlurmScheduler:
     def _top(self, g: int) -> tuple:
         """(-priority, id, group, position) of the first pending job of group g submitted by the last
         recalculation; () if none."""
-        ids, pending = self._g_ids[g], self.r.pending
+        ids = self._g_jobs[g]
         h = self._g_head[g]
-        while h < len(ids) and ids[h] not in pending:
+        while h < len(ids) and ids[h].start is not None:  # (started: no longer pending)
             h += 1
         if h > 4096:  # the started prefix, dropped now and then rather than stepped over
             del ids[:h]
@@ -273,9 +276,9 @@ class SlurmScheduler:
             h = 0
         self._g_head[g] = h
         if h < self._g_cut[g]:
-            i = ids[h]
-            return (-int(self._g_base[g] + min(1.0, (self._calc_at - pending[i].submit) / self.p.age_max)
-                         * self.p.weight_age), i, g, h)
+            job = ids[h]
+            return (-int(self._g_base[g] + min(1.0, (self._calc_at - job.submit) / self.p.age_max)
+                         * self.p.weight_age), job.id, g, h)
         return ()
 
     def _merged(self, skip: set[int] | None = None):
@@ -294,10 +297,10 @@ class SlurmScheduler:
             del new[:gone]
         p = self.p
         now, age_max, w_age, g_cut = self._calc_at, p.age_max, p.weight_age, self._g_cut
-        g_ids, g_base, g_tenant, g_top = self._g_ids, self._g_base, self._g_tenant, self._g_top
+        g_jobs, g_base, g_tenant, g_top = self._g_jobs, self._g_base, self._g_tenant, self._g_top
         if self._heads is None:  # a head started, or priorities were recalculated, since the last pass
             heads = []
-            for g in range(len(g_ids)):
+            for g in range(len(g_jobs)):
                 top = g_top[g]
                 if top is None or (top and top[1] not in pending):  # its head started since: the next one
                     top = g_top[g] = self._top(g)
@@ -329,16 +332,16 @@ class SlurmScheduler:
                         continue
                 # the head, and then its group's next job in its place: found after the reader has had
                 # the head, which it may have started (only that one: the next is found the same)
-                yield pending[i]
+                ids = g_jobs[g]
+                yield ids[h]  # (job i: a group's list moves only as _top drops its started prefix, before a merge)
                 if not copied:
                     heap, copied = heap.copy(), True
-                ids = g_ids[g]
                 h += 1
-                while h < len(ids) and ids[h] not in pending:
+                while h < len(ids) and ids[h].start is not None:
                     h += 1
                 if h < g_cut[g]:
-                    j = ids[h]
-                    replace(heap, (-int(g_base[g] + min(1.0, (now - pending[j].submit) / age_max) * w_age), j, g, h))
+                    job = ids[h]
+                    replace(heap, (-int(g_base[g] + min(1.0, (now - job.submit) / age_max) * w_age), job.id, g, h))
                 else:
                     pop(heap)
             elif k < n_new:
@@ -413,7 +416,7 @@ class SlurmScheduler:
             self.shapes[key] = self.shapes.get(key, 0) + 1
             self.pending_of[job.tenant] = self.pending_of.get(job.tenant, 0) + 1
             if self.p.multifactor:
-                self._g_ids[self._group(job)].append(job.id)
+                self._g_jobs[self._group(job)].append(job)
                 self._last = self._ix[job.id]
         return ok
 
