@@ -88,6 +88,11 @@ class Replay:
         # the per-pod scheduler sets False (two pods of a job may share a node: np.add.at, unbuffered)
         self.distinct_nodes = True
         self._free = memoryview(nodes.free)  # its items, as Python ints (_take and _give_back)
+        # where a scheduler asks for them (count_free()): per pool, per count g of GPUs, how many of its nodes
+        # have exactly g free, kept node by node as GPUs are taken and given back (slurm.py: a job asking
+        # for more nodes with g GPUs free than there are does not fit, found without reading every node)
+        self.free_counts: list[list[int]] | None = None
+        self._pool_of: list[int] = []  # each node's pool index (free_counts)
 
     busy_gs = property(lambda self: np.array(self._busy))
     idle_waiting_gs = property(lambda self: np.array(self._idle))
@@ -232,7 +237,7 @@ class Replay:
     def hold(self, job: Job, node: int, gpus: int) -> None:
         """A pod of a job bound before the whole job is (per-pod scheduling): its GPUs are held."""
         self.account()
-        self.nodes.free[node] -= gpus
+        self._take(np.array([node]), gpus)
         i = self.pool_index(job)
         self._pool_free[i] -= gpus
         self._waiting[i] -= gpus
@@ -246,7 +251,7 @@ class Replay:
         del self.pending[job.id]
         i = self.pool_index(job)
         self._partial_now[i] -= job.gpus - job.per_node
-        self.nodes.free[nodes[-1]] -= job.per_node
+        self._take(nodes[-1:], job.per_node)
         self._pool_free[i] -= job.per_node
         self._waiting[i] -= job.per_node
         self.running[job.id] = job
@@ -270,10 +275,31 @@ class Replay:
             self.progress(1)
         self.kick()
 
+    def count_free(self) -> None:
+        """Keep `free_counts` from now on."""
+        nodes = self.nodes
+        most = int(nodes.free.max(initial=0))
+        self.free_counts = [np.bincount(nodes.free[nodes.pool == i], minlength=most + 1).tolist()
+                            for i in range(len(nodes.pools))]
+        self._pool_of = nodes.pool.tolist()
+
+    def free_at_least(self, pool: int, gpus: int) -> int:
+        """The nodes of a pool with `gpus` GPUs free or more (free_counts)."""
+        return sum(self.free_counts[pool][gpus:])
+
     def _take(self, nodes: np.ndarray, per: int) -> None:
         """`per` GPUs taken on each of `nodes` (distinct): item by item where they are few (a job of a
         node or a few: numpy's indexed subtraction costs microseconds per call, per start)."""
-        if len(nodes) > 8:
+        counts = self.free_counts
+        if counts is not None:
+            free, pool_of = self._free, self._pool_of
+            for n in nodes.tolist():
+                old = free[n]
+                new = free[n] = old - per
+                c = counts[pool_of[n]]
+                c[old] -= 1
+                c[new] += 1
+        elif len(nodes) > 8:
             self.nodes.free[nodes] -= per
         else:
             free = self._free
@@ -282,7 +308,16 @@ class Replay:
 
     def _give_back(self, job: Job) -> None:
         """The GPUs the job holds, free again on its nodes."""
-        if self.distinct_nodes:
+        counts = self.free_counts
+        if counts is not None:
+            free, pool_of, per = self._free, self._pool_of, job.per_node
+            for n in job.nodes_held.tolist():  # (one by one: the same sums as np.add.at's, nodes distinct or not)
+                old = free[n]
+                new = free[n] = old + per
+                c = counts[pool_of[n]]
+                c[old] -= 1
+                c[new] += 1
+        elif self.distinct_nodes:
             nodes, per = job.nodes_held, job.per_node
             if len(nodes) > 8:
                 self.nodes.free[nodes] += per

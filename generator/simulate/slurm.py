@@ -132,8 +132,11 @@ class SlurmScheduler:
         # given in another order (the simulate() API's caller) are each a group of their own: the same
         # order, the heap holding every pending job.
         self._groups: dict[tuple, int] = {}  # (tenant index, size term[, id]) -> group
-        self._g_ids: list[list[int]] = []  # per group: its pending jobs' ids, as submitted (some started since)
-        self._g_cut: list[int] = []  # per group: how many of _g_ids were submitted by the last recalculation
+        # per group: its pending jobs, as submitted (some started since: a Slurm job leaves pending only as it
+        # starts, and is pending while its start is None); the jobs themselves, not their ids, so that the
+        # merge reads a job's start and submission time without looking it up among every pending job
+        self._g_jobs: list[list[Job]] = []
+        self._g_cut: list[int] = []  # per group: how many of _g_jobs were submitted by the last recalculation
         self._g_head: list[int] = []  # per group: the first position that may still be pending
         self._g_tenant: list[int] = []
         self._g_base: list[float] = []  # per group: fair-share term + size term, as of the last recalculation
@@ -166,6 +169,7 @@ class SlurmScheduler:
         self._capable: dict[tuple[str, int], int] = {}  # (partition, GPUs per node) -> nodes that have them
         self._leaf_list = nodes.leaf.tolist()  # each node's leaf, as Python ints (_earliest reads them one by one)
         self._mask_lists: dict[str, list[bool]] = {}
+        replay.count_free()  # (_fit_most)
         replay.scheduler = self
         # per job (by its index in the replay): what usage decay reads, as arrays
         jobs = replay.jobs
@@ -238,9 +242,9 @@ class SlurmScheduler:
         fs_term = [p.weight_fairshare * self._fs.get(t, 0.0) for t in self._tenants]
         self._g_base = [fs_term[key[0]] + key[1] for key in self._groups]  # dict order: the group's index
         self._cut = self._last
-        self._g_cut = [len(ids) for ids in self._g_ids]
+        self._g_cut = [len(ids) for ids in self._g_jobs]
         self._new = []
-        self._g_top = [None] * len(self._g_ids)  # the groups' heads, found as a pass first reads them
+        self._g_top = [None] * len(self._g_jobs)  # the groups' heads, found as a pass first reads them
         self._heads = None
 
     def _group(self, job: Job) -> int:
@@ -250,8 +254,8 @@ class SlurmScheduler:
             key += (job.id,)
         g = self._groups.get(key)
         if g is None:
-            g = self._groups[key] = len(self._g_ids)
-            self._g_ids.append([])
+            g = self._groups[key] = len(self._g_jobs)
+            self._g_jobs.append([])
             self._g_head.append(0)
             self._g_cut.append(0)
             self._g_tenant.append(key[0])
@@ -262,9 +266,9 @@ class SlurmScheduler:
     def _top(self, g: int) -> tuple:
         """(-priority, id, group, position) of the first pending job of group g submitted by the last
         recalculation; () if none."""
-        ids, pending = self._g_ids[g], self.r.pending
+        ids = self._g_jobs[g]
         h = self._g_head[g]
-        while h < len(ids) and ids[h] not in pending:
+        while h < len(ids) and ids[h].start is not None:  # (started: no longer pending)
             h += 1
         if h > 4096:  # the started prefix, dropped now and then rather than stepped over
             del ids[:h]
@@ -272,9 +276,9 @@ class SlurmScheduler:
             h = 0
         self._g_head[g] = h
         if h < self._g_cut[g]:
-            i = ids[h]
-            return (-int(self._g_base[g] + min(1.0, (self._calc_at - pending[i].submit) / self.p.age_max)
-                         * self.p.weight_age), i, g, h)
+            job = ids[h]
+            return (-int(self._g_base[g] + min(1.0, (self._calc_at - job.submit) / self.p.age_max)
+                         * self.p.weight_age), job.id, g, h)
         return ()
 
     def _merged(self, skip: set[int] | None = None):
@@ -293,10 +297,10 @@ class SlurmScheduler:
             del new[:gone]
         p = self.p
         now, age_max, w_age, g_cut = self._calc_at, p.age_max, p.weight_age, self._g_cut
-        g_ids, g_base, g_tenant, g_top = self._g_ids, self._g_base, self._g_tenant, self._g_top
+        g_jobs, g_base, g_tenant, g_top = self._g_jobs, self._g_base, self._g_tenant, self._g_top
         if self._heads is None:  # a head started, or priorities were recalculated, since the last pass
             heads = []
-            for g in range(len(g_ids)):
+            for g in range(len(g_jobs)):
                 top = g_top[g]
                 if top is None or (top and top[1] not in pending):  # its head started since: the next one
                     top = g_top[g] = self._top(g)
@@ -328,16 +332,16 @@ class SlurmScheduler:
                         continue
                 # the head, and then its group's next job in its place: found after the reader has had
                 # the head, which it may have started (only that one: the next is found the same)
-                yield pending[i]
+                ids = g_jobs[g]
+                yield ids[h]  # (job i: a group's list moves only as _top drops its started prefix, before a merge)
                 if not copied:
                     heap, copied = heap.copy(), True
-                ids = g_ids[g]
                 h += 1
-                while h < len(ids) and ids[h] not in pending:
+                while h < len(ids) and ids[h].start is not None:
                     h += 1
                 if h < g_cut[g]:
-                    j = ids[h]
-                    replace(heap, (-int(g_base[g] + min(1.0, (now - pending[j].submit) / age_max) * w_age), j, g, h))
+                    job = ids[h]
+                    replace(heap, (-int(g_base[g] + min(1.0, (now - job.submit) / age_max) * w_age), job.id, g, h))
                 else:
                     pop(heap)
             elif k < n_new:
@@ -367,6 +371,13 @@ class SlurmScheduler:
             # fewer GPUs free in its partition than it asks for (avail is at most free): fewer than
             # `nodes` nodes have per_node of them
             return None, job.nodes - 1
+        if current:
+            # the nodes of its partition (its pool) with per_node GPUs free now, counted as they change:
+            # too few, and the job does not fit (avail is at most free); the most it could have had is
+            # those (the count of avail's where it is free: the only `most` a caller keeps)
+            have = self.r.free_at_least(self.r.pool_index(job), job.per_node)
+            if have < job.nodes:
+                return None, have
         ok = avail >= job.per_node
         if job.partition not in self._whole:
             ok &= self.part_mask[job.partition]
@@ -405,7 +416,7 @@ class SlurmScheduler:
             self.shapes[key] = self.shapes.get(key, 0) + 1
             self.pending_of[job.tenant] = self.pending_of.get(job.tenant, 0) + 1
             if self.p.multifactor:
-                self._g_ids[self._group(job)].append(job.id)
+                self._g_jobs[self._group(job)].append(job)
                 self._last = self._ix[job.id]
         return ok
 
@@ -496,8 +507,9 @@ class SlurmScheduler:
         return math.floor((t + epoch) / res) * res - epoch
 
     def backfill(self, now: float) -> None:
-        nodes = self.r.nodes
-        free = nodes.free.copy()
+        # the GPUs free now: the replay's own array, which this pass's starts take from (_start), read
+        # and never written here (no job ends during a pass), rather than a copy kept alike
+        free = self.r.nodes.free
         resv: list[tuple[float, float, np.ndarray, int]] = []
         # _avail(free, resv, now, t1) per window end t1 (now + a job's limit; a queue has few limits),
         # kept up to date as this pass takes nodes and reserves, rather than copied and rebuilt from
@@ -552,8 +564,8 @@ class SlurmScheduler:
             got = None
             fit_key = (job.partition, job.nodes, job.per_node, one_leaf)
             # else _fit says no before reading avail: too few GPUs free in the partition, or a shape that
-            # does not fit the GPUs free now (_fits_not; `free` is those: this pass's starts took them
-            # from both), which avail, at most free, cannot hold either
+            # does not fit the GPUs free now (_fits_not; `free` is those, this pass's starts taken), which
+            # avail, at most free, cannot hold either
             if (self.r._pool_free[self.r.pool_index(job)] >= job.gpus
                     and not self._fits_not(fit_key, job.partition, job.nodes)):
                 t1 = now + job.limit
@@ -564,11 +576,20 @@ class SlurmScheduler:
                 if got is None and avail is free:
                     self._no_fit[fit_key] = (most, self._freed_nodes[job.partition])
             if got is not None:
-                free[got] -= job.per_node
-                for avail in windows.values():
-                    if avail is not free:
-                        avail[got] -= job.per_node
-                self._start(job, got)  # its end (in ends) frees these nodes for the later jobs' plans of this pass
+                per = job.per_node
+                if len(got) > 8:
+                    for avail in windows.values():
+                        if avail is not free:
+                            avail[got] -= per
+                else:  # item by item, as Replay._take: numpy's indexed subtraction costs microseconds a call
+                    got_list = got.tolist()
+                    for avail in windows.values():
+                        if avail is not free:
+                            view = memoryview(avail)
+                            for n in got_list:
+                                view[n] -= per
+                self._start(job, got)  # takes them from `free`; its end (in ends) frees these nodes for the
+                # later jobs' plans of this pass
                 continue
             # no later job of this shape can start in this pass (resources only shrink in it): its
             # reservation is the first's (Slurm would reserve for each; the rest of the pass is the same)
@@ -611,10 +632,16 @@ class SlurmScheduler:
         one_leaf = self._one_leaf(job, now) and len(nodes.leaves) > 1  # pick's test: n on one leaf, not n in all
         leaf_of = self._leaf_list
         in_part = self._mask_list(part)
-        ok = (free >= per) & mask
-        count = int(np.count_nonzero(ok))  # nodes with per_node GPUs free and not reserved
-        per_leaf = np.bincount(nodes.leaf[ok], minlength=len(nodes.leaves)).tolist() if one_leaf else []
-        most = max(per_leaf) if one_leaf else need  # the most such nodes on one leaf
+        # nodes with per_node GPUs free (`free` is the GPUs free now, backfill's): counted in all as the
+        # replay keeps them (free_counts), and on each leaf where it must be one
+        if one_leaf:
+            ok = (free >= per) & mask
+            count = int(np.count_nonzero(ok))
+            per_leaf = np.bincount(nodes.leaf[ok], minlength=len(nodes.leaves)).tolist()
+            most = max(per_leaf)  # the most such nodes on one leaf
+        else:
+            count = self.r.free_at_least(self.r.pool_index(job), per)
+            per_leaf, most = [], need
         now_free = memoryview(free)  # GPUs free per node, as Python ints
         freed: dict[int, int] = {}  # node -> GPUs free there once the ends so far have come
         taken: dict[int, int] = {}  # node -> GPUs the overlapping reservations take there
