@@ -339,6 +339,11 @@ class _CheckedSlurm(SlurmScheduler):
         # a shape _fits_not rules out (without placing it) has fewer than `nodes` nodes with per_node
         # GPUs free, in its partition (or on any one leaf, for --switches=1)
         free, leaf = self.r.nodes.free, self.r.nodes.leaf
+        # the replay's per-pool counts of nodes by GPUs free (what _fit_most and _earliest read in place
+        # of a scan) are those of the GPUs free now
+        nodes = self.r.nodes
+        assert self.r.free_counts == [np.bincount(free[nodes.pool == i], minlength=int(nodes.cap.max()) + 1).tolist()
+                                      for i in range(len(nodes.pools))]
         for key in self._no_fit:
             partition, need, per, one_leaf = key
             if self._fits_not(key, partition, need):
@@ -362,8 +367,9 @@ class _CheckedSlurm(SlurmScheduler):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_slurm_bookkeeping_matches_what_it_stands_for(example, seed):
-    """The sorted ends, the priority order, pending jobs per tenant and decayed fair-share usage that
-    make the replay fast equal their slow definitions, on a two-tenant Slurm plane under load."""
+    """The sorted ends, the priority order, pending jobs per tenant, the nodes counted by GPUs free and
+    decayed fair-share usage that make the replay fast equal their slow definitions, on a two-tenant
+    Slurm plane under load."""
     plan = make_plan(load(example("research-lab")), "research-lab.yaml")
     drawn = [j for j in from_demand(plan, hours=48, seed=seed) if j.plane == "slurm" and j.per_node]
     for j in list(drawn):  # each three times more, minutes later: queues build up (64 nodes)

@@ -278,7 +278,7 @@ class Replay:
     def count_free(self) -> None:
         """Keep `free_counts` from now on."""
         nodes = self.nodes
-        most = int(nodes.free.max(initial=0))
+        most = int(nodes.cap.max(initial=0))  # (a node's GPUs, not its free ones now: ends free up to all of them)
         self.free_counts = [np.bincount(nodes.free[nodes.pool == i], minlength=most + 1).tolist()
                             for i in range(len(nodes.pools))]
         self._pool_of = nodes.pool.tolist()
