@@ -20,7 +20,7 @@ class Exit(IntEnum):
 
 @dataclass
 class OrchgenError(Exception):
-    """An error in the user's input or environment: printed as one line naming file:line:field, exit 2."""
+    """An error in the user's input or environment: one line, with its file, line and field where known; exit 2."""
 
     message: str
     file: str | None = None
