@@ -94,10 +94,24 @@ LIBRARIES = "import pydantic, yaml, jinja2, click"  # what every plan imports be
 # ... and one pydantic model defined: its first model build imports pydantic's schema machinery (~0.25 of a
 # 16,384-GPU plan's instructions on this machine's callgrind), which any command that validates input pays
 ONE_MODEL = LIBRARIES + "\nclass M(pydantic.BaseModel):\n    x: int"
-# The command a user runs: the `orchgen` console script beside this interpreter (a wheel's install has it), else
-# `python -m generator`, the same entry point (generator/entry.py)
-_SCRIPT = Path(sys.executable).parent / "orchgen"
-ORCHGEN = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "generator"]
+
+
+def orchgen_command(python: str = sys.executable) -> list[str]:
+    """The command a user runs: the `orchgen` console script beside this interpreter, written by pip for it
+    (its first line names this interpreter: not another install's orchgen on the same bin directory, such
+    as /usr/bin's), else `python -m generator`, the same entry point (generator/entry.py)."""
+    script = Path(python).parent / "orchgen"
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        first = b""
+    if first.rstrip(b"\r\n") == b"#!" + os.fsencode(python):
+        return [str(script)]
+    return [python, "-m", "generator"]
+
+
+ORCHGEN = orchgen_command()
 
 
 def best(cmd: list[str], repeat: int, **kwargs) -> tuple[float, float]:
@@ -168,7 +182,8 @@ def reference() -> Path | None:
                                 capture_output=True, text=True).stdout.strip()
     except OSError:  # no git
         return None
-    path = Path(origin).resolve().parent / "shared" / "reference" if origin and Path(origin).is_dir() else None
+    source = REPO / origin if origin else None  # (a clone made from a relative path names it from the clone)
+    path = source.resolve().parent / "shared" / "reference" if source is not None and source.is_dir() else None
     return path if path is not None and path.is_dir() else None
 
 

@@ -69,6 +69,45 @@ def test_quietness_counts_other_work_only(monkeypatch):
     assert bench.other_work((None, 10.0, start[2]), after) == pytest.approx(0.5, rel=0.05)
 
 
+def test_the_bench_times_the_orchgen_of_its_own_interpreter(tmp_path):
+    """The console script pip wrote for this interpreter, never another install's orchgen beside it."""
+    bench = _bench()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = str(bin_dir / "python")
+    assert bench.orchgen_command(python) == [python, "-m", "generator"]  # no script
+    (bin_dir / "orchgen").write_text(f"#!{python}\nfrom generator.entry import main\n")
+    assert bench.orchgen_command(python) == [str(bin_dir / "orchgen")]
+    (bin_dir / "orchgen").write_text("#!/usr/bin/python3\nfrom generator.entry import main\n")
+    assert bench.orchgen_command(python) == [python, "-m", "generator"]  # another interpreter's
+
+
+def test_the_bench_finds_the_reference_beside_the_repository_a_clone_came_from(tmp_path, monkeypatch):
+    """As scripts/test.sh: ../shared beside the checkout, else beside the local repository it was cloned
+    from (CI's clean clone), by absolute or relative path; $ORCHGEN_REFERENCE first."""
+    import subprocess
+
+    bench = _bench()
+    monkeypatch.delenv("ORCHGEN_REFERENCE", raising=False)
+    origin, ref = tmp_path / "work" / "main", tmp_path / "work" / "shared" / "reference"
+    origin.mkdir(parents=True)
+    ref.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(origin)], check=True)
+    for source, clone in ((str(origin), tmp_path / "a" / "cc"), ("../../work/main", tmp_path / "b" / "cc")):
+        clone.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(clone)], check=True)
+        subprocess.run(["git", "-C", str(clone), "remote", "add", "origin", source], check=True)
+        monkeypatch.setattr(bench, "REPO", clone)
+        assert bench.reference() == ref.resolve()
+    subprocess.run(["git", "-C", str(clone), "remote", "set-url", "origin", "https://example.com/x.git"], check=True)
+    assert bench.reference() is None
+    monkeypatch.setenv("ORCHGEN_REFERENCE", str(tmp_path))
+    assert bench.reference() == tmp_path
+    monkeypatch.delenv("ORCHGEN_REFERENCE")
+    monkeypatch.setattr(bench, "REPO", origin)  # beside the checkout itself
+    assert bench.reference() == origin.parent / "shared" / "reference"
+
+
 def test_speed_targets_on_a_quiet_machine():
     bench = _bench()
     now = bench.load()

@@ -288,8 +288,10 @@ class Replay:
         return sum(self.free_counts[pool][gpus:])
 
     def _take(self, nodes: np.ndarray, per: int) -> None:
-        """`per` GPUs taken on each of `nodes` (distinct): item by item where they are few (a job of a
-        node or a few: numpy's indexed subtraction costs microseconds per call, per start)."""
+        """`per` GPUs taken on each of `nodes` (distinct): item by item where free_counts are kept (each
+        node moves between its pool's counts) or the nodes are few (numpy's indexed subtraction costs
+        microseconds per call, per start), else by numpy. Every write to nodes.free goes through here or
+        _give_back, so the counts stay those of the GPUs free (test_simulate's bookkeeping test)."""
         counts = self.free_counts
         if counts is not None:
             free, pool_of = self._free, self._pool_of
