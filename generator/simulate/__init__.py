@@ -65,6 +65,7 @@ def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | 
         coupled = [j for j in gpu_jobs if j.coupled and j.nodes > 1]
         if plane != "slurm" and coupled:
             report["kubernetes_gangs"] = _gangs(plan, plane, gpu_jobs, replay, sched, per_pod)
+        replay.close()  # (its cycles broken: freed by reference counting as this loop moves on)
     report["workloads"] = _per_workload(plan, outcomes)
     report["preemptions"] = _preemptions(plan, outcomes)
     return report
@@ -155,4 +156,5 @@ def _gangs(plan: Plan, plane: str, gpu_jobs: list[Job], replay: Replay, sched: A
         pp = PerPodScheduler(other, plan)
         other.run()
         rows.append(row("default kube-scheduler (per pod)", other, pp))
+        other.close()
     return {"plane": plane, "schedulers": rows}

@@ -144,6 +144,16 @@ class Replay:
                 break
         self.account()
 
+    def close(self) -> None:
+        """Drop what ties the replay and its scheduler in a cycle (each holds the other; the clock's
+        events left hold their bound methods and processes): reference counting then frees the replay's
+        jobs and tables once the caller lets go of it, rather than the cycle collector walking them all
+        (a replay of a million jobs leaves a million objects or more to walk: 3.3 s of 73 at issue 41's
+        size). Its figures stay readable; it cannot run on."""
+        self.scheduler = None
+        self.env._queue.clear()
+        self.finished = True
+
     def _stop_soon(self, _arg=None) -> None:
         self.env.at(0, self._halt)
 
