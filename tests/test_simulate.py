@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -497,3 +498,88 @@ def test_a_trace_is_read_bounded_and_never_quoted(tmp_path):
         assert proc.returncode == 2, proc.stderr
         assert want in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
         assert "SECRET" not in proc.stderr + proc.stdout and "\x1b" not in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["cloud-training", "research-lab"])
+def test_planes_replayed_in_other_processes_give_the_same_report(example, name):
+    """simulate(parallel=True) replays the planes but the largest in spawned processes: the report, and
+    what each job was given by its replay (start, end, preemptions, nodes...), equal a replay in this one."""
+    plan = make_plan(load(example(name)), f"{name}.yaml")
+    here, away = from_demand(plan, hours=48, seed=3), from_demand(plan, hours=48, seed=3)
+    assert len({j.plane for j in here if j.per_node}) == 2
+    ticks: list[int] = []
+    want = simulate(plan, here, own=True, parallel=False)
+    got = simulate(plan, away, own=True, parallel=True, progress=ticks.append)
+    assert got == want
+    fields = [f.name for f in dataclasses.fields(Job)]
+    for a, b in zip(here, away):
+        assert [getattr(a, f) for f in fields if f != "nodes_held"] == [getattr(b, f) for f in fields if f != "nodes_held"]
+        assert (a.nodes_held is None) == (b.nodes_held is None)
+        assert a.nodes_held is None or a.nodes_held.tolist() == b.nodes_held.tolist()
+    assert sum(ticks) == sum(1 for j in away if j.end is not None) > 0
+    assert any(j.start is not None for j in away if j.plane != "slurm")
+
+
+def _spawned_workers(pid: int) -> list[int]:
+    """The pids of `pid`'s children that are multiprocessing's spawned workers (not its resource tracker)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
+            out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_sigterm_during_a_parallel_replay_ends_it_and_its_workers(tmp_path):
+    """`orchgen simulate` replays a plane of 20,000 jobs or more in a spawned process beside the largest
+    plane (issue 41). A SIGTERM then ends it the one way (one line, exit 2) at once, and takes the other
+    replay with it, rather than waiting for it to finish or leaving it running."""
+    import importlib.util
+    import random
+    import signal
+    import time
+
+    spec = importlib.util.spec_from_file_location("orchgen_bench", Path(__file__).parent.parent / "benchmarks"
+                                                  / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump(bench.fleet(2048)))
+    rng, week = random.Random(0), 7 * 86_400
+    rows = ["submit_time,gpus,nodes,duration,workload"]  # Slurm's w03 on 1,536 nodes, Kueue's w02 on 512
+    rows += [f"{rng.uniform(0, week):.0f},8,1,{rng.expovariate(1 / 20_000):.0f},w03" for _ in range(200_000)]
+    rows += [f"{rng.uniform(0, week):.0f},32,4,{rng.expovariate(1 / 3_000):.0f},w02" for _ in range(120_000)]
+    trace = tmp_path / "trace.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    from tests.support import cli_env
+
+    def foreground() -> None:  # (a CI runner's background job inherits SIGINT ignored; these at their defaults)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+
+    proc = subprocess.Popen([*orchgen_argv(), "simulate", str(fleet), "--trace", str(trace), "--format", "json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(), preexec_fn=foreground)
+    try:
+        deadline = time.monotonic() + 60
+        while not (workers := _spawned_workers(proc.pid)):
+            assert proc.poll() is None and time.monotonic() < deadline, "no plane was replayed in another process"
+            time.sleep(0.05)
+        time.sleep(0.5)  # (into both replays: Kueue's plane of 120,000 jobs takes seconds)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 2 and err == b"orchgen: stopped by SIGTERM\n", (proc.returncode, err)
+    assert took < 5, f"it waited {took:.1f} s for the other replay"
+    left = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not left, f"replay processes left running: {left}"

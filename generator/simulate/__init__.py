@@ -9,8 +9,10 @@ package (it needs numpy, which planning does not).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import operator
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -34,41 +36,131 @@ def _fresh(jobs: list[Job]) -> list[Job]:
     return [Job(*_GIVEN(j)) for j in jobs]
 
 
+# a replay of fewer jobs than this in all on the planes other than the largest is not worth another
+# process (starting one, importing numpy and passing the plan take about half a second)
+PARALLEL_FROM = 20_000
+
+
 def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | None = None,
              per_pod: bool = True, progress: Callable[[int], None] | None = None,
-             own: bool = False) -> dict[str, Any]:
+             own: bool = False, parallel: bool | None = None) -> dict[str, Any]:
     """The report (a JSON-able dict) of replaying `all_jobs` on `plan`. `slurm_policy`: overrides of
     slurm.Policy (a harness's shorter bf_interval); `per_pod`: also replay coupled Kubernetes work
     under the default per-pod scheduler, next to the plan's gang scheduler; `own`: the caller hands
     the jobs over (not started, not used again): they are replayed themselves, not copies (a million
-    jobs are some hundreds of MiB), with the same report."""
+    jobs are some hundreds of MiB), with the same report.
+
+    Planes share no nodes and no jobs, so their replays are independent: `parallel` replays every
+    plane but the one with the most jobs in other processes, at the same time as that one (None:
+    where the machine has another CPU for this process and those planes hold PARALLEL_FROM jobs or
+    more; issue 41: a month of a large site's Kubernetes plane took 6.5 s of 66 beside its Slurm
+    plane). The report is the same either way (test_simulate)."""
     report: dict[str, Any] = {"plan": plan.name, "gang_scheduler": plan.gang_scheduler, "jobs": len(all_jobs),
                               "workloads": [], "pools": [], "planes": [], "kubernetes_gangs": None}
     by_plane: dict[str, list[Job]] = {}
     for j in all_jobs:
         by_plane.setdefault(j.plane, []).append(j)
+    planes = {plane: [j for j in mine if j.per_node > 0] for plane, mine in by_plane.items() if plane in plan.planes}
+    away = _away(planes, parallel)
     outcomes: list[tuple[Job, str]] = []  # (job, how it ended: started / never)
-    for plane, mine in by_plane.items():
-        if plane not in plan.planes:
-            continue
-        gpu_jobs = [j for j in mine if j.per_node > 0]
-        nodes = cluster.of_plane(plan, plane)
-        replay = Replay(nodes, gpu_jobs if own else _fresh(gpu_jobs), progress)
-        if plane == "slurm":
-            sched: Any = SlurmScheduler(replay, plan, policy_of(plan, **(slurm_policy or {})))
-        elif plan.gang_scheduler:
-            sched = GangScheduler(replay, plan)
-        else:
-            sched = PerPodScheduler(replay, plan)
-        replay.run()
-        _collect(report, plan, plane, replay, sched, outcomes)
-        coupled = [j for j in gpu_jobs if j.coupled and j.nodes > 1]
-        if plane != "slurm" and coupled:
-            report["kubernetes_gangs"] = _gangs(plan, plane, gpu_jobs, replay, sched, per_pod)
-        replay.close()  # (its cycles broken: freed by reference counting as this loop moves on)
+    # spawned, not forked: a fork copies this process's threads' locks (a progress bar's, numpy's thread
+    # pools') as they are; a pool, ended by terminate() on the way out: a Ctrl-C or SIGTERM does not wait for
+    # the other planes' replays. The jobs go as the fields they are given, and come back as what their
+    # replay set.
+    workers: Any = contextlib.nullcontext()
+    if away:
+        import multiprocessing
+
+        workers = multiprocessing.get_context("spawn").Pool(len(away))
+    with workers as pool:
+        sent = {plane: pool.apply_async(_replay_away, (plan, plane, [_GIVEN(j) for j in planes[plane]],
+                                                       slurm_policy, per_pod)) for plane in away}
+        for plane, gpu_jobs in planes.items():
+            mine = gpu_jobs if own else _fresh(gpu_jobs)
+            if plane in sent:
+                part, results = sent[plane].get()
+                _set_results(mine, results)
+                if progress:
+                    progress(sum(1 for j in mine if j.end is not None))  # (its replay's job ends, at once)
+            else:
+                part = _replay_plane(plan, plane, mine, progress, slurm_policy, per_pod)
+            report["pools"] += part["pools"]
+            report["planes"] += part["planes"]
+            if "kubernetes_gangs" in part:
+                report["kubernetes_gangs"] = part["kubernetes_gangs"]
+            never = part["never"]
+            for j in mine:
+                outcomes.append((j, "never" if j.start is None or j.id in never else "started"))
     report["workloads"] = _per_workload(plan, outcomes)
     report["preemptions"] = _preemptions(plan, outcomes)
     return report
+
+
+def _away(planes: dict[str, list[Job]], parallel: bool | None) -> list[str]:
+    """The planes replayed in other processes: all but the one with the most jobs, where `parallel`
+    says so (None: where they are worth it and there is a CPU for them)."""
+    if parallel is False or len(planes) < 2:
+        return []
+    home = max(planes, key=lambda p: len(planes[p]))
+    away = [p for p in planes if p != home]
+    if parallel is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))  # (the CPUs this process may run on)
+        except AttributeError:  # (not on every platform)
+            cpus = os.cpu_count() or 1
+        if cpus < 2 or sum(len(planes[p]) for p in away) < PARALLEL_FROM:
+            return []
+    return away
+
+
+def _replay_plane(plan: Plan, plane: str, jobs: list[Job], progress: Callable[[int], None] | None,
+                  slurm_policy: dict[str, Any] | None, per_pod: bool) -> dict[str, Any]:
+    """Replay one plane's GPU jobs (started in place): its pools' and its own lines of the report, its
+    Kubernetes gangs' (where it has coupled work) and the ids of the jobs that can never start."""
+    replay = Replay(cluster.of_plane(plan, plane), jobs, progress)
+    if plane == "slurm":
+        sched: Any = SlurmScheduler(replay, plan, policy_of(plan, **(slurm_policy or {})))
+    elif plan.gang_scheduler:
+        sched = GangScheduler(replay, plan)
+    else:
+        sched = PerPodScheduler(replay, plan)
+    replay.run()
+    part: dict[str, Any] = {"pools": [], "planes": [], "never": {j.id for j in replay.never}}
+    _collect(part, plane, replay)
+    if plane != "slurm" and any(j.coupled and j.nodes > 1 for j in jobs):
+        part["kubernetes_gangs"] = _gangs(plan, plane, jobs, replay, sched, per_pod)
+    replay.close()  # (its cycles broken: freed by reference counting as the caller moves on)
+    return part
+
+
+# what a replay sets on a job (its partition, on Slurm, and jobs.Job's fields from FRESH_FROM on), sent back
+# from another process; its nodes go apart, as one array
+_SET = ("partition",) + tuple(f.name for f in dataclasses.fields(Job)[FRESH_FROM:] if f.name != "nodes_held")
+
+
+def _replay_away(plan: Plan, plane: str, given: list[tuple], slurm_policy: dict[str, Any] | None,
+                 per_pod: bool) -> tuple[dict[str, Any], tuple]:
+    """_replay_plane in another process (simulate's `parallel`), for jobs given as their given
+    fields: its part of the report, and what the replay set on each job (_set_results)."""
+    jobs = [Job(*fields) for fields in given]
+    part = _replay_plane(plan, plane, jobs, None, slurm_policy, per_pod)
+    fields = [tuple(getattr(j, name) for name in _SET) for j in jobs]
+    held = [j.nodes_held for j in jobs]
+    sizes = np.array([-1 if h is None else len(h) for h in held], dtype=np.int64)
+    nodes = np.concatenate([h for h in held if h is not None] or [np.zeros(0, dtype=np.int64)])
+    return part, (fields, sizes, nodes)
+
+
+def _set_results(jobs: list[Job], results: tuple) -> None:
+    """What _replay_away's replay set on each job, set on `jobs` (the same jobs, in the same order)."""
+    fields, sizes, nodes = results
+    at = 0
+    for j, values, size in zip(jobs, fields, sizes.tolist()):
+        for name, value in zip(_SET, values):
+            setattr(j, name, value)
+        if size >= 0:
+            j.nodes_held = nodes[at:at + size]
+            at += size
 
 
 def _preemptions(plan: Plan, outcomes: list[tuple[Job, str]]) -> list[dict]:
@@ -90,7 +182,7 @@ def _preemptions(plan: Plan, outcomes: list[tuple[Job, str]]) -> list[dict]:
     return out
 
 
-def _collect(report: dict, plan: Plan, plane: str, replay: Replay, sched: Any, outcomes: list) -> None:
+def _collect(part: dict, plane: str, replay: Replay) -> None:
     span = max(replay.env.now, 1e-9)
     nodes = replay.nodes
     cap = np.array([int(nodes.cap[nodes.pool == i].sum()) for i in range(len(nodes.pools))], dtype=float)
@@ -103,19 +195,16 @@ def _collect(report: dict, plan: Plan, plane: str, replay: Replay, sched: Any, o
         busy = replay.busy_gs
     basis = {"utilization_of": "services"} if services_only else {}  # the report says what the figure rests on
     for i, pool in enumerate(nodes.pools):
-        report["pools"].append({
+        part["pools"].append({
             "plane": plane, "pool": pool, "gpus": int(cap[i]),
             "gpu_utilization": round(float(busy[i] / (cap[i] * span)), 4) if cap[i] else 0.0,
             "idle_gpu_hours_while_jobs_waited": round(float(replay.idle_waiting_gs[i]) / 3600, 2), **basis,
         })
     total = float(cap.sum())
     hours = round(max(replay.env.now, 1e-9) / 3600, 2)
-    report["planes"].append({"plane": plane, "gpus": int(total), "hours": hours,
-                             "gpu_utilization": round(float(busy.sum() / (total * span)), 4)
-                             if total else 0.0, **basis})
-    never = {j.id for j in replay.never}
-    for j in replay.jobs:
-        outcomes.append((j, "never" if j.start is None or j.id in never else "started"))
+    part["planes"].append({"plane": plane, "gpus": int(total), "hours": hours,
+                           "gpu_utilization": round(float(busy.sum() / (total * span)), 4)
+                           if total else 0.0, **basis})
 
 
 def _per_workload(plan: Plan, outcomes: list[tuple[Job, str]]) -> list[dict]:
