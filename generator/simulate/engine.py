@@ -63,7 +63,8 @@ class Replay:
         self.done: list[Job] = []
         self.progress = progress
         self.changed = True  # since the last backfill pass: a job started, ended or arrived
-        self._kick_queued = False
+        self._kick_queued = False  # a scheduler pass is due (kick), at _kick_at
+        self._kick_at: tuple[float, int, int] = (0.0, NORMAL, -1)
         self._begun = False
         self._arrivals_left = len(jobs)
         self.finished = False  # every job has ended or can never start (set when that event is handled)
@@ -137,9 +138,17 @@ class Replay:
             return
         queue, pop = env._queue, heapq.heappop
         self._stop = False
-        while queue:  # no more events: nothing can change any more (a deadlock, or jobs that never fit)
-            env.now, _, _, call, arg = pop(queue)
-            call(arg)
+        # no more events: nothing can change any more (a deadlock, or jobs that never fit). The scheduler's
+        # pass (kick) is an event held beside the heap, not in it (about one per arrival and per end: a
+        # push and a pop of a heap of every running job's end each), and handled where the heap would
+        # have had it: before the first event whose (time, priority, sequence) is greater
+        while queue or self._kick_queued:
+            if self._kick_queued and (not queue or queue[0] > self._kick_at):
+                env.now = self._kick_at[0]
+                self._kicked()
+            else:
+                env.now, _, _, call, arg = pop(queue)
+                call(arg)
             if self._stop:
                 break
         self.account()
@@ -152,6 +161,7 @@ class Replay:
         size). Its figures stay readable; it cannot run on."""
         self.scheduler = None
         self.env._queue.clear()
+        self._kick_queued = False
         self.finished = True
 
     def _stop_soon(self, _arg=None) -> None:
@@ -187,9 +197,10 @@ class Replay:
         """Run the scheduler once, after every event of this instant (as slurmctld batches them)."""
         if not self._kick_queued:
             self._kick_queued = True
-            self.env.at(0, self._kicked)
+            env = self.env
+            self._kick_at = (env.now, NORMAL, next(env._seq))  # (its place among the events: Clock.at's key)
 
-    def _kicked(self, _arg=None) -> None:
+    def _kicked(self) -> None:
         self._kick_queued = False
         self.account()
         self.scheduler.schedule(self.env.now)
