@@ -337,11 +337,18 @@ class _CheckedSlurm(SlurmScheduler):
 
     checks = 0
     ruled_out = 0
+    dead = 0  # the most ended times seen listed among the ends
+    revived = 0  # starts whose end was such a time
+    END_DEAD_MIN = 2  # (the list is rebuilt often here: that is checked too)
 
     def backfill(self, now):
         running = [j for j in self.r.running.values() if not math.isinf(j.limit)]
-        assert self._end_times == sorted(self._end_at) and all(self._end_at.values())
-        assert sorted((t, i, *entry) for t in self._end_times for i, entry in self._end_at[t].items()) == sorted(
+        # the ends listed: sorted, distinct, every live one and _end_dead more whose jobs have all ended
+        assert self._end_times == sorted(set(self._end_times)) and all(self._end_at.values())
+        assert [t for t in self._end_times if t in self._end_at] == sorted(self._end_at)
+        assert len(self._end_times) - len(self._end_at) == self._end_dead
+        _CheckedSlurm.dead = max(_CheckedSlurm.dead, self._end_dead)
+        assert sorted((t, i, *entry) for t in self._end_at for i, entry in self._end_at[t].items()) == sorted(
             (self._round(j.start + j.limit), j.id, j.partition, j.per_node, j.nodes_held.tolist()) for j in running)
         # the priority order (a merge of groups' heads) is every pending job sorted by (-priority, id):
         # those submitted by the last recalculation with its priority, formed as one sum over them all
@@ -376,6 +383,11 @@ class _CheckedSlurm(SlurmScheduler):
         _CheckedSlurm.checks += 1
         super().backfill(now)
 
+    def _start(self, job, nodes):
+        dead = self._end_dead
+        super()._start(job, nodes)
+        _CheckedSlurm.revived += self._end_dead < dead
+
     def _decay_usage(self, now):
         dt = now - self._usage_at
         want = dict(self.usage)
@@ -398,15 +410,20 @@ def test_slurm_bookkeeping_matches_what_it_stands_for(example, seed):
     for j in list(drawn):  # each three times more, minutes later: queues build up (64 nodes)
         drawn += [Job(0, j.workload, j.tenant, j.plane, j.pool, j.submit + 60 * k, j.nodes, j.per_node,
                       j.runtime, j.limit, j.coupled) for k in (1, 2, 3)]
+    for j in list(drawn[:40]):  # and jobs of seconds, one GPU, seconds apart: their end (to bf_resolution, by
+        # their limit) is often one whose jobs have all ended already
+        drawn += [Job(0, j.workload, j.tenant, j.plane, j.pool, j.submit + 7 * k, 1, 1, 5.0 + k, j.limit, False)
+                  for k in range(6)]
     drawn.sort(key=lambda j: j.submit)
     for i, j in enumerate(drawn):
         j.id = i + 1
     replay = Replay(cluster.of_plane(plan, "slurm"), drawn)
-    _CheckedSlurm.checks = _CheckedSlurm.ruled_out = 0
+    _CheckedSlurm.checks = _CheckedSlurm.ruled_out = _CheckedSlurm.dead = _CheckedSlurm.revived = 0
     _CheckedSlurm(replay, plan, policy_of(plan))
     replay.run()
     assert _CheckedSlurm.checks > 10 and all(j.start is not None for j in replay.jobs)
     assert _CheckedSlurm.ruled_out > 10
+    assert _CheckedSlurm.dead >= 2 and _CheckedSlurm.revived >= 1
     assert len({j.tenant for j in replay.jobs}) == 2
 
 

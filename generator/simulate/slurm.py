@@ -107,6 +107,8 @@ def _priority_of(conf: dict[str, str]) -> dict[str, float]:
 
 
 class SlurmScheduler:
+    END_DEAD_MIN = 64  # ended times left in the sorted ends before they are dropped (at more than half of them)
+
     def __init__(self, replay: Replay, plan: Plan, policy: Policy):
         self.r = replay
         self.p = policy
@@ -158,7 +160,8 @@ class SlurmScheduler:
         # end its jobs, id -> (partition, GPUs per node, nodes as Python ints), what _earliest reads of
         # each (in any order: it sums the GPUs an end frees); one sorted list of every running job moved
         # tens of thousands of entries per start
-        self._end_times: list[float] = []
+        self._end_times: list[float] = []  # (and times whose jobs have all ended since: _end_dead of them)
+        self._end_dead = 0
         self._end_at: dict[float, dict[int, tuple[str, int, list[int]]]] = {}
         self._end_of: dict[int, float] = {}  # job id -> its bucket
         self.pending_of: dict[str, int] = {}  # pending jobs per tenant
@@ -449,7 +452,12 @@ class SlurmScheduler:
             bucket = self._end_at.get(t)
             if bucket is None:
                 self._end_at[t] = {job.id: entry}
-                bisect.insort(self._end_times, t)
+                times = self._end_times
+                i = bisect.bisect_left(times, t)
+                if i < len(times) and times[i] == t:
+                    self._end_dead -= 1  # (listed still, its jobs ended: live again)
+                else:
+                    times.insert(i, t)
             else:
                 bucket[job.id] = entry
 
@@ -460,8 +468,14 @@ class SlurmScheduler:
         if t is not None:
             bucket = self._end_at[t]
             if len(bucket) == 1:
+                # its time stays listed (_earliest steps over it) until more than half are such: each removal
+                # from the middle of the sorted list moved thousands of entries
                 del self._end_at[t]
-                del self._end_times[bisect.bisect_left(self._end_times, t)]
+                self._end_dead += 1
+                if self._end_dead > self.END_DEAD_MIN and 2 * self._end_dead > len(self._end_times):
+                    end_at = self._end_at
+                    self._end_times = [t for t in self._end_times if t in end_at]
+                    self._end_dead = 0
             else:
                 del bucket[job.id]
 
@@ -511,6 +525,9 @@ class SlurmScheduler:
         # and never written here (no job ends during a pass), rather than a copy kept alike
         free = self.r.nodes.free
         resv: list[tuple[float, float, np.ndarray, int]] = []
+        # the reservations (their index in resv) by start and by end, as _earliest walks them: kept as they
+        # are made, rather than sorted again for every job it is asked about
+        resv_order: tuple[list[tuple[float, int]], list[tuple[float, int]]] = ([], [])
         # _avail(free, resv, now, t1) per window end t1 (now + a job's limit; a queue has few limits),
         # kept up to date as this pass takes nodes and reserves, rather than copied and rebuilt from
         # every reservation for each job tested: `free` itself where no reservation overlaps
@@ -594,10 +611,12 @@ class SlurmScheduler:
             # no later job of this shape can start in this pass (resources only shrink in it): its
             # reservation is the first's (Slurm would reserve for each; the rest of the pass is the same)
             (blocked_one_leaf if one_leaf else blocked_shapes).add(key)
-            when = self._earliest(job, free, resv, now)
+            when = self._earliest(job, free, resv, now, resv_order)
             if when is not None:
                 t, picked = when
                 start, end = self._round(t), self._round(t + job.limit)
+                bisect.insort(resv_order[0], (start, len(resv)))
+                bisect.insort(resv_order[1], (end, len(resv)))
                 resv.append((start, end, picked, job.per_node))
                 for t1, avail in windows.items():
                     if start <= t1 and end > now:  # as _avail tests
@@ -615,7 +634,8 @@ class SlurmScheduler:
                 out[idx] -= per
         return out
 
-    def _earliest(self, job: Job, free: np.ndarray, resv: list, now: float):
+    def _earliest(self, job: Job, free: np.ndarray, resv: list, now: float,
+                  order: tuple[list[tuple[float, int]], list[tuple[float, int]]]):
         """The first end time (within bf_window) from which the job fits until its time limit, and
         the nodes it would take: walks the running jobs' ends, freeing their nodes. Only the ends of
         its own partition's jobs change what it can have (a job's nodes are all in its partition).
@@ -648,15 +668,17 @@ class SlurmScheduler:
         freed_get, taken_get = freed.get, taken.get  # bound once: the walk calls them per node
         n_resv = len(resv)
         state = [0] * n_resv  # per reservation: 0 not yet overlapping, 1 overlapping, 2 no longer
-        by_start = sorted((r[0], k) for k, r in enumerate(resv))
-        by_end = sorted((r[1], k) for k, r in enumerate(resv))
+        by_start, by_end = order
         s_at = e_at = 0
         end_at = self._end_at
         for t in self._end_times:  # the running jobs' ends, in order (this pass's starts too)
             if t > horizon:
                 return None
+            bucket = end_at.get(t)
+            if bucket is None:
+                continue  # (its jobs have ended)
             touched = False
-            for j_part, add, j_nodes in end_at[t].values():
+            for j_part, add, j_nodes in bucket.values():
                 if j_part == part:
                     touched = True
                     for n in j_nodes:  # a Slurm job's nodes are distinct
