@@ -62,7 +62,7 @@ def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | 
         by_plane.setdefault(j.plane, []).append(j)
     planes = {plane: [j for j in mine if j.per_node > 0] for plane, mine in by_plane.items() if plane in plan.planes}
     away = _away(planes, parallel)
-    outcomes: list[tuple[Job, str]] = []  # (job, how it ended: started / never)
+    replayed: list[tuple[list[Job], set[int]]] = []  # per plane: its GPU jobs, and the ids of those that never start
     # spawned, not forked: a fork copies this process's threads' locks (a progress bar's, numpy's thread
     # pools') as they are; a pool, ended by terminate() on the way out: a Ctrl-C or SIGTERM does not wait for
     # the other planes' replays. The jobs go as the fields they are given, and come back as what their
@@ -88,11 +88,9 @@ def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | 
             report["planes"] += part["planes"]
             if "kubernetes_gangs" in part:
                 report["kubernetes_gangs"] = part["kubernetes_gangs"]
-            never = part["never"]
-            for j in mine:
-                outcomes.append((j, "never" if j.start is None or j.id in never else "started"))
-    report["workloads"] = _per_workload(plan, outcomes)
-    report["preemptions"] = _preemptions(plan, outcomes)
+            replayed.append((mine, part["never"]))
+    report["workloads"] = _per_workload(plan, replayed)
+    report["preemptions"] = _preemptions(plan, replayed)
     return report
 
 
@@ -163,16 +161,17 @@ def _set_results(jobs: list[Job], results: tuple) -> None:
             at += size
 
 
-def _preemptions(plan: Plan, outcomes: list[tuple[Job, str]]) -> list[dict]:
+def _preemptions(plan: Plan, replayed: list[tuple[list[Job], set[int]]]) -> list[dict]:
     """Per Kubernetes workload (services too): how often its jobs were preempted by the gang
     scheduler's policy (kube.py), and the GPU-hours their preempted runs had used (lost: a preempted
     job restarts). Empty where no gang scheduler runs (nothing preempts)."""
     if not plan.gang_scheduler:
         return []
-    by_workload: dict[str, list[Job]] = {}  # one pass over the outcomes, not one per workload
-    for j, _ in outcomes:
-        if j.plane != "slurm":
-            by_workload.setdefault(j.workload, []).append(j)
+    by_workload: dict[str, list[Job]] = {}  # one pass over the jobs, not one per workload
+    for jobs, _ in replayed:
+        for j in jobs:
+            if j.plane != "slurm":
+                by_workload.setdefault(j.workload, []).append(j)
     out = []
     for d in plan.workloads:
         mine = by_workload.get(d.name)
@@ -207,22 +206,37 @@ def _collect(part: dict, plane: str, replay: Replay) -> None:
                            if total else 0.0, **basis})
 
 
-def _per_workload(plan: Plan, outcomes: list[tuple[Job, str]]) -> list[dict]:
-    by_workload: dict[str, list[tuple[Job, str]]] = {}  # one pass over the outcomes, not one per workload
-    for j, how in outcomes:
-        if not j.service:
-            by_workload.setdefault(j.workload, []).append((j, how))
+def _per_workload(plan: Plan, replayed: list[tuple[list[Job], set[int]]]) -> list[dict]:
+    """Per workload with jobs (services left out): its jobs, those that never started, and the p50 and
+    p95 of the started ones' waits. One pass over the jobs, each wait kept as it is read (a million
+    jobs: no (job, outcome) pair made for each)."""
+    waits: dict[str, list[float]] = {}
+    counts: dict[str, list[int]] = {}  # workload -> [jobs, never started]
+    for jobs, never in replayed:
+        for j in jobs:
+            if j.service:
+                continue
+            w = j.workload
+            c = counts.get(w)
+            if c is None:
+                c = counts[w] = [0, 0]
+                waits[w] = []
+            c[0] += 1
+            if j.start is None or j.id in never:
+                c[1] += 1
+            else:
+                waits[w].append(j.start - j.submit)
     out = []
     for d in plan.workloads:
-        mine = by_workload.get(d.name)
-        if not mine:
+        c = counts.get(d.name)
+        if c is None:
             continue
-        waits = np.array([j.start - j.submit for j, how in mine if how == "started"], dtype=float)
+        mine = np.array(waits[d.name], dtype=float)
         out.append({
-            "workload": d.name, "plane": d.plane, "pool": d.pool, "jobs": len(mine),
-            "never_started": sum(1 for _, how in mine if how == "never"),
-            "wait_p50_s": round(float(np.percentile(waits, 50)), 1) if waits.size else None,
-            "wait_p95_s": round(float(np.percentile(waits, 95)), 1) if waits.size else None,
+            "workload": d.name, "plane": d.plane, "pool": d.pool, "jobs": c[0],
+            "never_started": c[1],
+            "wait_p50_s": round(float(np.percentile(mine, 50)), 1) if mine.size else None,
+            "wait_p95_s": round(float(np.percentile(mine, 95)), 1) if mine.size else None,
         })
     return out
 
