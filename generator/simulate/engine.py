@@ -65,6 +65,8 @@ class Replay:
         self.changed = True  # since the last backfill pass: a job started, ended or arrived
         self._kick_queued = False  # a scheduler pass is due (kick), at _kick_at
         self._kick_at: tuple[float, int, int] = (0.0, NORMAL, -1)
+        self._arrivals: Iterator[float] | None = None  # the arrival process (_arrive), once run() has begun
+        self._arrival_at: tuple[float, int, int] | None = None  # its next step: (time, priority, sequence)
         self._begun = False
         self._arrivals_left = len(jobs)
         self.finished = False  # every job has ended or can never start (set when that event is handled)
@@ -124,7 +126,10 @@ class Replay:
         env = self.env
         if not self._begun:
             self._begun = True
-            env.process(self._arrive())
+            # the arrivals: a process (Clock.process) whose next step is held beside the heap, as a kick is
+            # (a million arrivals: a push and a pop each of a heap of every running job's end)
+            self._arrivals = self._arrive()
+            self._arrival_at = (env.now, URGENT, next(env._seq))
             if self.scheduler is not None and hasattr(self.scheduler, "periodic"):
                 env.process(self.scheduler.periodic())
         if self.finished:
@@ -138,17 +143,32 @@ class Replay:
             return
         queue, pop = env._queue, heapq.heappop
         self._stop = False
-        # no more events: nothing can change any more (a deadlock, or jobs that never fit). The scheduler's
-        # pass (kick) is an event held beside the heap, not in it (about one per arrival and per end: a
-        # push and a pop of a heap of every running job's end each), and handled where the heap would
-        # have had it: before the first event whose (time, priority, sequence) is greater
-        while queue or self._kick_queued:
-            if self._kick_queued and (not queue or queue[0] > self._kick_at):
-                env.now = self._kick_at[0]
-                self._kicked()
-            else:
+        # The scheduler's pass (kick: about one per arrival and per end) and the arrivals' next step are
+        # events held beside the heap, not in it (a push and a pop each of a heap of every running job's
+        # end), each handled where the heap would have had it: before the first event whose (time,
+        # priority, sequence) is greater. No more events: nothing can change any more (a deadlock, or
+        # jobs that never fit).
+        arrivals = self._arrivals
+        while True:
+            top = queue[0] if queue else None
+            arrival = self._arrival_at
+            if self._kick_queued:
+                kick = self._kick_at
+                if (top is None or top > kick) and (arrival is None or arrival > kick):
+                    env.now = kick[0]
+                    self._kicked()
+                    if self._stop:
+                        break
+                    continue
+            if arrival is not None and (top is None or top > arrival):
+                env.now = arrival[0]
+                delay = next(arrivals, None)  # (Clock._step's)
+                self._arrival_at = None if delay is None else (env.now + delay, NORMAL, next(env._seq))
+            elif top is not None:
                 env.now, _, _, call, arg = pop(queue)
                 call(arg)
+            else:
+                break
             if self._stop:
                 break
         self.account()
@@ -162,6 +182,7 @@ class Replay:
         self.scheduler = None
         self.env._queue.clear()
         self._kick_queued = False
+        self._arrivals = self._arrival_at = None
         self.finished = True
 
     def _stop_soon(self, _arg=None) -> None:
