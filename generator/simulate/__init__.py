@@ -57,10 +57,16 @@ def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | 
     plane). The report is the same either way (test_simulate)."""
     report: dict[str, Any] = {"plan": plan.name, "gang_scheduler": plan.gang_scheduler, "jobs": len(all_jobs),
                               "workloads": [], "pools": [], "planes": [], "kubernetes_gangs": None}
-    by_plane: dict[str, list[Job]] = {}
+    # per plane of the plan, in the order of its first job (GPUs or not), its jobs with GPUs: one pass
+    planes: dict[str, list[Job]] = {}
     for j in all_jobs:
-        by_plane.setdefault(j.plane, []).append(j)
-    planes = {plane: [j for j in mine if j.per_node > 0] for plane, mine in by_plane.items() if plane in plan.planes}
+        mine = planes.get(j.plane)
+        if mine is None:
+            if j.plane not in plan.planes:
+                continue
+            mine = planes[j.plane] = []
+        if j.per_node > 0:
+            mine.append(j)
     away = _away(planes, parallel)
     replayed: list[tuple[list[Job], set[int]]] = []  # per plane: its GPU jobs, and the ids of those that never start
     # spawned, not forked: a fork copies this process's threads' locks (a progress bar's, numpy's thread
@@ -167,11 +173,12 @@ def _preemptions(plan: Plan, replayed: list[tuple[list[Job], set[int]]]) -> list
     job restarts). Empty where no gang scheduler runs (nothing preempts)."""
     if not plan.gang_scheduler:
         return []
-    by_workload: dict[str, list[Job]] = {}  # one pass over the jobs, not one per workload
+    by_workload: dict[str, list[Job]] = {}  # one pass over the Kubernetes planes' jobs, not one per workload
     for jobs, _ in replayed:
+        if jobs and jobs[0].plane == "slurm":  # (a plane's jobs: all on it)
+            continue
         for j in jobs:
-            if j.plane != "slurm":
-                by_workload.setdefault(j.workload, []).append(j)
+            by_workload.setdefault(j.workload, []).append(j)
     out = []
     for d in plan.workloads:
         mine = by_workload.get(d.name)

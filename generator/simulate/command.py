@@ -51,7 +51,7 @@ def _run(fleet, plan, workload: str, trace: str | None, hours: float, seed: int,
     defaults = [] if trace else default_demand(fleet, plan)
     if not compare:
         jobs = _jobs(plan, trace, hours, seed)
-        with _progress(len([j for j in jobs if not j.service])) as tick:
+        with _progress(jobs) as tick:
             report = simulate(plan, jobs, progress=tick, own=True)  # the jobs are this replay's alone
         report.update(seed=seed, hours=hours if trace is None else None, trace=trace, default_demand=defaults)
         if fmt == "json":
@@ -106,7 +106,7 @@ def compare_variants(fleet, plan, workload: str, trace: str | None, hours: float
             rows.append({"variant": name, "refused": str(err.message), **kept})
             continue
         jobs = _jobs(alt, trace, hours, seed)
-        with _progress(len([j for j in jobs if not j.service]), name) as tick:
+        with _progress(jobs, name) as tick:
             rows.append({"variant": name, **simulate(alt, jobs, progress=tick, own=True), **kept})
     return rows
 
@@ -242,9 +242,11 @@ def _variants(fleet, plan) -> list[tuple[str, Any, str | None]]:
 
 
 @contextmanager
-def _progress(total: int, label: str = "replaying"):
-    """A rich progress bar of finished jobs, on a terminal only (stderr), never in a pipe or a log."""
-    if not sys.stderr.isatty() or total == 0:
+def _progress(jobs: list, label: str = "replaying"):
+    """A rich progress bar of finished jobs (those of `jobs` that end: not services), on a terminal only
+    (stderr), never in a pipe or a log (where the jobs are not even counted: a pass over a million)."""
+    total = sum(1 for j in jobs if not j.service) if sys.stderr.isatty() else 0
+    if total == 0:
         yield None
         return
     from rich.progress import Progress

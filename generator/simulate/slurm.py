@@ -175,20 +175,33 @@ class SlurmScheduler:
         replay.count_free()  # (_fit_most)
         replay.scheduler = self
         # per job (by its index in the replay): what usage decay reads, as arrays
+        # One pass over the jobs for all of it: a million jobs, in submission order, lie all over memory, and each
+        # pass read every one of them again (six passes took a second and a half at issue 41's size)
         jobs = replay.jobs
-        self._ix = {j.id: i for i, j in enumerate(jobs)}
-        tenants = sorted({j.tenant for j in jobs} | set(shares))
+        ix: dict[int, int] = {}
+        names: list[str] = []
+        gpus: list[int] = []
+        # ids and submission times both ascending in the replay's order (its arrivals'): see _groups
+        in_order, last_id, last_submit = True, None, None
+        for i, job in enumerate(jobs):
+            ix[job.id] = i
+            job.partition = job.pool
+            names.append(job.tenant)
+            gpus.append(job.nodes * job.per_node)  # (Job.gpus)
+            if in_order and last_id is not None and not (last_id < job.id and last_submit <= job.submit):
+                in_order = False
+            last_id, last_submit = job.id, job.submit
+        self._ix = ix
+        self._in_order = in_order
+        tenants = sorted(set(names) | set(shares))
         self._tenant_ix = {t: i for i, t in enumerate(tenants)}
         self._tenants = tenants
-        for job in jobs:
-            job.partition = job.pool
-        self._a_tenant = np.array([self._tenant_ix[j.tenant] for j in jobs], dtype=np.int64)
-        self._a_gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
+        tenant_ix = self._tenant_ix
+        self._a_tenant = np.array([tenant_ix[t] for t in names], dtype=np.int64)
+        self._a_gpus = np.array(gpus, dtype=np.int64)
         # the running jobs' indexes, in start order (the replay's running jobs' order): kept as they start
         # and end, rather than found among every job's at each decay and sorted by start
         self._running_ix: dict[int, None] = {}
-        # ids and submission times both ascending in the replay's order (its arrivals'): see _groups
-        self._in_order = all(a.id < b.id and a.submit <= b.submit for a, b in zip(jobs, jobs[1:]))
 
     # -- priority
     def _decay_usage(self, now: float) -> None:
