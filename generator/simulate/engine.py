@@ -2,8 +2,10 @@
 
 The event loop is a heap of (time, priority, sequence, callback, argument): each event costs one
 push and one pop, whatever the number of jobs (issue 41: a month of a large site is millions of
-events). It orders events exactly as SimPy 4 did (simpy.core.Environment.schedule: time, then URGENT
-before NORMAL, then the order they were scheduled in), so the replay's figures are the ones SimPy gave.
+events); the two most frequent, the scheduler's pass and the arrivals' next step, are held beside the
+heap with the same key and cost neither. It orders events exactly as SimPy 4 did
+(simpy.core.Environment.schedule: time, then URGENT before NORMAL, then the order they were scheduled
+in), so the replay's figures are the ones SimPy gave.
 
 One `Replay` per plane. Its scheduler (slurm.py or kube.py) decides which pending jobs start; the
 replay moves the clock, starts and ends jobs, and integrates the figures: GPU-seconds busy per pool,
