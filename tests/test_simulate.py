@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -553,7 +554,8 @@ def _spawned_workers(pid: int) -> list[int]:
     return out
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or len(os.sched_getaffinity(0)) < 2,
+                    reason="reads /proc; on one CPU simulate replays every plane in its own process")
 def test_sigterm_during_a_parallel_replay_ends_it_and_its_workers(tmp_path):
     """`orchgen simulate` replays a plane of 20,000 jobs or more in a spawned process beside the largest
     plane (issue 41). A SIGTERM then ends it the one way (one line, exit 2) at once, and takes the other
