@@ -43,7 +43,7 @@ PARALLEL_FROM = 20_000
 
 def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | None = None,
              per_pod: bool = True, progress: Callable[[int], None] | None = None,
-             own: bool = False, parallel: bool | None = None) -> dict[str, Any]:
+             own: bool = False, parallel: bool | None = False) -> dict[str, Any]:
     """The report (a JSON-able dict) of replaying `all_jobs` on `plan`. `slurm_policy`: overrides of
     slurm.Policy (a harness's shorter bf_interval); `per_pod`: also replay coupled Kubernetes work
     under the default per-pod scheduler, next to the plan's gang scheduler; `own`: the caller hands
@@ -51,10 +51,12 @@ def simulate(plan: Plan, all_jobs: list[Job], *, slurm_policy: dict[str, Any] | 
     jobs are some hundreds of MiB), with the same report.
 
     Planes share no nodes and no jobs, so their replays are independent: `parallel` replays every
-    plane but the one with the most jobs in other processes, at the same time as that one (None:
-    where the machine has another CPU for this process and those planes hold PARALLEL_FROM jobs or
-    more; issue 41: a month of a large site's Kubernetes plane took 6.5 s of 66 beside its Slurm
-    plane). The report is the same either way (test_simulate)."""
+    plane but the one with the most jobs in other processes, at the same time as that one (True:
+    always; None, what `orchgen simulate` passes: where the machine has another CPU for this process
+    and those planes hold PARALLEL_FROM jobs or more; issue 41: a month of a large site's Kubernetes
+    plane took 6.5 s of 66 beside its Slurm plane). The report is the same either way (test_simulate).
+    False by default: a spawned process imports the caller's main module, so a script calling this
+    at its top level, unguarded by `if __name__ == "__main__":`, would be run again in it."""
     report: dict[str, Any] = {"plan": plan.name, "gang_scheduler": plan.gang_scheduler, "jobs": len(all_jobs),
                               "workloads": [], "pools": [], "planes": [], "kubernetes_gangs": None}
     # per plane of the plan, in the order of its first job (GPUs or not), its jobs with GPUs: one pass

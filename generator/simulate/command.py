@@ -52,7 +52,9 @@ def _run(fleet, plan, workload: str, trace: str | None, hours: float, seed: int,
     if not compare:
         jobs = _jobs(plan, trace, hours, seed)
         with _progress(jobs) as tick:
-            report = simulate(plan, jobs, progress=tick, own=True)  # the jobs are this replay's alone
+            # the jobs are this replay's alone; the planes side by side where that is worth it (the console
+            # script's and `python -m generator`'s main modules are guarded: a spawned process imports them)
+            report = simulate(plan, jobs, progress=tick, own=True, parallel=None)
         report.update(seed=seed, hours=hours if trace is None else None, trace=trace, default_demand=defaults)
         if fmt == "json":
             click.echo(json.dumps(report, indent=2))
@@ -107,7 +109,7 @@ def compare_variants(fleet, plan, workload: str, trace: str | None, hours: float
             continue
         jobs = _jobs(alt, trace, hours, seed)
         with _progress(jobs, name) as tick:
-            rows.append({"variant": name, **simulate(alt, jobs, progress=tick, own=True), **kept})
+            rows.append({"variant": name, **simulate(alt, jobs, progress=tick, own=True, parallel=None), **kept})
     return rows
 
 
